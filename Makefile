@@ -1,0 +1,31 @@
+# The first two targets are what a new user runs: `make demo`, then `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench lint venv clean
+
+demo: $(STAMP)
+	$(BIN)/nsight-analyze demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check nsight_analyze tests benchmarks
+
+venv: $(STAMP)
+
+# Re-install whenever the project metadata changes.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,193 @@
+"""Kernel classification: a regex rules table decides each kernel's category and subcategory.
+
+The name is the only thing every trace format has, so a name heuristic is the baseline
+(Nsight Compute data, where ingested, may override it later). Matching is done once per
+DISTINCT name inside DuckDB with one CASE expression whose patterns are constants (each
+compiled once), then joined back, so millions of kernel rows cost one regex pass over a
+few thousand names.
+
+Rules are read from `data/kernel_rules.csv` (columns `priority,pattern,category,
+subcategory,note`; RE2 syntax as in DuckDB's `regexp_matches`, case-sensitive unless the
+pattern says `(?i)`). The first matching rule wins: user rules (from `--rules FILE`)
+before the built-in ones, each set in ascending priority, ties in file order. A name no
+rule matches is `other` with a NULL subcategory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from .errors import UserError
+
+BUILTIN_RULES = Path(__file__).parent / "data" / "kernel_rules.csv"
+CATEGORIES = ("compute", "memory", "comms", "other")
+COLUMNS = ("priority", "pattern", "category", "subcategory", "note")
+# settings row that keeps the user's rules, so a later ingest classifies new files the same way
+USER_RULES_KEY = "kernel_rules_user"
+
+
+@dataclass(frozen=True)
+class Rule:
+    priority: float
+    pattern: str
+    category: str
+    subcategory: str | None
+    note: str
+    origin: str  # "file:line", for error messages and --list-other
+
+
+def parse_rules(text: str, origin: str) -> list[Rule]:
+    """Rules of one CSV text, in file order; a malformed row is a user error naming its line."""
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None or tuple(h.strip().lower() for h in header[: len(COLUMNS)]) != COLUMNS:
+        raise UserError(f"{origin}: the first line must be the header {','.join(COLUMNS)}")
+    rules: list[Rule] = []
+    for line_no, row in enumerate(reader, start=2):
+        if not row or all(not cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
+            continue
+        row = [cell.strip() for cell in row] + [""] * (len(COLUMNS) - len(row))
+        priority, pattern, category, subcategory, note = row[: len(COLUMNS)]
+        where = f"{origin}:{line_no}"
+        try:
+            prio = float(priority)
+        except ValueError:
+            raise UserError(f"{where}: priority {priority!r} is not a number") from None
+        if not pattern:
+            raise UserError(f"{where}: empty pattern")
+        if category not in CATEGORIES:
+            raise UserError(f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}")
+        rules.append(Rule(prio, pattern, category, subcategory or None, note, where))
+    return rules
+
+
+def _read_rules_file(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read rules file {path}: {exc.strerror or exc}") from None
+
+
+def _stored_user_rules(con: duckdb.DuckDBPyConnection) -> str | None:
+    try:
+        row = con.execute("SELECT value FROM settings WHERE key = ?", [USER_RULES_KEY]).fetchone()
+    except duckdb.Error:
+        return None
+    return row[0] if row else None
+
+
+def ordered_rules(user_text: str | None, user_origin: str = "user rules") -> list[Rule]:
+    """User rules first, then built-in ones; each set sorted by priority (stable: file order on ties)."""
+    user = parse_rules(user_text, user_origin) if user_text else []
+    builtin = parse_rules(_read_rules_file(BUILTIN_RULES), "kernel_rules.csv")
+    return sorted(user, key=lambda r: r.priority) + sorted(builtin, key=lambda r: r.priority)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _check_patterns(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> None:
+    for rule in rules:
+        try:
+            con.execute(f"SELECT regexp_matches('', {_literal(rule.pattern)})").fetchone()
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0]
+            raise UserError(f"{rule.origin}: pattern {rule.pattern!r} is not a valid RE2 regex: {first}") from None
+
+
+def _rule_index_sql(rules: list[Rule], column: str) -> str:
+    """CASE expression giving the index of the first rule matching `column` (NULL: no rule)."""
+    if not rules:
+        return "CAST(NULL AS INTEGER)"
+    whens = " ".join(
+        f"WHEN regexp_matches({column}, {_literal(rule.pattern)}) THEN {i}" for i, rule in enumerate(rules)
+    )
+    return f"CASE {whens} END"
+
+
+def _rules_frame(rules: list[Rule]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rule_idx": list(range(len(rules))),
+            "category": [r.category for r in rules],
+            "subcategory": [r.subcategory for r in rules],
+            "rule": [r.origin for r in rules],
+        }
+    )
+
+
+def classify_names(
+    con: duckdb.DuckDBPyConnection, names: list[str], rules_path: Path | None = None
+) -> pd.DataFrame:
+    """Category, subcategory and deciding rule of each given name (for tests and previews)."""
+    rules = ordered_rules(_read_rules_file(rules_path) if rules_path else None, str(rules_path))
+    _check_patterns(con, rules)
+    frame = pd.DataFrame({"name": pd.Series(list(dict.fromkeys(names)), dtype="object")})
+    rule_frame = _rules_frame(rules)
+    con.register("_classify_input", frame)
+    con.register("_classify_rules", rule_frame)
+    try:
+        return con.execute(
+            f"""
+            WITH m AS (SELECT name, {_rule_index_sql(rules, "coalesce(name, '')")} AS rule_idx
+                       FROM _classify_input)
+            SELECT m.name, coalesce(r.category, 'other') AS category, r.subcategory, r.rule
+            FROM m LEFT JOIN _classify_rules r USING (rule_idx)
+            ORDER BY m.name
+            """
+        ).df()
+    finally:
+        con.unregister("_classify_input")
+        con.unregister("_classify_rules")
+
+
+def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = None) -> None:
+    """Fill category/subcategory of kernels whose category IS NULL.
+
+    Without `rules_path`, the user rules stored in the workspace by `nsight-analyze
+    classify --rules` still apply, so files ingested later are classified like earlier ones.
+    """
+    user_text = _read_rules_file(rules_path) if rules_path else _stored_user_rules(con)
+    rules = ordered_rules(user_text, str(rules_path) if rules_path else "stored user rules")
+    _check_patterns(con, rules)
+    con.register("_classify_rules", _rules_frame(rules))
+    try:
+        con.execute(
+            f"""
+            UPDATE kernels SET category = coalesce(m.category, 'other'), subcategory = m.subcategory
+            FROM (
+                SELECT d.key, r.category, r.subcategory
+                FROM (SELECT key, {_rule_index_sql(rules, "key")} AS rule_idx
+                      FROM (SELECT DISTINCT coalesce(name, short_name, '') AS key
+                            FROM kernels WHERE category IS NULL)) d
+                LEFT JOIN _classify_rules r USING (rule_idx)
+            ) m
+            WHERE kernels.category IS NULL AND coalesce(kernels.name, kernels.short_name, '') = m.key
+            """
+        )
+    finally:
+        con.unregister("_classify_rules")
+
+
+def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:
+    """Re-apply the rules to every kernel; a given rules file is stored for later ingests.
+
+    With `rules_path=None` the stored user rules (if any) are kept and re-applied.
+    """
+    if rules_path is not None:
+        text = _read_rules_file(rules_path)
+        rules = ordered_rules(text, str(rules_path))
+        _check_patterns(con, rules)
+        con.execute(
+            "INSERT OR REPLACE INTO settings VALUES (?, ?, ?)",
+            [USER_RULES_KEY, text, "CSV text of the user's kernel rules (nsight-analyze classify --rules)"],
+        )
+    con.execute("UPDATE kernels SET category = NULL, subcategory = NULL")
+    classify_kernels(con)

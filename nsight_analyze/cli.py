@@ -1,0 +1,57 @@
+"""The `nsight-analyze` command line: parse, call the library, render.
+
+Each subcommand lives in its own module under `nsight_analyze/commands/` and exposes a
+click command named `command`; this module only assembles them and turns errors into
+one clear line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import sys
+
+import click
+
+from . import __version__, commands
+from .errors import UserError
+
+
+class _Group(click.Group):
+    """Prints user errors as one line; a traceback only with NSIGHT_ANALYZE_DEBUG=1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            click.echo(
+                f"error: {type(exc).__name__}: {first} (set NSIGHT_ANALYZE_DEBUG=1 for details)", err=True
+            )
+            sys.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nsight-analyze")
+def main() -> None:
+    """Where each rank's GPU time goes, whether NCCL hides behind compute, who straggles, MFU/HFU."""
+
+
+def _register_commands() -> None:
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        main.add_command(module.command)
+
+
+_register_commands()

@@ -1,0 +1,35 @@
+"""DuckDB connections with the SQLite reader loaded from its PyPI wheel, never downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from .errors import UserError
+
+
+def sqlite_extension_path() -> Path:
+    """The sqlite_scanner extension binary shipped by the duckdb-extension-sqlite-scanner wheel."""
+    try:
+        import duckdb_extension_sqlite_scanner as ext
+    except ImportError as exc:  # pragma: no cover - packaging error
+        raise UserError(
+            "the DuckDB SQLite reader is not installed: pip install 'duckdb-extension-sqlite-scanner==%s'"
+            % duckdb.__version__
+        ) from exc
+    candidates = sorted(Path(ext.__file__).parent.glob("extensions/*/sqlite_scanner.duckdb_extension"))
+    if not candidates:  # pragma: no cover - packaging error
+        raise UserError("the duckdb-extension-sqlite-scanner wheel holds no extension binary")
+    return candidates[-1]
+
+
+def offline(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Forbid DuckDB from fetching extensions: air-gapped clusters have no network."""
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    return con
+
+
+def load_sqlite_reader(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"LOAD '{sqlite_extension_path()}'")

@@ -1,0 +1,389 @@
+"""Ingest a folder of per-rank traces into one workspace, one transaction per file.
+
+Order of work: discover files -> export .nsys-rep with the nsys CLI when present ->
+probe every file (cheap metadata) -> number the ranks across all files -> load each
+file in its own transaction -> classify kernels -> align clocks. A file that fails is
+rolled back and reported in one line; the others still load. Re-ingesting the same
+content is a no-op (sha256), so an interrupted ingest is simply run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import duckdb
+
+from . import classify
+from .errors import UserError
+from .sources import nsys_sqlite
+from .sources.base import BadInput, Probe
+from .workspace import open_workspace
+
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
+
+
+def source_modules() -> list[ModuleType]:
+    """Input formats in the order they are tried; nsys SQLite first."""
+    modules = [nsys_sqlite]
+    for name in ("kineto", "ncu"):
+        try:
+            modules.append(__import__(f"nsight_analyze.sources.{name}", fromlist=["sniff"]))
+        except ImportError:
+            pass
+    return modules
+
+
+@dataclass
+class FileOutcome:
+    path: Path
+    status: str  # ok | unchanged | failed | skipped | ignored
+    message: str = ""
+    file_id: int | None = None
+    ranks: list[int] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class IngestReport:
+    db: Path
+    outcomes: list[FileOutcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def by_status(self, status: str) -> list[FileOutcome]:
+        return [o for o in self.outcomes if o.status == status]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.by_status("failed"))
+
+
+@dataclass
+class _Candidate:
+    path: Path  # what the user has (the .nsys-rep for exported reports)
+    readable: Path  # what the source reads (the exported .sqlite for .nsys-rep)
+    source: ModuleType
+    sha256: str = ""
+    probe: Probe | None = None
+    file_id: int | None = None
+    ranks: dict[int, int] = field(default_factory=dict)
+    rank_sources: dict[int, str] = field(default_factory=dict)
+    replaces: list[int] = field(default_factory=list)  # file_ids this file replaces
+
+
+def natural_key(path: Path) -> list:
+    """rank2 before rank10."""
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", str(path))]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
+    """Every file below the inputs, naturally sorted; never the workspace or its export cache."""
+    files: list[Path] = []
+    for item in inputs:
+        if not item.exists():
+            raise UserError(f"{item}: no such file or directory")
+        files.extend(p for p in item.rglob("*") if p.is_file()) if item.is_dir() else files.append(item)
+    db_names = {db.resolve()} | {Path(str(db.resolve()) + s) for s in (".wal",)}
+    exports = export_cache(db).resolve()
+    keep = [p for p in files if p.resolve() not in db_names and exports not in p.resolve().parents]
+    keep = [p for p in keep if not p.name.endswith(WORKSPACE_SUFFIXES)]
+    return sorted(keep, key=natural_key)
+
+
+def export_cache(db: Path) -> Path:
+    return db.with_name(db.name + ".exports")
+
+
+def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
+    """Export a .nsys-rep/.qdrep with the nsys CLI into a cache beside the workspace."""
+    out = export_cache(db) / f"{report.stem}-{sha[:12]}.sqlite"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial.sqlite")
+    cmd = ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(report)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0 or not tmp.exists():
+        last = (proc.stderr or proc.stdout).strip().splitlines()
+        raise BadInput(f"nsys export failed ({last[-1] if last else 'exit ' + str(proc.returncode)})")
+    tmp.rename(out)
+    return out
+
+
+def _classify_candidates(paths: list[Path], db: Path, report: IngestReport) -> list[_Candidate]:
+    modules = source_modules()
+    candidates: list[_Candidate] = []
+    reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
+    nsys_cli = shutil.which("nsys")
+    if reports and not nsys_cli:
+        report.notes.append(
+            f"nsys CLI not found on PATH: {len(reports)} .nsys-rep/.qdrep file(s) skipped "
+            "(export them with `nsys export --type sqlite` or put nsys on PATH)"
+        )
+    for path in paths:
+        if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
+            if not nsys_cli:
+                report.outcomes.append(FileOutcome(path, "skipped", "nsys CLI not on PATH"))
+            else:
+                candidates.append(_Candidate(path, path, nsys_sqlite))
+            continue
+        for module in modules:
+            if module.sniff(path):
+                candidates.append(_Candidate(path, path, module))
+                break
+        else:
+            report.outcomes.append(FileOutcome(path, "ignored", "not a recognised trace format"))
+    return candidates
+
+
+def _prepare(cand: _Candidate, db: Path) -> None:
+    """Hash, export and probe one file (runs in worker threads: no workspace access)."""
+    cand.sha256 = sha256_of(cand.path)
+    if cand.path.suffix.lower() in NSYS_REPORT_SUFFIXES:
+        cand.readable = export_nsys_report(cand.path, db, cand.sha256)
+    cand.probe = cand.source.probe(cand.readable)
+
+
+def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, str]:
+    """Number the ranks of all new files; returns {candidate index: error} for conflicts.
+
+    Order of evidence: a rank claimed inside the file (MPI_RANKS, captured environment,
+    Kineto distributedInfo); then digits in the file name, when every unclaimed file has
+    a distinct number; then natural file order (rank2 before rank10), device order
+    within a file.
+    """
+    errors: dict[int, str] = {}
+    owners = dict(taken)  # rank -> path
+    for i, cand in enumerate(cands):
+        for proc in cand.probe.processes:
+            if proc.claimed_rank is None:
+                continue
+            if proc.claimed_rank in owners:
+                errors[i] = (
+                    f"rank {proc.claimed_rank} ({proc.rank_source}) is claimed by both {owners[proc.claimed_rank]} "
+                    f"and {cand.path}"
+                )
+                break
+        else:
+            for proc in cand.probe.processes:
+                if proc.claimed_rank is not None:
+                    owners[proc.claimed_rank] = str(cand.path)
+                    cand.ranks[proc.key] = proc.claimed_rank
+                    cand.rank_sources[proc.key] = proc.rank_source or "claimed"
+    open_cands = [c for i, c in enumerate(cands) if i not in errors]
+    unclaimed = [(c, p) for c in open_cands for p in c.probe.processes if p.key not in c.ranks]
+    numbers = [_file_number(c.path) if len(c.probe.processes) == 1 else None for c, _ in unclaimed]
+    by_name = (
+        all(n is not None for n in numbers)
+        and len(set(numbers)) == len(numbers)
+        and not set(numbers) & set(owners)
+    )
+    next_free = 0
+    for (cand, proc), number in zip(unclaimed, numbers):
+        if by_name:
+            rank, source = number, "filename"
+        else:
+            while next_free in owners:
+                next_free += 1
+            rank, source = next_free, "order"
+        owners[rank] = str(cand.path)
+        cand.ranks[proc.key] = rank
+        cand.rank_sources[proc.key] = source
+    return errors
+
+
+def _file_number(path: Path) -> int | None:
+    groups = re.findall(r"\d+", path.stem)
+    return int(groups[-1]) if groups else None
+
+
+def ingest(
+    inputs: list[Path] | Path,
+    db: Path | str,
+    jobs: int = 1,
+    replace: bool = False,
+    rules: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> IngestReport:
+    """Load traces into the workspace; see the module docstring for the guarantees."""
+    inputs = [Path(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
+    db = Path(db)
+    report = IngestReport(db=db)
+    paths = discover(inputs, db)
+    candidates = _classify_candidates(paths, db, report)
+    if not candidates and not report.outcomes:
+        raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
+    con = open_workspace(db)
+    try:
+        _prepare_all(candidates, db, jobs, report)
+        ready = _dedupe(con, candidates, replace, report)
+        _number_ranks(con, ready, report)
+        for cand in ready:
+            if cand.file_id is None:
+                continue
+            outcome = _load_one(con, cand, rules)
+            report.outcomes.append(outcome)
+            if progress:
+                progress(f"{outcome.status:6} {cand.path}  {outcome.message}")
+        if report.by_status("ok"):
+            _post_ingest(con, report)
+    finally:
+        con.close()
+    report.outcomes.sort(key=lambda o: natural_key(o.path))
+    return report
+
+
+def _prepare_all(cands: list[_Candidate], db: Path, jobs: int, report: IngestReport) -> None:
+    def work(cand: _Candidate) -> str | None:
+        try:
+            _prepare(cand, db)
+            return None
+        except BadInput as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"unreadable ({exc.strerror or exc})"
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        errors = list(pool.map(work, cands))
+    for cand, error in zip(list(cands), errors):
+        if error:
+            report.outcomes.append(FileOutcome(cand.path, "failed", error))
+            cands.remove(cand)
+
+
+def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[_Candidate], replace: bool, report: IngestReport):
+    ready = []
+    seen: dict[str, Path] = {}
+    for cand in cands:
+        if cand.sha256 in seen:
+            report.outcomes.append(FileOutcome(cand.path, "unchanged", f"same content as {seen[cand.sha256]}"))
+            continue
+        seen[cand.sha256] = cand.path
+        same = con.execute("SELECT file_id FROM files WHERE sha256 = ?", [cand.sha256]).fetchall()
+        same_path = con.execute("SELECT file_id FROM files WHERE path = ?", [str(cand.path.resolve())]).fetchall()
+        if same and not replace:
+            report.outcomes.append(FileOutcome(cand.path, "unchanged", "already in the workspace (same content)"))
+            continue
+        cand.replaces = sorted({r[0] for r in same + same_path}) if replace else []
+        if same_path and not replace and not same:
+            report.notes.append(f"{cand.path} changed since it was ingested: use --replace to reload it")
+            report.outcomes.append(FileOutcome(cand.path, "failed", "content changed since last ingest (use --replace)"))
+            continue
+        ready.append(cand)
+    return ready
+
+
+def _number_ranks(con: duckdb.DuckDBPyConnection, ready: list[_Candidate], report: IngestReport) -> None:
+    replaced = {fid for c in ready for fid in c.replaces}
+    taken = {
+        r: p
+        for r, p, fid in con.execute("SELECT r.rank, f.path, f.file_id FROM ranks r JOIN files f USING (file_id)").fetchall()
+        if fid not in replaced
+    }
+    errors = assign_ranks(ready, taken)
+    next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
+    for i, cand in enumerate(ready):
+        if i in errors:
+            report.outcomes.append(FileOutcome(cand.path, "failed", errors[i]))
+            continue
+        cand.file_id = next_id
+        next_id += 1
+
+
+def _load_one(con: duckdb.DuckDBPyConnection, cand: _Candidate, rules: Path | None) -> FileOutcome:
+    started = time.perf_counter()
+    probe = cand.probe
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for fid in cand.replaces:
+            _delete_file(con, fid)
+        result = cand.source.load(con, cand.readable, cand.file_id, cand.ranks, probe)
+        _insert_ranks(con, cand)
+        classify.classify_kernels(con, rules)
+        con.execute(
+            "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, now(), 'ok', ?, ?)",
+            [
+                cand.file_id, str(cand.path.resolve()), cand.sha256, cand.path.stat().st_size, probe.format,
+                probe.version, probe.schema_version, result.warnings, result.skipped,
+            ],
+        )
+        con.execute("COMMIT")
+    except (BadInput, duckdb.Error) as exc:
+        con.execute("ROLLBACK")
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return FileOutcome(cand.path, "failed", message, seconds=time.perf_counter() - started)
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        if hasattr(cand.source, "release"):
+            cand.source.release(con)
+    warn = f"{len(result.warnings)} warning(s)" if result.warnings else ""
+    return FileOutcome(
+        cand.path, "ok", warn, cand.file_id, sorted(cand.ranks.values()), result.counts, time.perf_counter() - started
+    )
+
+
+def _insert_ranks(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> None:
+    rows = []
+    for proc in cand.probe.processes:
+        rank = cand.ranks[proc.key]
+        rows.append(
+            (rank, cand.file_id, proc.pid, proc.key, proc.hostname, proc.device_id, proc.gpu_name,
+             proc.session_start_utc_ns, None, cand.rank_sources[proc.key], proc.local_rank, proc.world_size, None)
+        )
+    con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+EVENT_TABLES = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads", "gpus")
+
+
+def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
+    ranks = [r[0] for r in con.execute("SELECT rank FROM ranks WHERE file_id = ?", [file_id]).fetchall()]
+    for table in EVENT_TABLES:
+        if ranks:
+            con.execute(f"DELETE FROM {table} WHERE rank IN (SELECT unnest(?::INTEGER[]))", [ranks])
+    for table in ("env", "ranks", "files"):
+        con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
+    try:
+        for table in ("ncu_kernels", "ncu_metrics"):
+            con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
+    except duckdb.CatalogException:
+        pass
+
+
+def _post_ingest(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
+    """Coarse clock alignment by session start (UTC), then the merger's refinement."""
+    con.execute(
+        """
+        UPDATE ranks SET clock_offset_ns = session_start_utc_ns - (SELECT min(session_start_utc_ns) FROM ranks),
+                         alignment_method = 'session-start'
+        WHERE session_start_utc_ns IS NOT NULL AND alignment_method IS DISTINCT FROM 'collectives'
+        """
+    )
+    con.execute("UPDATE ranks SET clock_offset_ns = 0, alignment_method = 'none' WHERE session_start_utc_ns IS NULL")
+    try:
+        from . import ranks as rank_merger
+    except ImportError:
+        return
+    align = getattr(rank_merger, "align_clocks", None)
+    if align is not None:
+        report.notes.extend(align(con) or [])

@@ -1,0 +1,55 @@
+"""What every input format provides to the ingest: a cheap probe, then a load.
+
+The ingest first probes every file (which processes, i.e. would-be ranks, it holds and
+what rank each claims), assigns rank numbers across all files, then loads each file in
+its own transaction. A source module defines:
+
+    FORMAT: str                      # e.g. "nsys-sqlite", "kineto-json", "ncu-csv"
+    def sniff(path: Path) -> bool    # cheap: is this file of my format?
+    def probe(path: Path) -> Probe   # metadata only; raises BadInput with one clear line
+    def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> LoadResult
+        # inserts canonical rows inside the caller's open transaction; `ranks` maps
+        # Process.key -> assigned rank number
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class BadInput(Exception):
+    """The file cannot be ingested; the message is one line saying why."""
+
+
+@dataclass
+class Process:
+    """One would-be rank found in a file: one process on one GPU."""
+
+    key: int  # source-specific identity inside the file (nsys: globalPid; kineto: pid)
+    pid: int | None = None
+    device_id: int | None = None
+    claimed_rank: int | None = None  # from a trustworthy source inside the file
+    rank_source: str | None = None  # e.g. "env:RANK", "mpi", "kineto:distributedInfo"
+    hostname: str | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    gpu_name: str | None = None
+    session_start_utc_ns: int | None = None
+
+
+@dataclass
+class Probe:
+    format: str
+    processes: list[Process]  # empty for formats that carry no ranks (Nsight Compute)
+    version: str | None = None  # tool version that wrote the file
+    schema_version: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    context: Any = None  # whatever the source wants to hand from probe() to load()
+
+
+@dataclass
+class LoadResult:
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "WHAT: N rows (why)"
+    counts: dict[str, int] = field(default_factory=dict)  # canonical table -> rows inserted

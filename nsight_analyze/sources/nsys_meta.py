@@ -1,0 +1,293 @@
+"""Metadata of an Nsight Systems SQLite export, read with Python's sqlite3.
+
+Only small tables are read here (metadata, environment, GPU info, process lists); the
+event tables are streamed by DuckDB in `nsys_sqlite.py`. Everything is keyed on the
+presence of tables and columns, never on version strings, because NVIDIA changes the
+schema between releases (see ../shared/docs/nsys-sqlite-schema.md).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .base import BadInput
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+PID_DIVISOR = 1 << 24  # globalTid = [hw:8][vm:8][pid:24][tid:24]
+
+# Tables whose presence marks an Nsight Systems export.
+NSYS_MARKERS = {
+    "StringIds",
+    "TARGET_INFO_SESSION_START_TIME",
+    "ANALYSIS_DETAILS",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "TARGET_INFO_SYSTEM_ENV",
+}
+
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK")
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+# Environment variables worth keeping in the workspace; everything else stays out.
+ENV_ALLOW = re.compile(
+    r"^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|NODE_RANK|OMPI_COMM_WORLD_\w+|PMIX_RANK|PMI_RANK|"
+    r"PMI_SIZE|SLURM_PROCID|SLURM_LOCALID|SLURM_NTASKS|SLURM_NNODES|SLURM_JOB_NUM_NODES|SLURMD_NODENAME|"
+    r"CUDA_VISIBLE_DEVICES|CUDA_DEVICE_MAX_CONNECTIONS|CUDA_LAUNCH_BLOCKING|NCCL_\w+|TORCH_NCCL_\w+|"
+    r"PEAK_FLOPS\w*|OMP_NUM_THREADS|HOSTNAME)$"
+)
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I)
+
+
+def keep_env(name: str) -> bool:
+    """Allow-listed and not secret-looking: the only environment the workspace stores."""
+    return bool(ENV_ALLOW.match(name)) and not SECRET_NAME.search(name)
+
+
+@dataclass
+class GpuInfo:
+    name: str | None = None
+    sm_count: int | None = None
+    clock_hz: int | None = None
+    memory_bandwidth_bps: int | None = None
+    memory_bytes: int | None = None
+    compute_major: int | None = None
+    compute_minor: int | None = None
+    uuid: str | None = None
+    bus_location: str | None = None
+    source: str = "unknown"
+
+
+@dataclass
+class NsysMeta:
+    tables: dict[str, list[str]]  # table -> column names
+    nsys_version: str | None = None
+    schema_version: str | None = None
+    session_start_utc_ns: int | None = None
+    hostname: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # full parsed environment (never stored whole)
+    mpi_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> MPI rank
+    gpu_processes: dict[int, int | None] = field(default_factory=dict)  # globalPid -> main deviceId
+    api_only_processes: list[int] = field(default_factory=list)
+    gpus: dict[tuple[int, int | None], GpuInfo] = field(default_factory=dict)  # (globalPid, deviceId)
+    warnings: list[str] = field(default_factory=list)
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        cols = self.tables.get(table)
+        return cols is not None and (column is None or column in cols)
+
+
+def _decode(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open an export read-only and immutable: nothing is ever written next to the user's file."""
+    with open(path, "rb") as fh:
+        head = fh.read(100)
+    if not head:
+        raise BadInput("empty file")
+    if not head.startswith(SQLITE_MAGIC):
+        raise BadInput("not an SQLite database (wrong file header)")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        con.text_factory = bytes
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise BadInput(f"unreadable SQLite database ({exc})") from None
+    return con
+
+
+def parse_environment(block: str) -> dict[str, str]:
+    """NAME=VALUE entries separated by NUL (2.9.1), ';' (3.4.0+) or newlines.
+
+    Values may themselves contain ';' (LS_COLORS), so a new entry starts only where a
+    separator is followed by something shaped like a variable name and '='.
+    """
+    env: dict[str, str] = {}
+    pattern = re.compile(r"(?:^|[\x00;\n])([A-Za-z_][A-Za-z0-9_]*)=([^\x00]*?)(?=[\x00;\n][A-Za-z_][A-Za-z0-9_]*=|\x00|$)")
+    for match in pattern.finditer(block):
+        env.setdefault(match.group(1), match.group(2))
+    return env
+
+
+def read_meta(con: sqlite3.Connection) -> NsysMeta:
+    try:
+        names = [_decode(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        tables = {n: [_decode(c[1]) for c in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+    except sqlite3.DatabaseError as exc:
+        raise BadInput(f"corrupt or truncated SQLite database ({exc})") from None
+    if not tables:
+        raise BadInput("an SQLite database with no tables, not an Nsight Systems export")
+    if "StringIds" not in tables or not (NSYS_MARKERS - {"StringIds"}) & tables.keys():
+        raise BadInput("an SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
+    meta = NsysMeta(tables=tables)
+    try:
+        _read_versions(con, meta)
+        _read_session(con, meta)
+        _read_processes(con, meta)
+        _read_gpus(con, meta)
+    except sqlite3.DatabaseError as exc:
+        raise BadInput(f"corrupt or truncated SQLite database ({exc})") from None
+    return meta
+
+
+def _kv(con: sqlite3.Connection, table: str) -> dict[str, str]:
+    return {_decode(k): _decode(v) for k, v in con.execute(f'SELECT name, value FROM "{table}"')}
+
+
+def _read_versions(con: sqlite3.Connection, meta: NsysMeta) -> None:
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if meta.has(table):
+            kv = _kv(con, table)
+            meta.nsys_version = kv.get("EXPORT_PRODUCT_VERSION")
+            meta.schema_version = kv.get("EXPORT_SCHEMA_VERSION")
+            break
+    else:
+        meta.warnings.append("no export version table: a pre-2022 export, schema detected by columns")
+
+
+def _read_session(con: sqlite3.Connection, meta: NsysMeta) -> None:
+    if meta.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        meta.session_start_utc_ns = int(row[0]) if row and row[0] is not None else None
+    if meta.session_start_utc_ns is None:
+        meta.warnings.append("no session start time: this rank cannot be placed on a wall clock")
+    if meta.has("TARGET_INFO_SYSTEM_ENV", "value"):
+        rows = con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV").fetchall()
+        for name, value in rows:
+            name = _decode(name)
+            if name == "Hostname":
+                meta.hostname = _decode(value)
+            elif name == "DeviceEnvironment" and value is not None:
+                raw = value if isinstance(value, bytes) else str(value).encode()
+                meta.env.update(parse_environment(raw.decode("utf-8", "replace")))
+    if meta.has("META_DATA_CAPTURE"):
+        for name, value in _kv(con, "META_DATA_CAPTURE").items():
+            if name and name.endswith(":ENVIRONMENT_VARIABLE") and value and "=" in value:
+                key, _, val = value.partition("=")
+                meta.env.setdefault(key, val.strip('"'))
+    if meta.has("MPI_RANKS", "rank"):
+        for gtid, rank in con.execute("SELECT globalTid, rank FROM MPI_RANKS"):
+            meta.mpi_ranks[(int(gtid) // PID_DIVISOR) * PID_DIVISOR] = int(rank)
+
+
+def _read_processes(con: sqlite3.Connection, meta: NsysMeta) -> None:
+    """Processes with GPU activity are ranks; API-only processes (launchers) are reported."""
+    device_rows: dict[int, dict[int | None, int]] = {}
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        if meta.has(table, "globalPid"):
+            for gpid, dev, n in con.execute(f'SELECT globalPid, deviceId, count(*) FROM "{table}" GROUP BY 1, 2'):
+                counts = device_rows.setdefault(int(gpid), {})
+                counts[dev] = counts.get(dev, 0) + n
+    for gpid, counts in device_rows.items():
+        meta.gpu_processes[gpid] = max(counts, key=lambda d: counts[d])
+        if len(counts) > 1:
+            meta.warnings.append(
+                f"process {gpid // PID_DIVISOR % PID_DIVISOR} used {len(counts)} GPUs; "
+                f"rank attributed to device {meta.gpu_processes[gpid]}"
+            )
+    api_pids: list[int] = []
+    if meta.has("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"):
+        api_pids = [
+            int(r[0]) * PID_DIVISOR
+            for r in con.execute(f"SELECT DISTINCT globalTid / {PID_DIVISOR} FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+        ]
+    if not meta.gpu_processes:
+        if api_pids:
+            meta.gpu_processes = {p: None for p in api_pids}
+            meta.warnings.append("CUDA API calls but no GPU activity in this export")
+        else:
+            pid = _any_process(con, meta)
+            meta.gpu_processes = {pid: None}
+            meta.warnings.append("no CUDA activity in this export (CPU-only capture)")
+    meta.api_only_processes = [p for p in api_pids if p not in meta.gpu_processes]
+
+
+def _any_process(con: sqlite3.Connection, meta: NsysMeta) -> int:
+    """The process of a capture without CUDA rows: the one owning the NVTX events, else pid 0."""
+    if meta.has("NVTX_EVENTS", "globalTid"):
+        row = con.execute(
+            f"SELECT globalTid / {PID_DIVISOR} FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
+            "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).fetchone()
+        if row:
+            return int(row[0]) * PID_DIVISOR
+    return 0
+
+
+def _gpu_from_row(cols: list[str], row: tuple, source: str) -> GpuInfo:
+    rec = dict(zip(cols, row))
+
+    def num(*keys: str) -> int | None:
+        for key in keys:
+            if rec.get(key) is not None:
+                try:
+                    return int(rec[key])
+                except (TypeError, ValueError):
+                    return None
+        return None
+
+    return GpuInfo(
+        name=_decode(rec.get("name")),
+        sm_count=num("smCount", "numMultiprocessors"),
+        clock_hz=num("clockRate", "coreClockRate"),
+        memory_bandwidth_bps=num("memoryBandwidth", "globalMemoryBandwidth"),
+        memory_bytes=num("totalMemory", "globalMemorySize"),
+        compute_major=num("computeMajor", "computeCapabilityMajor"),
+        compute_minor=num("computeMinor", "computeCapabilityMinor"),
+        uuid=_decode(rec.get("uuid")),
+        bus_location=_decode(rec.get("busLocation") or rec.get("pciBusId")),
+        source=source,
+    )
+
+
+def _read_gpus(con: sqlite3.Connection, meta: NsysMeta) -> None:
+    """Map each process's CUDA ordinal to the physical GPU row (§7.2 of the schema doc)."""
+    by_id: dict[int, GpuInfo] = {}
+    by_cudev: dict[int, GpuInfo] = {}
+    if meta.has("TARGET_INFO_GPU", "name") and meta.has("TARGET_INFO_GPU", "id"):
+        cols = meta.tables["TARGET_INFO_GPU"]
+        for row in con.execute('SELECT * FROM "TARGET_INFO_GPU"'):
+            rec = dict(zip(cols, row))
+            info = _gpu_from_row(cols, row, "TARGET_INFO_GPU")
+            by_id[int(rec["id"])] = info
+            if rec.get("cuDevice") is not None:
+                by_cudev[int(rec["cuDevice"])] = info
+    cuda_gpu: dict[tuple[int | None, int], GpuInfo] = {}
+    if meta.has("TARGET_INFO_CUDA_GPU", "deviceId"):
+        cols = meta.tables["TARGET_INFO_CUDA_GPU"]
+        for row in con.execute('SELECT * FROM "TARGET_INFO_CUDA_GPU"'):
+            rec = dict(zip(cols, row))
+            pid = int(rec["pid"]) if rec.get("pid") is not None else None
+            cuda_gpu[(pid, int(rec["deviceId"]))] = _gpu_from_row(cols, row, "TARGET_INFO_CUDA_GPU")
+    cuda_device: dict[tuple[int, int], int] = {}
+    if meta.has("TARGET_INFO_CUDA_DEVICE", "gpuId"):
+        for gpu_id, cuda_id, pid in con.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
+            if None not in (gpu_id, cuda_id, pid):
+                cuda_device[(int(pid), int(cuda_id))] = int(gpu_id)
+    for gpid, dev in meta.gpu_processes.items():
+        pid = gpid // PID_DIVISOR % PID_DIVISOR
+        info = None
+        if dev is not None:
+            if (pid, dev) in cuda_device and cuda_device[(pid, dev)] in by_id:
+                info = by_id[cuda_device[(pid, dev)]]
+            elif dev in by_cudev:
+                info = by_cudev[dev]
+            elif (pid, dev) in cuda_gpu or (None, dev) in cuda_gpu:
+                info = cuda_gpu.get((pid, dev)) or cuda_gpu[(None, dev)]
+            elif len(by_id) == 1:
+                info = next(iter(by_id.values()))
+        if info is None and dev is not None:
+            meta.warnings.append(
+                f"GPU model unknown for process {pid} device {dev} (no TARGET_INFO_GPU row): peaks need a hint"
+            )
+        meta.gpus[(gpid, dev)] = info or GpuInfo()

@@ -1,0 +1,424 @@
+"""Nsight Systems SQLite exports -> canonical tables.
+
+Event tables are streamed by DuckDB's SQLite reader straight into the workspace
+(`INSERT ... SELECT` over an attached, read-only export), with names joined from
+StringIds on the way; Python never touches individual events. Each SELECT is built
+from the columns the file actually has, so every export schema from 2021 to 2026 loads.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import duckdb
+
+from ..duck import load_sqlite_reader
+from . import nsys_meta
+from .base import BadInput, LoadResult, Probe, Process
+from .nsys_meta import PID_DIVISOR, NsysMeta
+
+FORMAT = "nsys-sqlite"
+SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+# Built-in fallbacks for exports without (or with empty) ENUM tables (§6 of the schema doc).
+MEMCPY_KINDS = {
+    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified Memory HtoD", 12: "Unified Memory DtoH",
+    13: "Unified Memory DtoD",
+}
+MEM_KINDS = {
+    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+    6: "Managed Static", 7: "Unknown",
+}
+SYNC_TYPES = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
+NVTX_TYPES = {59: "push_pop", 60: "start_end", 70: "push_pop", 71: "start_end", 34: "mark"}
+API_CLASSES = {0: "runtime", 1: "driver"}
+
+# Tables that are read elsewhere or deliberately not loaded; their row counts are reported.
+REPORTED_UNUSED = (
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "OSRT_API",
+    "MPI_P2P_EVENTS",
+    "MPI_COLLECTIVES_EVENTS",
+    "CUDNN_EVENTS",
+    "CUBLAS_EVENTS",
+    "CUDA_GRAPH_EVENTS",
+    "CUDA_GRAPH_NODE_EVENTS",
+    "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH",
+    "CUPTI_ACTIVITY_KIND_OPENMP",
+)
+
+_attach_counter = itertools.count()
+
+
+def sniff(path: Path) -> bool:
+    if path.suffix.lower() not in SUFFIXES:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) in (nsys_meta.SQLITE_MAGIC, b"")  # empty files are reported by probe
+    except OSError:
+        return True  # unreadable: let probe say why
+
+
+def probe(path: Path) -> Probe:
+    con = nsys_meta.connect_readonly(path)
+    try:
+        meta = nsys_meta.read_meta(con)
+    finally:
+        con.close()
+    env_rank, env_source = _env_int(meta, nsys_meta.RANK_VARIABLES)
+    processes = []
+    single = len(meta.gpu_processes) == 1
+    for gpid, dev in sorted(meta.gpu_processes.items(), key=lambda kv: (kv[1] is None, kv[1], kv[0])):
+        claimed, source = None, None
+        if gpid in meta.mpi_ranks:
+            claimed, source = meta.mpi_ranks[gpid], "mpi"
+        elif single and env_rank is not None:
+            claimed, source = env_rank, env_source
+        processes.append(
+            Process(
+                key=gpid,
+                pid=gpid // PID_DIVISOR % PID_DIVISOR,
+                device_id=dev,
+                claimed_rank=claimed,
+                rank_source=source,
+                hostname=meta.hostname,
+                local_rank=_env_int(meta, nsys_meta.LOCAL_RANK_VARIABLES)[0] if single else None,
+                world_size=_env_int(meta, nsys_meta.WORLD_SIZE_VARIABLES)[0],
+                gpu_name=meta.gpus.get((gpid, dev)).name if meta.gpus.get((gpid, dev)) else None,
+                session_start_utc_ns=meta.session_start_utc_ns,
+            )
+        )
+    if len(meta.gpu_processes) > 1 and env_rank is not None:
+        meta.warnings.append(
+            f"{len(processes)} processes in one file: the captured {env_source[4:]} belongs to the launcher, "
+            "ranks numbered by device"
+        )
+    return Probe(
+        format=FORMAT,
+        processes=processes,
+        version=meta.nsys_version,
+        schema_version=meta.schema_version,
+        warnings=list(meta.warnings),
+        context=meta,
+    )
+
+
+def _env_int(meta: NsysMeta, names: tuple[str, ...]) -> tuple[int | None, str | None]:
+    for name in names:
+        value = meta.env.get(name, "").strip()
+        if value.isdigit():
+            return int(value), f"env:{name}"
+    return None, None
+
+
+_attached: list[tuple[duckdb.DuckDBPyConnection, str]] = []
+
+
+def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> LoadResult:
+    meta: NsysMeta = probe.context
+    result = LoadResult(warnings=list(probe.warnings))
+    alias = f"nsys_src_{next(_attach_counter)}"
+    load_sqlite_reader(con)
+    try:
+        con.execute(f"ATTACH '{_sql_str(str(path.resolve()))}' AS {alias} (TYPE sqlite, READ_ONLY)")
+    except duckdb.Error as exc:
+        raise BadInput(f"DuckDB cannot read the export ({str(exc).splitlines()[0]})") from None
+    _attached.append((con, alias))
+    try:
+        _Loader(con, alias, meta, file_id, ranks, result).load_all()
+    except duckdb.Error as exc:
+        raise BadInput(f"failed while reading events ({str(exc).splitlines()[0]})") from None
+    return result
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """Detach the exports attached by load(); DuckDB forbids it inside the load's transaction."""
+    for item in [a for a in _attached if a[0] is con]:
+        _attached.remove(item)
+        try:
+            con.execute(f"DETACH {item[1]}")
+        except duckdb.Error:
+            pass
+
+
+def _sql_str(text: str) -> str:
+    return text.replace("'", "''")
+
+
+class _Loader:
+    """One file's INSERT ... SELECT statements, built from the columns the file has."""
+
+    def __init__(self, con, alias: str, meta: NsysMeta, file_id: int, ranks: dict[int, int], result: LoadResult):
+        self.con, self.alias, self.meta, self.file_id, self.ranks, self.result = con, alias, meta, file_id, ranks, result
+        self.rank_map = f"rank_map_{alias}"
+
+    # -- helpers -------------------------------------------------------------------
+    def t(self, table: str) -> str:
+        return f'{self.alias}."{table}"'
+
+    def col(self, table: str, column: str, default: str = "NULL", cast: str | None = None) -> str:
+        if self.meta.has(table, column):
+            expr = f'x."{column}"'
+            return f"CAST({expr} AS {cast})" if cast else expr
+        return default if cast is None else f"CAST({default} AS {cast})"
+
+    def string(self, table: str, column: str) -> tuple[str, str]:
+        """(select expression, join clause) resolving an id column through StringIds."""
+        if not self.meta.has(table, column):
+            return "NULL", ""
+        j = f"s_{column}"
+        return f"{j}.value", f' LEFT JOIN {self.t("StringIds")} {j} ON {j}.id = x."{column}"'
+
+    def insert(self, target: str, sql: str) -> int:
+        before = self.con.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
+        self.con.execute(f"INSERT INTO {target} {sql}")
+        n = self.con.execute(f"SELECT count(*) FROM {target}").fetchone()[0] - before
+        self.result.counts[target] = self.result.counts.get(target, 0) + n
+        return n
+
+    def count(self, table: str, where: str = "") -> int:
+        return self.con.execute(f"SELECT count(*) FROM {self.t(table)} x {where}").fetchone()[0]
+
+    @staticmethod
+    def pid_expr(table: str, column: str) -> str:
+        """globalPid of a globalPid/globalTid column (clears the thread bits)."""
+        return f'(x."{column}" // {PID_DIVISOR}) * {PID_DIVISOR}'
+
+    def enum_map(self, enum_table: str, fallback: dict[int, str], column: str, alias: str) -> tuple[str, str]:
+        """A CASE over the built-in names; the file's ENUM table, when present and not empty, wins."""
+        case = "CASE " + " ".join(f"WHEN {column} = {k} THEN '{v}'" for k, v in fallback.items())
+        case += f" ELSE 'kind ' || CAST({column} AS VARCHAR) END"
+        if self.meta.has(enum_table, "name") and self.meta.has(enum_table, "id"):
+            n = self.con.execute(f"SELECT count(*) FROM {self.t(enum_table)}").fetchone()[0]
+            if n:
+                label = "label" if self.meta.has(enum_table, "label") else "name"
+                pretty = _enum_pretty_sql(f"{alias}.name", f"{alias}.{label}")
+                join = f" LEFT JOIN {self.t(enum_table)} {alias} ON {alias}.id = {column}"
+                return f"COALESCE({pretty}, {case})", join
+        return case, ""
+
+    # -- tables --------------------------------------------------------------------
+    def load_all(self) -> None:
+        self.con.execute(f"CREATE TEMP TABLE {self.rank_map} (global_pid BIGINT, rank INTEGER)")
+        try:
+            self.con.executemany(f"INSERT INTO {self.rank_map} VALUES (?, ?)", list(self.ranks.items()))
+            self.load_kernels()
+            self.load_memcpy()
+            self.load_memset()
+            self.load_api()
+            self.load_sync()
+            self.load_nvtx()
+            self.load_threads()
+            self.load_gpu_metrics()
+            self.load_gpus_env()
+            self.report_unused()
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {self.rank_map}")
+
+    def _gpu_events(self, table: str) -> str:
+        """FROM clause keeping the rows of processes that are ranks."""
+        return f" FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalPid')}"
+
+    def _report_unmapped(self, table: str, column: str, what: str) -> None:
+        total = self.count(table)
+        loaded_sql = (
+            f"SELECT count(*) FROM {self.t(table)} x JOIN {self.rank_map} m "
+            f"ON m.global_pid = {self.pid_expr(table, column)}"
+        )
+        loaded = self.con.execute(loaded_sql).fetchone()[0]
+        if total != loaded:
+            self.result.skipped.append(f"{what}: {total - loaded} rows of processes without GPU activity")
+
+    def load_kernels(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_KERNEL"
+        if not self.meta.has(table):
+            return
+        name, j1 = self.string(table, "demangledName")
+        short, j2 = self.string(table, "shortName")
+        graph_id = self.col(table, "graphId", cast="BIGINT")
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   COALESCE({name}, {short}), {short}, CAST(x.correlationId AS BIGINT),
+                   x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
+                   {self.col(table, 'registersPerThread', cast='INTEGER')},
+                   {self.col(table, 'staticSharedMemory', cast='BIGINT')},
+                   {self.col(table, 'dynamicSharedMemory', cast='BIGINT')},
+                   {graph_id}, {self.col(table, 'graphNodeId', cast='BIGINT')}, NULL, NULL
+            {self._gpu_events(table)}{j1}{j2}"""
+        self.insert("kernels", sql)
+        self._report_unmapped(table, "globalPid", "kernels")
+
+    def load_memcpy(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_MEMCPY"
+        if not self.meta.has(table):
+            return
+        kind, jk = self.enum_map("ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS, "x.copyKind", "ek")
+        src, js = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.srcKind", "es")
+        dst, jd = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.dstKind", "ed")
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   {kind}, CAST(x.bytes AS BIGINT), {src}, {dst}, CAST(x.correlationId AS BIGINT),
+                   {self.col(table, 'graphNodeId', cast='BIGINT')}
+            {self._gpu_events(table)}{jk}{js}{jd}"""
+        self.insert("memops", sql)
+        self._report_unmapped(table, "globalPid", "memcpy")
+
+    def load_memset(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_MEMSET"
+        if not self.meta.has(table):
+            return
+        if self.meta.has(table, "memKind"):
+            mem, jm = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.memKind", "em")
+        else:
+            mem, jm = "NULL", ""
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   'memset', CAST(x.bytes AS BIGINT), NULL, {mem}, CAST(x.correlationId AS BIGINT),
+                   {self.col(table, 'graphNodeId', cast='BIGINT')}
+            {self._gpu_events(table)}{jm}"""
+        self.insert("memops", sql)
+        self._report_unmapped(table, "globalPid", "memset")
+
+    def load_api(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        if not self.meta.has(table):
+            return
+        name, jn = self.string(table, "nameId")
+        if self.meta.has(table, "name") and name == "NULL":
+            name = 'x."name"'
+        api_class = self.col(table, "eventClass", "NULL")
+        class_case = (
+            "CASE " + " ".join(f"WHEN {api_class} = {k} THEN '{v}'" for k, v in API_CLASSES.items()) + " ELSE 'other' END"
+        )
+        sql = f"""
+            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   regexp_replace({name}, '_v[0-9]{{4,}}$', ''), CAST(x.correlationId AS BIGINT),
+                   {self.col(table, 'returnValue', cast='BIGINT')}, {class_case}
+            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalTid')}{jn}"""
+        self.insert("cuda_api", sql)
+        self._report_unmapped(table, "globalTid", "cuda_api")
+
+    def load_sync(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+        if not self.meta.has(table):
+            return
+        stype = self.col(table, "syncType", "0")
+        case = "CASE " + " ".join(f"WHEN {stype} = {k} THEN '{v}'" for k, v in SYNC_TYPES.items()) + " ELSE 'unknown' END"
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   {case}, {self.col(table, 'eventId', cast='BIGINT')}, CAST(x.correlationId AS BIGINT)
+            {self._gpu_events(table)}"""
+        self.insert("sync", sql)
+
+    def load_nvtx(self) -> None:
+        table = "NVTX_EVENTS"
+        if not self.meta.has(table):
+            return
+        text_id, jt = self.string(table, "textId")
+        text = f"COALESCE({text_id}, {self.col(table, 'text')})"
+        json_id, jj = self.string(table, "jsonTextId")
+        payload = f"COALESCE({json_id}, {self.col(table, 'jsonText')})"
+        pid = self.pid_expr(table, "globalTid")
+        domain_col = self.col(table, "domainId", "0")
+        type_case = "CASE " + " ".join(f"WHEN x.eventType = {k} THEN '{v}'" for k, v in NVTX_TYPES.items()) + " END"
+        types = ", ".join(str(k) for k in NVTX_TYPES)
+        # Domain names come from the domain-create rows (eventType 75) of the same process.
+        domains = f"""
+            (SELECT {pid} AS gpid, {domain_col} AS domain_id,
+                    COALESCE({text_id}, {self.col(table, 'text')}) AS name
+             FROM {self.t(table)} x{jt} WHERE x.eventType = 75)"""
+        sql = f"""
+            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), {text}, d.name, {type_case}, {payload}
+            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {pid}{jt}{jj}
+            LEFT JOIN {domains} d ON d.gpid = {pid} AND d.domain_id = {domain_col}
+            WHERE x.eventType IN ({types})"""
+        self.insert("nvtx", sql)
+        other = self.count(table, f"WHERE x.eventType NOT IN ({types}) OR x.eventType IS NULL")
+        if other:
+            self.result.skipped.append(f"NVTX_EVENTS: {other} naming/domain rows (metadata, not ranges)")
+        self._report_unmapped_where(table, types)
+
+    def _report_unmapped_where(self, table: str, types: str) -> None:
+        total = self.count(table, f"WHERE x.eventType IN ({types})")
+        loaded = self.result.counts.get("nvtx", 0)
+        if total != loaded:
+            self.result.skipped.append(f"nvtx: {total - loaded} ranges of processes without GPU activity")
+
+    def load_threads(self) -> None:
+        table = "ThreadNames"
+        if not self.meta.has(table, "globalTid"):
+            return
+        name, jn = self.string(table, "nameId")
+        sql = f"""
+            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT), {name}
+            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalTid')}{jn}"""
+        self.insert("threads", sql)
+
+    def load_gpu_metrics(self) -> None:
+        if not (self.meta.has("GPU_METRICS", "metricId") and self.meta.has("TARGET_INFO_GPU_METRICS", "metricName")):
+            return
+        single_rank = next(iter(self.ranks.values())) if len(self.ranks) == 1 else None
+        rank = "NULL" if single_rank is None else str(single_rank)
+        sql = f"""
+            SELECT {rank}, CAST(x.typeId % 256 AS INTEGER), CAST(x.timestamp AS BIGINT), t.metricName,
+                   CAST(x.value AS DOUBLE)
+            FROM {self.t('GPU_METRICS')} x JOIN {self.t('TARGET_INFO_GPU_METRICS')} t
+              ON t.typeId = x.typeId AND t.metricId = x.metricId"""
+        self.insert("gpu_metrics", sql)
+
+    def load_gpus_env(self) -> None:
+        rows = []
+        for gpid, rank in self.ranks.items():
+            dev = self.meta.gpu_processes.get(gpid)
+            g = self.meta.gpus.get((gpid, dev)) or nsys_meta.GpuInfo()
+            rows.append(
+                (rank, dev, g.name, g.sm_count, g.clock_hz, g.memory_bandwidth_bps, g.memory_bytes,
+                 g.compute_major, g.compute_minor, g.uuid, g.bus_location, g.source)
+            )
+        self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        env_rows = [(self.file_id, k, v) for k, v in sorted(self.meta.env.items()) if nsys_meta.keep_env(k)]
+        if env_rows:
+            self.con.executemany("INSERT INTO env VALUES (?, ?, ?)", env_rows)
+
+    def report_unused(self) -> None:
+        for table in REPORTED_UNUSED:
+            if self.meta.has(table):
+                n = self.count(table)
+                if n:
+                    why = (
+                        "CUDA-graph launches traced at graph level: no per-kernel rows for them"
+                        if table == "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+                        else "not used by nsight-analyze"
+                    )
+                    self.result.skipped.append(f"{table}: {n} rows ({why})")
+                    if table == "CUPTI_ACTIVITY_KIND_GRAPH_TRACE":
+                        self.result.warnings.append(f"{n} CUDA-graph launches have no per-kernel rows (graph-level trace)")
+        if self.meta.has("DIAGNOSTIC_EVENT", "severity"):
+            n = self.count("DIAGNOSTIC_EVENT", "WHERE x.severity >= 2")
+            if n:
+                self.result.warnings.append(f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)")
+        if self.meta.api_only_processes:
+            pids = ", ".join(str(p // PID_DIVISOR % PID_DIVISOR) for p in self.meta.api_only_processes)
+            self.result.warnings.append(f"process(es) {pids} made CUDA API calls but ran no GPU work: not ranks")
+
+
+def _enum_pretty_sql(name_col: str, label_col: str) -> str:
+    """ENUM names like CUDA_MEMCPY_KIND_HTOD / CUDA_MEMOPR_MEMORY_KIND_PINNED -> HtoD / Pinned."""
+    return f"""CASE
+        WHEN {name_col} LIKE 'CUDA_MEMCPY_KIND_%' THEN
+            CASE regexp_extract({name_col}, 'CUDA_MEMCPY_KIND_(\\w+)', 1)
+                WHEN 'HTOD' THEN 'HtoD' WHEN 'DTOH' THEN 'DtoH' WHEN 'HTOA' THEN 'HtoA' WHEN 'ATOH' THEN 'AtoH'
+                WHEN 'ATOA' THEN 'AtoA' WHEN 'ATOD' THEN 'AtoD' WHEN 'DTOA' THEN 'DtoA' WHEN 'DTOD' THEN 'DtoD'
+                WHEN 'HTOH' THEN 'HtoH' WHEN 'PTOP' THEN 'PtoP' WHEN 'UNKNOWN' THEN 'Unknown'
+                ELSE NULL END
+        WHEN {label_col} IS NOT NULL AND {name_col} LIKE 'CUDA_MEMOPR_MEMORY_KIND_%' THEN {label_col}
+        ELSE NULL END"""

@@ -1,0 +1,1 @@
+"""Synthetic multi-rank nsys traces with exact ground truth."""

@@ -1,0 +1,46 @@
+-- merge_nccl_payload: NCCL's NVTX payload (communicator, message size, sequence) per NCCL kernel.
+-- Why: the communicator id is the exact key for matching an operation across ranks; it
+-- is only on the host side, in the payload of the NCCL API range (ncclAllReduce, ...)
+-- that issued the kernel's launch call, so the range is projected to the kernel through
+-- the launch call (same rank and thread, call start inside the range; innermost = latest
+-- starting range wins) and the kernel's correlation id.
+-- Columns:
+--   rank            INTEGER
+--   correlation_id  BIGINT   of the kernel and its launch call
+--   comm            VARCHAR  communicator id from the payload (NULL when absent)
+--   payload_seq     BIGINT   sequence number from the payload (NULL when absent)
+--   bytes           BIGINT   message size in bytes from the payload (NULL when absent)
+-- Payload keys are matched loosely (JSON text, case-insensitive): a key containing
+-- "comm" -> comm; "seq" -> payload_seq; "message size" / "bytes" / "size" -> bytes.
+CREATE OR REPLACE VIEW merge_nccl_payload AS
+WITH ranges AS (
+    SELECT rank, tid, start_ns, end_ns, payload
+    FROM nvtx
+    WHERE payload IS NOT NULL
+      AND end_ns IS NOT NULL
+      AND (domain = 'NCCL' OR text LIKE 'nccl%')
+),
+launches AS (
+    SELECT a.rank, a.tid, a.start_ns, a.correlation_id
+    FROM cuda_api AS a
+    SEMI JOIN (SELECT DISTINCT rank, tid FROM ranges) AS t ON t.rank = a.rank AND t.tid = a.tid
+    SEMI JOIN (
+        SELECT rank, correlation_id FROM kernels
+        WHERE name LIKE 'nccl%' OR name LIKE 'void nccl%'
+    ) AS k ON k.rank = a.rank AND k.correlation_id = a.correlation_id
+),
+projected AS (
+    SELECT l.rank, l.correlation_id, r.payload
+    FROM launches AS l
+    ASOF JOIN ranges AS r ON r.rank = l.rank AND r.tid = l.tid AND l.start_ns >= r.start_ns
+    WHERE l.start_ns < r.end_ns
+)
+SELECT
+    rank,
+    correlation_id,
+    NULLIF(regexp_extract(payload, '(?i)"[^"]*comm[^"]*"\s*:\s*"?([0-9A-Za-z_]+)', 1), '') AS comm,
+    TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"[^"]*seq[^"]*"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT)
+        AS payload_seq,
+    TRY_CAST(NULLIF(regexp_extract(
+        payload, '(?i)"[^"]*(?:message size|bytes|size)[^"]*"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT) AS bytes
+FROM projected;

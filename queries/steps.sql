@@ -1,0 +1,39 @@
+-- steps: the step windows of every rank, projected onto the GPU timeline.
+-- Why: per-step partitions need windows that tile the GPU timeline, with the idle time before a
+-- step's first kernel (input wait, host work) belonging to that step.
+-- Columns: rank INTEGER, step BIGINT (NULL = the whole capture is one window),
+--   start_ns BIGINT ns, end_ns BIGINT ns (half-open window), source VARCHAR:
+--   'nvtx' (NVTX ranges matching settings.step_pattern), 'detected' (optimizer bursts, see
+--   tp_detected_steps) or 'capture' (neither: one window over the whole capture, step NULL).
+-- Definition (docs/metrics.md "Windows"): for NVTX steps, E_N / F_N = max end / min start of the
+--   operations belonging to step N (tp_step_ops), E'_N = running max of E_N in step order; step N's
+--   window is [E'_{N-1}, E'_N), the first step's [F_first, E'_first). Empty windows and steps
+--   without GPU operations have no row. Ranks without GPU operations have no row.
+CREATE OR REPLACE VIEW steps AS
+WITH per_step AS (
+    SELECT rank, step, min(start_ns) AS f, max(end_ns) AS e
+    FROM tp_step_ops
+    GROUP BY rank, step
+),
+running AS (
+    SELECT rank, step, f,
+           max(e) OVER (PARTITION BY rank ORDER BY step ROWS UNBOUNDED PRECEDING) AS e_run
+    FROM per_step
+),
+nvtx_windows AS (
+    SELECT rank, step,
+           coalesce(lag(e_run) OVER (PARTITION BY rank ORDER BY step), f) AS start_ns,
+           e_run AS end_ns
+    FROM running
+)
+SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns, 'nvtx' AS source
+FROM nvtx_windows
+WHERE end_ns > start_ns
+UNION ALL
+SELECT rank, step, start_ns, end_ns, 'detected' AS source
+FROM tp_detected_steps
+UNION ALL
+SELECT rank, NULL::BIGINT AS step, start_ns, end_ns, 'capture' AS source
+FROM tp_capture
+WHERE rank NOT IN (SELECT rank FROM tp_step_ops)
+  AND rank NOT IN (SELECT rank FROM tp_detected_steps);
