@@ -6,9 +6,9 @@
 -- Columns: rank INTEGER, start_ns BIGINT ns, end_ns BIGINT ns (segment, positive length),
 --   c, m, o, n INTEGER: number of compute / memory / other / comms operations covering it.
 -- Definition: events are the starts (+1) and ends (-1) of the rank's positive-length GPU
---   operations per category, plus step-window boundaries (0); counts are running sums in time
---   order; a segment runs from one distinct event time to the next. Segments cover exactly the
---   whole-capture window [min start, max end) of operations with positive length.
+--   operations per category, plus the capture and step window boundaries (0); counts are
+--   running sums in time order; a segment runs from one distinct event time to the next.
+--   Segments tile the whole-capture window exactly.
 CREATE OR REPLACE VIEW tp_segments AS
 WITH ops AS (
     SELECT rank, start_ns, end_ns,
@@ -21,6 +21,10 @@ ev AS (
     SELECT rank, start_ns AS ts, ic AS dc, im AS dm, io AS d_o, inn AS dn FROM ops
     UNION ALL
     SELECT rank, end_ns, -ic, -im, -io, -inn FROM ops
+    UNION ALL
+    SELECT rank, start_ns, 0, 0, 0, 0 FROM tp_capture
+    UNION ALL
+    SELECT rank, end_ns, 0, 0, 0, 0 FROM tp_capture
     UNION ALL
     SELECT rank, start_ns, 0, 0, 0, 0 FROM steps WHERE step IS NOT NULL
     UNION ALL

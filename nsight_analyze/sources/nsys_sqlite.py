@@ -19,7 +19,7 @@ from .base import BadInput, LoadResult, Probe, Process
 from .nsys_meta import PID_DIVISOR, NsysMeta
 
 FORMAT = "nsys-sqlite"
-SUFFIXES = (".sqlite", ".sqlite3", ".db")
+SUFFIXES = (".sqlite", ".sqlite3")
 
 # Built-in fallbacks for exports without (or with empty) ENUM tables (§6 of the schema doc).
 MEMCPY_KINDS = {
@@ -53,13 +53,8 @@ _attach_counter = itertools.count()
 
 
 def sniff(path: Path) -> bool:
-    if path.suffix.lower() not in SUFFIXES:
-        return False
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) in (nsys_meta.SQLITE_MAGIC, b"")  # empty files are reported by probe
-    except OSError:
-        return True  # unreadable: let probe say why
+    """By suffix alone: a .sqlite file that is not an export deserves a 'why', not silence."""
+    return path.suffix.lower() in SUFFIXES
 
 
 def probe(path: Path) -> Probe:

@@ -1,0 +1,5 @@
+"""`python -m nsight_analyze` runs the CLI."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,429 @@
+"""Dense peak throughput of a GPU: table lookup, derivation, or a flagged assumption.
+
+MFU and HFU are only as good as their denominator, and the usual ways to get it wrong
+are listed in ../shared/docs/gpu-peaks.md §1: sparse datasheet numbers, the boost clock
+instead of the (lower) clock behind Hopper/Blackwell tensor specs, and substring
+matching that takes a GH200 for an H200 or an A10G for an A10. So:
+
+* the table is data (`data/gpus.csv`, dense TFLOP/s per precision), matched on whole
+  tokens, most specific (longest) alias first;
+* an unknown model is derived from SM count x clock x FLOP/clk/SM of its architecture
+  (gpu-peaks.md §3), with the tensor-clock derate, and labelled ``derived``;
+* with no GPU information at all, an environment hint (``PEAK_FLOPS_PER_GPU``) or the
+  kernel-name family (``nvjet``/``sm90`` -> Hopper) is used and labelled ``assumed``;
+* a user override (``--peak-tflops``) beats everything and is labelled ``override``.
+
+Every result carries `source` and a human `reason`, so the report can say why.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from .errors import UserError
+
+DATA = Path(__file__).with_name("data") / "gpus.csv"
+
+#: Precisions with a dense peak column in data/gpus.csv (TFLOP/s; TOPS for int8).
+PRECISIONS = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+#: Precisions executed on tensor cores: Hopper/Blackwell specs use the lower tensor clock.
+TENSOR_PRECISIONS = ("tf32", "bf16", "fp16", "fp8", "int8")
+DEFAULT_PRECISION = "bf16"
+
+# Dense FLOP/clk/SM per architecture (gpu-peaks.md §3; FMA = 2). `half` lists the
+# precisions whose FP32-accumulate rate is halved on GeForce fuses (§1.3).
+# Keys: (compute major, minor).
+ARCH_RATES: dict[tuple[int, int], dict[str, Any]] = {
+    (7, 0): {"arch": "volta", "fp64": 64, "fp32": 128, "fp16": 1024},
+    (7, 5): {"arch": "turing", "fp64": 4, "fp32": 128, "fp16": 1024, "int8": 2048,
+             "half": ("fp16",), "half_rule": "geforce"},
+    (8, 0): {"arch": "ampere GA100", "fp64": 64, "fp64_tc": 128, "fp32": 128, "tf32": 1024,
+             "bf16": 2048, "fp16": 2048, "int8": 4096},
+    (8, 6): {"arch": "ampere GA10x", "fp64": 4, "fp32": 256, "tf32": 512, "bf16": 1024,
+             "fp16": 1024, "int8": 2048, "half": ("tf32", "bf16", "fp16")},
+    (8, 9): {"arch": "ada", "fp64": 4, "fp32": 256, "tf32": 512, "bf16": 1024, "fp16": 1024,
+             "fp8": 2048, "int8": 2048, "half": ("tf32", "bf16", "fp16", "fp8")},
+    (9, 0): {"arch": "hopper", "fp64": 128, "fp64_tc": 256, "fp32": 256, "tf32": 2048,
+             "bf16": 4096, "fp16": 4096, "fp8": 8192, "int8": 8192},
+    (10, 0): {"arch": "blackwell", "fp64": 128, "fp64_tc": 128, "fp32": 256, "tf32": 4096,
+              "bf16": 8192, "fp16": 8192, "fp8": 16384, "int8": 16384},
+    (12, 0): {"arch": "blackwell consumer", "fp64": 4, "fp32": 256, "bf16": 1024, "fp16": 1024,
+              "half": ("bf16", "fp16")},
+}
+
+# Tensor-clock derate: NVIDIA's Hopper/Blackwell tensor specs use a lower clock than the
+# max boost clock that NVML/nsys report (gpu-peaks.md §1.2, §3 steps 4-5).
+HOPPER_DERATE_SXM = 1830 / 1980
+HOPPER_DERATE_PCIE = 1620 / 1755
+BLACKWELL_DERATE = 1856 / 1965
+
+# Kernel-name families, newest architecture first: newer GPUs also run older-arch
+# kernels (an H100 trace holds sm80_xmma GEMMs), never the reverse.
+KERNEL_FAMILIES: list[tuple[str, str, str]] = [
+    ("blackwell", r"(?i)(sm100|sm_100|_100a_|tcgen05|utcmma)", "NVIDIA B200"),
+    ("hopper", r"(?i)(nvjet|sm90|sm_90|_90a_|wgmma|hopper)", "NVIDIA H100 SXM"),
+    ("ampere", r"(?i)(ampere_|sm80_|cutlass_80|sm_80|_sm80)", "NVIDIA A100-SXM4-80GB"),
+    ("turing", r"(?i)(turing_|sm75_|cutlass_75)", "Tesla T4"),
+    ("volta", r"(?i)(volta_|sm70_|cutlass_70)", "Tesla V100-SXM2"),
+]
+
+ENV_HINT_PATTERN = r"(?i)^PEAK_.*FLOP"
+
+
+@dataclass
+class Peak:
+    """Dense peaks of one GPU and how they were obtained."""
+
+    source: str  # table | derived | assumed | override | unknown
+    reason: str
+    model: str | None = None
+    tflops: dict[str, float | None] = field(default_factory=dict)  # precision -> dense TFLOP/s
+    mem_bw_gbs: float | None = None
+    sm_count: int | None = None
+    boost_mhz: float | None = None
+    tensor_mhz: float | None = None
+    confidence: str | None = None
+
+    def peak_flops(self, precision: str = DEFAULT_PRECISION) -> float | None:
+        """FLOP/s for a precision; bf16 falls back to fp16 on parts without BF16 (V100, T4)."""
+        value = self.tflops.get(precision)
+        if value is None and precision == "bf16":
+            value = self.tflops.get("fp16")
+        return None if value is None else value * 1e12
+
+    def ridge(self, precision: str = DEFAULT_PRECISION) -> float | None:
+        """FLOP/byte where the memory roof meets the compute roof."""
+        flops = self.peak_flops(precision)
+        if flops is None or not self.mem_bw_gbs:
+            return None
+        return flops / (self.mem_bw_gbs * 1e9)
+
+
+@functools.lru_cache(maxsize=1)
+def table() -> pd.DataFrame:
+    """The peak table as shipped (one row per model)."""
+    df = pd.read_csv(DATA, dtype={"cc": str}, keep_default_na=True)
+    return df
+
+
+def _aliases() -> list[tuple[str, int]]:
+    """(alias, row index), longest alias first: the most specific name wins."""
+    out = []
+    for idx, match in table()["match"].items():
+        for alias in str(match).split("|"):
+            out.append((alias.strip().lower(), idx))
+    return sorted(out, key=lambda a: -len(a[0]))
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[\s_]+", " ", name.strip().lower())
+
+
+def _contains_token(haystack: str, needle: str) -> bool:
+    """`needle` occurs in `haystack` not glued to letters/digits (A10 is not in A100 or A10G)."""
+    pattern = r"(?<![a-z0-9])" + re.escape(needle) + r"(?![a-z0-9])"
+    return re.search(pattern, haystack) is not None
+
+
+def _row_peak(idx: int, source: str, reason: str) -> Peak:
+    row = table().loc[idx]
+    tflops = {p: (None if pd.isna(row[p]) else float(row[p])) for p in PRECISIONS}
+    return Peak(
+        source=source,
+        reason=reason,
+        model=str(row["model"]),
+        tflops=tflops,
+        mem_bw_gbs=None if pd.isna(row["mem_bw_gbs"]) else float(row["mem_bw_gbs"]),
+        sm_count=None if pd.isna(row["sm_count"]) else int(row["sm_count"]),
+        boost_mhz=None if pd.isna(row["boost_mhz"]) else float(row["boost_mhz"]),
+        tensor_mhz=None if pd.isna(row["tensor_mhz"]) else float(row["tensor_mhz"]),
+        confidence=str(row["confidence"]),
+    )
+
+
+def model_peak(model: str) -> Peak:
+    """The table row whose `model` is exactly this (used for family guesses and tests)."""
+    rows = table().index[table()["model"] == model]
+    if len(rows) == 0:
+        raise KeyError(model)
+    return _row_peak(int(rows[0]), "table", f"table row {model}")
+
+
+def lookup(name: str | None) -> Peak | None:
+    """Table row for an NVML/nsys GPU name, most specific alias first; None if unknown."""
+    if not name:
+        return None
+    norm = _normalise(name)
+    for alias, idx in _aliases():
+        if _contains_token(norm, alias):
+            model = table().loc[idx, "model"]
+            return _row_peak(idx, "table", f"name {name!r} matched alias {alias!r} -> {model}")
+    return None
+
+
+def _is_geforce(name: str) -> bool:
+    """GeForce fuse (half-rate FP32 accumulate), per gpu-peaks.md §3 step 3."""
+    low = name.lower()
+    if "geforce" in low:
+        return True
+    return "rtx" in low and "ada generation" not in low and "pro" not in low and "quadro" not in low
+
+
+def derive(
+    name: str | None,
+    sm_count: int | None,
+    clock_hz: float | None,
+    compute_major: int | None,
+    compute_minor: int | None,
+    mem_bw_bps: float | None = None,
+) -> Peak | None:
+    """SM count x clock x FLOP/clk/SM of the architecture, tensor-clock derated; None if impossible."""
+    if not sm_count or not clock_hz or compute_major is None or compute_minor is None:
+        return None
+    rates = ARCH_RATES.get((int(compute_major), int(compute_minor)))
+    if rates is None:
+        return None
+    name = name or ""
+    ghz = float(clock_hz) / 1e9
+    notes = [f"{sm_count} SMs x {ghz:.3f} GHz x FLOP/clk/SM of {rates['arch']} (CC {compute_major}.{compute_minor})"]
+    halve: tuple[str, ...] = ()
+    if "half" in rates:
+        geforce = "geforce" in name.lower() if rates.get("half_rule") == "geforce" else _is_geforce(name)
+        if geforce:
+            halve = rates["half"]
+            notes.append("GeForce: half-rate FP32-accumulate tensor math (uncertain)")
+    derate = 1.0
+    if compute_major == 9:
+        derate = HOPPER_DERATE_PCIE if "pcie" in name.lower() else HOPPER_DERATE_SXM
+        notes.append(f"tensor-clock derate {derate:.3f}")
+    elif compute_major == 10:
+        derate = BLACKWELL_DERATE
+        notes.append(f"tensor-clock derate {derate:.3f}")
+    tflops: dict[str, float | None] = {}
+    for p in PRECISIONS:
+        per_sm = rates.get(p)
+        if per_sm is None:
+            tflops[p] = None
+            continue
+        value = sm_count * ghz * per_sm / 1000.0
+        if p in halve:
+            value /= 2
+        if p in TENSOR_PRECISIONS:
+            value *= derate
+        tflops[p] = value
+    return Peak(
+        source="derived",
+        reason="; ".join(notes),
+        model=name or None,
+        tflops=tflops,
+        mem_bw_gbs=None if not mem_bw_bps else float(mem_bw_bps) / 1e9,
+        sm_count=int(sm_count),
+        boost_mhz=ghz * 1000,
+        tensor_mhz=ghz * 1000 * derate if derate != 1.0 else None,
+        confidence="D",
+    )
+
+
+def parse_env_hint(name: str, value: str) -> float | None:
+    """FLOP/s from an env hint such as PEAK_FLOPS_PER_GPU=989e12 (or PEAK_TFLOPS=989)."""
+    try:
+        number = float(str(value).strip().strip('"').strip("'"))
+    except ValueError:
+        return None
+    if not math.isfinite(number) or number <= 0:
+        return None
+    if "TFLOP" in name.upper() or number < 1e6:  # a bare "989" is TFLOP/s, not 989 FLOP/s
+        number *= 1e12
+    return number
+
+
+def with_override(peak: Peak | None, peak_tflops: float, precision: str) -> Peak:
+    """The user's peak replaces the chosen precision; the rest of the row is kept for context."""
+    base = peak or Peak(source="unknown", reason="")
+    tflops = dict(base.tflops)
+    tflops[precision] = float(peak_tflops)
+    return Peak(
+        source="override",
+        reason=f"--peak-tflops {peak_tflops:g} for {precision}" + (f" (was: {base.reason})" if base.reason else ""),
+        model=base.model,
+        tflops=tflops,
+        mem_bw_gbs=base.mem_bw_gbs,
+        sm_count=base.sm_count,
+        boost_mhz=base.boost_mhz,
+        tensor_mhz=base.tensor_mhz,
+        confidence="user",
+    )
+
+
+def resolve(
+    name: str | None = None,
+    sm_count: int | None = None,
+    clock_hz: float | None = None,
+    compute_major: int | None = None,
+    compute_minor: int | None = None,
+    mem_bw_bps: float | None = None,
+    env_hints: dict[str, str] | None = None,
+    families: list[str] | None = None,
+    peak_tflops: float | None = None,
+    precision: str = DEFAULT_PRECISION,
+) -> Peak:
+    """The algorithm of gpu-peaks.md §3: override, table, derivation, env hint, kernel family."""
+    peak = lookup(name)
+    if peak is None:
+        peak = derive(name, sm_count, clock_hz, compute_major, compute_minor, mem_bw_bps)
+    if peak is None:
+        for key, value in sorted((env_hints or {}).items()):
+            flops = parse_env_hint(key, value)
+            if flops is not None:
+                peak = Peak(
+                    source="assumed",
+                    reason=f"GPU model unknown; environment hint {key}={value} taken as the {precision} peak",
+                    tflops={precision: flops / 1e12},
+                    confidence="assumed",
+                )
+                break
+    if peak is None:
+        for family, _pattern, model in KERNEL_FAMILIES:
+            if family in (families or []):
+                row = model_peak(model)
+                peak = Peak(
+                    source="assumed",
+                    reason=f"GPU model unknown; {family} kernel names -> assumed {model}",
+                    model=model,
+                    tflops=row.tflops,
+                    mem_bw_gbs=row.mem_bw_gbs,
+                    sm_count=row.sm_count,
+                    boost_mhz=row.boost_mhz,
+                    tensor_mhz=row.tensor_mhz,
+                    confidence="assumed",
+                )
+                break
+    if peak_tflops is not None:
+        return with_override(peak, peak_tflops, precision)
+    if peak is None:
+        what = f"GPU {name!r} is not in the peak table and" if name else "no GPU model in the trace,"
+        return Peak(
+            source="unknown",
+            reason=f"{what} no SM count/clock/CC, env hint or kernel family to go on: pass --peak-tflops",
+        )
+    return peak
+
+
+def families_sql(name_column: str = "name") -> str:
+    """SQL expressions `bool_or(regexp_matches(name, ...)) AS fam_<family>` for a GROUP BY."""
+    parts = []
+    for family, pattern, _model in KERNEL_FAMILIES:
+        parts.append(f"bool_or(regexp_matches({name_column}, '{pattern}')) AS fam_{family}")
+    return ", ".join(parts)
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT internal", [name]
+    ).fetchone()
+    row2 = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()
+    return bool(row and row[0]) or bool(row2 and row2[0])
+
+
+def rank_peaks(
+    con: duckdb.DuckDBPyConnection,
+    peak_tflops: float | None = None,
+    precision: str = DEFAULT_PRECISION,
+) -> pd.DataFrame:
+    """One row per rank: the GPU seen, the peak chosen for `precision`, its source and why.
+
+    Inputs are the small per-rank tables (`ranks`, `gpus`, `env`) plus one aggregate over
+    kernel names for the family guess; the loop below is over ranks, not events.
+    """
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    ranks = con.execute(
+        """
+        WITH g AS (
+            SELECT g.*, row_number() OVER (
+                       PARTITION BY g.rank
+                       ORDER BY (g.device_id IS NOT DISTINCT FROM r.device_id) DESC, g.device_id) AS pick
+            FROM gpus g JOIN ranks r ON r.rank = g.rank
+        )
+        SELECT r.rank, r.file_id, coalesce(g.name, r.gpu_name) AS name, g.sm_count, g.clock_hz,
+               g.compute_major, g.compute_minor, g.memory_bandwidth_bps, g.source AS gpu_source
+        FROM ranks r LEFT JOIN g ON g.rank = r.rank AND g.pick = 1
+        ORDER BY r.rank
+        """
+    ).df()
+    env = con.execute(
+        f"SELECT file_id, name, value FROM env WHERE regexp_matches(name, '{ENV_HINT_PATTERN}')"
+    ).df()
+    fams = con.execute(f"SELECT rank, {families_sql()} FROM kernels GROUP BY rank").df()
+    fams = fams.set_index("rank") if len(fams) else fams
+    rows = []
+    for rec in ranks.to_dict("records"):
+        hints = {
+            str(h["name"]): str(h["value"]) for h in env[env["file_id"] == rec["file_id"]].to_dict("records")
+        }
+        families: list[str] = []
+        if len(fams) and rec["rank"] in fams.index:
+            families = [f for f, _p, _m in KERNEL_FAMILIES if bool(fams.loc[rec["rank"], f"fam_{f}"])]
+        peak = resolve(
+            name=_none(rec["name"]),
+            sm_count=_none(rec["sm_count"]),
+            clock_hz=_none(rec["clock_hz"]),
+            compute_major=_none(rec["compute_major"]),
+            compute_minor=_none(rec["compute_minor"]),
+            mem_bw_bps=_none(rec["memory_bandwidth_bps"]),
+            env_hints=hints,
+            families=families,
+            peak_tflops=peak_tflops,
+            precision=precision,
+        )
+        rows.append(peak_row(peak, precision, rank=int(rec["rank"]), gpu_name=_none(rec["name"])))
+    return pd.DataFrame(rows, columns=PEAK_COLUMNS)
+
+
+PEAK_COLUMNS = [
+    "rank", "gpu_name", "model", "source", "reason", "precision", "peak_tflops", "peak_flops",
+    "mem_bw_gbs", "ridge_flop_per_byte", "sm_count", "boost_mhz", "tensor_mhz", "confidence",
+] + [f"peak_{p}_tflops" for p in PRECISIONS]
+
+
+def peak_row(peak: Peak, precision: str, **extra: Any) -> dict[str, Any]:
+    """A flat dict of a Peak for DataFrames and JSON."""
+    flops = peak.peak_flops(precision)
+    row: dict[str, Any] = {
+        "model": peak.model,
+        "source": peak.source,
+        "reason": peak.reason,
+        "precision": precision,
+        "peak_tflops": None if flops is None else flops / 1e12,
+        "peak_flops": flops,
+        "mem_bw_gbs": peak.mem_bw_gbs,
+        "ridge_flop_per_byte": peak.ridge(precision),
+        "sm_count": peak.sm_count,
+        "boost_mhz": peak.boost_mhz,
+        "tensor_mhz": peak.tensor_mhz,
+        "confidence": peak.confidence,
+    }
+    for p in PRECISIONS:
+        row[f"peak_{p}_tflops"] = peak.tflops.get(p)
+    row.update(extra)
+    return row
+
+
+def _none(value: Any) -> Any:
+    """pandas NA/NaN -> None, numpy scalars -> Python."""
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value.item() if hasattr(value, "item") else value

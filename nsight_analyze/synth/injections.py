@@ -1,0 +1,85 @@
+"""Parsing of `--inject` specifications into one validated, combinable set of anomalies."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+
+SPEC_HELP = (
+    "straggler=RANK:+PCT, clock-skew=NODE:+MS|-MS, input-stall=EVERY:MS, exposed-comm, "
+    "launch-bound=FIRST-LAST, sync-stall, cuda-graph"
+)
+
+
+@dataclass
+class Injections:
+    """All anomalies of one generated job (empty = a healthy job)."""
+
+    straggler: dict[int, float] = field(default_factory=dict)        # rank -> % slower compute
+    clock_skew_ms: dict[int, float] = field(default_factory=dict)    # node -> ms added to its UTC clock
+    input_stall: tuple[int, float] | None = None                     # (every N-th step, ms)
+    exposed_comm: bool = False
+    launch_bound: tuple[int, int] | None = None                      # inclusive step-number range
+    sync_stall: bool = False
+    cuda_graph: bool = False
+    specs: list[str] = field(default_factory=list)
+
+    def input_stall_ns(self, step: int) -> int:
+        if self.input_stall and step % self.input_stall[0] == 0:
+            return int(round(self.input_stall[1] * 1e6))
+        return 0
+
+    def is_launch_bound(self, step: int) -> bool:
+        return bool(self.launch_bound) and self.launch_bound[0] <= step <= self.launch_bound[1]
+
+
+def _num(text: str, spec: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(f"bad --inject {spec!r}: {text!r} is not a number (forms: {SPEC_HELP})") from None
+
+
+def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
+    """Turn `['straggler=3:+20', 'input-stall=4:30']` (or one comma-free string) into Injections."""
+    if specs is None:
+        specs = []
+    if isinstance(specs, str):
+        specs = [specs]
+    inj = Injections(specs=list(specs))
+    for spec in specs:
+        key, _, val = spec.strip().partition("=")
+        key = key.strip().lower()
+        if key == "straggler":
+            m = re.fullmatch(r"(\d+):\+?([0-9.]+)%?", val.strip())
+            if not m:
+                raise UserError(f"bad --inject {spec!r}: use straggler=RANK:+PCT, e.g. straggler=3:+20")
+            inj.straggler[int(m.group(1))] = _num(m.group(2), spec)
+        elif key == "clock-skew":
+            m = re.fullmatch(r"(\d+):([+-]?[0-9.]+)(ms)?", val.strip())
+            if not m:
+                raise UserError(f"bad --inject {spec!r}: use clock-skew=NODE:+MS, e.g. clock-skew=1:+3.5")
+            inj.clock_skew_ms[int(m.group(1))] = _num(m.group(2), spec)
+        elif key == "input-stall":
+            m = re.fullmatch(r"(\d+):([0-9.]+)(ms)?", val.strip())
+            if not m or int(m.group(1)) < 1:
+                raise UserError(f"bad --inject {spec!r}: use input-stall=EVERY:MS, e.g. input-stall=4:30")
+            inj.input_stall = (int(m.group(1)), _num(m.group(2), spec))
+        elif key == "launch-bound":
+            m = re.fullmatch(r"(\d+)(?:-(\d+))?", val.strip())
+            if not m:
+                raise UserError(f"bad --inject {spec!r}: use launch-bound=FIRST-LAST (step numbers), e.g. 3-5")
+            first = int(m.group(1))
+            last = int(m.group(2)) if m.group(2) else first
+            if last < first:
+                raise UserError(f"bad --inject {spec!r}: empty step range")
+            inj.launch_bound = (first, last)
+        elif key in ("exposed-comm", "sync-stall", "cuda-graph"):
+            if val:
+                raise UserError(f"bad --inject {spec!r}: {key} takes no value")
+            setattr(inj, key.replace("-", "_"), True)
+        else:
+            raise UserError(f"unknown --inject {spec!r} (known: {SPEC_HELP})")
+    return inj

@@ -1,0 +1,34 @@
+-- tp_sync_api: synchronising CUDA API calls of every rank (the host blocks until the GPU catches up).
+-- Why: a GPU gap whose host stall coincides with one of these calls is a sync stall, not slow host
+-- code; sync_calls lists them with the GPU idle time they caused.
+-- Columns: rank INTEGER, tid BIGINT, start_ns, end_ns BIGINT ns, name VARCHAR (ABI suffix
+--   stripped), correlation_id BIGINT, reason VARCHAR: 'sync' (explicit synchronisation),
+--   'sync copy' (synchronous memcpy/memset), 'pageable async copy'.
+-- Definition (docs/metrics.md): cudaDeviceSynchronize, cudaStreamSynchronize,
+--   cudaEventSynchronize, cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize; cudaMemcpy,
+--   cudaMemcpy2D, cudaMemcpy3D, cudaMemcpyToSymbol, cudaMemcpyFromSymbol, cudaMemset,
+--   cuMemcpyDtoH, cuMemcpyHtoD; and any cudaMemcpy*Async whose operation (memops, same rank and
+--   correlation_id) has Pageable source or destination memory.
+CREATE OR REPLACE VIEW tp_sync_api AS
+WITH api AS (
+    SELECT rank, tid, start_ns, end_ns, regexp_replace(name, '_v\d+$', '') AS name, correlation_id
+    FROM cuda_api
+    WHERE name LIKE 'cu%'
+      AND regexp_matches(name, '^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|'
+          || 'cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize|cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|'
+          || 'cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cudaMemset|cuMemcpyDtoH|cuMemcpyHtoD|'
+          || 'cudaMemcpy\w*Async)(_v\d+)?$')
+)
+SELECT rank, tid, start_ns, end_ns, name, correlation_id,
+       CASE WHEN name LIKE '%Synchronize' THEN 'sync' ELSE 'sync copy' END AS reason
+FROM api
+WHERE NOT regexp_matches(name, '^cudaMemcpy\w*Async$')
+UNION ALL
+SELECT a.rank, a.tid, a.start_ns, a.end_ns, a.name, a.correlation_id, 'pageable async copy' AS reason
+FROM api AS a
+WHERE regexp_matches(a.name, '^cudaMemcpy\w*Async$')
+  AND EXISTS (
+      SELECT 1 FROM memops AS mo
+      WHERE mo.rank = a.rank AND mo.correlation_id = a.correlation_id
+        AND (lower(mo.src_kind) = 'pageable' OR lower(mo.dst_kind) = 'pageable')
+  );

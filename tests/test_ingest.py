@@ -1,0 +1,297 @@
+"""Ingest of real Nsight Systems exports: parity with nsys's own stats, bad input, integrity."""
+
+from __future__ import annotations
+
+import collections
+import csv
+import hashlib
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsight_analyze.ingest import ingest
+from nsight_analyze.workspace import open_workspace
+
+from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
+
+CLI = [sys.executable, "-m", "nsight_analyze"]
+TRACE_IDS = [str(p.relative_to(TRACES / "nsys")) for p in nsys_traces()]
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def oracle_rows(trace: Path, report: str) -> list[dict]:
+    path = oracle_dir(trace) / f"stats_{report}.csv"
+    return list(csv.DictReader(open(path))) if path.exists() else []
+
+
+def strip_abi(name: str) -> str:
+    return re.sub(r"_v\d{4,}$", "", name)
+
+
+@pytest.fixture(scope="module")
+def real_workspaces(tmp_path_factory):
+    """Each shared trace ingested alone into its own workspace (ingested once per test run)."""
+    out = {}
+    root = tmp_path_factory.mktemp("real")
+    for trace in nsys_traces():
+        db = root / (trace.parent.name + "__" + trace.stem + ".duckdb")
+        out[trace] = (ingest([trace], db), db)
+    return out
+
+
+@requires_shared
+@pytest.mark.parametrize("trace", nsys_traces(), ids=TRACE_IDS)
+def test_every_shared_trace_ingests(real_workspaces, trace):
+    report, _ = real_workspaces[trace]
+    assert [o.status for o in report.outcomes] == ["ok"], report.outcomes
+
+
+@requires_shared
+@pytest.mark.parametrize("trace", nsys_traces(), ids=TRACE_IDS)
+def test_kernels_match_nsys_gpukernsum(real_workspaces, trace):
+    expected_n, expected_ns = collections.Counter(), collections.Counter()
+    for row in oracle_rows(trace, "gpukernsum"):  # one row per (name, grid, block): sum per name
+        expected_n[row["Name"]] += int(row["Instances"])
+        expected_ns[row["Name"]] += int(row["Total Time (ns)"])
+    con = open_workspace(real_workspaces[trace][1], read_only=True)
+    got = {n: (c, t) for n, c, t in con.execute("SELECT name, count(*), sum(duration_ns) FROM kernels GROUP BY 1").fetchall()}
+    assert got == {n: (expected_n[n], expected_ns[n]) for n in expected_n}
+
+
+@requires_shared
+@pytest.mark.parametrize("trace", nsys_traces(), ids=TRACE_IDS)
+def test_memops_match_nsys_gpumem_sums(real_workspaces, trace):
+    label = "CASE WHEN kind = 'memset' THEN '[CUDA memset]' ELSE '[CUDA ' || replace(kind, 'Unified Memory ', " \
+            "'Unified Memory memcpy ') || ']' END"
+    label = label.replace("'[CUDA ' || replace", "'[CUDA ' || CASE WHEN kind LIKE 'Unified%' THEN '' ELSE 'memcpy ' END || replace")
+    con = open_workspace(real_workspaces[trace][1], read_only=True)
+    got = {
+        lab: (n, t, b)
+        for lab, n, t, b in con.execute(
+            f"SELECT {label}, count(*), sum(duration_ns), sum(bytes) FROM memops GROUP BY 1"
+        ).fetchall()
+    }
+    times = {r["Operation"]: (int(r["Count"]), int(r["Total Time (ns)"])) for r in oracle_rows(trace, "gpumemtimesum")}
+    sizes = {r["Operation"]: float(r["Total (MB)"]) for r in oracle_rows(trace, "gpumemsizesum")}
+    assert {k: v[:2] for k, v in got.items()} == times
+    for op, mb in sizes.items():
+        assert got[op][2] / 1e6 == pytest.approx(mb, abs=0.0005)
+
+
+@requires_shared
+@pytest.mark.parametrize("trace", nsys_traces(), ids=TRACE_IDS)
+def test_cuda_api_matches_nsys_cudaapisum(real_workspaces, trace):
+    """Per API name (ABI suffix stripped) the calls and total time of nsys's cudaapisum.
+
+    nsys 2022.4 strips only a 6-character `_vNNNN` tail and pools all processes; calls of
+    processes that ran no GPU work are not ranks here, so they are read from the file and
+    added back before comparing.
+    """
+    expected = collections.Counter()
+    expected_ns = collections.Counter()
+    for row in oracle_rows(trace, "cudaapisum"):
+        expected[strip_abi(row["Name"])] += int(row["Num Calls"])
+        expected_ns[strip_abi(row["Name"])] += int(row["Total Time (ns)"])
+    db = real_workspaces[trace][1]
+    con = open_workspace(db, read_only=True)
+    pids = [r[0] for r in con.execute("SELECT global_pid FROM ranks").fetchall()]
+    got = collections.Counter()
+    got_ns = collections.Counter()
+    for name, n, t in con.execute("SELECT name, count(*), sum(duration_ns) FROM cuda_api GROUP BY 1").fetchall():
+        got[name] += n
+        got_ns[name] += t
+    if expected:
+        src = sqlite3.connect(f"{trace.as_uri()}?mode=ro&immutable=1", uri=True)
+        marks = ",".join(str(p // (1 << 24)) for p in pids)
+        for name, n, t in src.execute(
+            f"SELECT s.value, count(*), sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            f"JOIN StringIds s ON s.id = r.nameId WHERE r.globalTid / {1 << 24} NOT IN ({marks}) GROUP BY 1"
+        ):
+            got[strip_abi(name)] += n
+            got_ns[strip_abi(name)] += t
+    assert dict(got) == dict(expected)
+    assert dict(got_ns) == dict(expected_ns)
+
+
+@requires_shared
+def test_two_processes_in_one_file_are_two_ranks(real_workspaces):
+    trace = TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite"
+    con = open_workspace(real_workspaces[trace][1], read_only=True)
+    ranks = con.execute("SELECT rank, pid, device_id FROM ranks ORDER BY rank").fetchall()
+    assert ranks == [(0, 144, 0), (1, 145, 1)]
+    src = sqlite3.connect(f"{trace.as_uri()}?mode=ro&immutable=1", uri=True)
+    per_device = dict(src.execute("SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1").fetchall())
+    got = dict(con.execute("SELECT device_id, count(*) FROM kernels GROUP BY 1").fetchall())
+    assert got == per_device
+
+
+@requires_shared
+def test_rank_from_environment_and_gpu_by_cuda_ordinal(real_workspaces):
+    saxpy = TRACES / "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
+    con = open_workspace(real_workspaces[saxpy][1], read_only=True)
+    assert con.execute("SELECT rank, rank_source, world_size FROM ranks").fetchall() == [(0, "env:PMI_RANK", 2)]
+    clover = TRACES / "nsys/pipit/perlmutter-cloverleaf-cuda.sqlite"
+    con = open_workspace(real_workspaces[clover][1], read_only=True)
+    # TARGET_INFO_GPU.id 3 is cuDevice 0: the kernels' device. Its bus location says which.
+    bus = sqlite3.connect(f"{clover.as_uri()}?mode=ro&immutable=1", uri=True).execute(
+        "SELECT busLocation FROM TARGET_INFO_GPU WHERE cuDevice = 0"
+    ).fetchone()[0]
+    assert con.execute("SELECT name, bus_location FROM gpus").fetchall() == [("NVIDIA A100-SXM4-80GB", bus)]
+
+
+@requires_shared
+def test_secrets_never_reach_the_workspace(real_workspaces):
+    secret = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I)
+    for _, db in real_workspaces.values():
+        con = open_workspace(db, read_only=True)
+        names = [r[0] for r in con.execute("SELECT name FROM env").fetchall()]
+        assert not [n for n in names if secret.search(n)]
+        assert not con.execute("SELECT count(*) FROM env WHERE value LIKE '%REDACTED%'").fetchone()[0]
+
+
+@requires_shared
+def test_inputs_are_never_modified(tmp_path):
+    trace = TRACES / "nsys/nsys-ai/mock.sqlite"
+    before = hashlib.sha256(trace.read_bytes()).hexdigest()
+    ingest([trace], tmp_path / "w.duckdb")
+    assert hashlib.sha256(trace.read_bytes()).hexdigest() == before
+    assert not list(trace.parent.glob("*-journal")) and not list(trace.parent.glob("*.wal"))
+
+
+@requires_shared
+def test_same_content_is_a_no_op_and_replace_reloads(tmp_path):
+    trace = TRACES / "nsys/nsys-ai/h100_2gpu_1s.sqlite"
+    db = tmp_path / "w.duckdb"
+    first = ingest([trace], db)
+    con = open_workspace(db, read_only=True)
+    counts = con.execute("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM nvtx)").fetchone()
+    con.close()
+    again = ingest([trace], db)
+    assert [o.status for o in first.outcomes] == ["ok"] and [o.status for o in again.outcomes] == ["unchanged"]
+    replaced = ingest([trace], db, replace=True)
+    assert [o.status for o in replaced.outcomes] == ["ok"]
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM nvtx)").fetchone() == counts
+    assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 2
+
+
+@requires_shared
+def test_new_files_add_ranks_and_duplicate_rank_names_both_files(tmp_path):
+    db = tmp_path / "w.duckdb"
+    saxpy = TRACES / "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
+    clover = TRACES / "nsys/pipit/perlmutter-cloverleaf-cuda.sqlite"  # SLURM_PROCID=0 as well
+    ingest([saxpy], db)
+    result = run_cli("ingest", str(clover), "--db", str(db), "-q")
+    assert result.returncode == 1
+    assert "rank 0" in result.stderr and str(saxpy) in result.stderr and str(clover) in result.stderr
+    assert "Traceback" not in result.stderr
+    mock = TRACES / "nsys/nsys-ai/mock.sqlite"  # no rank variable: the next free rank
+    assert [o.status for o in ingest([mock], db).outcomes] == ["ok"]
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT rank, rank_source FROM ranks ORDER BY rank").fetchall() == [
+        (0, "env:PMI_RANK"),
+        (1, "order"),
+    ]
+
+
+def _bad_inputs(folder: Path) -> dict[str, str]:
+    """File name -> the words its one-line error must contain."""
+    (folder / "empty.sqlite").write_bytes(b"")
+    (folder / "random.sqlite").write_bytes(os.urandom(8192))
+    other = sqlite3.connect(folder / "other.sqlite")
+    other.execute("CREATE TABLE t (x)")
+    other.commit()
+    other.close()
+    (folder / "dangling.sqlite").symlink_to(folder / "does-not-exist.sqlite")
+    expected = {
+        "empty.sqlite": "empty file",
+        "random.sqlite": "not an SQLite database",
+        "other.sqlite": "not an Nsight Systems export",
+        "dangling.sqlite": "unreadable",
+    }
+    if TRACES.is_dir():
+        real = (TRACES / "nsys/nsys-ai/mfu_2gpu_after.sqlite").read_bytes()
+        (folder / "truncated.sqlite").write_bytes(real[: len(real) // 3])
+        expected["truncated.sqlite"] = "SQLite"
+    return expected
+
+
+def test_bad_inputs_get_one_line_each_and_good_files_still_load(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    expected = _bad_inputs(folder)
+    if TRACES.is_dir():
+        shutil.copy(TRACES / "nsys/nsys-ai/mock.sqlite", folder / "good.sqlite")
+    db = tmp_path / "w.duckdb"
+    result = run_cli("ingest", str(folder), "--db", str(db), "-q")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    failed = [line for line in result.stderr.splitlines() if line.startswith("failed:")]
+    for name, words in expected.items():
+        lines = [line for line in failed if f"/{name}:" in line]
+        assert len(lines) == 1 and words in lines[0], (name, failed)
+    if TRACES.is_dir():
+        con = open_workspace(db, read_only=True)
+        assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 2
+
+
+def test_nsys_reports_without_nsys_are_skipped_and_counted(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "rank0.nsys-rep").write_bytes(b"not really a report")
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent))
+    result = run_cli("ingest", str(folder), "--db", str(tmp_path / "w.duckdb"), "-q", env=env)
+    assert "nsys CLI not found on PATH: 1 .nsys-rep/.qdrep file(s) skipped" in result.stderr
+    assert "1 skipped" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_input_is_one_line(tmp_path):
+    result = run_cli("ingest", str(tmp_path / "nope"), "--db", str(tmp_path / "w.duckdb"))
+    assert result.returncode != 0 and "no such file or directory" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _distinct_copies(src: Path, folder: Path, n: int) -> None:
+    """n copies of one export with distinct content (an extra empty table), so none is a duplicate."""
+    for i in range(n):
+        dst = folder / f"rank{i}.sqlite"
+        shutil.copy(src, dst)
+        con = sqlite3.connect(dst)
+        con.execute(f"CREATE TABLE nsight_analyze_test_copy_{i} (x)")
+        con.commit()
+        con.close()
+
+
+@requires_shared
+def test_killed_ingest_leaves_a_consistent_workspace(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    _distinct_copies(TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite", folder, 6)
+    db = tmp_path / "w.duckdb"
+    proc = subprocess.Popen([*CLI, "ingest", str(folder), "--db", str(db), "-q"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    result = run_cli("ingest", str(folder), "--db", str(db), "-q")
+    assert result.returncode == 0, result.stderr
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 6
+    assert con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 12
+    per_file = con.execute(
+        "SELECT r.file_id, count(*) FROM kernels k JOIN ranks r USING (rank) GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert [n for _, n in per_file] == [4010] * 6
