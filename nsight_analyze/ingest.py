@@ -100,7 +100,7 @@ def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
     for item in inputs:
         if not item.exists():
             raise UserError(f"{item}: no such file or directory")
-        files.extend(p for p in item.rglob("*") if p.is_file()) if item.is_dir() else files.append(item)
+        files.extend(p for p in item.rglob("*") if p.is_file() or p.is_symlink()) if item.is_dir() else files.append(item)
     db_names = {db.resolve()} | {Path(str(db.resolve()) + s) for s in (".wal",)}
     exports = export_cache(db).resolve()
     keep = [p for p in files if p.resolve() not in db_names and exports not in p.resolve().parents]
