@@ -221,7 +221,7 @@ def ingest(
     jobs: int = 1,
     replace: bool = False,
     rules: Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[FileOutcome, int, int], None] | None = None,
 ) -> IngestReport:
     """Load traces into the workspace; see the module docstring for the guarantees."""
     inputs = [Path(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
@@ -235,14 +235,14 @@ def ingest(
     try:
         _prepare_all(candidates, db, jobs, report)
         ready = _dedupe(con, candidates, replace, report)
+        _refuse_mixed_formats(con, ready)
         _number_ranks(con, ready, report)
-        for cand in ready:
-            if cand.file_id is None:
-                continue
+        to_load = [c for c in ready if c.file_id is not None]
+        for done, cand in enumerate(to_load, 1):
             outcome = _load_one(con, cand, rules)
             report.outcomes.append(outcome)
             if progress:
-                progress(f"{outcome.status:6} {cand.path}  {outcome.message}")
+                progress(outcome, done, len(to_load))
         if report.by_status("ok"):
             _post_ingest(con, report)
     finally:
@@ -289,6 +289,21 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[_Candidate], replace: bo
             continue
         ready.append(cand)
     return ready
+
+
+def _refuse_mixed_formats(con: duckdb.DuckDBPyConnection, ready: list[_Candidate]) -> None:
+    """One job, one profiler: nsys and Kineto timelines of the same ranks cannot be merged."""
+    formats = {c.probe.format for c in ready if c.probe.processes}
+    formats |= {
+        f for (f,) in con.execute(
+            "SELECT DISTINCT source_format FROM files JOIN ranks USING (file_id)"
+        ).fetchall()
+    }
+    if len(formats) > 1:
+        raise UserError(
+            f"these traces mix formats ({', '.join(sorted(formats))}) for the ranks of one job; "
+            "ingest each profiler's traces into its own workspace (--db)"
+        )
 
 
 def _number_ranks(con: duckdb.DuckDBPyConnection, ready: list[_Candidate], report: IngestReport) -> None:

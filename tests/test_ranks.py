@@ -214,9 +214,8 @@ def test_collectives_match_and_count_unmatched(ws):
     w = ws.sql("SELECT * FROM collective_waits").df()
     assert len(w) == 80 and (w.wait_ns >= 0).all()
     assert (w[w["rank"] == 3].wait_ns == 0).all()
-    roll = ws.sql("SELECT rank, unmatched, collectives FROM merge_rank_unmatched_check").df() \
-        if False else ws.sql("SELECT rank, COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched "
-                             "FROM merge_coll_members GROUP BY rank ORDER BY rank").df()
+    roll = ws.sql("SELECT rank, COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched "
+                  "FROM merge_coll_members GROUP BY rank ORDER BY rank").df()
     assert roll.unmatched.tolist() == [2] + [0] * 7
 
 
@@ -317,8 +316,8 @@ def test_real_sendrecv_pairs(tmp_path):
     con = _views(open_workspace(db))
     c = con.sql("SELECT * FROM collectives").df()
     assert len(c) == 33 and (c.op == "SendRecv").all() and (c.ranks == 2).all()
-    # the pairs are real: ends within 100 us, starts within 1 ms on the shared clock
-    assert c.end_skew_ns.max() < 100_000 and c.start_skew_ns.max() < 1_000_000
+    # the pairs are real: ends within 100 us on the shared clock (starts differ by the wait)
+    assert c.end_skew_ns.max() < 100_000 and c.start_skew_ns.max() < 10_000_000
     q = con.sql("SELECT * FROM alignment_quality").df()
     assert len(q) == 1 and q.method.item() == "session-start"
     assert 0 < q.residual_p50_ns.item() <= q.residual_p95_ns.item() < 100_000
@@ -337,8 +336,10 @@ def test_ranks_command_on_real_trace(tmp_path):
     _views(open_workspace(db)).close()
     result = CliRunner().invoke(main, ["ranks", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
-    assert [r["rank"] for r in rows] == [0, 1]
-    assert all(r["residual_p50_ns"] > 0 for r in rows)
+    out = json.loads(result.output)
+    assert [r["rank"] for r in out["ranks"]] == [0, 1]
+    assert all(r["residual_p50_ns"] > 0 for r in out["ranks"])
+    assert out["alignment"][0]["residual_p95_ns"] >= out["alignment"][0]["residual_p50_ns"] > 0
+    assert out["unmatched_nccl_kernels"] == 0
     table = CliRunner().invoke(main, ["ranks", "--db", str(db)])
     assert table.exit_code == 0 and "residual" in table.output

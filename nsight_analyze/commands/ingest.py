@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from ..ingest import ingest
+from ..ingest import FileOutcome, ingest
 from ..render import print_table
 from ..workspace import open_workspace
 
@@ -28,10 +28,10 @@ def command(inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool,
     if db is None:
         first = inputs[0]
         db = (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
-    show = None if quiet else (lambda line: click.echo(line, err=True))
-    report = ingest(list(inputs), db, jobs=jobs, replace=replace, rules=rules, progress=show)
+    with _Progress(enabled=not quiet) as progress:
+        report = ingest(list(inputs), db, jobs=jobs, replace=replace, rules=rules, progress=progress.update)
     for outcome in report.outcomes:
-        if outcome.status in ("failed", "skipped") or (outcome.status != "ok" and not quiet):
+        if outcome.status in ("failed", "skipped") or (outcome.status in ("unchanged", "ignored") and not quiet):
             click.echo(f"{outcome.status}: {outcome.path}: {outcome.message}", err=True)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
@@ -46,6 +46,40 @@ def command(inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool,
     )
     if report.failed:
         sys.exit(1)
+
+
+class _Progress:
+    """A bar with rows/s on a terminal; one line per file elsewhere (CI logs stay readable)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.bar = None
+
+    def __enter__(self) -> _Progress:
+        if self.tty:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+            )
+            self.bar.__enter__()
+            self.task = self.bar.add_task("", total=None)
+        return self
+
+    def update(self, outcome: FileOutcome, done: int, total: int) -> None:
+        rows = sum(outcome.counts.values())
+        rate = f"{rows / outcome.seconds:,.0f} rows/s" if outcome.seconds > 0 else ""
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total, description=f"{outcome.path.name} {rate}")
+        elif self.enabled:
+            click.echo(f"{outcome.status}: {outcome.path} ({rows:,} rows, {rate}) {outcome.message}".rstrip(), err=True)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
 
 
 def _closing_table(db: Path) -> None:

@@ -34,11 +34,11 @@ class KType:
 
 
 def gemm_ns(k: KType, eff: float = 0.72) -> float:
-    return k.flops / (PEAK_BF16_DENSE * eff)
+    return k.flops / (PEAK_BF16_DENSE * eff) * 1e9
 
 
 def bytes_ns(nbytes: int, eff: float = 0.8) -> float:
-    return nbytes / (HBM_BYTES_PER_S * eff) + 2_000
+    return nbytes / (HBM_BYTES_PER_S * eff) * 1e9 + 2_000
 
 
 SM90_GEMM = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_"
@@ -107,20 +107,26 @@ LPNORM_CLEANUP = ("void at::native::(anonymous namespace)::lpnorm_cleanup<c10::B
 NCCL_AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
-def short_of(name: str) -> str:
-    """nsys shortName: the bare function name without return type, namespaces' templates or arguments."""
-    if "(" not in name:
-        return name
-    head = name.split("(")[0]
-    depth, cut = 0, len(head)
-    for i, ch in enumerate(head):  # strip the first top-level template argument list
-        if ch == "<":
-            if depth == 0:
-                cut = i
-                break
+def _strip_tail(text: str, open_ch: str, close_ch: str) -> str:
+    """Remove a trailing balanced `open_ch ... close_ch` group (an argument or template list)."""
+    text = text.rstrip()
+    if not text.endswith(close_ch):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] == close_ch:
             depth += 1
-    base = head[:cut].split()[-1]
-    return base.split("::")[-1]
+        elif text[i] == open_ch:
+            depth -= 1
+            if depth == 0:
+                return text[:i]
+    return text
+
+
+def short_of(name: str) -> str:
+    """nsys shortName: the bare function name (no return type, namespaces, templates, arguments)."""
+    head = _strip_tail(_strip_tail(name, "(", ")"), "<", ">")
+    return head.rsplit("::", 1)[-1].split()[-1]
 
 
 def mem(name: str, nbytes: int, grid=(1024, 1, 1), block=(128, 1, 1), category: str = "memory") -> KType:
@@ -138,7 +144,7 @@ def memcpy(kind: str, nbytes: int, src: int, dst: int) -> KType:
 
 def nccl_allreduce(nbytes: int) -> KType:
     return KType(NCCL_AR, short_of(NCCL_AR), "comms", (32, 1, 1), (640, 1, 1), 96, 21_568, 82_240, 0,
-                 {"bytes": nbytes})
+                 {"bytes": nbytes}, nbytes=nbytes)
 
 
 def gemm_kind(name: str, m: int, n: int, k: int) -> KType:

@@ -142,7 +142,7 @@ def layers_for(cfg: Config) -> int:
 
 def _k(cat: Catalog, kt: K.KType, **kw) -> Item:
     if kt.memcpy:
-        dur = kt.nbytes / (20e9 if kt.memcpy == "HtoD" else 8e9) + 1_500
+        dur = kt.nbytes / (20e9 if kt.memcpy == "HtoD" else 8e9) * 1e9 + 1_500
         return Item(LAUNCH, cat.add(kt), api=API_MEMCPY, dur=dur, api_dur=7_000.0, **kw)
     if kt.category == "compute":
         eff = 0.55 if "flash" in kt.name else 0.72
@@ -239,7 +239,7 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
     nccl_items = []
     for dep, nbytes in buckets:
         kt = cat.add(K.nccl_allreduce(nbytes))
-        xfer = 2 * (cfg.ranks - 1) / max(cfg.ranks, 1) * nbytes / busbw + 8_000
+        xfer = 2 * (cfg.ranks - 1) / max(cfg.ranks, 1) * nbytes / busbw * 1e9 + 8_000
         it = Item(LAUNCH, kt, stream=NCCL_STREAM, api=API_LAUNCH, dur=xfer, dep=dep, nccl=True,
                   api_dur=6_000.0, pre_gap=9_000.0, tid=AUTOGRAD_TID)
         nccl_items.append(it)

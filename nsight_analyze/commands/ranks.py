@@ -1,0 +1,89 @@
+"""`nsight-analyze ranks`: per-rank alignment, compute, collective waits and the straggler verdict."""
+
+from __future__ import annotations
+
+import click
+import duckdb
+import pandas as pd
+
+from ..clihelp import db_option, format_option
+from ..errors import UserError
+from ..render import emit, records, to_json
+from ..workspace import open_workspace
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    try:
+        return con.sql(sql).df()
+    except duckdb.CatalogException as exc:
+        missing = str(exc).splitlines()[0]
+        raise UserError(f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest") from None
+
+
+def _table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Human units for the terminal: offsets in ms, residuals in us, times in ms."""
+    return pd.DataFrame({
+        "rank": rows["rank"],
+        "host": rows["host"],
+        "gpu": rows["device_id"].astype("Int64").astype(str).where(rows["gpu_name"].isna(),
+                                                                    rows["gpu_name"].astype(str)),
+        "offset_ms": rows["clock_offset_ns"] / 1e6,
+        "align": rows["alignment_method"],
+        "residual_p50_us": rows["residual_p50_ns"] / 1e3,
+        "residual_p95_us": rows["residual_p95_ns"] / 1e3,
+        "compute_ms": rows["compute_ns"] / 1e6,
+        "wait_suffered_ms": rows["wait_suffered_ns"] / 1e6,
+        "wait_caused_ms": rows["wait_caused_ns"] / 1e6,
+        "times_slowest": rows["times_slowest"],
+        "times_last": rows["times_last"],
+        "straggler": rows["straggler"].map({True: "yes", False: ""}),
+    })
+
+
+def _summary(verdict: pd.DataFrame, unmatched: int, alignment: pd.DataFrame) -> list[str]:
+    lines = []
+    if len(verdict):
+        v = verdict.iloc[0]
+        text = f"verdict: {v['verdict']}"
+        if v["verdict"] == "persistent":
+            text += (f" (rank {int(v['straggler_rank'])} slowest in {v['top_share']:.0%} of imbalanced steps; "
+                     f"costs the job {v['straggler_delay_ns'] / 1e6:,.2f} ms, others wait "
+                     f"{v['straggler_wait_gpu_ns'] / 1e6:,.2f} GPU-ms)")
+        elif pd.notna(v["median_ratio"]):
+            text += f" (median max/mean compute {v['median_ratio']:.3f} over {int(v['steps'])} steps)"
+        lines.append(text)
+    methods = ", ".join(f"{h}: {m}" for h, m in zip(alignment["host"], alignment["method"]))
+    if methods:
+        lines.append(f"clock alignment: {methods}")
+    if unmatched:
+        lines.append(f"{unmatched} NCCL kernel(s) matched no other rank (different collective counts)")
+    return lines
+
+
+@click.command(name="ranks")
+@db_option
+@format_option("table", "json")
+def command(db: str, fmt: str) -> None:
+    """Per rank: host, GPU, clock offset and residual, compute time, collective wait suffered and
+    caused, times slowest, and whether the job has a persistent or rotating straggler or is balanced."""
+    con = open_workspace(db, read_only=True)
+    try:
+        rows = _fetch(con, "SELECT * FROM rank_rollup ORDER BY rank")
+        if rows.empty:
+            raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+        verdict = _fetch(con, "SELECT * FROM merge_straggler_verdict")
+        alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY host")
+        unmatched = int(rows["unmatched"].sum())
+    finally:
+        con.close()
+    if fmt == "json":
+        print(to_json({
+            "ranks": records(rows),
+            "alignment": records(alignment),
+            "verdict": records(verdict)[0] if len(verdict) else None,
+            "unmatched_nccl_kernels": unmatched,
+        }))
+        return
+    emit(_table(rows), fmt, title="Ranks")
+    for line in _summary(verdict, unmatched, alignment):
+        click.echo(line)

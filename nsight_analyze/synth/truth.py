@@ -1,0 +1,265 @@
+"""Ground truth: docs/metrics.md implemented a second time, over the generator's own events.
+
+Independent of the SQL views on purpose (tests compare the two). Vectorised with numpy: all op
+boundaries and window edges of a rank cut its timeline into elementary segments; each segment
+is compute / memory / other / comms-exposed / idle by the precedence of the definitions; window
+sums are prefix-sum differences; idle gaps are runs of idle segments, each classified once.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import workload as W
+from .job import Job, RankEvents
+
+STEP_PATTERN = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
+INPUT_PATTERN = re.compile(r"(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)")
+SYNC_NAMES = {
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
+    "cuStreamSynchronize", "cuEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D",
+    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemset", "cuMemcpyDtoH", "cuMemcpyHtoD",
+}
+CATS = ("compute", "memory", "comms", "other")
+PAGEABLE = 0  # ENUM_CUDA_MEM_KIND
+FIELDS = ("window_ns", "compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns",
+          "launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns",
+          "comms_total_ns", "comms_hidden_ns")
+
+
+def _strip_abi(name: str) -> str:
+    return re.sub(r"_v\d+$", "", name)
+
+
+def _step_windows(ev: RankEvents, texts: list[str], op_cat: np.ndarray) -> list[tuple[int, int, int]]:
+    """(step, start, end) per non-empty step window, per docs/metrics.md 'Windows'."""
+    is_range = (ev.nvtx_end >= 0) & np.isin(ev.nvtx_type, (59, 60))
+    steps = []
+    for j in np.flatnonzero(is_range):
+        text = texts[ev.nvtx_text[j]]
+        if STEP_PATTERN.search(text):
+            steps.append((ev.nvtx_start[j], ev.nvtx_end[j], text))
+    if not steps or len(ev.gpu_start) == 0:
+        return []
+    steps.sort()
+    numbers = []
+    for ordinal, (_, _, text) in enumerate(steps):
+        m = re.search(r"(\d+)$", text)
+        numbers.append(int(m.group(1)) if m else ordinal)
+    s_start = np.array([s[0] for s in steps], np.int64)
+    s_end = np.array([s[1] for s in steps], np.int64)
+    if np.any(s_start[1:] < s_end[:-1]):
+        raise AssertionError("synthetic step ranges overlap; the truth assumes disjoint ranges")
+    # launch call of each op: correlation id -> API start
+    order = np.argsort(ev.api_corr, kind="stable")
+    corr_sorted = ev.api_corr[order]
+    pos = np.clip(np.searchsorted(corr_sorted, ev.gpu_corr), 0, len(corr_sorted) - 1)
+    found = corr_sorted[pos] == ev.gpu_corr
+    launch = np.where(found, ev.api_start[order][pos], np.iinfo(np.int64).min)
+    k = np.searchsorted(s_start, launch, side="right") - 1
+    inside = found & (k >= 0) & (launch < s_end[np.clip(k, 0, None)])
+    out = []
+    prev_end: int | None = None
+    by_number = sorted(set(numbers))
+    num_arr = np.array(numbers)
+    for n in by_number:
+        ranges = np.flatnonzero(num_arr == n)
+        sel = inside & np.isin(k, ranges)
+        if not sel.any():
+            continue
+        e = int(ev.gpu_end[sel].max())
+        f = int(ev.gpu_start[sel].min())
+        e_run = e if prev_end is None else max(e, prev_end)
+        start = f if prev_end is None else prev_end
+        if e_run > start:
+            out.append((n, start, e_run))
+        prev_end = e_run
+    return out
+
+
+def _sync_calls(ev: RankEvents, job: Job) -> tuple[np.ndarray, np.ndarray]:
+    names = [_strip_abi(W.API_NAMES[i]) for i in range(len(W.API_NAMES))]
+    is_sync_name = np.array([n in SYNC_NAMES for n in names])[ev.api_name]
+    async_copy = np.array([bool(re.fullmatch(r"cudaMemcpy.*Async", n)) for n in names])[ev.api_name]
+    kinds = job.catalog.kinds
+    pageable_kt = np.array([k.memcpy is not None and PAGEABLE in (k.src_kind, k.dst_kind) for k in kinds])
+    pageable_corr = ev.gpu_corr[pageable_kt[ev.gpu_ktype]]
+    touched = np.isin(ev.api_corr, pageable_corr)
+    sync = is_sync_name | (async_copy & touched)
+    return ev.api_start[sync], ev.api_end[sync]
+
+
+def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
+    """Rows for the whole capture (step None) and every step window of one rank."""
+    kinds = job.catalog.kinds
+    cat_of_kind = np.array([CATS.index(k.category) for k in kinds], np.int8)
+    op_cat = cat_of_kind[ev.gpu_ktype]
+    if len(ev.gpu_start) == 0:
+        return []
+    whole = (int(ev.gpu_start.min()), int(ev.gpu_end.max()))
+    steps = _step_windows(ev, job.nvtx_texts, op_cat)
+    bounds = np.unique(np.concatenate([ev.gpu_start, ev.gpu_end, np.array(whole),
+                                       np.array([s for _, s, _ in steps] + [e for _, _, e in steps], np.int64)]))
+    nseg = len(bounds) - 1
+    seglen = np.diff(bounds)
+    i0 = np.searchsorted(bounds, ev.gpu_start)
+    i1 = np.searchsorted(bounds, ev.gpu_end)
+    cover = np.zeros((4, nseg + 1), np.int64)
+    for c in range(4):
+        m = op_cat == c
+        np.add.at(cover[c], i0[m], 1)
+        np.add.at(cover[c], i1[m], -1)
+    cov = np.cumsum(cover, axis=1)[:, :nseg] > 0
+    C, M, N, O_ = cov[0], cov[1], cov[2], cov[3]
+    busy = C | M | N | O_
+    parts = {
+        "compute_ns": C,
+        "memory_ns": M & ~C,
+        "other_ns": O_ & ~(C | M),
+        "comms_exposed_ns": N & ~(C | M | O_),
+        "comms_total_ns": N,
+        "comms_hidden_ns": N & (C | M | O_),
+    }
+    prefix = {k: np.concatenate([[0], np.cumsum(np.where(v, seglen, 0))]) for k, v in parts.items()}
+
+    # idle-gap classification helpers
+    op_order = np.lexsort((ev.gpu_corr, ev.gpu_start))
+    op_start_sorted = ev.gpu_start[op_order]
+    api_order = np.argsort(ev.api_corr, kind="stable")
+    api_corr_sorted = ev.api_corr[api_order]
+    inp = [(s, e) for s, e, t in zip(ev.nvtx_start, ev.nvtx_end, ev.nvtx_text)
+           if e > s and INPUT_PATTERN.search(job.nvtx_texts[t])]
+    inp.sort()
+    inp_start = np.array([s for s, _ in inp], np.int64)
+    inp_maxend = np.maximum.accumulate(np.array([e for _, e in inp], np.int64)) if inp else np.array([], np.int64)
+    sy_s, sy_e = _sync_calls(ev, job)
+    so = np.argsort(sy_e, kind="stable")
+    sy_s, sy_e = sy_s[so], sy_e[so]
+    sy_suffix_min_s = np.minimum.accumulate(sy_s[::-1])[::-1] if len(sy_s) else sy_s
+
+    def classify(windows: list[tuple[int, int]]) -> np.ndarray:
+        """(len(windows), 5) idle split: launch_gap, input, sync, host_bound, other."""
+        out = np.zeros((len(windows), 5), np.int64)
+        if not windows:
+            return out
+        w_start = np.array([w[0] for w in windows], np.int64)
+        w_end = np.array([w[1] for w in windows], np.int64)
+        seg_w = np.searchsorted(w_start, bounds[:-1], side="right") - 1
+        in_w = (seg_w >= 0) & (bounds[:-1] < w_end[np.clip(seg_w, 0, None)])
+        idle = ~busy & in_w
+        edge = np.isin(bounds[:-1], w_start)
+        brk = idle & (~np.concatenate([[False], idle[:-1]]) | edge)
+        run = np.cumsum(brk) - 1
+        segs = np.flatnonzero(idle)
+        if len(segs) == 0:
+            return out
+        rid = run[segs]
+        first = np.flatnonzero(np.concatenate([[True], rid[1:] != rid[:-1]]))
+        last = np.concatenate([first[1:], [len(segs)]]) - 1
+        g0 = bounds[segs[first]]
+        g1 = bounds[segs[last] + 1]
+        wi = seg_w[segs[first]]
+        glen = g1 - g0
+        res = np.zeros((len(g0), 5), np.int64)
+        to_end = g1 >= w_end[wi]
+        j = np.clip(np.searchsorted(op_start_sorted, g1), 0, len(op_start_sorted) - 1)
+        has_op = (op_start_sorted[j] == g1) & ~to_end
+        corr = ev.gpu_corr[op_order[j]]
+        k = np.clip(np.searchsorted(api_corr_sorted, corr), 0, max(len(api_corr_sorted) - 1, 0))
+        has_api = has_op & (api_corr_sorted[k] == corr) if len(api_corr_sorted) else np.zeros_like(has_op)
+        a_start = ev.api_start[api_order][k] if len(api_corr_sorted) else g0
+        a_end = ev.api_end[api_order][k] if len(api_corr_sorted) else g0
+        split = has_api & (a_end > g0)
+        a = np.clip(a_start, g0, g1)
+        res[:, 4] = np.where(split, 0, glen)
+        res[:, 0] = np.where(split, g1 - a, 0)
+        host = np.where(split, a - g0, 0)
+        # input stall: an input range with start < a and end > g0 (non-empty ranges only)
+        if len(inp_start):
+            q = np.searchsorted(inp_start, a, side="left") - 1
+            is_input = (q >= 0) & (inp_maxend[np.clip(q, 0, None)] > g0) & (host > 0)
+        else:
+            is_input = np.zeros(len(g0), bool)
+        if len(sy_e):
+            q = np.searchsorted(sy_e, g0, side="left")
+            qc = np.clip(q, 0, len(sy_e) - 1)
+            is_sync = (q < len(sy_e)) & ((sy_suffix_min_s[qc] < a) | (sy_e[qc] <= a)) & (host > 0)
+        else:
+            is_sync = np.zeros(len(g0), bool)
+        res[:, 1] = np.where(is_input, host, 0)
+        res[:, 2] = np.where(~is_input & is_sync, host, 0)
+        res[:, 3] = np.where(~is_input & ~is_sync, host, 0)
+        np.add.at(out, wi, res)
+        return out
+
+    def rows(windows: list[tuple[int | None, int, int]]) -> list[dict]:
+        split = classify([(s, e) for _, s, e in windows])
+        result = []
+        for (step, s, e), idle_split in zip(windows, split):
+            a, b = np.searchsorted(bounds, [s, e])
+            row = {"rank": ev.rank, "step": step, "window_start_ns": int(s), "window_end_ns": int(e),
+                   "window_ns": int(e - s)}
+            for key in parts:
+                row[key] = int(prefix[key][b] - prefix[key][a])
+            row["idle_ns"] = row["window_ns"] - int(np.sum(np.where(busy[a:b], seglen[a:b], 0)))
+            for key, v in zip(("launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns",
+                               "idle_other_ns"), idle_split):
+                row[key] = int(v)
+            result.append(row)
+        return result
+
+    return rows([(None, *whole)]) + rows([(n, s, e) for n, s, e in steps])
+
+
+def rank_kernel_stats(job: Job, ev: RankEvents) -> dict:
+    kinds = job.catalog.kinds
+    is_kernel = np.array([k.memcpy is None for k in kinds])[ev.gpu_ktype]
+    names = np.array([k.name for k in kinds], dtype=object)
+    dur = ev.gpu_end - ev.gpu_start
+    by_name: dict[str, dict[str, int]] = {}
+    for kt in np.unique(ev.gpu_ktype):
+        m = ev.gpu_ktype == kt
+        d = by_name.setdefault(str(names[kt]), {"count": 0, "total_ns": 0})
+        d["count"] += int(m.sum())
+        d["total_ns"] += int(dur[m].sum())
+    return {"kernel_count": int(is_kernel.sum()), "memcpy_count": int((~is_kernel).sum()),
+            "by_name": dict(sorted(by_name.items()))}
+
+
+def collectives(job: Job) -> tuple[list[dict], dict | None]:
+    """Per all-reduce instance: arrivals on the reference timeline, skew, waits; straggler cost."""
+    R = job.cfg.ranks
+    out = []
+    straggler = max(job.cfg.injections.straggler, key=job.cfg.injections.straggler.get, default=None)
+    cost_by_step: dict[int, int] = {}
+    wait_by_step: dict[int, int] = {}
+    for seq, c in enumerate(job.collectives):
+        arr = c["arrival"] - job.session_start[0]
+        end = c["end"] - job.session_start[0]
+        last_rank = int(np.argmax(arr))
+        top = int(arr.max())
+        out.append({
+            "step": c["step"], "bucket": c["bucket"], "seq": seq, "bytes": int(c["bytes"]),
+            "arrival_ns": [int(x) for x in arr], "end_ns": [int(x) for x in end],
+            "last_rank": last_rank, "arrival_skew_ns": int(top - arr.min()),
+            "wait_ns": [int(top - x) for x in arr],
+        })
+        if straggler is not None and straggler < R and R > 1:
+            others = np.delete(arr, straggler)
+            second = int(others.max())
+            cost = (R - 1) * max(0, int(arr[straggler]) - second)
+            cost_by_step[c["step"]] = cost_by_step.get(c["step"], 0) + cost
+            wait_by_step[c["step"]] = wait_by_step.get(c["step"], 0) + int(np.sum(top - others))
+    info = None
+    if straggler is not None:
+        info = {
+            "rank": int(straggler), "compute_slowdown_pct": job.cfg.injections.straggler[straggler],
+            "cost_definition": "per collective: (ranks-1) * max(0, arrival[straggler] - max arrival of the "
+                               "other ranks), summed per step; GPU-ns the others wait because of the straggler",
+            "cost_ns_by_step": {str(k): v for k, v in sorted(cost_by_step.items())},
+            "cost_ns_total": int(sum(cost_by_step.values())),
+            "others_wait_ns_by_step": {str(k): v for k, v in sorted(wait_by_step.items())},
+        }
+    return out, info

@@ -1,0 +1,81 @@
+"""The workspace: every view loads, the file is plain DuckDB, busy and read-only behaviour."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import duckdb
+import pytest
+from conftest import TRACES, requires_shared
+
+from nsight_analyze.ingest import ingest
+from nsight_analyze.workspace import open_workspace, query_files
+
+CLI = [sys.executable, "-m", "nsight_analyze"]
+
+
+def test_every_query_file_loads_and_documents_itself(tmp_path):
+    con = open_workspace(tmp_path / "w.duckdb")
+    broken = con.execute("SELECT value FROM meta WHERE key = 'broken_queries'").fetchone()[0]
+    assert broken == ""
+    for path in query_files():
+        text = path.read_text().lstrip()
+        assert text.startswith("--"), f"{path.name} must open with a header comment"
+        assert "CREATE OR REPLACE" in text, path.name
+
+
+@requires_shared
+def test_workspace_is_plain_duckdb_with_views(tmp_path):
+    db = tmp_path / "w.duckdb"
+    ingest([TRACES / "nsys/nsys-ai/mock.sqlite"], db)
+    con = duckdb.connect(str(db), read_only=True)  # no nsight-analyze code involved
+    views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    assert {p.stem for p in query_files() if "CREATE OR REPLACE VIEW" in p.read_text()} <= views
+    assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 2
+
+
+@requires_shared
+def test_sql_command_formats_and_read_only(tmp_path):
+    db = tmp_path / "w.duckdb"
+    ingest([TRACES / "nsys/nsys-ai/mock.sqlite"], db)
+    out = subprocess.run([*CLI, "sql", "--db", str(db), "--format", "json", "SELECT count(*) AS n FROM kernels"],
+                         capture_output=True, text=True)
+    assert json.loads(out.stdout) == [{"n": 2}]
+    out = subprocess.run([*CLI, "sql", "--db", str(db), "DELETE FROM kernels"], capture_output=True, text=True)
+    assert out.returncode != 0 and "--write" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run([*CLI, "sql", "--db", str(db), "SELEC nonsense"], capture_output=True, text=True)
+    assert out.returncode != 0 and out.stderr.startswith("error: SQL error") and "Traceback" not in out.stderr
+
+
+def test_busy_workspace_is_one_clear_line(tmp_path):
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('ok', flush=True); "
+         "time.sleep(30)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        out = subprocess.run([*CLI, "sql", "--db", str(db), "SELECT 1"], capture_output=True, text=True)
+        assert out.returncode == 3
+        assert "busy" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    finally:
+        holder.kill()
+
+
+def test_missing_workspace_is_one_clear_line(tmp_path):
+    out = subprocess.run([*CLI, "info", "--db", str(tmp_path / "none.duckdb")], capture_output=True, text=True)
+    assert out.returncode != 0 and "no workspace" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("junk", [b"", b"this is not duckdb at all" * 100])
+def test_corrupt_workspace_is_one_clear_line(tmp_path, junk):
+    db = tmp_path / "w.duckdb"
+    db.write_bytes(junk)
+    started = time.time()
+    out = subprocess.run([*CLI, "info", "--db", str(db)], capture_output=True, text=True)
+    assert out.returncode != 0 and "Traceback" not in out.stderr and time.time() - started < 60
