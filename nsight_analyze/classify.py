@@ -10,7 +10,14 @@ Rules are read from `data/kernel_rules.csv` (columns `priority,pattern,category,
 subcategory,note`; RE2 syntax as in DuckDB's `regexp_matches`, case-sensitive unless the
 pattern says `(?i)`). The first matching rule wins: user rules (from `--rules FILE`)
 before the built-in ones, each set in ascending priority, ties in file order. A name no
-rule matches is `other` with a NULL subcategory.
+rule matches is `other` with a NULL subcategory; the short name stands in where the
+demangled name is missing.
+
+What a name cannot tell: an application's own kernels (CloverLeaf's `clover::par_ranged2d_
+kernel<...>`, Mordred's `probe_group_by_GPU2`, a user's `saxpy`-like loop with a made-up name)
+carry no library marker, so they stay `other` unless the user adds a rule. Compiler-generated
+loops (stdpar/thrust `_kernel_agent`, OpenMP `__omp_offloading_`/`nvkernel_`, OpenACC
+`*_NN_gpu`) are recognisable and classed `compute`/`offload`.
 """
 
 from __future__ import annotations
@@ -99,7 +106,9 @@ def _check_patterns(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> None:
             con.execute(f"SELECT regexp_matches('', {_literal(rule.pattern)})").fetchone()
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0]
-            raise UserError(f"{rule.origin}: pattern {rule.pattern!r} is not a valid RE2 regex: {first}") from None
+            raise UserError(
+                f"{rule.origin}: pattern {rule.pattern!r} is not a valid RE2 regex: {first}"
+            ) from None
 
 
 def _rule_index_sql(rules: list[Rule], column: str) -> str:
@@ -126,8 +135,12 @@ def _rules_frame(rules: list[Rule]) -> pd.DataFrame:
 def classify_names(
     con: duckdb.DuckDBPyConnection, names: list[str], rules_path: Path | None = None
 ) -> pd.DataFrame:
-    """Category, subcategory and deciding rule of each given name (for tests and previews)."""
-    rules = ordered_rules(_read_rules_file(rules_path) if rules_path else None, str(rules_path))
+    """Category, subcategory and deciding rule of each given name.
+
+    Without `rules_path` the user rules stored in the workspace apply, like at ingest.
+    """
+    user_text = _read_rules_file(rules_path) if rules_path else _stored_user_rules(con)
+    rules = ordered_rules(user_text, str(rules_path) if rules_path else "stored user rules")
     _check_patterns(con, rules)
     frame = pd.DataFrame({"name": pd.Series(list(dict.fromkeys(names)), dtype="object")})
     rule_frame = _rules_frame(rules)
@@ -148,6 +161,26 @@ def classify_names(
         con.unregister("_classify_rules")
 
 
+def register_name_map(con: duckdb.DuckDBPyConnection, view: str, names_sql: str) -> None:
+    """Register `view(name, category, subcategory)` for the distinct names `names_sql` returns.
+
+    Sources join it while inserting kernels: classifying the few distinct names up front
+    is far cheaper than an UPDATE of millions of freshly inserted rows.
+    """
+    names = [r[0] for r in con.execute(f"SELECT DISTINCT * FROM ({names_sql})").fetchall() if r[0] is not None]
+    con.register(view, classify_names(con, names)[["name", "category", "subcategory"]])
+
+
+def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
+    """Keep the user's rules in the workspace so that every later ingest applies them too."""
+    text = _read_rules_file(rules_path)
+    _check_patterns(con, ordered_rules(text, str(rules_path)))
+    con.execute(
+        "INSERT OR REPLACE INTO settings VALUES (?, ?, ?)",
+        [USER_RULES_KEY, text, "CSV text of the user's kernel rules (--rules)"],
+    )
+
+
 def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = None) -> None:
     """Fill category/subcategory of kernels whose category IS NULL.
 
@@ -159,19 +192,23 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
     _check_patterns(con, rules)
     con.register("_classify_rules", _rules_frame(rules))
     try:
-        con.execute(
-            f"""
-            UPDATE kernels SET category = coalesce(m.category, 'other'), subcategory = m.subcategory
-            FROM (
-                SELECT d.key, r.category, r.subcategory
-                FROM (SELECT key, {_rule_index_sql(rules, "key")} AS rule_idx
-                      FROM (SELECT DISTINCT coalesce(name, short_name, '') AS key
-                            FROM kernels WHERE category IS NULL)) d
-                LEFT JOIN _classify_rules r USING (rule_idx)
-            ) m
-            WHERE kernels.category IS NULL AND coalesce(kernels.name, kernels.short_name, '') = m.key
-            """
-        )
+        # by name (the usual case; a plain column join keeps the update fast), then by short
+        # name where the demangled name is missing, then whatever is left is 'other'
+        for column, where in (("name", "name IS NOT NULL"), ("short_name", "name IS NULL")):
+            con.execute(
+                f"""
+                UPDATE kernels SET category = coalesce(m.category, 'other'), subcategory = m.subcategory
+                FROM (
+                    SELECT d.key, r.category, r.subcategory
+                    FROM (SELECT key, {_rule_index_sql(rules, "key")} AS rule_idx
+                          FROM (SELECT DISTINCT {column} AS key FROM kernels
+                                WHERE category IS NULL AND {where} AND {column} IS NOT NULL)) d
+                    LEFT JOIN _classify_rules r USING (rule_idx)
+                ) m
+                WHERE kernels.category IS NULL AND kernels.{where} AND kernels.{column} = m.key
+                """
+            )
+        con.execute("UPDATE kernels SET category = 'other', subcategory = NULL WHERE category IS NULL")
     finally:
         con.unregister("_classify_rules")
 
@@ -179,15 +216,19 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
 def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:
     """Re-apply the rules to every kernel; a given rules file is stored for later ingests.
 
-    With `rules_path=None` the stored user rules (if any) are kept and re-applied.
+    With `rules_path=None` the stored user rules (if any) are kept and re-applied. The
+    table is rebuilt rather than updated: an UPDATE of millions of rows is far slower.
     """
     if rules_path is not None:
-        text = _read_rules_file(rules_path)
-        rules = ordered_rules(text, str(rules_path))
-        _check_patterns(con, rules)
+        store_user_rules(con, rules_path)
+    register_name_map(con, "_reclassify_map", "SELECT coalesce(name, short_name) FROM kernels")
+    try:
         con.execute(
-            "INSERT OR REPLACE INTO settings VALUES (?, ?, ?)",
-            [USER_RULES_KEY, text, "CSV text of the user's kernel rules (nsight-analyze classify --rules)"],
+            """
+            CREATE OR REPLACE TABLE kernels AS
+            SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
+            FROM kernels k LEFT JOIN _reclassify_map m ON m.name = coalesce(k.name, k.short_name)
+            """
         )
-    con.execute("UPDATE kernels SET category = NULL, subcategory = NULL")
-    classify_kernels(con)
+    finally:
+        con.unregister("_reclassify_map")

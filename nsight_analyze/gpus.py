@@ -43,20 +43,76 @@ DEFAULT_PRECISION = "bf16"
 # Keys: (compute major, minor).
 ARCH_RATES: dict[tuple[int, int], dict[str, Any]] = {
     (7, 0): {"arch": "volta", "fp64": 64, "fp32": 128, "fp16": 1024},
-    (7, 5): {"arch": "turing", "fp64": 4, "fp32": 128, "fp16": 1024, "int8": 2048,
-             "half": ("fp16",), "half_rule": "geforce"},
-    (8, 0): {"arch": "ampere GA100", "fp64": 64, "fp64_tc": 128, "fp32": 128, "tf32": 1024,
-             "bf16": 2048, "fp16": 2048, "int8": 4096},
-    (8, 6): {"arch": "ampere GA10x", "fp64": 4, "fp32": 256, "tf32": 512, "bf16": 1024,
-             "fp16": 1024, "int8": 2048, "half": ("tf32", "bf16", "fp16")},
-    (8, 9): {"arch": "ada", "fp64": 4, "fp32": 256, "tf32": 512, "bf16": 1024, "fp16": 1024,
-             "fp8": 2048, "int8": 2048, "half": ("tf32", "bf16", "fp16", "fp8")},
-    (9, 0): {"arch": "hopper", "fp64": 128, "fp64_tc": 256, "fp32": 256, "tf32": 2048,
-             "bf16": 4096, "fp16": 4096, "fp8": 8192, "int8": 8192},
-    (10, 0): {"arch": "blackwell", "fp64": 128, "fp64_tc": 128, "fp32": 256, "tf32": 4096,
-              "bf16": 8192, "fp16": 8192, "fp8": 16384, "int8": 16384},
-    (12, 0): {"arch": "blackwell consumer", "fp64": 4, "fp32": 256, "bf16": 1024, "fp16": 1024,
-              "half": ("bf16", "fp16")},
+    (7, 5): {
+        "arch": "turing",
+        "fp64": 4,
+        "fp32": 128,
+        "fp16": 1024,
+        "int8": 2048,
+        "half": ("fp16",),
+        "half_rule": "geforce",
+    },
+    (8, 0): {
+        "arch": "ampere GA100",
+        "fp64": 64,
+        "fp64_tc": 128,
+        "fp32": 128,
+        "tf32": 1024,
+        "bf16": 2048,
+        "fp16": 2048,
+        "int8": 4096,
+    },
+    (8, 6): {
+        "arch": "ampere GA10x",
+        "fp64": 4,
+        "fp32": 256,
+        "tf32": 512,
+        "bf16": 1024,
+        "fp16": 1024,
+        "int8": 2048,
+        "half": ("tf32", "bf16", "fp16"),
+    },
+    (8, 9): {
+        "arch": "ada",
+        "fp64": 4,
+        "fp32": 256,
+        "tf32": 512,
+        "bf16": 1024,
+        "fp16": 1024,
+        "fp8": 2048,
+        "int8": 2048,
+        "half": ("tf32", "bf16", "fp16", "fp8"),
+    },
+    (9, 0): {
+        "arch": "hopper",
+        "fp64": 128,
+        "fp64_tc": 256,
+        "fp32": 256,
+        "tf32": 2048,
+        "bf16": 4096,
+        "fp16": 4096,
+        "fp8": 8192,
+        "int8": 8192,
+    },
+    (10, 0): {
+        "arch": "blackwell",
+        "fp64": 128,
+        "fp64_tc": 128,
+        "fp32": 256,
+        "tf32": 4096,
+        "bf16": 8192,
+        "fp16": 8192,
+        "fp8": 16384,
+        "int8": 16384,
+    },
+    (12, 0): {
+        "arch": "blackwell consumer",
+        "fp64": 4,
+        "fp32": 256,
+        "bf16": 1024,
+        "fp16": 1024,
+        "half": ("bf16", "fp16"),
+    },
 }
 
 # Tensor-clock derate: NVIDIA's Hopper/Blackwell tensor specs use a lower clock than the
@@ -193,7 +249,10 @@ def derive(
         return None
     name = name or ""
     ghz = float(clock_hz) / 1e9
-    notes = [f"{sm_count} SMs x {ghz:.3f} GHz x FLOP/clk/SM of {rates['arch']} (CC {compute_major}.{compute_minor})"]
+    notes = [
+        f"{sm_count} SMs x {ghz:.3f} GHz x FLOP/clk/SM of {rates['arch']} "
+        f"(CC {compute_major}.{compute_minor})"
+    ]
     halve: tuple[str, ...] = ()
     if "half" in rates:
         geforce = "geforce" in name.lower() if rates.get("half_rule") == "geforce" else _is_geforce(name)
@@ -252,7 +311,8 @@ def with_override(peak: Peak | None, peak_tflops: float, precision: str) -> Peak
     tflops[precision] = float(peak_tflops)
     return Peak(
         source="override",
-        reason=f"--peak-tflops {peak_tflops:g} for {precision}" + (f" (was: {base.reason})" if base.reason else ""),
+        reason=f"--peak-tflops {peak_tflops:g} for {precision}"
+        + (f" (was: {base.reason})" if base.reason else ""),
         model=base.model,
         tflops=tflops,
         mem_bw_gbs=base.mem_bw_gbs,
@@ -389,8 +449,20 @@ def rank_peaks(
 
 
 PEAK_COLUMNS = [
-    "rank", "gpu_name", "model", "source", "reason", "precision", "peak_tflops", "peak_flops",
-    "mem_bw_gbs", "ridge_flop_per_byte", "sm_count", "boost_mhz", "tensor_mhz", "confidence",
+    "rank",
+    "gpu_name",
+    "model",
+    "source",
+    "reason",
+    "precision",
+    "peak_tflops",
+    "peak_flops",
+    "mem_bw_gbs",
+    "ridge_flop_per_byte",
+    "sm_count",
+    "boost_mhz",
+    "tensor_mhz",
+    "confidence",
 ] + [f"peak_{p}_tflops" for p in PRECISIONS]
 
 

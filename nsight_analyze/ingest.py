@@ -233,13 +233,15 @@ def ingest(
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
     con = open_workspace(db)
     try:
+        if rules is not None:
+            classify.store_user_rules(con, rules)
         _prepare_all(candidates, db, jobs, report)
         ready = _dedupe(con, candidates, replace, report)
         _refuse_mixed_formats(con, ready)
         _number_ranks(con, ready, report)
         to_load = [c for c in ready if c.file_id is not None]
         for done, cand in enumerate(to_load, 1):
-            outcome = _load_one(con, cand, rules)
+            outcome = _load_one(con, cand)
             report.outcomes.append(outcome)
             if progress:
                 progress(outcome, done, len(to_load))
@@ -323,7 +325,7 @@ def _number_ranks(con: duckdb.DuckDBPyConnection, ready: list[_Candidate], repor
         next_id += 1
 
 
-def _load_one(con: duckdb.DuckDBPyConnection, cand: _Candidate, rules: Path | None) -> FileOutcome:
+def _load_one(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> FileOutcome:
     started = time.perf_counter()
     probe = cand.probe
     con.execute("BEGIN TRANSACTION")
@@ -332,7 +334,7 @@ def _load_one(con: duckdb.DuckDBPyConnection, cand: _Candidate, rules: Path | No
             _delete_file(con, fid)
         result = cand.source.load(con, cand.readable, cand.file_id, cand.ranks, probe)
         _insert_ranks(con, cand)
-        classify.classify_kernels(con, rules)
+        classify.classify_kernels(con)
         con.execute(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, now(), 'ok', ?, ?)",
             [

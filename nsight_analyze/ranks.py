@@ -110,15 +110,49 @@ def _mismatch_p50(con: duckdb.DuckDBPyConnection, corrected: bool) -> float | No
     ).fetchone()[0]
 
 
+def _ensure_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Load the merger's views if a partial load left them out (they depend on each other)."""
+    needed = ("merge_coll_members", "merge_nccl_kernels", "merge_rank_clock")
+    present = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    if all(v in present for v in needed):
+        return
+    from .workspace import load_queries
+
+    previous = None
+    while True:
+        errors = load_queries(con)
+        if not errors or errors == previous:
+            return
+        previous = errors
+
+
 def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Set ranks.clock_offset_ns/alignment_method: session start, then per-host collective refinement.
 
     Returns human-readable warnings (nothing could refine a host, suspicious results).
-    Idempotent: the coarse offsets are recomputed from session starts every time.
+    Idempotent: the coarse offsets are recomputed from session starts every time. A failure
+    of the refinement never fails the ingest: the session-start alignment stays, with a warning.
     """
     if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
         return []
     warnings = _coarse_alignment(con)
+    try:
+        _ensure_views(con)
+        return warnings + _refine(con)
+    except duckdb.Error as exc:
+        _coarse_alignment(con)
+        return warnings + [
+            f"clock alignment: refinement from collectives failed ({str(exc).splitlines()[0]}); "
+            "kept the session-start (UTC) alignment"
+        ]
+    finally:
+        for table in ("merge_tmp_host_ends", "merge_tmp_corr", "merge_tmp_next"):
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Per-host refinement from matched collectives; returns warnings."""
+    warnings: list[str] = []
     hosts = [r[0] for r in con.execute(f"SELECT DISTINCT {_HOST_SQL} FROM ranks ORDER BY 1").fetchall()]
     if len(hosts) < 2:
         return warnings  # one clock: nothing to refine, the session timeline is exact
@@ -182,6 +216,4 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
             f"{SUSPICIOUS_CORRECTION_NS / 1e9:.0f} s from its UTC placement; check that the captures "
             "cover the same collectives (a capture that starts mid-run shifts the sequence numbers)"
         )
-    for table in ("merge_tmp_host_ends", "merge_tmp_corr", "merge_tmp_next"):
-        con.execute(f"DROP TABLE IF EXISTS {table}")
     return warnings

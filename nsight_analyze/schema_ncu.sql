@@ -1,6 +1,6 @@
 -- Nsight Compute tables (ncu --csv [--page raw] exports and .ncu-rep reports).
 -- ncu data is not per rank: rows are keyed by file_id and a launch ordinal. The views
--- ncu_flops, roofline and hfu_kernel_flops (queries/) turn them into FLOPs, arithmetic
+-- hfu_ncu_flops, roofline and hfu_timeline_flops (queries/) turn them into FLOPs, arithmetic
 -- intensity and timeline matches. Columns are only ever added.
 
 -- One row per profiled kernel launch.
@@ -9,7 +9,7 @@ CREATE TABLE IF NOT EXISTS ncu_kernels (
     launch_id             INTEGER,     -- ncu's "ID" (CSV) or the action ordinal (.ncu-rep), per file
     name                  VARCHAR,     -- demangled kernel name as ncu printed it
     short_name            VARCHAR,     -- function name without template arguments/signature
-    match_key             VARCHAR,     -- normalised name used to match nsys kernels (see hfu_kernel_flops)
+    match_key             VARCHAR,     -- normalised name used to match nsys kernels (see hfu_timeline_flops)
     process_id            BIGINT,
     process_name          VARCHAR,
     host_name             VARCHAR,

@@ -1,4 +1,4 @@
--- ncu_flops: executed FLOPs, DRAM bytes and arithmetic intensity of every Nsight Compute launch.
+-- hfu_ncu_flops: executed FLOPs, DRAM bytes and arithmetic intensity of every Nsight Compute launch.
 -- Purpose: the HFU numerator. Hardware counters count what ran (padding, recomputation and
 --   non-model work included), so this is hardware FLOPs, not model FLOPs.
 -- Columns:
@@ -23,7 +23,7 @@
 --   precision          the precision whose roof applies (largest FLOP component; CUDA-core FP16
 --                      uses the FP32 roof: the table has no FP16 non-tensor peak)
 --   missing            what could not be counted, comma separated ('' when complete)
-CREATE OR REPLACE VIEW ncu_flops AS
+CREATE OR REPLACE VIEW hfu_ncu_flops AS
 WITH cyc AS (
     SELECT file_id, launch_id,
         max(value) FILTER (WHERE metric = 'smsp__cycles_elapsed.avg') AS smsp_cycles,

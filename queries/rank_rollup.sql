@@ -1,67 +1,15 @@
 -- rank_rollup: one row per rank: where it sits in time, how much it computes, who waits for whom.
--- Why: the `ranks` command and the report need, per rank, the alignment it got, its
--- compute time, the collective wait it suffered and caused, and whether it is the
--- straggler, side by side.
--- Columns:
---   rank INTEGER, host VARCHAR, device_id INTEGER, gpu_name VARCHAR
---   clock_offset_ns    BIGINT ns  offset added to the rank's file times (ranks.clock_offset_ns)
---   alignment_method   VARCHAR    session-start | collectives | none
---   residual_p50_ns    BIGINT ns  median |aligned end - instance median end| over its matched collectives
---   residual_p95_ns    BIGINT ns  95th percentile of the same
---   compute_ns         BIGINT ns  time_partition.compute_ns of the whole capture (step NULL)
---   collectives        BIGINT     matched collective instances it took part in
---   unmatched          BIGINT     its NCCL kernels that no other rank matched
---   wait_suffered_ns   BIGINT ns  sum of its collective_waits.wait_ns
---   wait_caused_ns     BIGINT ns  sum of the other ranks' waits in instances where it arrived last
---   times_last         BIGINT     matched instances where it arrived last
---   times_slowest      BIGINT     steps (imbalance) where it had the most compute
---   verdict            VARCHAR    job-wide: balanced | persistent | rotating | unknown
---   straggler          BOOLEAN    it is the persistent straggler
+-- Why: the `ranks` command and the report need, per rank, the alignment it got, its compute
+-- time, the collective wait it suffered and caused, and whether it is the straggler.
+-- Columns: rank, host, device_id, gpu_name, clock_offset_ns (ns), alignment_method,
+--   residual_p50_ns, residual_p95_ns (ns), compute_ns (ns, whole capture), collectives,
+--   unmatched, wait_suffered_ns, wait_caused_ns (ns), times_last, times_slowest, verdict,
+--   straggler; definitions in merge_rank_rollup_of.sql. time_partition is evaluated once.
 CREATE OR REPLACE VIEW rank_rollup AS
-WITH resid AS (
-    SELECT
-        rank,
-        CAST(ROUND(QUANTILE_DISC(ABS(aligned_end_ns - median_end_ns), 0.5)) AS BIGINT) AS p50,
-        CAST(ROUND(QUANTILE_DISC(ABS(aligned_end_ns - median_end_ns), 0.95)) AS BIGINT) AS p95,
-        COUNT(*) FILTER (WHERE n_ranks >= 2) AS collectives,
-        COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched
-    FROM merge_coll_members
-    GROUP BY rank
+WITH rr_tp AS MATERIALIZED (
+    SELECT rank, step, compute_ns FROM time_partition
 ),
-suffered AS (
-    SELECT rank, SUM(wait_ns) AS wait_suffered_ns FROM collective_waits GROUP BY rank
-),
-caused AS (
-    SELECT last_rank AS rank, SUM(wait_ns) AS wait_caused_ns, COUNT(DISTINCT coll_id) AS times_last
-    FROM collective_waits
-    GROUP BY last_rank
-),
-slowest AS (
-    SELECT slowest_rank AS rank, COUNT(*) AS times_slowest
-    FROM imbalance WHERE step IS NOT NULL AND ranks >= 2
-    GROUP BY slowest_rank
-),
-comp AS (
-    SELECT rank, compute_ns FROM time_partition WHERE step IS NULL
+rr_imb AS MATERIALIZED (
+    SELECT * FROM merge_imbalance_of('rr_tp')
 )
-SELECT
-    r.rank, c.host, r.device_id, r.gpu_name, c.clock_offset_ns, c.alignment_method,
-    resid.p50 AS residual_p50_ns, resid.p95 AS residual_p95_ns,
-    comp.compute_ns::BIGINT AS compute_ns,
-    COALESCE(resid.collectives, 0) AS collectives,
-    COALESCE(resid.unmatched, 0) AS unmatched,
-    COALESCE(suffered.wait_suffered_ns, 0)::BIGINT AS wait_suffered_ns,
-    COALESCE(caused.wait_caused_ns, 0)::BIGINT AS wait_caused_ns,
-    COALESCE(caused.times_last, 0) AS times_last,
-    COALESCE(slowest.times_slowest, 0) AS times_slowest,
-    v.verdict,
-    COALESCE(r.rank = v.straggler_rank, FALSE) AS straggler
-FROM ranks AS r
-JOIN merge_rank_clock AS c ON c.rank = r.rank
-LEFT JOIN resid ON resid.rank = r.rank
-LEFT JOIN suffered ON suffered.rank = r.rank
-LEFT JOIN caused ON caused.rank = r.rank
-LEFT JOIN slowest ON slowest.rank = r.rank
-LEFT JOIN comp ON comp.rank = r.rank
-CROSS JOIN merge_straggler_verdict AS v
-ORDER BY r.rank;
+SELECT * FROM merge_rank_rollup_of('rr_tp', 'rr_imb');

@@ -1,7 +1,7 @@
 -- roofline: every Nsight Compute launch placed on its GPU's roofline.
 -- Purpose: tell memory-bound kernels (below the ridge point) from compute-bound ones, with the
 --   measured FLOPs and DRAM bytes rather than a name rule.
--- Columns: the ncu_flops columns, plus
+-- Columns: the hfu_ncu_flops columns, plus
 --   peak_flops           FLOP/s  dense peak of the launch's precision (ncu_peaks: table, derived
 --                                or assumed, see peak_source/peak_reason)
 --   mem_bw_bps           byte/s  DRAM bandwidth of the GPU
@@ -22,5 +22,5 @@ SELECT f.*,
          WHEN f.intensity < p.peak_flops / p.mem_bw_bps THEN 'memory'
          ELSE 'compute' END AS bound,
     p.source AS peak_source, p.reason AS peak_reason
-FROM ncu_flops f
+FROM hfu_ncu_flops f
 LEFT JOIN ncu_peaks p ON p.file_id = f.file_id AND p.precision = f.precision;

@@ -8,7 +8,8 @@
 -- Definition (docs/metrics.md "Windows"): for NVTX steps, E_N / F_N = max end / min start of the
 --   operations belonging to step N (tp_step_ops), E'_N = running max of E_N in step order; step N's
 --   window is [E'_{N-1}, E'_N), the first step's [F_first, E'_first). Empty windows and steps
---   without GPU operations have no row. Ranks without GPU operations have no row.
+--   without GPU operations have no row. A rank uses the first source that gives it a window, in
+--   the order nvtx, detected, capture. Ranks without GPU operations have no row.
 CREATE OR REPLACE VIEW steps AS
 WITH per_step AS (
     SELECT rank, step, min(start_ns) AS f, max(end_ns) AS e
@@ -25,15 +26,16 @@ nvtx_windows AS (
            coalesce(lag(e_run) OVER (PARTITION BY rank ORDER BY step), f) AS start_ns,
            e_run AS end_ns
     FROM running
+),
+candidates AS (
+    SELECT rank, step, start_ns, end_ns, 'nvtx' AS source, 1 AS priority
+    FROM nvtx_windows
+    WHERE end_ns > start_ns
+    UNION ALL
+    SELECT rank, step, start_ns, end_ns, 'detected', 2 FROM tp_detected_steps
+    UNION ALL
+    SELECT rank, NULL::BIGINT, start_ns, end_ns, 'capture', 3 FROM tp_capture
 )
-SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns, 'nvtx' AS source
-FROM nvtx_windows
-WHERE end_ns > start_ns
-UNION ALL
-SELECT rank, step, start_ns, end_ns, 'detected' AS source
-FROM tp_detected_steps
-UNION ALL
-SELECT rank, NULL::BIGINT AS step, start_ns, end_ns, 'capture' AS source
-FROM tp_capture
-WHERE rank NOT IN (SELECT rank FROM tp_step_ops)
-  AND rank NOT IN (SELECT rank FROM tp_detected_steps);
+SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns, source
+FROM candidates
+QUALIFY priority = min(priority) OVER (PARTITION BY rank);

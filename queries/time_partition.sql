@@ -14,12 +14,13 @@
 --   memory, comms and other operations (gpu_ops) clipped to the window W; windows from `steps`
 --   (step rows) and tp_capture (step NULL). Computed from one sweep (tp_segments): a segment
 --   counts for the highest-priority category running in it, compute > memory > other > comms.
---   Ranks without GPU operations have no rows.
+--   window_ns is the summed length of the window's segments (they tile it exactly). Ranks without
+--   GPU operations, and windows of zero length, have no rows.
 CREATE OR REPLACE VIEW time_partition AS
 WITH parts AS (
     SELECT
-        rank, step,
-        any_value(w_end_ns - w_start_ns) AS window_ns,
+        rank, step, GROUPING(step) AS whole,
+        sum(end_ns - start_ns) AS window_ns,
         sum(CASE WHEN c > 0 THEN end_ns - start_ns ELSE 0 END) AS compute_ns,
         sum(CASE WHEN c = 0 AND m > 0 THEN end_ns - start_ns ELSE 0 END) AS memory_ns,
         sum(CASE WHEN c = 0 AND m = 0 AND o > 0 THEN end_ns - start_ns ELSE 0 END) AS other_ns,
@@ -28,8 +29,8 @@ WITH parts AS (
         sum(CASE WHEN c = 0 AND m = 0 AND o = 0 AND n = 0 THEN end_ns - start_ns ELSE 0 END) AS idle_ns,
         sum(CASE WHEN n > 0 THEN end_ns - start_ns ELSE 0 END) AS comms_total_ns,
         sum(CASE WHEN n > 0 AND c + m + o > 0 THEN end_ns - start_ns ELSE 0 END) AS comms_hidden_ns
-    FROM tp_window_segments
-    GROUP BY rank, step
+    FROM tp_segments
+    GROUP BY GROUPING SETS ((rank), (rank, step))
 ),
 idle AS (
     SELECT
@@ -41,30 +42,25 @@ idle AS (
         sum(CASE WHEN kind = 'idle_other' THEN g1 - g0 ELSE 0 END) AS idle_other_ns
     FROM tp_gaps
     GROUP BY rank, step
-),
-windows AS (
-    SELECT rank, NULL::BIGINT AS step, end_ns - start_ns AS window_ns FROM tp_capture
-    UNION ALL
-    SELECT rank, step, end_ns - start_ns FROM steps WHERE step IS NOT NULL
 )
 SELECT
-    w.rank, w.step,
-    w.window_ns::BIGINT AS window_ns,
-    coalesce(p.compute_ns, 0)::BIGINT AS compute_ns,
-    coalesce(p.memory_ns, 0)::BIGINT AS memory_ns,
-    coalesce(p.other_ns, 0)::BIGINT AS other_ns,
-    coalesce(p.comms_exposed_ns, 0)::BIGINT AS comms_exposed_ns,
-    (w.window_ns - coalesce(p.compute_ns, 0) - coalesce(p.memory_ns, 0) - coalesce(p.other_ns, 0)
-        - coalesce(p.comms_exposed_ns, 0))::BIGINT AS idle_ns,
+    p.rank,
+    CASE WHEN p.whole = 1 THEN NULL ELSE p.step END AS step,
+    p.window_ns::BIGINT AS window_ns,
+    p.compute_ns::BIGINT AS compute_ns,
+    p.memory_ns::BIGINT AS memory_ns,
+    p.other_ns::BIGINT AS other_ns,
+    p.comms_exposed_ns::BIGINT AS comms_exposed_ns,
+    p.idle_ns::BIGINT AS idle_ns,
     coalesce(i.launch_gap_ns, 0)::BIGINT AS launch_gap_ns,
     coalesce(i.input_stall_ns, 0)::BIGINT AS input_stall_ns,
     coalesce(i.sync_stall_ns, 0)::BIGINT AS sync_stall_ns,
     coalesce(i.host_bound_ns, 0)::BIGINT AS host_bound_ns,
     coalesce(i.idle_other_ns, 0)::BIGINT AS idle_other_ns,
-    coalesce(p.comms_total_ns, 0)::BIGINT AS comms_total_ns,
-    coalesce(p.comms_hidden_ns, 0)::BIGINT AS comms_hidden_ns,
-    CASE WHEN coalesce(p.comms_total_ns, 0) > 0 THEN 100.0 * p.comms_hidden_ns / p.comms_total_ns END
-        AS overlap_pct
-FROM windows AS w
-LEFT JOIN parts AS p ON p.rank = w.rank AND p.step IS NOT DISTINCT FROM w.step
-LEFT JOIN idle AS i ON i.rank = w.rank AND i.step IS NOT DISTINCT FROM w.step;
+    p.comms_total_ns::BIGINT AS comms_total_ns,
+    p.comms_hidden_ns::BIGINT AS comms_hidden_ns,
+    CASE WHEN p.comms_total_ns > 0 THEN 100.0 * p.comms_hidden_ns / p.comms_total_ns END AS overlap_pct
+FROM parts AS p
+LEFT JOIN idle AS i
+    ON i.rank = p.rank AND i.step IS NOT DISTINCT FROM (CASE WHEN p.whole = 1 THEN NULL ELSE p.step END)
+WHERE p.whole = 1 OR p.step IS NOT NULL;

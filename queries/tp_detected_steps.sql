@@ -7,16 +7,15 @@
 --   ordered by (start_ns, end_ns, correlation_id), a burst is a maximal run of consecutive marker
 --   kernels; E_i = running max of the burst ends. Step i's window is [E_{i-1}, E_i); step 0 starts
 --   at the rank's first GPU operation. Operations after the last burst (an incomplete step) are in
---   the whole-capture window only. Detection needs at least 2 bursts; ranks that have NVTX step
---   windows are not considered.
+--   the whole-capture window only. Detection needs at least 2 bursts. `steps` uses these only for
+--   ranks without NVTX step windows.
 CREATE OR REPLACE VIEW tp_detected_steps AS
 WITH cand AS (
     SELECT rank, start_ns, end_ns, correlation_id,
            op = 'kernel' AND regexp_matches(name, '(?i)(adam|sgd|lamb|adagrad|rmsprop|adafactor|optimizer)')
                AS marker
     FROM gpu_ops
-    WHERE rank NOT IN (SELECT DISTINCT rank FROM tp_step_ops)
-      AND rank IN (SELECT rank FROM gpu_ops WHERE op = 'kernel'
+    WHERE rank IN (SELECT rank FROM gpu_ops WHERE op = 'kernel'
                    AND regexp_matches(name, '(?i)(adam|sgd|lamb|adagrad|rmsprop|adafactor|optimizer)'))
 ),
 numbered AS (
@@ -45,7 +44,7 @@ windows AS (
            coalesce(lag(o.e) OVER (PARTITION BY o.rank ORDER BY o.step), c.start_ns) AS start_ns,
            o.e AS end_ns
     FROM ordered AS o
-    JOIN tp_capture AS c USING (rank)
+    JOIN (SELECT rank, min(start_ns) AS start_ns FROM cand GROUP BY rank) AS c USING (rank)
     WHERE o.n_bursts >= 2
 )
 SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns

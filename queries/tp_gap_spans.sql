@@ -1,24 +1,35 @@
 -- tp_gap_spans: the gaps of every window: maximal intervals of the window not covered by any GPU
 -- operation of the rank.
--- Columns: rank INTEGER, step BIGINT (NULL = whole capture), w_end_ns BIGINT ns (window end),
---   g0, g1 BIGINT ns (the gap [g0, g1)).
--- Definition: consecutive idle segments (no operation of any category) of one window, merged.
+-- Columns: rank INTEGER, step BIGINT (NULL = the whole-capture window), g0, g1 BIGINT ns (the gap
+--   [g0, g1)), at_window_end BOOLEAN (g1 is the window's end).
+-- Definition: idle segments of tp_segments (no operation of any category), merged when
+--   consecutive: across step boundaries for the whole-capture window, within one step window for
+--   the step rows. One sort serves both (GROUPING SETS).
 CREATE OR REPLACE VIEW tp_gap_spans AS
 WITH idle AS (
-    SELECT rank, step, w_end_ns, start_ns, end_ns
-    FROM tp_window_segments
+    SELECT rank, step, start_ns, end_ns, step_end_ns, is_last,
+           lag(end_ns) OVER w AS prev_end, lag(step) OVER w AS prev_step
+    FROM tp_segments
     WHERE c = 0 AND m = 0 AND o = 0 AND n = 0
+    WINDOW w AS (PARTITION BY rank ORDER BY start_ns)
 ),
-marked AS (
+ids AS (
     SELECT *,
-           CASE WHEN lag(end_ns) OVER (PARTITION BY rank, step ORDER BY start_ns) = start_ns THEN 0 ELSE 1 END
-               AS new_gap
+           sum(CASE WHEN prev_end = start_ns THEN 0 ELSE 1 END) OVER w AS cap_gap,
+           sum(CASE WHEN prev_end = start_ns AND step IS NOT DISTINCT FROM prev_step THEN 0 ELSE 1 END) OVER w
+               AS step_gap
     FROM idle
+    WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
 ),
 grouped AS (
-    SELECT *, sum(new_gap) OVER (PARTITION BY rank, step ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS gap_no
-    FROM marked
+    SELECT rank, step, GROUPING(step_gap) AS whole,
+           min(start_ns) AS g0, max(end_ns) AS g1, bool_or(is_last) AS last, max(step_end_ns) AS step_end
+    FROM ids
+    GROUP BY GROUPING SETS ((rank, cap_gap), (rank, step, step_gap))
 )
-SELECT rank, step, any_value(w_end_ns) AS w_end_ns, min(start_ns) AS g0, max(end_ns) AS g1
+SELECT rank,
+       CASE WHEN whole = 1 THEN NULL ELSE step END AS step,
+       g0::BIGINT AS g0, g1::BIGINT AS g1,
+       CASE WHEN whole = 1 THEN last ELSE g1 = step_end END AS at_window_end
 FROM grouped
-GROUP BY rank, step, gap_no;
+WHERE whole = 1 OR step IS NOT NULL;

@@ -6,7 +6,8 @@
 --   kind VARCHAR: 'idle_other' (whole gap) | 'host' (split at a_ns),
 --   host_cause VARCHAR: input_stall | sync_stall | host_bound (when kind = 'host'),
 --   host_activity VARCHAR (input range text, sync call name or the NVTX range on the launching
---   thread at a_ns), launch_name VARCHAR (the launch call), other_reason VARCHAR,
+--   thread at a_ns), sync_start_ns BIGINT ns (start of the sync call named, for sync_stall),
+--   launch_name VARCHAR (the launch call), other_reason VARCHAR,
 --   correlation_id BIGINT (the operation that ends the gap).
 -- Definition (docs/metrics.md "Idle causes"): the operation starting at g1 (smallest
 --   correlation_id if several) and its launch call A. idle_other when the gap runs to the window
@@ -17,32 +18,35 @@
 --   start-sorted intervals carrying a running max of their ends (exact, no pairwise joins).
 CREATE OR REPLACE VIEW tp_gaps AS
 WITH nxt AS (
-    SELECT g.rank, g.step, g.g0, g.g1, g.w_end_ns, min(o.correlation_id) AS correlation_id,
-           count(o.rank) AS n_ops
+    SELECT g.rank, g.step, g.g0, g.g1, g.at_window_end,
+           min(o.correlation_id) AS correlation_id, count(o.rank) AS n_ops
     FROM tp_gap_spans AS g
-    LEFT JOIN gpu_ops AS o ON o.rank = g.rank AND o.start_ns = g.g1 AND g.g1 < g.w_end_ns
-    GROUP BY g.rank, g.step, g.g0, g.g1, g.w_end_ns
+    LEFT JOIN gpu_ops AS o ON o.rank = g.rank AND o.start_ns = g.g1 AND NOT g.at_window_end
+    GROUP BY ALL
 ),
 launch AS (
-    SELECT x.rank, x.step, x.g0, x.g1, x.w_end_ns, x.correlation_id, x.n_ops,
+    SELECT x.rank, x.step, x.g0, x.g1, x.correlation_id, x.n_ops,
            min(a.start_ns) AS a_start, arg_min(a.end_ns, a.start_ns) AS a_end,
            arg_min(a.tid, a.start_ns) AS a_tid, arg_min(a.name, a.start_ns) AS a_name
     FROM nxt AS x
     LEFT JOIN cuda_api AS a ON a.rank = x.rank AND a.correlation_id = x.correlation_id
-    GROUP BY x.rank, x.step, x.g0, x.g1, x.w_end_ns, x.correlation_id, x.n_ops
+    GROUP BY ALL
 ),
 classified AS (
     SELECT *,
            CASE
-               WHEN n_ops = 0 THEN 'gap runs to the window end'
-               WHEN a_start IS NULL THEN 'no launch call found'
-               WHEN a_end <= g0 THEN 'work was queued before the GPU went idle (dependency)'
-           END AS other_reason,
-           greatest(g0, least(a_start, g1)) AS a_ns
-    FROM launch
-),
-host AS (
-    SELECT * FROM classified WHERE other_reason IS NULL AND a_ns > g0
+               WHEN other_reason IS NULL AND a_ns > g0 THEN a_ns
+           END AS host_end
+    FROM (
+        SELECT *,
+               CASE
+                   WHEN n_ops = 0 THEN 'gap runs to the window end'
+                   WHEN a_start IS NULL THEN 'no launch call found'
+                   WHEN a_end <= g0 THEN 'work was queued before the GPU went idle (dependency)'
+               END AS other_reason,
+               greatest(g0, least(a_start, g1)) AS a_ns
+        FROM launch
+    )
 ),
 input_idx AS (
     SELECT rank, start_ns,
@@ -57,55 +61,54 @@ input_idx AS (
     )
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
 ),
+sync_all AS (
+    SELECT rank, start_ns, end_ns, name FROM tp_sync_api
+),
 sync_idx AS (
     SELECT rank, start_ns,
            max(end_ns) OVER w AS run_end,
-           arg_max(name, end_ns) OVER w AS run_name
+           arg_max(call, end_ns) OVER w AS run_call
     FROM (
-        SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max(name, end_ns) AS name
-        FROM tp_sync_api
+        SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max({'name': name, 'start_ns': start_ns}, end_ns) AS call
+        FROM sync_all
         GROUP BY rank, start_ns
     )
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
 ),
 sync_zero AS (
-    SELECT rank, start_ns, min(name) AS name FROM tp_sync_api WHERE end_ns = start_ns GROUP BY rank, start_ns
+    SELECT rank, start_ns, {'name': min(name), 'start_ns': start_ns} AS call
+    FROM sync_all WHERE end_ns = start_ns GROUP BY rank, start_ns
 ),
-host_ev AS (
-    SELECT h.rank, h.step, h.g0, h.a_ns,
-           CASE WHEN i.run_end > h.g0 THEN i.run_text END AS input_text,
-           coalesce(CASE WHEN s.run_end >= h.g0 THEN s.run_name END, z.name) AS sync_name
-    FROM host AS h
-    ASOF LEFT JOIN input_idx AS i ON i.rank = h.rank AND h.a_ns > i.start_ns
-    ASOF LEFT JOIN sync_idx AS s ON s.rank = h.rank AND h.a_ns > s.start_ns
-    LEFT JOIN sync_zero AS z ON z.rank = h.rank AND z.start_ns = h.a_ns
-),
-host_bound_ctx AS (
-    SELECT h.rank, h.step, h.g0,
-           CASE WHEN n.end_ns >= h.a_ns THEN n.text END AS thread_text
-    FROM host AS h
+evidence AS (
+    SELECT c.*,
+           CASE WHEN i.run_end > c.g0 THEN i.run_text END AS input_text,
+           coalesce(CASE WHEN s.run_end >= c.g0 THEN s.run_call END, z.call) AS sync_call,
+           CASE WHEN n.end_ns >= c.host_end THEN n.text END AS thread_text
+    FROM classified AS c
+    ASOF LEFT JOIN input_idx AS i ON i.rank = c.rank AND c.host_end > i.start_ns
+    ASOF LEFT JOIN sync_idx AS s ON s.rank = c.rank AND c.host_end > s.start_ns
+    LEFT JOIN sync_zero AS z ON z.rank = c.rank AND z.start_ns = c.host_end
     ASOF LEFT JOIN (SELECT rank, tid, start_ns, end_ns, text FROM nvtx WHERE end_ns IS NOT NULL) AS n
-        ON n.rank = h.rank AND n.tid = h.a_tid AND h.a_ns >= n.start_ns
+        ON n.rank = c.rank AND n.tid = c.a_tid AND c.host_end >= n.start_ns
 )
 SELECT
-    c.rank, c.step, c.g0, c.g1,
-    CASE WHEN c.other_reason IS NULL THEN c.a_ns END AS a_ns,
-    CASE WHEN c.other_reason IS NULL THEN 'host' ELSE 'idle_other' END AS kind,
+    rank, step, g0, g1,
+    CASE WHEN other_reason IS NULL THEN a_ns END AS a_ns,
+    CASE WHEN other_reason IS NULL THEN 'host' ELSE 'idle_other' END AS kind,
     CASE
-        WHEN c.other_reason IS NOT NULL OR c.a_ns = c.g0 THEN NULL
-        WHEN e.input_text IS NOT NULL THEN 'input_stall'
-        WHEN e.sync_name IS NOT NULL THEN 'sync_stall'
+        WHEN host_end IS NULL THEN NULL
+        WHEN input_text IS NOT NULL THEN 'input_stall'
+        WHEN sync_call IS NOT NULL THEN 'sync_stall'
         ELSE 'host_bound'
     END AS host_cause,
     CASE
-        WHEN c.other_reason IS NOT NULL OR c.a_ns = c.g0 THEN NULL
-        WHEN e.input_text IS NOT NULL THEN e.input_text
-        WHEN e.sync_name IS NOT NULL THEN e.sync_name
-        ELSE b.thread_text
+        WHEN host_end IS NULL THEN NULL
+        WHEN input_text IS NOT NULL THEN input_text
+        WHEN sync_call IS NOT NULL THEN sync_call.name
+        ELSE thread_text
     END AS host_activity,
-    c.a_name AS launch_name,
-    c.other_reason,
-    c.correlation_id
-FROM classified AS c
-LEFT JOIN host_ev AS e ON e.rank = c.rank AND e.step IS NOT DISTINCT FROM c.step AND e.g0 = c.g0
-LEFT JOIN host_bound_ctx AS b ON b.rank = c.rank AND b.step IS NOT DISTINCT FROM c.step AND b.g0 = c.g0;
+    CASE WHEN host_end IS NOT NULL AND input_text IS NULL THEN sync_call.start_ns END AS sync_start_ns,
+    a_name AS launch_name,
+    other_reason,
+    correlation_id
+FROM evidence;

@@ -19,6 +19,8 @@ from conftest import nsys_traces, oracle_dir, requires_shared
 TRACES = nsys_traces()
 NS_TOL = 0.05 + 1e-6  # nsys prints 0.1 ns
 MB_TOL = 0.0005 + 1e-9  # nsys prints 0.001 MB
+NS_STATS = {"avg_ns": "Avg (ns)", "med_ns": "Med (ns)", "stddev_ns": "StdDev (ns)"}
+MB_STATS = {"avg_bytes": "Avg (MB)", "med_bytes": "Med (MB)", "stddev_bytes": "StdDev (MB)"}
 SUFFIX = re.compile(r"_v[0-9]{4,}$")  # the project's ABI-suffix rule (nsys 2022.4 strips exactly 4 digits)
 
 
@@ -93,7 +95,7 @@ def test_kernel_summary_matches_gpukernsum(trace, workspaces):
             theirs = single.loc[row.name]
             _check_stats(
                 row._asdict(), theirs,
-                {"avg_ns": "Avg (ns)", "med_ns": "Med (ns)", "stddev_ns": "StdDev (ns)"}, NS_TOL, row.name,
+                NS_STATS, NS_TOL, row.name,
             )
             if _ranks_with(con, "kernels") == 1:
                 assert abs(row.pct - theirs["Time (%)"]) <= 0.05 + 1e-9, row.name
@@ -129,15 +131,10 @@ def test_memop_summary_matches_gpumemtimesum_and_sizesum(trace, workspaces):
             assert abs(ours_b / 1e6 - size[their_mb]) <= MB_TOL, (label, their_mb)
         if one_rank:
             row = ours[ours["label"] == label].iloc[0]
-            _check_stats(
-                row, theirs, {"avg_ns": "Avg (ns)", "med_ns": "Med (ns)", "stddev_ns": "StdDev (ns)"}, NS_TOL, label
-            )
+            _check_stats(row, theirs, NS_STATS, NS_TOL, label)
             assert abs(row.pct - theirs["Time (%)"]) <= 0.05 + 1e-9, label
             scaled = row[["avg_bytes", "med_bytes", "stddev_bytes"]] / 1e6
-            _check_stats(
-                scaled, size, {"avg_bytes": "Avg (MB)", "med_bytes": "Med (MB)", "stddev_bytes": "StdDev (MB)"},
-                MB_TOL, label,
-            )
+            _check_stats(scaled, size, MB_STATS, MB_TOL, label)
 
 
 def _skipped_api_rows(con) -> int:
@@ -179,6 +176,6 @@ def test_api_summary_matches_cudaapisum(trace, workspaces):
             theirs = single.loc[row.name]
             _check_stats(
                 row._asdict(), theirs,
-                {"avg_ns": "Avg (ns)", "med_ns": "Med (ns)", "stddev_ns": "StdDev (ns)"}, NS_TOL, row.name,
+                NS_STATS, NS_TOL, row.name,
             )
             assert abs(row.pct - theirs["Time (%)"]) <= 0.05 + 1e-9, row.name

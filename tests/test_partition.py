@@ -123,6 +123,8 @@ def ref_partition(tr: Trace, rank: int) -> tuple[dict, list]:
     busy = C | M | O | N
     out, pieces = {}, []
     for step, w0, w1 in windows:
+        if w1 <= w0:
+            continue  # empty windows have no row
         W = set(range(w0, w1))
         row = dict.fromkeys(TP_COLUMNS, 0)
         row["window_ns"] = w1 - w0
@@ -186,18 +188,24 @@ def load_trace(con, tr: Trace) -> None:
             con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM df")
 
 
-def sql_partition(con, rank: int) -> dict:
-    df = con.execute("SELECT * FROM time_partition WHERE rank = ?", [rank]).df()
-    return {(None if pd.isna(r["step"]) else int(r["step"])): {c: int(r[c]) for c in TP_COLUMNS}
-            for _, r in df.iterrows()}
+def sql_partition(con) -> dict:
+    """{rank: {step: {column: ns}}} from the time_partition view."""
+    out: dict = {}
+    cols = ", ".join(TP_COLUMNS)
+    for rank, step, *vals in con.execute(f"SELECT rank, step, {cols} FROM time_partition").fetchall():
+        out.setdefault(rank, {})[step] = dict(zip(TP_COLUMNS, vals))
+    return out
 
 
-def sql_pieces(con, rank: int) -> list:
+def sql_pieces(con) -> dict:
+    """{rank: [(step, start, end, cause)]} from the gaps view."""
+    out: dict = {}
     rows = con.execute(
-        "SELECT step, start_ns, end_ns, cause FROM gaps WHERE rank = ? ORDER BY step NULLS FIRST, start_ns",
-        [rank],
+        "SELECT rank, step, start_ns, end_ns, cause FROM gaps ORDER BY rank, step NULLS FIRST, start_ns"
     ).fetchall()
-    return rows
+    for rank, *piece in rows:
+        out.setdefault(rank, []).append(tuple(piece))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,7 +215,7 @@ CATS = ["compute", "memory", "other", "comms"]
 
 
 @st.composite
-def traces(draw) -> Trace:
+def traces(draw, rank: int = 0) -> Trace:
     tr = Trace()
     corr = 0
     for _ in range(draw(st.integers(0, 9))):
@@ -217,38 +225,54 @@ def traces(draw) -> Trace:
         if draw(st.integers(0, 5)) == 0:
             kind = draw(st.sampled_from(["HtoD", "PtoP", "memset"]))
             src = draw(st.sampled_from(["Pageable", "Pinned", "Device"]))
-            tr.memops.append((0, draw(st.integers(1, 2)), start, end, kind, corr, src))
+            tr.memops.append((rank, draw(st.integers(1, 2)), start, end, kind, corr, src))
             api_name = draw(st.sampled_from(["cudaMemcpyAsync", "cudaMemcpy", "cudaMemsetAsync"]))
         else:
             cat = draw(st.sampled_from(CATS))
-            tr.kernels.append((0, draw(st.integers(1, 3)), start, end, f"k_{cat}", corr, cat))
+            tr.kernels.append((rank, draw(st.integers(1, 3)), start, end, f"k_{cat}", corr, cat))
             api_name = "cudaLaunchKernel"
         if draw(st.integers(0, 6)) > 0:  # most operations have a launch call
             a0 = start - draw(st.integers(-2, 20))
-            tr.api.append((0, 1, a0, a0 + draw(st.integers(0, 6)), api_name, corr))
+            tr.api.append((rank, 1, a0, a0 + draw(st.integers(0, 6)), api_name, corr))
     for _ in range(draw(st.integers(0, 2))):  # synchronising calls
         s = draw(st.integers(0, 70))
         corr += 1
-        tr.api.append((0, draw(st.integers(1, 2)), s, s + draw(st.integers(0, 10)),
+        tr.api.append((rank, draw(st.integers(1, 2)), s, s + draw(st.integers(0, 10)),
                        draw(st.sampled_from(["cudaStreamSynchronize", "cudaDeviceSynchronize"])), corr))
     style = draw(st.sampled_from(["numbered", "ordinal", "none", "nested"]))
     t = draw(st.integers(-20, 10))
     for i in range(draw(st.integers(0, 4)) if style != "none" else 0):
         length = draw(st.integers(0, 30))
         text = f"ProfilerStep#{draw(st.integers(0, 9))}" if style != "ordinal" else "train_step"
-        tr.nvtx.append((0, draw(st.integers(1, 2)), t, t + length, text))
+        tr.nvtx.append((rank, draw(st.integers(1, 2)), t, t + length, text))
         if style == "nested" and draw(st.booleans()):
-            tr.nvtx.append((0, 1, t + 1, t + 1 + draw(st.integers(0, 10)), f"step {i}"))
+            tr.nvtx.append((rank, 1, t + 1, t + 1 + draw(st.integers(0, 10)), f"step {i}"))
         t += length + draw(st.integers(0, 5))
     for _ in range(draw(st.integers(0, 2))):
         s = draw(st.integers(-5, 70))
-        tr.nvtx.append((0, 1, s, s + draw(st.integers(0, 10)), "DataLoader.__next__"))
-    tr.nvtx.append((0, 1, 5, 6, "aten::mm"))
-    tr.nvtx.append((0, 1, 7, None, "a mark"))
-    # rank 1: host activity but no GPU operations (must not break anything)
-    tr.api.append((1, 9, 0, 10, "cudaStreamSynchronize", 1))
-    tr.nvtx.append((1, 9, 0, 10, "ProfilerStep#0"))
+        tr.nvtx.append((rank, 1, s, s + draw(st.integers(0, 10)), "DataLoader.__next__"))
+    tr.nvtx.append((rank, 1, 5, 6, "aten::mm"))
+    tr.nvtx.append((rank, 1, 7, None, "a mark"))
     return tr
+
+
+@st.composite
+def many_traces(draw) -> list[Trace]:
+    """Several random traces, one per rank (one query checks them all: planning dominates)."""
+    return [draw(traces(rank)) for rank in range(draw(st.integers(1, 25)))]
+
+
+def merge(trs: list[Trace]) -> Trace:
+    out = Trace()
+    for tr in trs:
+        out.kernels += tr.kernels
+        out.memops += tr.memops
+        out.api += tr.api
+        out.nvtx += tr.nvtx
+    # a rank with host activity but no GPU operations (must not break anything)
+    out.api.append((999, 9, 0, 10, "cudaStreamSynchronize", 1))
+    out.nvtx.append((999, 9, 0, 10, "ProfilerStep#0"))
+    return out
 
 
 HAND = Trace(
@@ -263,23 +287,28 @@ HAND = Trace(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tr=traces())
-@example(tr=HAND)
-def test_partition_matches_reference(con, tr):
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trs=many_traces())
+@example(trs=[HAND])
+def test_partition_matches_reference(con, trs):
+    tr = merge(trs)
     load_trace(con, tr)
-    want, want_pieces = ref_partition(tr, 0)
-    assert sql_partition(con, 0) == want
-    assert sql_pieces(con, 0) == sorted(want_pieces, key=lambda p: (p[0] is not None, p[0] or 0, p[1]))
-    assert sql_partition(con, 1) == {}
-    steps = con.execute("SELECT step, start_ns, end_ns FROM steps WHERE rank = 0 ORDER BY step").fetchall()
-    assert steps == ref_steps(tr, 0)
+    got_tp = sql_partition(con)
+    got_pieces = sql_pieces(con)
+    got_steps = con.execute("SELECT rank, step, start_ns, end_ns FROM steps ORDER BY rank, step").fetchall()
+    for rank in range(len(trs)):
+        want, want_pieces = ref_partition(tr, rank)
+        assert got_tp.get(rank, {}) == want, f"rank {rank}"
+        order = sorted(want_pieces, key=lambda p: (p[0] is not None, p[0] or 0, p[1]))
+        assert got_pieces.get(rank, []) == order, f"rank {rank}"
+        assert [r[1:] for r in got_steps if r[0] == rank] == ref_steps(tr, rank), f"rank {rank}"
+    assert 999 not in got_tp and 999 not in got_pieces
 
 
 def test_hand_example(con):
     """Worked by hand: two NVTX steps, comms under a GEMM, an input stall and a sync stall."""
     load_trace(con, HAND)
-    tp = sql_partition(con, 0)
+    tp = sql_partition(con)[0]
     # step 1: [12, 80): gemm 12-50, nccl 30-60 (20 ns hidden, 10 exposed), ew 60-80
     assert tp[1] == dict(window_ns=68, compute_ns=38, memory_ns=20, other_ns=0, comms_exposed_ns=10, idle_ns=0,
                          launch_gap_ns=0, input_stall_ns=0, sync_stall_ns=0, host_bound_ns=0, idle_other_ns=0,
@@ -308,7 +337,7 @@ def test_steps_fall_back_to_capture_and_detection(con):
     load_trace(con, tr)
     rows = con.execute("SELECT step, start_ns, end_ns, source FROM steps ORDER BY step").fetchall()
     assert rows == [(0, 0, 12, "detected"), (1, 12, 32, "detected")]
-    tp = sql_partition(con, 0)
+    tp = sql_partition(con)[0]
     assert tp[1]["window_ns"] == 20 and tp[1]["idle_ns"] == 8 and tp[None]["window_ns"] == 50
 
 

@@ -8,6 +8,7 @@ and from a real 2-rank trace (SendRecv pairs) in ../shared/traces.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -112,9 +113,19 @@ def load(con: duckdb.DuckDBPyConnection, r: pd.DataFrame, k: pd.DataFrame) -> No
     )
 
 
+@pytest.fixture(scope="module")
+def empty_workspace(tmp_path_factory) -> Path:
+    """An empty workspace with every view loaded, made once and copied per test (view loading is slow)."""
+    path = tmp_path_factory.mktemp("ranks") / "empty.duckdb"
+    _views(open_workspace(path)).close()
+    return path
+
+
 @pytest.fixture
-def ws(tmp_path):
-    con = _views(open_workspace(tmp_path / "ws.duckdb"))
+def ws(tmp_path, empty_workspace):
+    path = tmp_path / "ws.duckdb"
+    shutil.copy(empty_workspace, path)
+    con = open_workspace(path)
     yield con
     con.close()
 

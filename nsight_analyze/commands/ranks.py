@@ -13,8 +13,10 @@ from ..workspace import open_workspace
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    """Run one statement; a missing view is a stale or partial workspace, said in one line."""
     try:
-        return con.sql(sql).df()
+        rel = con.sql(sql)
+        return rel.df() if rel is not None else pd.DataFrame()
     except duckdb.CatalogException as exc:
         missing = str(exc).splitlines()[0]
         raise UserError(f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest") from None
@@ -68,10 +70,15 @@ def command(db: str, fmt: str) -> None:
     caused, times slowest, and whether the job has a persistent or rotating straggler or is balanced."""
     con = open_workspace(db, read_only=True)
     try:
-        rows = _fetch(con, "SELECT * FROM rank_rollup ORDER BY rank")
-        if rows.empty:
+        if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
             raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
-        verdict = _fetch(con, "SELECT * FROM merge_straggler_verdict")
+        # Evaluate the (costly) time partition once for both the roll-up and the verdict.
+        _fetch(con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS "
+                    "SELECT rank, step, compute_ns FROM time_partition")
+        _fetch(con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS "
+                    "SELECT * FROM merge_imbalance_of('merge_cmd_tp')")
+        rows = _fetch(con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank")
+        verdict = _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')")
         alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY host")
         unmatched = int(rows["unmatched"].sum())
     finally:

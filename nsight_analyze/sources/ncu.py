@@ -31,22 +31,44 @@ HEADER_SCAN_BYTES = 1 << 20
 
 # Identification columns of the CSV layouts; every other column of the raw page is a metric.
 ID_COLUMNS = (
-    "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
-    "Block Size", "Grid Size", "Device", "CC", "Function Name", "Demangled Name",
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Kernel Time",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Function Name",
+    "Demangled Name",
 )
 LONG_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 
 # Counters HFU needs, grouped for the "missing" report (any one metric of a group suffices).
 REQUIRED_GROUPS = {
-    "CUDA-core FLOP counters (sm[sp]__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on)":
-        r"^(sm|smsp)__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum(\.per_cycle_elapsed)?$",
-    "tensor FLOP counters (sm__ops_path_tensor_src_* or sm__inst_executed_pipe_tensor)":
-        r"^(sm|smsp)__(ops_path_tensor_src_|inst_executed_pipe_tensor\.sum)",
+    "CUDA-core FLOP counters (sm[sp]__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on)": (
+        r"^(sm|smsp)__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum(\.per_cycle_elapsed)?$"
+    ),
+    "tensor FLOP counters (sm__ops_path_tensor_src_* or sm__inst_executed_pipe_tensor)": (
+        r"^(sm|smsp)__(ops_path_tensor_src_|inst_executed_pipe_tensor\.sum)"
+    ),
     "DRAM bytes (dram__bytes.sum or dram__bytes_read/write.sum)": r"^dram__bytes(_read|_write)?\.sum$",
 }
 
-_TIME_UNITS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
-               "second": 1e9, "s": 1e9}
+_TIME_UNITS = {
+    "nsecond": 1.0,
+    "ns": 1.0,
+    "usecond": 1e3,
+    "us": 1e3,
+    "msecond": 1e6,
+    "ms": 1e6,
+    "second": 1e9,
+    "s": 1e9,
+}
 _PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _BASE_WORDS = r"(byte|inst|cycle|hz|thread|warp|sector|request|block|flop|op)"
 
@@ -80,7 +102,7 @@ def probe(path: Path) -> Probe:
     with open(path, "rb") as fh:
         head = fh.read(HEADER_SCAN_BYTES)
     if _header_offset(head) is None:
-        raise BadInput(f"{path.name}: no Nsight Compute CSV header (a line starting with \"ID\",\"Process ID\")")
+        raise BadInput(f'{path.name}: no Nsight Compute CSV header (a line starting with "ID","Process ID")')
     return Probe(format=FORMAT, processes=[])
 
 
@@ -143,7 +165,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
             io.StringIO(text), dtype=str, keep_default_na=False, on_bad_lines="skip", engine="python"
         )
     except (pd.errors.ParserError, ValueError) as exc:
-        raise BadInput(f"{Path(path).name}: unreadable Nsight Compute CSV: {str(exc).splitlines()[0]}") from None
+        raise BadInput(
+            f"{Path(path).name}: unreadable Nsight Compute CSV: {str(exc).splitlines()[0]}"
+        ) from None
     return df
 
 
@@ -255,7 +279,14 @@ def read_rep(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                     texts.append(None if value is None else str(value))
             launch_id += 1
     metrics = pd.DataFrame(
-        {"launch_id": ids, "section": None, "metric": names, "unit": units, "value": numbers, "value_text": texts}
+        {
+            "launch_id": ids,
+            "section": None,
+            "metric": names,
+            "unit": units,
+            "value": numbers,
+            "value_text": texts,
+        }
     )
     return pd.DataFrame(launches), metrics
 
@@ -319,8 +350,13 @@ def _frames(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return launches, metrics, layout
 
 
-def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict | None = None,
-         probe_result: Probe | None = None) -> LoadResult:
+def load(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    file_id: int,
+    ranks: dict | None = None,
+    probe_result: Probe | None = None,
+) -> LoadResult:
     """Insert ncu_kernels, ncu_metrics and ncu_peaks rows for one file (caller's transaction)."""
     path = Path(path)
     result = LoadResult()
@@ -346,8 +382,12 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict |
             "context_id": pd.to_numeric(launches.get("Context"), errors="coerce"),
             "stream_id": pd.to_numeric(launches.get("Stream"), errors="coerce"),
             "device_text": launches.get("Device"),
-            "grid_x": grid["x"], "grid_y": grid["y"], "grid_z": grid["z"],
-            "block_x": block["x"], "block_y": block["y"], "block_z": block["z"],
+            "grid_x": grid["x"],
+            "grid_y": grid["y"],
+            "grid_z": grid["z"],
+            "block_x": block["x"],
+            "block_y": block["y"],
+            "block_z": block["z"],
             "cc_major": pd.to_numeric(cc.str.extract(r"^(\d+)\.")[0], errors="coerce"),
             "cc_minor": pd.to_numeric(cc.str.extract(r"^\d+\.(\d+)")[0], errors="coerce"),
         }
@@ -378,8 +418,10 @@ _KERNELS_SQL = r"""
 INSERT INTO ncu_kernels
 WITH m AS (
     SELECT launch_id,
-        max(value) FILTER (WHERE metric IN ('launch__grid_size') OR (section = 'Launch Statistics' AND metric = 'Grid Size')) AS grid_size,
-        max(value) FILTER (WHERE metric IN ('launch__block_size') OR (section = 'Launch Statistics' AND metric = 'Block Size')) AS block_size,
+        max(value) FILTER (WHERE metric = 'launch__grid_size'
+                           OR (section = 'Launch Statistics' AND metric = 'Grid Size')) AS grid_size,
+        max(value) FILTER (WHERE metric = 'launch__block_size'
+                           OR (section = 'Launch Statistics' AND metric = 'Block Size')) AS block_size,
         max(value) FILTER (WHERE metric = 'launch__grid_dim_x') AS gx,
         max(value) FILTER (WHERE metric = 'launch__grid_dim_y') AS gy,
         max(value) FILTER (WHERE metric = 'launch__grid_dim_z') AS gz,
@@ -402,11 +444,12 @@ WITH m AS (
 )
 SELECT ?, k.launch_id, k.name,
     coalesce(nullif(k.function_name, ''), k.short_name),
-    hfu_match_key(k.name),
+    hfu_canon_name(k.name),
     k.process_id, k.process_name, k.host_name, k.context_id, coalesce(m.stream, k.stream_id),
     m.dev::INTEGER,
     coalesce(m.gx, k.grid_x)::INTEGER, coalesce(m.gy, k.grid_y)::INTEGER, coalesce(m.gz, k.grid_z)::INTEGER,
-    coalesce(m.bx, k.block_x)::INTEGER, coalesce(m.by_, k.block_y)::INTEGER, coalesce(m.bz, k.block_z)::INTEGER,
+    coalesce(m.bx, k.block_x)::INTEGER, coalesce(m.by_, k.block_y)::INTEGER,
+    coalesce(m.bz, k.block_z)::INTEGER,
     coalesce(m.grid_size, k.grid_x * k.grid_y * k.grid_z)::BIGINT,
     coalesce(m.block_size, k.block_x * k.block_y * k.block_z)::BIGINT,
     m.regs::INTEGER, round(m.dur)::BIGINT,
@@ -431,14 +474,22 @@ def _insert_peaks(con: duckdb.DuckDBPyConnection, file_id: int, result: LoadResu
     ).fetchone()
     assert dev is not None
     name, sms, clock, cmaj, cmin = dev[:5]
-    families = [f for (f, _p, _m), hit in zip(gpus.KERNEL_FAMILIES, dev[5:]) if hit]
-    peak = gpus.resolve(name=name, sm_count=sms, clock_hz=clock, compute_major=cmaj, compute_minor=cmin,
-                        families=families)
+    families = [f for (f, _p, _m), hit in zip(gpus.KERNEL_FAMILIES, dev[5:], strict=True) if hit]
+    peak = gpus.resolve(
+        name=name, sm_count=sms, clock_hz=clock, compute_major=cmaj, compute_minor=cmin, families=families
+    )
     if peak.source in ("assumed", "unknown"):
         result.warnings.append(f"ncu GPU: {peak.reason}")
     bw = None if peak.mem_bw_gbs is None else peak.mem_bw_gbs * 1e9
     rows = [
-        (file_id, p, None if peak.tflops.get(p) is None else peak.tflops[p] * 1e12, bw, peak.source, peak.reason)
+        (
+            file_id,
+            p,
+            None if peak.tflops.get(p) is None else peak.tflops[p] * 1e12,
+            bw,
+            peak.source,
+            peak.reason,
+        )
         for p in gpus.PRECISIONS
     ]
     con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", rows)
@@ -449,9 +500,19 @@ def _report_missing(con: duckdb.DuckDBPyConnection, file_id: int, path: Path, re
     total = con.execute("SELECT count(*) FROM ncu_kernels WHERE file_id = ?", [file_id]).fetchone()[0]
     for label, pattern in REQUIRED_GROUPS.items():
         have = con.execute(
-            "SELECT count(DISTINCT launch_id) FROM ncu_metrics WHERE file_id = ? AND regexp_matches(metric, ?)"
-            " AND value IS NOT NULL",
+            "SELECT count(DISTINCT launch_id) FROM ncu_metrics"
+            " WHERE file_id = ? AND regexp_matches(metric, ?) AND value IS NOT NULL",
             [file_id, pattern],
         ).fetchone()[0]
         if have < total:
             result.warnings.append(f"{path.name}: {total - have} of {total} launches lack {label}")
+    unknown = con.execute(
+        "SELECT count(*) FROM hfu_ncu_flops"
+        " WHERE file_id = ? AND tensor_flops IS NULL AND missing LIKE '%sm__inst%'",
+        [file_id],
+    ).fetchone()[0]
+    if unknown:
+        result.warnings.append(
+            f"{path.name}: {unknown} launches have tensor-pipe instructions but no sm__ops_path_tensor_* "
+            "counters: their tensor FLOPs are not counted (collect sm__ops_path_tensor_src_*_dst_*.sum)"
+        )

@@ -73,6 +73,7 @@ class NsysMeta:
     mpi_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> MPI rank
     gpu_processes: dict[int, int | None] = field(default_factory=dict)  # globalPid -> main deviceId
     api_only_processes: list[int] = field(default_factory=list)
+    api_rows: dict[int, int] = field(default_factory=dict)  # globalPid -> CUDA API rows
     gpus: dict[tuple[int, int | None], GpuInfo] = field(default_factory=dict)  # (globalPid, deviceId)
     warnings: list[str] = field(default_factory=list)
 
@@ -195,12 +196,12 @@ def _read_processes(con: sqlite3.Connection, meta: NsysMeta) -> None:
                 f"process {gpid // PID_DIVISOR % PID_DIVISOR} used {len(counts)} GPUs; "
                 f"rank attributed to device {meta.gpu_processes[gpid]}"
             )
-    api_pids: list[int] = []
     if meta.has("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"):
-        api_pids = [
-            int(r[0]) * PID_DIVISOR
-            for r in con.execute(f"SELECT DISTINCT globalTid / {PID_DIVISOR} FROM CUPTI_ACTIVITY_KIND_RUNTIME")
-        ]
+        meta.api_rows = {
+            int(p) * PID_DIVISOR: n
+            for p, n in con.execute(f"SELECT globalTid / {PID_DIVISOR}, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1")
+        }
+    api_pids = sorted(meta.api_rows)
     if not meta.gpu_processes:
         if api_pids:
             meta.gpu_processes = {p: None for p in api_pids}

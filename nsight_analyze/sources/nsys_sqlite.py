@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from .. import classify
 from ..duck import load_sqlite_reader
 from . import nsys_meta
 from .base import BadInput, LoadResult, Probe, Process
@@ -168,9 +169,7 @@ class _Loader:
         return f"{j}.value", f' LEFT JOIN {self.t("StringIds")} {j} ON {j}.id = x."{column}"'
 
     def insert(self, target: str, sql: str) -> int:
-        before = self.con.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
-        self.con.execute(f"INSERT INTO {target} {sql}")
-        n = self.con.execute(f"SELECT count(*) FROM {target}").fetchone()[0] - before
+        n = self.con.execute(f"INSERT INTO {target} {sql}").fetchone()[0]
         self.result.counts[target] = self.result.counts.get(target, 0) + n
         return n
 
@@ -217,16 +216,6 @@ class _Loader:
         """FROM clause keeping the rows of processes that are ranks."""
         return f" FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalPid')}"
 
-    def _report_unmapped(self, table: str, column: str, what: str) -> None:
-        total = self.count(table)
-        loaded_sql = (
-            f"SELECT count(*) FROM {self.t(table)} x JOIN {self.rank_map} m "
-            f"ON m.global_pid = {self.pid_expr(table, column)}"
-        )
-        loaded = self.con.execute(loaded_sql).fetchone()[0]
-        if total != loaded:
-            self.result.skipped.append(f"{what}: {total - loaded} rows of processes without GPU activity")
-
     def load_kernels(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_KERNEL"
         if not self.meta.has(table):
@@ -234,18 +223,27 @@ class _Loader:
         name, j1 = self.string(table, "demangledName")
         short, j2 = self.string(table, "shortName")
         graph_id = self.col(table, "graphId", cast="BIGINT")
-        sql = f"""
-            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
-                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   COALESCE({name}, {short}), {short}, CAST(x.correlationId AS BIGINT),
-                   x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
-                   {self.col(table, 'registersPerThread', cast='INTEGER')},
-                   {self.col(table, 'staticSharedMemory', cast='BIGINT')},
-                   {self.col(table, 'dynamicSharedMemory', cast='BIGINT')},
-                   {graph_id}, {self.col(table, 'graphNodeId', cast='BIGINT')}, NULL, NULL
-            {self._gpu_events(table)}{j1}{j2}"""
-        self.insert("kernels", sql)
-        self._report_unmapped(table, "globalPid", "kernels")
+        frm = f"{self._gpu_events(table)}{j1}{j2}"
+        names = f"kernel_names_{self.alias}"
+        # Classified per distinct name before the insert, joined on the way in.
+        ids = ", ".join(f'"{c}"' for c in ("demangledName", "shortName") if self.meta.has(table, c))
+        classify.register_name_map(
+            self.con, names, f"SELECT COALESCE({name}, {short}) FROM (SELECT DISTINCT {ids} FROM {self.t(table)}) x{j1}{j2}"
+        )
+        try:
+            sql = f"""
+                SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                       CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                       COALESCE({name}, {short}), {short}, CAST(x.correlationId AS BIGINT),
+                       x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
+                       {self.col(table, 'registersPerThread', cast='INTEGER')},
+                       {self.col(table, 'staticSharedMemory', cast='BIGINT')},
+                       {self.col(table, 'dynamicSharedMemory', cast='BIGINT')},
+                       {graph_id}, {self.col(table, 'graphNodeId', cast='BIGINT')}, c.category, c.subcategory
+                {frm} LEFT JOIN {names} c ON c.name = COALESCE({name}, {short})"""
+            self.insert("kernels", sql)
+        finally:
+            self.con.unregister(names)
 
     def load_memcpy(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -261,7 +259,6 @@ class _Loader:
                    {self.col(table, 'graphNodeId', cast='BIGINT')}
             {self._gpu_events(table)}{jk}{js}{jd}"""
         self.insert("memops", sql)
-        self._report_unmapped(table, "globalPid", "memcpy")
 
     def load_memset(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -278,7 +275,6 @@ class _Loader:
                    {self.col(table, 'graphNodeId', cast='BIGINT')}
             {self._gpu_events(table)}{jm}"""
         self.insert("memops", sql)
-        self._report_unmapped(table, "globalPid", "memset")
 
     def load_api(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -298,7 +294,9 @@ class _Loader:
                    {self.col(table, 'returnValue', cast='BIGINT')}, {class_case}
             FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalTid')}{jn}"""
         self.insert("cuda_api", sql)
-        self._report_unmapped(table, "globalTid", "cuda_api")
+        skipped = sum(self.meta.api_rows.get(p, 0) for p in self.meta.api_only_processes)
+        if skipped:
+            self.result.skipped.append(f"cuda_api: {skipped} rows of processes without GPU activity")
 
     def load_sync(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"

@@ -1,1 +1,148 @@
-"""Synthetic multi-rank nsys traces with exact ground truth."""
+"""Synthetic multi-rank Nsight Systems exports with exact ground truth.
+
+`generate()` simulates a data-parallel training job (or GEMM-only steps), writes one nsys SQLite
+export per rank in the schema of a chosen nsys version, and returns (and writes beside the files)
+`ground_truth.json`: the time partition, idle causes, clock offsets, collective skews, straggler
+cost and model FLOPs computed by an implementation of docs/metrics.md independent of the SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from ..errors import UserError
+from . import job as _job
+from . import truth as _truth
+from . import writer as _writer
+from .injections import Injections, parse
+from .kernels import PEAK_BF16_DENSE
+from .schemas import VERSIONS
+from .workload import Config
+
+__all__ = ["generate", "parse", "Injections", "SCHEMAS", "WORKLOADS", "TRUTH_FILE"]
+
+SCHEMAS = tuple(VERSIONS)
+WORKLOADS = ("transformer", "gemm")
+TRUTH_FILE = "ground_truth.json"
+
+GPU_INFO = {
+    "name": _writer.GPU_NAME,
+    "sm_count": 132,
+    "clock_hz": 1_980_000_000,
+    "peak_bf16_dense_flops": PEAK_BF16_DENSE,
+    "mfu_definition": "model_flops of the step on one rank / (window_ns * 1e-9 * peak_bf16_dense_flops)",
+}
+
+
+def generate(
+    out_dir: str | Path,
+    ranks: int = 8,
+    gpus_per_node: int = 4,
+    steps: int = 20,
+    seed: int = 1,
+    schema: str = "2025.1",
+    kernels_per_step: int | None = None,
+    injections: Iterable[str] | Injections = (),
+    workload: str = "transformer",
+    truth: bool = True,
+    vacuum: bool = True,
+    workers: int | None = None,
+) -> dict:
+    """Write `report_rank{R}.sqlite` for every rank (and ground_truth.json); return the truth dict.
+
+    With truth=False only the traces are written (benchmark sizes) and the dict has no partition.
+    workers: processes writing rank files (default: one per CPU, up to 8, for large jobs only).
+    """
+    if schema not in VERSIONS:
+        raise UserError(f"unknown nsys schema {schema!r}; choose one of {', '.join(VERSIONS)}")
+    if workload not in WORKLOADS:
+        raise UserError(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if ranks < 1 or gpus_per_node < 1 or steps < 1:
+        raise UserError("ranks, gpus-per-node and steps must be at least 1")
+    if gpus_per_node > 8:
+        raise UserError("at most 8 GPUs per node")
+    if kernels_per_step is not None and kernels_per_step < 1:
+        raise UserError("kernels-per-step must be at least 1")
+    inj = injections if isinstance(injections, Injections) else parse(list(injections))
+    for r in inj.straggler:
+        if r >= ranks:
+            raise UserError(f"straggler rank {r} does not exist (ranks 0..{ranks - 1})")
+    nodes = (ranks + gpus_per_node - 1) // gpus_per_node
+    for n in inj.clock_skew_ms:
+        if n >= nodes:
+            raise UserError(f"clock-skew node {n} does not exist (nodes 0..{nodes - 1})")
+    cfg = Config(
+        ranks=ranks,
+        gpus_per_node=gpus_per_node,
+        steps=steps,
+        seed=seed,
+        workload=workload,
+        kernels_per_step=kernels_per_step,
+        injections=inj,
+    )
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file; give a folder for the rank files")
+    out.mkdir(parents=True, exist_ok=True)
+    mine = {f"report_rank{r}.sqlite" for r in range(ranks)}
+    stale = sorted(p.name for p in out.glob("report_rank*.sqlite") if p.name not in mine)
+    if stale:  # a mixed folder would be ingested as one bigger job
+        raise UserError(f"{out} already holds {stale[0]} from another job; use an empty folder")
+    job = _job.build(cfg)
+    files = {ev.rank: _writer.rank_identity(job, ev.rank)["file"] for ev in job.ranks}
+    per_rank = _write_all(job, out, schema, vacuum, workers, truth)
+    if not truth:
+        return {"files": files, "kernels_per_step": job.kernels_per_step}
+    doc = _truth.build(job, files, schema, GPU_INFO, per_rank)
+    (out / TRUTH_FILE).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return doc
+
+
+_FORKED: tuple | None = None  # (job, out, schema, vacuum, truth) inherited by forked workers
+
+
+def _write_some(ranks: list[int]) -> dict[int, tuple[list[dict], dict]]:
+    """Write these ranks' files and, when asked, compute their truth rows (both per-rank work)."""
+    job, out, schema, vacuum, truth = _FORKED
+    bulk = _writer.bulk_connection()
+    result = {}
+    try:
+        for r in ranks:
+            ev = job.ranks[r]
+            _writer.write_rank(
+                job, ev, out / _writer.rank_identity(job, r)["file"], schema, bulk, vacuum=vacuum
+            )
+            if truth:
+                result[r] = (_truth.rank_partition(job, ev), _truth.rank_kernel_stats(job, ev))
+    finally:
+        bulk.close()
+    return result
+
+
+def _write_all(
+    job, out: Path, schema: str, vacuum: bool, workers: int | None, truth: bool
+) -> dict[int, tuple[list[dict], dict]]:
+    """Write every rank's file; large jobs fan out to forked processes (files are independent)."""
+    global _FORKED
+    rows = sum(len(ev.gpu_start) + len(ev.api_start) for ev in job.ranks)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if rows > 2_000_000 else 1
+    workers = max(1, min(workers, len(job.ranks)))
+    _FORKED = (job, out, schema, vacuum, truth)
+    try:
+        ranks = [ev.rank for ev in job.ranks]
+        if workers == 1 or "fork" not in mp.get_all_start_methods():
+            return _write_some(ranks)
+        chunks = [ranks[i::workers] for i in range(workers)]
+        per_rank: dict[int, tuple[list[dict], dict]] = {}
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            for f in [pool.submit(_write_some, c) for c in chunks]:
+                per_rank.update(f.result())
+        return per_rank
+    finally:
+        _FORKED = None

@@ -17,11 +17,11 @@ SPEC_HELP = (
 class Injections:
     """All anomalies of one generated job (empty = a healthy job)."""
 
-    straggler: dict[int, float] = field(default_factory=dict)        # rank -> % slower compute
-    clock_skew_ms: dict[int, float] = field(default_factory=dict)    # node -> ms added to its UTC clock
-    input_stall: tuple[int, float] | None = None                     # (every N-th step, ms)
+    straggler: dict[int, float] = field(default_factory=dict)  # rank -> % slower compute
+    clock_skew_ms: dict[int, float] = field(default_factory=dict)  # node -> ms added to its UTC clock
+    input_stall: tuple[int, float] | None = None  # (every N-th step, ms)
     exposed_comm: bool = False
-    launch_bound: tuple[int, int] | None = None                      # inclusive step-number range
+    launch_bound: tuple[int, int] | None = None  # inclusive step-number range
     sync_stall: bool = False
     cuda_graph: bool = False
     specs: list[str] = field(default_factory=list)
@@ -43,11 +43,12 @@ def _num(text: str, spec: str) -> float:
 
 
 def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
-    """Turn `['straggler=3:+20', 'input-stall=4:30']` (or one comma-free string) into Injections."""
+    """Turn `['straggler=3:+20', 'input-stall=4:30']` (or 'a,b' strings) into Injections."""
     if specs is None:
         specs = []
     if isinstance(specs, str):
         specs = [specs]
+    specs = [part.strip() for spec in specs for part in spec.split(",") if part.strip()]
     inj = Injections(specs=list(specs))
     for spec in specs:
         key, _, val = spec.strip().partition("=")
@@ -70,7 +71,9 @@ def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
         elif key == "launch-bound":
             m = re.fullmatch(r"(\d+)(?:-(\d+))?", val.strip())
             if not m:
-                raise UserError(f"bad --inject {spec!r}: use launch-bound=FIRST-LAST (step numbers), e.g. 3-5")
+                raise UserError(
+                    f"bad --inject {spec!r}: use launch-bound=FIRST-LAST (step numbers), e.g. 3-5"
+                )
             first = int(m.group(1))
             last = int(m.group(2)) if m.group(2) else first
             if last < first:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -20,13 +21,13 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 class SchemaVersion:
     """An nsys release as the generator imitates it."""
 
-    key: str              # CLI name: 2022.4 | 2025.1 | 2026.2
+    key: str  # CLI name: 2022.4 | 2025.1 | 2026.2
     product_version: str  # EXPORT_PRODUCT_VERSION
-    schema_version: str   # EXPORT_SCHEMA_VERSION
-    meta_table: str       # EXPORT_META_DATA (2022.x) or META_DATA_EXPORT (newer)
+    schema_version: str  # EXPORT_SCHEMA_VERSION
+    meta_table: str  # EXPORT_META_DATA (2022.x) or META_DATA_EXPORT (newer)
     has_capture_meta: bool
     launch_type_enum: str
-    env_separator: str    # DeviceEnvironment separator
+    env_separator: str  # DeviceEnvironment separator
 
     @property
     def newer_than_2022(self) -> bool:
@@ -34,20 +35,33 @@ class SchemaVersion:
 
 
 VERSIONS: dict[str, SchemaVersion] = {
-    "2022.4": SchemaVersion("2022.4", "2022.4.2.1", "3.0.0", "EXPORT_META_DATA", False,
-                            "ENUM_CUDA_KRENEL_LAUNCH_TYPE", ";"),
-    "2025.1": SchemaVersion("2025.1", "2025.1.1.110", "3.17.1", "META_DATA_EXPORT", True,
-                            "ENUM_CUDA_KERNEL_LAUNCH_TYPE", ";"),
-    "2026.2": SchemaVersion("2026.2", "2026.2.1.210", "3.25.0", "META_DATA_EXPORT", True,
-                            "ENUM_CUDA_KERNEL_LAUNCH_TYPE", ";"),
+    "2022.4": SchemaVersion(
+        "2022.4", "2022.4.2.1", "3.0.0", "EXPORT_META_DATA", False, "ENUM_CUDA_KRENEL_LAUNCH_TYPE", ";"
+    ),
+    "2025.1": SchemaVersion(
+        "2025.1", "2025.1.1.110", "3.17.1", "META_DATA_EXPORT", True, "ENUM_CUDA_KERNEL_LAUNCH_TYPE", ";"
+    ),
+    "2026.2": SchemaVersion(
+        "2026.2", "2026.2.1.210", "3.25.0", "META_DATA_EXPORT", True, "ENUM_CUDA_KERNEL_LAUNCH_TYPE", ";"
+    ),
 }
 
 # Tables the generator writes, every version (version-specific ones are added below).
 COMMON_TABLES = [
-    "StringIds", "ThreadNames", "PROCESSES", "ANALYSIS_DETAILS",
-    "TARGET_INFO_GPU", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_SYSTEM_ENV",
-    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-    "NVTX_EVENTS", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_NSYS_EVENT_TYPE",
+    "StringIds",
+    "ThreadNames",
+    "PROCESSES",
+    "ANALYSIS_DETAILS",
+    "TARGET_INFO_GPU",
+    "TARGET_INFO_SESSION_START_TIME",
+    "TARGET_INFO_SYSTEM_ENV",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "NVTX_EVENTS",
+    "ENUM_CUDA_MEMCPY_OPER",
+    "ENUM_CUDA_MEM_KIND",
+    "ENUM_NSYS_EVENT_TYPE",
     "ENUM_NSYS_EVENT_CLASS",
 ]
 
@@ -60,6 +74,7 @@ def tables_for(version: str) -> list[str]:
     return COMMON_TABLES + extra
 
 
+@cache
 def ddl(version: str) -> str:
     """The CREATE TABLE statements for `version` (as real exports of it spell them)."""
     if version not in VERSIONS:
@@ -67,6 +82,7 @@ def ddl(version: str) -> str:
     return (DATA_DIR / f"nsys_schema_{version}.sql").read_text()
 
 
+@cache
 def columns(version: str) -> dict[str, list[str]]:
     """Column names per table, in declared order, parsed by SQLite itself."""
     con = sqlite3.connect(":memory:")
@@ -116,7 +132,7 @@ def extract(shared: Path, out_dir: Path) -> None:
             f"{VERSIONS[version].schema_version}): CREATE TABLE statements of the tables the synthetic\n"
             "-- generator writes, copied verbatim from real exports (schema only, no data).\n"
             "-- Regenerate: python -c 'from nsight_analyze.synth.schemas import extract; "
-            "from pathlib import Path; extract(Path(\"../shared\"), Path(\"nsight_analyze/data\"))'\n"
+            'from pathlib import Path; extract(Path("../shared"), Path("nsight_analyze/data"))\'\n'
         ]
         for name in tables_for(version):
             sql, rel = found[name]

@@ -18,15 +18,38 @@ from .job import Job, RankEvents
 STEP_PATTERN = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
 INPUT_PATTERN = re.compile(r"(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)")
 SYNC_NAMES = {
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
-    "cuStreamSynchronize", "cuEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D",
-    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemset", "cuMemcpyDtoH", "cuMemcpyHtoD",
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol",
+    "cudaMemset",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
 }
 CATS = ("compute", "memory", "comms", "other")
 PAGEABLE = 0  # ENUM_CUDA_MEM_KIND
-FIELDS = ("window_ns", "compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns",
-          "launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns",
-          "comms_total_ns", "comms_hidden_ns")
+FIELDS = (
+    "window_ns",
+    "compute_ns",
+    "memory_ns",
+    "other_ns",
+    "comms_exposed_ns",
+    "idle_ns",
+    "launch_gap_ns",
+    "input_stall_ns",
+    "sync_stall_ns",
+    "host_bound_ns",
+    "idle_other_ns",
+    "comms_total_ns",
+    "comms_hidden_ns",
+)
 
 
 def _strip_abi(name: str) -> str:
@@ -100,8 +123,16 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
         return []
     whole = (int(ev.gpu_start.min()), int(ev.gpu_end.max()))
     steps = _step_windows(ev, job.nvtx_texts, op_cat)
-    bounds = np.unique(np.concatenate([ev.gpu_start, ev.gpu_end, np.array(whole),
-                                       np.array([s for _, s, _ in steps] + [e for _, _, e in steps], np.int64)]))
+    bounds = np.unique(
+        np.concatenate(
+            [
+                ev.gpu_start,
+                ev.gpu_end,
+                np.array(whole),
+                np.array([s for _, s, _ in steps] + [e for _, _, e in steps], np.int64),
+            ]
+        )
+    )
     nseg = len(bounds) - 1
     seglen = np.diff(bounds)
     i0 = np.searchsorted(bounds, ev.gpu_start)
@@ -129,11 +160,16 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
     op_start_sorted = ev.gpu_start[op_order]
     api_order = np.argsort(ev.api_corr, kind="stable")
     api_corr_sorted = ev.api_corr[api_order]
-    inp = [(s, e) for s, e, t in zip(ev.nvtx_start, ev.nvtx_end, ev.nvtx_text)
-           if e > s and INPUT_PATTERN.search(job.nvtx_texts[t])]
+    inp = [
+        (s, e)
+        for s, e, t in zip(ev.nvtx_start, ev.nvtx_end, ev.nvtx_text, strict=False)
+        if e > s and INPUT_PATTERN.search(job.nvtx_texts[t])
+    ]
     inp.sort()
     inp_start = np.array([s for s, _ in inp], np.int64)
-    inp_maxend = np.maximum.accumulate(np.array([e for _, e in inp], np.int64)) if inp else np.array([], np.int64)
+    inp_maxend = (
+        np.maximum.accumulate(np.array([e for _, e in inp], np.int64)) if inp else np.array([], np.int64)
+    )
     sy_s, sy_e = _sync_calls(ev, job)
     so = np.argsort(sy_e, kind="stable")
     sy_s, sy_e = sy_s[so], sy_e[so]
@@ -197,15 +233,23 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
     def rows(windows: list[tuple[int | None, int, int]]) -> list[dict]:
         split = classify([(s, e) for _, s, e in windows])
         result = []
-        for (step, s, e), idle_split in zip(windows, split):
+        for (step, s, e), idle_split in zip(windows, split, strict=False):
             a, b = np.searchsorted(bounds, [s, e])
-            row = {"rank": ev.rank, "step": step, "window_start_ns": int(s), "window_end_ns": int(e),
-                   "window_ns": int(e - s)}
+            row = {
+                "rank": ev.rank,
+                "step": step,
+                "window_start_ns": int(s),
+                "window_end_ns": int(e),
+                "window_ns": int(e - s),
+            }
             for key in parts:
                 row[key] = int(prefix[key][b] - prefix[key][a])
             row["idle_ns"] = row["window_ns"] - int(np.sum(np.where(busy[a:b], seglen[a:b], 0)))
-            for key, v in zip(("launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns",
-                               "idle_other_ns"), idle_split):
+            for key, v in zip(
+                ("launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns"),
+                idle_split,
+                strict=False,
+            ):
                 row[key] = int(v)
             result.append(row)
         return result
@@ -224,8 +268,11 @@ def rank_kernel_stats(job: Job, ev: RankEvents) -> dict:
         d = by_name.setdefault(str(names[kt]), {"count": 0, "total_ns": 0})
         d["count"] += int(m.sum())
         d["total_ns"] += int(dur[m].sum())
-    return {"kernel_count": int(is_kernel.sum()), "memcpy_count": int((~is_kernel).sum()),
-            "by_name": dict(sorted(by_name.items()))}
+    return {
+        "kernel_count": int(is_kernel.sum()),
+        "memcpy_count": int((~is_kernel).sum()),
+        "by_name": dict(sorted(by_name.items())),
+    }
 
 
 def collectives(job: Job) -> tuple[list[dict], dict | None]:
@@ -240,12 +287,19 @@ def collectives(job: Job) -> tuple[list[dict], dict | None]:
         end = c["end"] - job.session_start[0]
         last_rank = int(np.argmax(arr))
         top = int(arr.max())
-        out.append({
-            "step": c["step"], "bucket": c["bucket"], "seq": seq, "bytes": int(c["bytes"]),
-            "arrival_ns": [int(x) for x in arr], "end_ns": [int(x) for x in end],
-            "last_rank": last_rank, "arrival_skew_ns": int(top - arr.min()),
-            "wait_ns": [int(top - x) for x in arr],
-        })
+        out.append(
+            {
+                "step": c["step"],
+                "bucket": c["bucket"],
+                "seq": seq,
+                "bytes": int(c["bytes"]),
+                "arrival_ns": [int(x) for x in arr],
+                "end_ns": [int(x) for x in end],
+                "last_rank": last_rank,
+                "arrival_skew_ns": int(top - arr.min()),
+                "wait_ns": [int(top - x) for x in arr],
+            }
+        )
         if straggler is not None and straggler < R and R > 1:
             others = np.delete(arr, straggler)
             second = int(others.max())
@@ -255,11 +309,89 @@ def collectives(job: Job) -> tuple[list[dict], dict | None]:
     info = None
     if straggler is not None:
         info = {
-            "rank": int(straggler), "compute_slowdown_pct": job.cfg.injections.straggler[straggler],
+            "rank": int(straggler),
+            "compute_slowdown_pct": job.cfg.injections.straggler[straggler],
             "cost_definition": "per collective: (ranks-1) * max(0, arrival[straggler] - max arrival of the "
-                               "other ranks), summed per step; GPU-ns the others wait because of the straggler",
+            "other ranks), summed per step; GPU-ns the others wait because of the straggler",
             "cost_ns_by_step": {str(k): v for k, v in sorted(cost_by_step.items())},
             "cost_ns_total": int(sum(cost_by_step.values())),
             "others_wait_ns_by_step": {str(k): v for k, v in sorted(wait_by_step.items())},
         }
     return out, info
+
+
+def build(job: Job, files: dict[int, str], version: str, gpu: dict, per_rank: dict | None = None) -> dict:
+    """The ground_truth.json document."""
+    from .schemas import VERSIONS
+
+    cfg = job.cfg
+    partition, ranks = [], []
+    peak = gpu["peak_bf16_dense_flops"]
+    for ev in job.ranks:
+        rows, stats = per_rank[ev.rank] if per_rank else (rank_partition(job, ev), rank_kernel_stats(job, ev))
+        for row in rows:
+            if row["step"] is not None:
+                flops = job.flops_per_step.get(row["step"], 0)
+                row["model_flops"] = flops
+                row["mfu"] = flops / (row["window_ns"] * 1e-9 * peak) if row["window_ns"] else None
+        partition += rows
+        ranks.append(
+            {
+                "rank": ev.rank,
+                "node": ev.node,
+                "local_rank": ev.rank % cfg.gpus_per_node,
+                "file": files[ev.rank],
+                "expected_kernel_count": stats["kernel_count"],
+                "expected_memcpy_count": stats["memcpy_count"],
+                "kernels_by_name": stats["by_name"],
+            }
+        )
+    colls, straggler = collectives(job)
+    ref = int(job.session_start[0])
+    kinds = {}
+    for k in job.catalog.kinds:
+        if k.flops:
+            kinds.setdefault(
+                k.name, {"name": k.name, "short_name": k.short, "category": k.category, "shapes": []}
+            )
+            entry = {**k.shape, "flops": k.flops}
+            if entry not in kinds[k.name]["shapes"]:
+                kinds[k.name]["shapes"].append(entry)
+    return {
+        "format": "nsight-analyze-synth-truth/1",
+        "definitions": "docs/metrics.md (default step and input patterns); integer ns unless named",
+        "generator": {
+            "ranks": cfg.ranks,
+            "gpus_per_node": cfg.gpus_per_node,
+            "nodes": cfg.nodes,
+            "steps": cfg.steps,
+            "first_step": cfg.first_step,
+            "seed": cfg.seed,
+            "workload": cfg.workload,
+            "kernels_per_step": cfg.kernels_per_step,
+            "injections": cfg.injections.specs,
+        },
+        "schema": {
+            "key": version,
+            "nsys_version": VERSIONS[version].product_version,
+            "export_schema_version": VERSIONS[version].schema_version,
+        },
+        "gpu": gpu,
+        "ranks": ranks,
+        "clock": {
+            "convention": "reference_ns = file_ns + offset_ns[node]; the reference timeline is node 0's file "
+            "timeline (its ranks have offset 0). Ranks of one node share one clock.",
+            "reference_node": 0,
+            "offset_ns": {str(n): int(job.session_start[n]) - ref for n in range(cfg.nodes)},
+            "session_start_utc_ns": {str(n): int(job.utc_start[n]) for n in range(cfg.nodes)},
+            "utc_clock_error_ns": {str(n): int(job.skew[n]) for n in range(cfg.nodes)},
+            "note": "aligning by utcEpochNs alone gives offset_ns + (utc_clock_error_ns[node] - "
+            "utc_clock_error_ns[0]); the collectives' common end recovers offset_ns exactly",
+        },
+        "model_flops_per_step": {str(k): v for k, v in sorted(job.flops_per_step.items())},
+        "kernels_per_step": {str(k): v for k, v in sorted(job.kernels_per_step.items())},
+        "flop_kernels": list(kinds.values()),
+        "partition": partition,
+        "collectives": colls,
+        "straggler": straggler,
+    }

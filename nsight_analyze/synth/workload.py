@@ -25,8 +25,11 @@ STREAM_IDS = (7, 20)
 MAIN_TID, AUTOGRAD_TID = 0, 1
 
 API_NAMES = [
-    "cudaLaunchKernel_v7000", "cudaMemcpyAsync_v3020", "cudaStreamSynchronize_v3020",
-    "cudaDeviceSynchronize_v3020", "cudaGraphLaunch_v10000",
+    "cudaLaunchKernel_v7000",
+    "cudaMemcpyAsync_v3020",
+    "cudaStreamSynchronize_v3020",
+    "cudaDeviceSynchronize_v3020",
+    "cudaGraphLaunch_v10000",
 ]
 API_LAUNCH, API_MEMCPY, API_STREAM_SYNC, API_DEVICE_SYNC, API_GRAPH = range(5)
 
@@ -78,8 +81,11 @@ class Program:
         self.tid = np.array([x.tid for x in it], dtype=np.int8)
         self.is_nccl = np.array([x.nccl for x in it], dtype=bool)
         self.has_api = np.isin(self.kind, (LAUNCH, SYNC, API_ONLY))
-        self.has_gpu = (self.kind == LAUNCH) | (self.kind == GRAPH_NODE) | np.array(
-            [x.kind == SYNC and x.sync == "memcpy" for x in it])
+        self.has_gpu = (
+            (self.kind == LAUNCH)
+            | (self.kind == GRAPH_NODE)
+            | np.array([x.kind == SYNC and x.sync == "memcpy" for x in it])
+        )
         self.is_sync_api = np.array([x.kind == SYNC for x in it])
         # corr offset of each API item within the program (graph nodes share their launcher's)
         api_rank = np.cumsum(self.has_api) - 1
@@ -165,7 +171,7 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
         return len(items) - 1
 
     dl = add(Item(HOST_RANGE, api_dur=400_000.0, pre_gap=3_000.0))
-    add(_k(cat, K.memcpy("HtoD", 2 * 1024 * 1024, 1, 2)))   # pinned -> device
+    add(_k(cat, K.memcpy("HtoD", 2 * 1024 * 1024, 1, 2)))  # pinned -> device
     if launch_bound:
         fill = K.mem(K.FILL, 4096, grid=(1, 1, 1))
         for _ in range(3000):
@@ -173,12 +179,22 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
             it.dur = 1_800.0
             add(it)
     add(_k(cat, K.mem(K.INDEX_SELECT, act * 2)))
+    add(_k(cat, K.mem(K.DISPATCH, act * 2, grid=(264, 1, 1), category="other")))
     attn_flops = 4 * t * t * h
     fwd_layer = [
         K.mem(K.LAYER_NORM, act * 2),
         K.gemm_kind(K.SM90_GEMM, t, 3 * h, h),
-        K.compute(K.FLASH_FWD, attn_flops, {"batch": 1, "heads": heads, "seq": s, "head_dim": h // heads,
-                                            "formula": "4*batch*heads*seq^2*head_dim"}),
+        K.compute(
+            K.FLASH_FWD,
+            attn_flops,
+            {
+                "batch": 1,
+                "heads": heads,
+                "seq": s,
+                "head_dim": h // heads,
+                "formula": "4*batch*heads*seq^2*head_dim",
+            },
+        ),
         K.gemm_kind(K.NVJET_TN, t, h, h),
         K.mem(K.ADD, act * 3),
         K.mem(K.LAYER_NORM, act * 2),
@@ -204,28 +220,51 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
     add(_k(cat, K.mem(K.SOFTMAX, t * v * 4)))
     add(_k(cat, K.mem(K.NLL, t * 8, grid=(1, 1, 1))))
     if inj.sync_stall:  # loss.item(): a pageable device-to-host copy that blocks the host
-        add(Item(SYNC, ktype=cat.add(K.memcpy("DtoH", 4, 2, 0)), api=API_MEMCPY, sync="memcpy", dur=1_600.0,
-                 api_dur=6_000.0, pageable=True))
+        add(
+            Item(
+                SYNC,
+                ktype=cat.add(K.memcpy("DtoH", 4, 2, 0)),
+                api=API_MEMCPY,
+                sync="memcpy",
+                dur=1_600.0,
+                api_dur=6_000.0,
+                pageable=True,
+            )
+        )
     bw = dict(tid=AUTOGRAD_TID, pre_gap=8_000.0)
     add(_k(cat, K.mem(K.SOFTMAX_BWD, t * v * 6), **bw))
     add(_k(cat, K.gemm_kind(K.NVJET_TN, t, h, v), **bw))
     add(_k(cat, K.gemm_kind(K.CUTLASS_WGRAD, v, h, t), **bw))
     layer_bytes = 12 * h * h * 2
-    buckets: list[tuple[int, int]] = []   # (dep item, bytes)
+    buckets: list[tuple[int, int]] = []  # (dep item, bytes)
     for _layer in reversed(range(L)):
         seq = [
-            K.gemm_kind(K.NVJET_NT, t, 4 * h, h), K.gemm_kind(K.CUTLASS_WGRAD, 4 * h, h, t),
+            K.gemm_kind(K.NVJET_NT, t, 4 * h, h),
+            K.gemm_kind(K.CUTLASS_WGRAD, 4 * h, h, t),
             K.mem(K.GELU_BWD, act * 12),
-            K.gemm_kind(K.NVJET_TN, t, h, 4 * h), K.gemm_kind(K.CUTLASS_WGRAD, h, 4 * h, t),
-            K.mem(K.LAYER_NORM_BWD, act * 3), K.mem(K.GAMMA_BETA_BWD, act * 2),
-            K.gemm_kind(K.NVJET_NT, t, h, h), K.gemm_kind(K.CUTLASS_WGRAD, h, h, t),
-            K.mem(K.FLASH_BWD_DOT, act * 2),
-            K.compute(K.FLASH_BWD, int(attn_flops * 2.5), {"batch": 1, "heads": heads, "seq": s,
-                                                            "head_dim": h // heads,
-                                                            "formula": "10*batch*heads*seq^2*head_dim"}),
-            K.mem(K.FLASH_BWD_CONVERT, act * 4),
-            K.gemm_kind(K.NVJET_NT, t, h, 3 * h), K.gemm_kind(K.CUTLASS_WGRAD, h, 3 * h, t),
-            K.mem(K.LAYER_NORM_BWD, act * 3), K.mem(K.GAMMA_BETA_BWD, act * 2),
+            K.gemm_kind(K.NVJET_TN, t, h, 4 * h),
+            K.gemm_kind(K.CUTLASS_WGRAD, h, 4 * h, t),
+            K.mem(K.LAYER_NORM_BWD, act * 3),
+            K.mem(K.GAMMA_BETA_BWD, act * 2),
+            K.gemm_kind(K.NVJET_NT, t, h, h),
+            K.gemm_kind(K.CUTLASS_WGRAD, h, h, t),
+            K.mem(K.FLASH_BWD_DOT, act * 2, category="compute"),
+            K.compute(
+                K.FLASH_BWD,
+                int(attn_flops * 2.5),
+                {
+                    "batch": 1,
+                    "heads": heads,
+                    "seq": s,
+                    "head_dim": h // heads,
+                    "formula": "10*batch*heads*seq^2*head_dim",
+                },
+            ),
+            K.mem(K.FLASH_BWD_CONVERT, act * 4, category="compute"),
+            K.gemm_kind(K.NVJET_NT, t, h, 3 * h),
+            K.gemm_kind(K.CUTLASS_WGRAD, h, 3 * h, t),
+            K.mem(K.LAYER_NORM_BWD, act * 3),
+            K.mem(K.GAMMA_BETA_BWD, act * 2),
             K.mem(K.ADD, act * 3),
         ]
         last = -1
@@ -235,13 +274,23 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
     emb = add(_k(cat, K.mem(K.EMBED_BWD, act * 4), **bw))
     buckets.append((emb, v * h * 2))
     n_nodes = cfg.nodes
-    busbw = 120e9 if n_nodes == 1 else 90e9
+    busbw = 200e9 if n_nodes == 1 else 150e9
     nccl_items = []
     for dep, nbytes in buckets:
         kt = cat.add(K.nccl_allreduce(nbytes))
         xfer = 2 * (cfg.ranks - 1) / max(cfg.ranks, 1) * nbytes / busbw * 1e9 + 8_000
-        it = Item(LAUNCH, kt, stream=NCCL_STREAM, api=API_LAUNCH, dur=xfer, dep=dep, nccl=True,
-                  api_dur=6_000.0, pre_gap=9_000.0, tid=AUTOGRAD_TID)
+        it = Item(
+            LAUNCH,
+            kt,
+            stream=NCCL_STREAM,
+            api=API_LAUNCH,
+            dur=xfer,
+            dep=dep,
+            nccl=True,
+            api_dur=6_000.0,
+            pre_gap=9_000.0,
+            tid=AUTOGRAD_TID,
+        )
         nccl_items.append(it)
         if not inj.exposed_comm:
             add(it)
@@ -292,7 +341,7 @@ class StepResult:
     gpu_start: np.ndarray
     gpu_end: np.ndarray
     corr_base: int
-    nvtx: list[tuple[np.ndarray, np.ndarray, str, int]]   # (start (R,), end (R,), text, tid); domain by text
+    nvtx: list[tuple[np.ndarray, np.ndarray, str, int]]  # (start (R,), end (R,), text, tid); domain by text
     collectives: list[dict]
 
 
@@ -363,8 +412,15 @@ class Simulator:
                 end = last + int(dur[:, i].max()) + jitter[:, nccl_k]
                 gs[:, i], ge[:, i] = arrive, end
                 self.free[NCCL_STREAM] = end.copy()
-                collectives.append({"item": i, "arrival": arrive.copy(), "transfer_start": last,
-                                    "end": end.copy(), "bytes": self.cfg_kind(p.ktype[i]).nbytes})
+                collectives.append(
+                    {
+                        "item": i,
+                        "arrival": arrive.copy(),
+                        "transfer_start": last,
+                        "end": end.copy(),
+                        "bytes": self.cfg_kind(p.ktype[i]).nbytes,
+                    }
+                )
                 nccl_k += 1
             if split < len(comp):
                 first = comp[split]
@@ -413,7 +469,9 @@ class Simulator:
 
     def _compute_mask(self, p: Program) -> np.ndarray:
         if not hasattr(p, "compute_mask"):
-            p.compute_mask = np.array([k >= 0 and self.catalog.kinds[k].category == "compute" for k in p.ktype])
+            p.compute_mask = np.array(
+                [k >= 0 and self.catalog.kinds[k].category == "compute" for k in p.ktype]
+            )
         return p.compute_mask
 
     def cfg_kind(self, k: int) -> K.KType:

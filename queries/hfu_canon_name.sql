@@ -1,9 +1,9 @@
--- hfu_match_key(name): the key that matches a Nsight Compute launch to Nsight Systems kernels.
+-- hfu_canon_name(name): the key that matches a Nsight Compute launch to Nsight Systems kernels.
 -- Purpose: ncu and nsys demangle the same kernel slightly differently (`(int)4` vs `4`,
 --   `(anonymous namespace)` vs `<unnamed>`, spacing), so both sides are compared on this key.
 -- Returns: VARCHAR, the demangled name with C-style integer/bool casts, the anonymous-namespace
 --   spelling and all whitespace removed.
-CREATE OR REPLACE MACRO hfu_match_key(name) AS
+CREATE OR REPLACE MACRO hfu_canon_name(name) AS
     regexp_replace(
         regexp_replace(
             replace(name, '(anonymous namespace)', '<unnamed>'),

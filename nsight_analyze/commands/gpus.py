@@ -1,0 +1,57 @@
+"""`nsight-analyze gpus`: which GPU each rank ran on, the dense peak used for MFU/HFU, and why."""
+
+from __future__ import annotations
+
+import click
+
+from ..clihelp import db_option, format_option
+from ..gpus import DEFAULT_PRECISION, PRECISIONS, rank_peaks
+from ..render import emit, records, to_json
+from ..workspace import open_workspace
+
+COLUMNS = [
+    "rank",
+    "gpu_name",
+    "model",
+    "source",
+    "peak_tflops",
+    "mem_bw_gbs",
+    "ridge_flop_per_byte",
+    "reason",
+]
+
+
+@click.command("gpus")
+@db_option
+@click.option(
+    "--peak-tflops",
+    type=float,
+    default=None,
+    help="Dense peak per GPU in TFLOP/s for --precision; overrides the table for every rank.",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(list(PRECISIONS)),
+    default=DEFAULT_PRECISION,
+    show_default=True,
+    help="Precision whose peak is shown (bf16 falls back to fp16 on GPUs without BF16).",
+)
+@click.option("--all-precisions", is_flag=True, help="Also show the peak of every precision.")
+@format_option("table", "csv", "json")
+def command(db: str, peak_tflops: float | None, precision: str, all_precisions: bool, fmt: str) -> None:
+    """Per rank: GPU name, matched peak-table row (or derivation/assumption), dense peak and why.
+
+    Sources: table (name matched, most specific alias first), derived (SM count x clock x
+    FLOP/clk/SM, tensor-clock derated), assumed (env hint PEAK_FLOPS_PER_GPU or kernel-name
+    family), override (--peak-tflops), unknown (MFU/HFU impossible without --peak-tflops).
+    """
+    con = open_workspace(db, read_only=True)
+    try:
+        df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision)
+    finally:
+        con.close()
+    cols = COLUMNS + ([f"peak_{p}_tflops" for p in PRECISIONS] if all_precisions or fmt == "json" else [])
+    if fmt == "json":
+        print(to_json(records(df)))
+        return
+    emit(df[cols], fmt, title=f"Dense {precision} peak per rank")

@@ -1,0 +1,142 @@
+"""`nsight-analyze mfu`: MFU (model FLOPs) and HFU (counted FLOPs) per step, side by side."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from ..clihelp import db_option, format_option
+from ..flops import FORMULAS, RECOMPUTE
+from ..gpus import DEFAULT_PRECISION, PRECISIONS
+from ..mfu import hfu_mfu_summary
+from ..render import emit, to_json
+from ..workspace import open_workspace
+
+
+@click.command("mfu")
+@db_option
+@click.option(
+    "--model-flops-per-step",
+    type=float,
+    default=None,
+    help="Model FLOPs of one training step of the whole job (forward + backward, no recomputation).",
+)
+@click.option("--params", type=float, default=None, help="N: parameters taking part in matmuls (e.g. 7e9).")
+@click.option(
+    "--tokens-per-step", type=float, default=None, help="Tokens per step, whole job (global batch x seq)."
+)
+@click.option("--layers", type=int, default=None, help="L: transformer layers.")
+@click.option("--hidden", type=int, default=None, help="H: hidden size (heads x head dim).")
+@click.option("--seq-len", type=int, default=None, help="S: sequence length.")
+@click.option("--vocab", type=int, default=None, help="V: vocabulary size (Megatron formula's logit term).")
+@click.option(
+    "--recompute",
+    type=click.Choice(list(RECOMPUTE)),
+    default="none",
+    show_default=True,
+    help="Activation recomputation: adds hardware FLOPs (expected HFU/MFU), never model FLOPs.",
+)
+@click.option(
+    "--formula",
+    type=click.Choice(list(FORMULAS)),
+    default="palm",
+    show_default=True,
+    help="palm: (6N + 12·L·H·S) per token; megatron: 72·B·L·S·h²·(1 + S/6h + V/12hL) per step.",
+)
+@click.option(
+    "--peak-tflops", type=float, default=None, help="Dense peak per GPU in TFLOP/s (overrides the table)."
+)
+@click.option(
+    "--precision", type=click.Choice(list(PRECISIONS)), default=DEFAULT_PRECISION, show_default=True
+)
+@click.option(
+    "--gpus",
+    "n_gpus",
+    type=int,
+    default=None,
+    help="GPUs in the job (default: world size in the traces, else the number of ranks).",
+)
+@click.option(
+    "--steps",
+    "steps_in_window",
+    type=int,
+    default=None,
+    help="Steps in the capture when no step windows were found.",
+)
+@format_option("table", "csv", "json")
+def command(
+    db: str,
+    model_flops_per_step: float | None,
+    params: float | None,
+    tokens_per_step: float | None,
+    layers: int | None,
+    hidden: int | None,
+    seq_len: int | None,
+    vocab: int | None,
+    recompute: str,
+    formula: str,
+    peak_tflops: float | None,
+    precision: str,
+    n_gpus: int | None,
+    steps_in_window: int | None,
+    fmt: str,
+) -> None:
+    """MFU = model FLOPs / (step time x GPUs x dense peak); HFU = counter FLOPs / (window x peak).
+
+    MFU needs --model-flops-per-step or a model description. HFU needs Nsight Compute data
+    ingested into the same workspace; its coverage (share of kernel time with counters) is shown.
+    """
+    con = open_workspace(db, read_only=True)
+    try:
+        summary = hfu_mfu_summary(
+            con,
+            model_flops_per_step=model_flops_per_step,
+            params=params,
+            tokens_per_step=tokens_per_step,
+            layers=layers,
+            hidden=hidden,
+            seq_len=seq_len,
+            vocab=vocab,
+            recompute=recompute,
+            formula=formula,
+            peak_tflops=peak_tflops,
+            precision=precision,
+            n_gpus=n_gpus,
+            steps_in_window=steps_in_window,
+        )
+    finally:
+        con.close()
+    if fmt == "json":
+        print(to_json(summary))
+        return
+    rows = list(summary["per_step"])
+    rows.append(
+        {
+            "step": "all",
+            "ranks": None,
+            "window_ns_max": None,
+            "mfu": summary["mfu"],
+            "hfu": summary["hfu"],
+            "coverage_pct": summary["coverage_pct"],
+        }
+    )
+    df = pd.DataFrame(rows, columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"])
+    for col in ("mfu", "hfu"):
+        df[col + "_pct"] = df[col].map(lambda v: None if v is None or pd.isna(v) else 100.0 * v)
+    df["step"] = df["step"].astype(str)
+    emit(
+        df[["step", "ranks", "window_ns_max", "mfu_pct", "hfu_pct", "coverage_pct"]],
+        fmt,
+        title=f"MFU and HFU ({summary['precision']}, {summary['windows']}, {summary['n_gpus']} GPUs)",
+    )
+    if fmt == "table":
+        lines = []
+        if summary["model_flops"]:
+            lines.append(f"model FLOPs: {summary['model_flops']['explanation']}")
+        if summary["hfu_over_mfu"] is not None:
+            lines.append(f"HFU/MFU = {summary['hfu_over_mfu']:.3f}")
+        if summary["hfu_tensor_active"] is not None:
+            lines.append(f"tensor-active estimate: {100 * summary['hfu_tensor_active']:.1f}%")
+        lines += summary["gap"] + summary["notes"]
+        for line in lines:
+            click.echo("  " + line)

@@ -1,0 +1,344 @@
+"""MFU and HFU per rank and step, side by side, with what explains the gap.
+
+* MFU = model FLOPs per GPU per step / (step window x dense peak): how much of the GPU the
+  *model* used; comparable across implementations (nsight_analyze.flops says how the
+  model FLOPs were counted).
+* HFU = FLOPs the hardware counted (Nsight Compute, joined to the timeline by
+  `hfu_timeline_flops`) / (window x dense peak): recomputation, padding and non-model work
+  included. It covers only timeline kernels that had counter data, so the share of kernel
+  time with counters (`coverage_pct`) is always printed beside it.
+* Where nsys sampled GPU metrics, a tensor-pipe-activity estimate is shown as a cross-check
+  (per-cycle and precision-blind, so never the headline).
+
+Windows come from the `steps` view (other engineers' time partition) when it exists, else the
+whole capture per rank, else windows passed in. Peaks come from nsight_analyze.gpus.
+The computations are SQL; Python only assembles parameters and words.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from . import gpus
+from .flops import ModelFlops, model_flops
+from .gpus import DEFAULT_PRECISION
+
+NCU_HINT = (
+    "ncu --metrics sm__sass_thread_inst_executed_op_fadd_pred_on.sum,"
+    "sm__sass_thread_inst_executed_op_fmul_pred_on.sum,"
+    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__ops_path_tensor_src_bf16_dst_fp32.sum,"
+    "sm__ops_path_tensor_src_fp16_dst_fp32.sum,dram__bytes.sum,gpu__time_duration.sum "
+    "--launch-skip 200 --launch-count 400 --csv --page raw -o ... (then ingest the CSV beside the nsys files)"
+)
+
+
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = con.execute(
+        "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name = $n)"
+        " + (SELECT count(*) FROM duckdb_tables() WHERE table_name = $n)",
+        {"n": name},
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def windows(con: duckdb.DuckDBPyConnection, given: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+    """(rank, step, start_ns, end_ns) windows and where they came from.
+
+    `given` (same columns) wins; then the `steps` view; then the whole capture of each rank.
+    """
+    cols = ["rank", "step", "start_ns", "end_ns"]
+    if given is not None:
+        df = given.copy()
+        if "step" not in df.columns:
+            df["step"] = None
+        return df[cols], "given"
+    if _exists(con, "steps"):
+        df = con.execute("SELECT rank, step, start_ns, end_ns, source FROM steps ORDER BY rank, step").df()
+        if len(df):
+            sources = sorted(set(df["source"].dropna()))
+            return df[cols], "steps (" + ", ".join(sources) + ")"
+    df = con.execute(
+        """
+        SELECT rank, NULL::BIGINT AS step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+        FROM (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
+        GROUP BY rank ORDER BY rank
+        """
+    ).df()
+    return df, "capture"
+
+
+def n_gpus_of(con: duckdb.DuckDBPyConnection) -> int:
+    """World size recorded in the traces, else the number of ranks in the workspace."""
+    row = con.execute("SELECT max(world_size), count(*) FROM ranks").fetchone()
+    if row is None:
+        return 0
+    return int(row[0] or row[1] or 0)
+
+
+def _peaks(con, peaks: pd.DataFrame | None, peak_tflops: float | None, precision: str) -> pd.DataFrame:
+    if peaks is None:
+        peaks = gpus.rank_peaks(con, peak_tflops=peak_tflops, precision=precision)
+    peaks = peaks.copy()
+    peaks["clock_ref_mhz"] = peaks["tensor_mhz"].where(peaks["tensor_mhz"].notna(), peaks["boost_mhz"])
+    return peaks
+
+
+_HFU_SQL = """
+WITH w AS (SELECT rank, step, start_ns, end_ns FROM _hfu_windows),
+k AS (
+    SELECT rank, start_ns, duration_ns, flops, tensor_flops, coalesce(category = 'comms', false) AS is_comms
+    FROM hfu_timeline_flops
+),
+agg AS (
+    SELECT w.rank, w.step, w.start_ns, w.end_ns,
+        count(k.start_ns) FILTER (WHERE NOT k.is_comms) AS kernels,
+        count(k.flops) FILTER (WHERE NOT k.is_comms) AS kernels_counted,
+        coalesce(sum(k.duration_ns) FILTER (WHERE NOT k.is_comms), 0) AS kernel_ns,
+        coalesce(sum(k.duration_ns) FILTER (WHERE NOT k.is_comms AND k.flops IS NOT NULL), 0) AS counted_ns,
+        sum(k.flops) AS counted_flops,
+        sum(k.tensor_flops) AS tensor_flops
+    FROM w LEFT JOIN k ON k.rank = w.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns
+    GROUP BY ALL
+),
+gm AS (
+    SELECT w.rank, w.step,
+        avg(g.value) FILTER (WHERE g.metric_name ILIKE 'Tensor Active%') AS tensor_active_pct,
+        avg(g.value) FILTER (WHERE g.metric_name ILIKE 'GPC Clock Frequency%') AS gpc_mhz
+    FROM w JOIN gpu_metrics g
+        ON g.rank = w.rank AND g.timestamp_ns >= w.start_ns AND g.timestamp_ns < w.end_ns
+    GROUP BY ALL
+)
+SELECT a.rank, a.step, a.start_ns, a.end_ns, (a.end_ns - a.start_ns) AS window_ns,
+    a.kernels, a.kernels_counted, a.kernel_ns, a.counted_ns,
+    CASE WHEN a.kernel_ns > 0 THEN 100.0 * a.counted_ns / a.kernel_ns END AS coverage_pct,
+    a.counted_flops, a.tensor_flops,
+    p.peak_flops, p.source AS peak_source,
+    a.counted_flops / nullif((a.end_ns - a.start_ns) * 1e-9 * p.peak_flops, 0) AS hfu,
+    gm.tensor_active_pct, gm.gpc_mhz,
+    gm.tensor_active_pct / 100.0 * coalesce(gm.gpc_mhz / nullif(p.clock_ref_mhz, 0), 1.0) AS hfu_tensor_active
+FROM agg a
+LEFT JOIN _hfu_peaks p ON p.rank = a.rank
+LEFT JOIN gm ON gm.rank = a.rank AND gm.step IS NOT DISTINCT FROM a.step
+ORDER BY a.rank, a.step NULLS FIRST
+"""
+
+
+def hfu_table(
+    con: duckdb.DuckDBPyConnection,
+    peaks: pd.DataFrame | None = None,
+    window_df: pd.DataFrame | None = None,
+    peak_tflops: float | None = None,
+    precision: str = DEFAULT_PRECISION,
+) -> pd.DataFrame:
+    """Counter-based HFU per rank and window (a kernel belongs to the window its start is in)."""
+    wins, _source = windows(con, window_df)
+    peaks = _peaks(con, peaks, peak_tflops, precision)
+    con.register("_hfu_windows", wins)
+    con.register("_hfu_peaks", peaks[["rank", "peak_flops", "source", "clock_ref_mhz"]])
+    try:
+        return con.execute(_HFU_SQL).df()
+    finally:
+        con.unregister("_hfu_windows")
+        con.unregister("_hfu_peaks")
+
+
+def hfu_mfu_table(
+    con: duckdb.DuckDBPyConnection,
+    model: ModelFlops | None,
+    peaks: pd.DataFrame | None = None,
+    window_df: pd.DataFrame | None = None,
+    peak_tflops: float | None = None,
+    precision: str = DEFAULT_PRECISION,
+    n_gpus: int | None = None,
+    steps_in_window: int | None = None,
+) -> pd.DataFrame:
+    """Per rank and window: MFU and HFU side by side.
+
+    A step window of rank r gets model_flops_per_step / n_gpus (data/tensor/pipeline
+    parallel ranks share a step's work evenly on average); a whole-capture window gets
+    that times `steps_in_window` when given, else no MFU.
+    """
+    peaks = _peaks(con, peaks, peak_tflops, precision)
+    df = hfu_table(con, peaks, window_df, precision=precision)
+    world = n_gpus or n_gpus_of(con) or 1
+    df["n_gpus"] = world
+    if model is None:
+        df["model_flops"] = math.nan
+    else:
+        per_gpu = model.model_flops_per_step / world
+        steps = df["step"].notna().astype(float)
+        if steps_in_window:
+            steps = steps.where(df["step"].notna(), float(steps_in_window))
+        df["model_flops"] = (per_gpu * steps).where(steps > 0)
+    denom = df["window_ns"] * 1e-9 * df["peak_flops"]
+    df["mfu"] = df["model_flops"] / denom
+    df["hfu_over_mfu"] = df["hfu"] / df["mfu"]
+    return df
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den == 0 or any(math.isnan(x) for x in (num, den)):
+        return None
+    return num / den
+
+
+def _total(df: pd.DataFrame, column: str) -> float | None:
+    """Σ column / Σ (window x peak) over rows where both are known: GPU-time weighted."""
+    ok = df[column].notna() & df["peak_flops"].notna() & (df["window_ns"] > 0)
+    if not ok.any():
+        return None
+    return float(df.loc[ok, column].sum() / (df.loc[ok, "window_ns"] * 1e-9 * df.loc[ok, "peak_flops"]).sum())
+
+
+def hfu_mfu_summary(
+    con: duckdb.DuckDBPyConnection,
+    model_flops_per_step: float | None = None,
+    params: float | None = None,
+    tokens_per_step: float | None = None,
+    layers: int | None = None,
+    hidden: int | None = None,
+    seq_len: int | None = None,
+    vocab: int | None = None,
+    recompute: str = "none",
+    formula: str = "palm",
+    peak_tflops: float | None = None,
+    precision: str = DEFAULT_PRECISION,
+    n_gpus: int | None = None,
+    window_df: pd.DataFrame | None = None,
+    steps_in_window: int | None = None,
+) -> dict[str, Any]:
+    """MFU and HFU overall and per step, their ratio and the reasons for the gap (for summary/report).
+
+    Without a model description MFU is None and only HFU is reported. Never raises for
+    missing data; the `notes` say what is missing and how to get it.
+    """
+    model: ModelFlops | None = None
+    notes: list[str] = []
+    if model_flops_per_step is not None or tokens_per_step is not None:
+        model = model_flops(
+            model_flops_per_step, params, tokens_per_step, layers, hidden, seq_len, vocab, recompute, formula
+        )
+    else:
+        notes.append(
+            "MFU needs the model FLOPs: pass --model-flops-per-step or a model description "
+            "(--params, --tokens-per-step, --layers, --hidden, --seq-len)"
+        )
+    peaks = _peaks(con, None, peak_tflops, precision)
+    wins, win_source = windows(con, window_df)
+    df = hfu_mfu_table(
+        con, model, peaks, wins, precision=precision, n_gpus=n_gpus, steps_in_window=steps_in_window
+    )
+    stepped = df[df["step"].notna()] if df["step"].notna().any() else df
+    mfu = _total(stepped, "model_flops")
+    hfu = _total(stepped, "counted_flops")
+    ta = stepped.dropna(subset=["hfu_tensor_active"])
+    hfu_ta = None
+    if len(ta):
+        weights = ta["window_ns"]
+        hfu_ta = float((ta["hfu_tensor_active"] * weights).sum() / weights.sum())
+    kernel_ns = float(stepped["kernel_ns"].sum())
+    coverage = 100.0 * float(stepped["counted_ns"].sum()) / kernel_ns if kernel_ns > 0 else None
+    per_step = []
+    if df["step"].notna().any():
+        grouped = df[df["step"].notna()].groupby("step", sort=True)
+        for step, g in grouped:
+            per_step.append(
+                {
+                    "step": int(step),
+                    "ranks": int(len(g)),
+                    "window_ns_max": int(g["window_ns"].max()),
+                    "mfu": _total(g, "model_flops"),
+                    "hfu": _total(g, "counted_flops"),
+                    "coverage_pct": (
+                        100.0 * float(g["counted_ns"].sum()) / float(g["kernel_ns"].sum())
+                        if float(g["kernel_ns"].sum()) > 0
+                        else None
+                    ),
+                }
+            )
+    elif model is not None and not steps_in_window:
+        notes.append(
+            "no step windows (no NVTX steps or detected steps): MFU needs the number of steps in "
+            "the capture (--steps)"
+        )
+    peak_rows = peaks[["rank", "gpu_name", "model", "source", "reason", "peak_tflops"]]
+    for row in peak_rows.drop_duplicates(["source", "reason"]).to_dict("records"):
+        if row["source"] in ("assumed", "derived", "unknown", "override"):
+            notes.append(f"peak ({row['source']}): {row['reason']}")
+    ratio = _ratio(hfu, mfu)
+    summary: dict[str, Any] = {
+        "precision": precision,
+        "windows": win_source,
+        "n_gpus": int(df["n_gpus"].iloc[0]) if len(df) else n_gpus,
+        "model_flops": None
+        if model is None
+        else {
+            "per_step": model.model_flops_per_step,
+            "hardware_per_step": model.hardware_flops_per_step,
+            "formula": model.formula,
+            "explanation": model.explanation,
+        },
+        "peaks": [{k: gpus._none(v) for k, v in r.items()} for r in peak_rows.to_dict("records")],
+        "mfu": mfu,
+        "hfu": hfu,
+        "hfu_over_mfu": ratio,
+        "hfu_tensor_active": hfu_ta,
+        "coverage_pct": coverage,
+        "per_step": per_step,
+        "gap": explain_gap(mfu, hfu, ratio, coverage, model, hfu_ta),
+        "notes": notes,
+    }
+    if hfu is None or not stepped["kernels_counted"].sum():
+        summary["hfu"] = None
+        summary["hfu_over_mfu"] = None
+        notes.append(
+            "no Nsight Compute counter data matched the timeline kernels: HFU unavailable. "
+            f"Collect it with: {NCU_HINT}"
+        )
+    return summary
+
+
+def explain_gap(
+    mfu: float | None,
+    hfu: float | None,
+    ratio: float | None,
+    coverage: float | None,
+    model: ModelFlops | None,
+    hfu_tensor_active: float | None,
+) -> list[str]:
+    """Words for HFU vs MFU: coverage, recomputation, and what the residual means."""
+    out: list[str] = []
+    if coverage is not None and coverage < 99.0 and hfu is not None:
+        out.append(
+            f"HFU counts FLOPs of {coverage:.1f}% of kernel time (kernels with Nsight Compute data); "
+            "the rest is not counted, so HFU is a lower bound"
+        )
+    if ratio is not None and model is not None:
+        expected = model.recompute_ratio
+        if expected > 1.0:
+            out.append(f"recomputation is expected to make HFU/MFU = {expected:.3f}")
+        residual = ratio / expected
+        if residual > 1.05:
+            out.append(
+                f"the remaining x{residual:.2f} is hardware work the model formula does not count: MMA tile "
+                "padding (counters include padded tiles), non-matmul work (elementwise, softmax, norms, "
+                "optimizer), or attention counted over the full square where the kernel does more"
+            )
+        elif residual < 0.95 and (coverage is None or coverage >= 95.0):
+            out.append(
+                f"hardware counted x{residual:.2f} of the model FLOPs: the model description may overcount "
+                "(embeddings in N, causal attention counted as full), counters for the precision used were "
+                "not collected, or the ncu run used a different configuration"
+            )
+        else:
+            out.append("HFU and MFU agree: nearly all executed FLOPs are model FLOPs")
+    if hfu_tensor_active is not None:
+        out.append(
+            f"tensor-pipe activity (nsys GPU metrics) suggests HFU about {hfu_tensor_active:.1%}: "
+            "activity is per cycle and blind to precision, a cross-check only"
+        )
+    return out

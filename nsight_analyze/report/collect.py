@@ -1,0 +1,183 @@
+"""Gather what the report shows from the library: summary, views, workspace info, MFU, findings.
+
+Why a separate module: the report only renders what the library returns. Every section's data
+comes through here, by the library's own function or view name, and a part that is missing
+(a view not in this workspace, a module not installed yet) becomes a one-line reason the page
+shows instead of a crash, so one broken analysis never costs the whole report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+# Environment names whose values the report never shows, even if a workspace (older ingest,
+# hand-edited) holds them: the env table is redacted at ingest; this is the second fence.
+SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|sig)")
+SECRET_VALUE = re.compile(r"(?i)^(sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
+
+PARTITION_COLUMNS = [
+    "window_ns", "compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns",
+    "launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns",
+    "comms_total_ns", "comms_hidden_ns", "overlap_pct",
+]
+
+
+@dataclass
+class Part:
+    """One piece of report data: a value, or the reason it is missing."""
+
+    value: Any = None
+    missing: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.missing is None
+
+
+@dataclass
+class StepRange:
+    """Inclusive step-number range from `--steps A:B` (either end may be open)."""
+
+    first: int | None = None
+    last: int | None = None
+
+    def __str__(self) -> str:
+        return f"{'' if self.first is None else self.first}:{'' if self.last is None else self.last}"
+
+    def sql(self, column: str = "step") -> str:
+        """A SQL condition selecting step rows (never the whole-capture NULL row)."""
+        parts = [f"{column} IS NOT NULL"]
+        if self.first is not None:
+            parts.append(f"{column} >= {int(self.first)}")
+        if self.last is not None:
+            parts.append(f"{column} <= {int(self.last)}")
+        return " AND ".join(parts)
+
+
+@dataclass
+class ReportInputs:
+    """Everything the page renders, straight from the library."""
+
+    steps: StepRange | None
+    info: Part = field(default_factory=Part)
+    summary_rank: Part = field(default_factory=Part)
+    summary_step: Part = field(default_factory=Part)
+    partition: Part = field(default_factory=Part)        # DataFrame: one row per rank
+    rank_step: Part = field(default_factory=Part)        # DataFrame: time_partition step rows
+    verdict: Part = field(default_factory=Part)
+    imbalance: Part = field(default_factory=Part)
+    rank_rollup: Part = field(default_factory=Part)
+    collectives: Part = field(default_factory=Part)
+    collective_waits: Part = field(default_factory=Part)
+    alignment: Part = field(default_factory=Part)
+    kernel_summary: Part = field(default_factory=Part)
+    memop_summary: Part = field(default_factory=Part)
+    api_summary: Part = field(default_factory=Part)
+    gaps: Part = field(default_factory=Part)
+    launch_stats: Part = field(default_factory=Part)
+    sync_calls: Part = field(default_factory=Part)
+    mfu: Part = field(default_factory=Part)
+    findings: Part = field(default_factory=Part)
+    env: Part = field(default_factory=Part)
+
+
+def view(con: duckdb.DuckDBPyConnection, name: str, sql: str | None = None) -> Part:
+    """Rows of a library view (or a query over it); missing when the view is not there."""
+    try:
+        return Part(con.execute(sql or f"SELECT * FROM {name}").df())
+    except duckdb.CatalogException:
+        return Part(missing=f"view `{name}` is not in this workspace")
+    except duckdb.Error as exc:
+        return Part(missing=f"view `{name}` failed: {str(exc).splitlines()[0]}")
+
+
+def library(module: str, func: str, *args: Any, **kwargs: Any) -> Part:
+    """Call nsight_analyze.<module>.<func>; missing when that module or function does not exist.
+
+    Keyword arguments the function does not accept are dropped, so the report works with
+    older and newer signatures alike.
+    """
+    try:
+        mod = importlib.import_module(f"nsight_analyze.{module}")
+    except ImportError as exc:
+        return Part(missing=f"`nsight_analyze.{module}` is not available ({exc})")
+    fn = getattr(mod, func, None)
+    if fn is None:
+        return Part(missing=f"`nsight_analyze.{module}.{func}` does not exist")
+    try:
+        params = inspect.signature(fn).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            kwargs = {k: v for k, v in kwargs.items() if k in params}
+        return Part(fn(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - one failing analysis must not sink the report
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return Part(missing=f"`{module}.{func}` failed: {type(exc).__name__}: {first}")
+
+
+def safe_env(con: duckdb.DuckDBPyConnection) -> Part:
+    """The allow-listed env table, minus anything that still looks like a secret."""
+    part = view(con, "env", "SELECT file_id, name, value FROM env ORDER BY file_id, name")
+    if not part.ok:
+        return part
+    df = part.value
+    keep = ~df["name"].fillna("").str.contains(SECRET_NAME) & ~df["value"].fillna("").str.contains(
+        SECRET_VALUE
+    )
+    return Part(df[keep].reset_index(drop=True))
+
+
+def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Part:
+    """Per rank, the time_partition step rows of the chosen steps added up (parts still tile)."""
+    sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in PARTITION_COLUMNS if c != "overlap_pct")
+    return view(
+        con,
+        "time_partition",
+        f"""SELECT rank, {sums},
+                   100.0 * sum(comms_hidden_ns) / nullif(sum(comms_total_ns), 0) AS overlap_pct
+            FROM time_partition WHERE {steps.sql()} GROUP BY rank ORDER BY rank""",
+    )
+
+
+def collect(con: duckdb.DuckDBPyConnection, steps: StepRange | None = None,
+            mfu_options: dict[str, Any] | None = None) -> ReportInputs:
+    """Run every library analysis the report shows; never raises for a missing analysis."""
+    step_kw = {"steps": str(steps)} if steps else {}
+    inp = ReportInputs(steps=steps)
+    inp.info = library("commands.info", "workspace_info", con)
+    inp.summary_rank = library("summary", "summary", con, by="rank", **step_kw)
+    inp.summary_step = library("summary", "summary", con, by="step", **step_kw)
+    if steps:
+        inp.partition = _partition_of_steps(con, steps)
+    else:
+        inp.partition = view(con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank")
+    inp.rank_step = view(
+        con, "time_partition",
+        f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
+    )
+    inp.verdict = view(con, "merge_straggler_verdict")
+    inp.imbalance = view(con, "imbalance", "SELECT * FROM imbalance ORDER BY step NULLS FIRST")
+    inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
+    inp.collectives = view(con, "collectives", "SELECT * FROM collectives ORDER BY coll_id")
+    inp.collective_waits = view(con, "collective_waits")
+    inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
+    inp.kernel_summary = view(con, "kernel_summary")
+    inp.memop_summary = view(con, "memop_summary")
+    inp.api_summary = view(con, "api_summary")
+    inp.gaps = view(
+        con, "gaps",
+        """SELECT rank, cause, count(*) AS pieces, sum(duration_ns)::BIGINT AS total_ns
+           FROM gaps WHERE step IS NULL GROUP BY rank, cause ORDER BY rank, cause""",
+    )
+    inp.launch_stats = view(con, "launch_stats")
+    inp.sync_calls = view(con, "sync_calls")
+    inp.mfu = library("mfu", "hfu_mfu_summary", con, **(mfu_options or {}))
+    inp.findings = library("diagnose", "diagnose", con)
+    inp.env = safe_env(con)
+    return inp

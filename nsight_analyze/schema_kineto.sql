@@ -1,0 +1,47 @@
+-- PyTorch-profiler (Kineto JSON) tables: what Kineto knows and the canonical tables have no
+-- column for. Filled by nsight_analyze/sources/kineto.py; empty for nsys/ncu workspaces.
+-- All times are integer nanoseconds on the rank's file timeline (Kineto ts in µs × 1000,
+-- exact). Columns are only ever added.
+
+-- One row per NCCL kernel whose collective metadata is known: from the kernel's own args
+-- (newer PyTorch) or, failing that, from the `record_param_comms` CPU op that launched it
+-- (same "External id"). Join to kernels by (rank, correlation_id). Bytes make bus bandwidth
+-- computable: in_bytes / out_bytes = nelems × dtype_bytes (per rank, as PyTorch reports them).
+CREATE TABLE IF NOT EXISTS kineto_collectives (
+    rank            INTEGER,
+    correlation_id  BIGINT,      -- of the kernel (= kernels.correlation_id)
+    external_id     BIGINT,      -- Kineto "External id": links the kernel to its CPU op
+    stream_id       BIGINT,
+    start_ns        BIGINT,      -- kernel start (file timeline)
+    end_ns          BIGINT,
+    kernel_name     VARCHAR,
+    collective      VARCHAR,     -- PyTorch's "Collective name": allreduce, _allgather_base, send, ...
+    dtype           VARCHAR,     -- PyTorch scalar type name: Float, BFloat16, Half, Long, ...
+    dtype_bytes     INTEGER,     -- element size; NULL for an unknown dtype
+    in_nelems       BIGINT,      -- "In msg nelems"
+    out_nelems      BIGINT,      -- "Out msg nelems"
+    in_bytes        BIGINT,      -- in_nelems × dtype_bytes
+    out_bytes       BIGINT,      -- out_nelems × dtype_bytes
+    in_split_size   VARCHAR,     -- "In split size" as written (e.g. '[]' or '[4, 4]'; all-to-all)
+    out_split_size  VARCHAR,
+    group_size      INTEGER,     -- "Group size": ranks in the process group
+    pg_name         VARCHAR,     -- "Process Group Name" (e.g. '0')
+    pg_desc         VARCHAR,     -- "Process Group Description" (e.g. 'default_pg')
+    pg_ranks        INTEGER[],   -- "Process Group Ranks" (global ranks), NULL when not a list
+    source          VARCHAR      -- kernel-args | record_param_comms
+);
+
+-- GPU-side annotations (Kineto cat `gpu_user_annotation`): the span of the GPU work of a
+-- host annotation (record_function / ProfilerStep) on one stream. Kept apart from `nvtx` on
+-- purpose: these ranges live on the GPU timeline, and a GPU-side `ProfilerStep#N` range in
+-- `nvtx` would make launch-time step projection (tp_step_ops) assign host launches of step N+1
+-- to step N whenever the GPU runs behind the host.
+CREATE TABLE IF NOT EXISTS kineto_gpu_annotations (
+    rank         INTEGER,
+    device_id    INTEGER,
+    stream_id    BIGINT,
+    start_ns     BIGINT,
+    end_ns       BIGINT,
+    text         VARCHAR,
+    external_id  BIGINT       -- matches the host annotation's "External id"
+);

@@ -1,0 +1,775 @@
+"""PyTorch-profiler (Kineto) JSON traces -> canonical tables.
+
+A Kineto trace is one JSON object: metadata keys (`distributedInfo`, `deviceProperties`,
+`baseTimeNanoseconds`, ...) around one huge `traceEvents` array of Chrome-trace events.
+Files of 1 GB and more exist, so the array is streamed with ijson (C backend) and never
+held in memory: each event is dispatched on its `cat` into per-table column lists that are
+flushed every `BATCH_ROWS` rows as a pyarrow table and inserted by DuckDB (`INSERT ...
+SELECT` over a registered Arrow table). Peak memory is bounded by the batch size, not the
+file size. The per-event loop is the only Python loop; everything else is SQL.
+
+Times: Kineto writes `ts`/`dur` in µs, as integers or as decimals with up to 3 fractional
+digits (ns resolution). Epoch-µs values near 1.7e15 have 19 significant digits in ns, more
+than a double holds, so numbers are parsed as `decimal.Decimal` (ijson's default) and
+converted exactly to integer ns (`ts × 1000`). Times stay on the file's own timeline; the
+wall clock of the file is `ts_ns + baseTimeNanoseconds` (newer traces) or `ts_ns` itself
+(older traces whose ts are Unix-epoch µs), which is what `session_start_utc_ns` encodes for
+the ingest's coarse clock alignment.
+
+What goes where (docs/nsys-sqlite-schema.md §12):
+  kernel                          -> kernels (category filled later by classify_kernels)
+  gpu_memcpy / gpu_memset         -> memops (kind, src/dst kinds parsed from the name)
+  cuda_runtime / cuda_driver      -> cuda_api (api_class runtime / driver)
+  cuda_sync                       -> sync
+  user_annotation, ProfilerStep#N -> nvtx (domain 'pytorch', push_pop); cpu_op ProfilerStep
+                                     (PyTorch < 1.13 wrote steps as cpu_op) too
+  gpu_user_annotation             -> kineto_gpu_annotations (schema_kineto.sql says why)
+  NCCL kernel / record_param_comms args -> kineto_collectives
+  thread_name metadata            -> threads
+  deviceProperties                -> gpus
+Everything else (cpu_op, python_function, flows, instant events, ...) is counted in
+`files.skipped`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from itertools import count
+from pathlib import Path
+from typing import IO, Any
+
+import duckdb
+import pyarrow as pa
+
+from .base import BadInput, LoadResult, Probe, Process
+
+FORMAT = "kineto-json"
+SUFFIXES = (".json", ".json.gz")
+SNIFF_BYTES = 4 << 20  # metadata before traceEvents (TraceLens puts a whole environment there)
+TAIL_BYTES = 4 << 20  # metadata after traceEvents (INFO log lines, distributedInfo in old traces)
+BATCH_ROWS = 65536  # rows per table kept in Python before an Arrow flush
+READ_CHUNK = 1 << 20
+
+# Epoch µs above this (2001-09-09) mean the trace's ts are Unix-epoch µs themselves.
+EPOCH_US_THRESHOLD = 10**15
+
+# PyTorch scalar type names as written in NCCL op args -> element size in bytes.
+DTYPE_BYTES = {
+    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1,
+    "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "ComplexHalf": 4,
+    "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2,
+    "UInt32": 4, "UInt64": 8, "QInt8": 1, "QUInt8": 1, "QInt32": 4,
+}
+
+SYNC_KINDS = {
+    "Stream Sync": "stream", "Event Sync": "event", "Context Sync": "context",
+    "Stream Wait Event": "stream_wait_event",
+}
+
+_GPU_EVENT_PID = re.compile(
+    rb'"cat"\s*:\s*"(?:kernel|gpu_memcpy|gpu_memset)"\s*,\s*"name"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*"pid"\s*:\s*(\d+)'
+)
+_HOST_API_PID = re.compile(
+    rb'"cat"\s*:\s*"(?:cuda_runtime|cuda_driver)"\s*,\s*"name"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*"pid"\s*:\s*(\d+)'
+)
+_FIRST_TS = re.compile(rb'"ts"\s*:\s*(\d+(?:\.\d*)?)')
+_STEP_NAME = re.compile(r"^ProfilerStep#\d+")
+
+_batch_counter = count()
+
+
+# ---------------------------------------------------------------------------------------------
+# sniff / probe
+# ---------------------------------------------------------------------------------------------
+def _open(path: Path) -> IO[bytes]:
+    """Binary stream of the JSON text, gzip or plain (by magic bytes, not by suffix)."""
+    fh = open(path, "rb")
+    magic = fh.read(2)
+    fh.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    return fh
+
+
+def _head(path: Path, limit: int) -> bytes:
+    with _open(path) as fh:
+        return fh.read(limit)
+
+
+def sniff(path: Path) -> bool:
+    """`*.json[.gz]` (including `*.pt.trace.json[.gz]`) whose head holds a `traceEvents` key."""
+    name = path.name.lower()
+    if not name.endswith(SUFFIXES):
+        return False
+    try:
+        return b'"traceEvents"' in _head(path, SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+@dataclass
+class KinetoMeta:
+    """Top-level keys of the trace (everything but traceEvents) and what probe() derived."""
+
+    top: dict[str, Any] = field(default_factory=dict)
+    gpu_pid: int | None = None
+    host_pid: int | None = None
+    device_id: int | None = None
+    base_time_ns: int | None = None
+    first_ts_us: Decimal | None = None  # first event ts in the head: epoch µs or relative
+    warnings: list[str] = field(default_factory=list)
+
+    def device_properties(self) -> dict[int, dict]:
+        props = self.top.get("deviceProperties") or []
+        return {int(p["id"]): p for p in props if isinstance(p, dict) and isinstance(p.get("id"), int)}
+
+
+def _loads(text: bytes) -> Any:
+    return json.loads(text, parse_float=Decimal)
+
+
+def _head_meta(head: bytes) -> dict[str, Any] | None:
+    """Metadata keys written before traceEvents: the text up to the key, closed as an object."""
+    at = head.find(b'"traceEvents"')
+    if at < 0:
+        return None
+    text = head[:at].rstrip()
+    if text.endswith(b","):
+        text = text[:-1]
+    try:
+        value = _loads(text + b"}")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _tail_meta(tail: bytes) -> dict[str, Any] | None:
+    """Metadata keys written after traceEvents, from the last bytes of the file.
+
+    The array ends with `]` followed by `, "key": ...}`. The earliest candidate `], "` in the
+    tail whose remainder parses as object members up to the final `}` is the array's end; a
+    candidate inside the array fails at its first unbalanced `}`, so each costs little.
+    """
+    stripped = tail.rstrip()
+    if not stripped.endswith(b"}"):
+        return None
+    if stripped[:-1].rstrip().endswith(b"]"):
+        return {}
+    text = tail.decode("utf-8", errors="replace")
+    for match in _TAIL_CANDIDATE_STR.finditer(text):
+        members = _members(text, match.end() - 1)
+        if members is not None:
+            return members
+    return None
+
+
+_DECODER = json.JSONDecoder(parse_float=Decimal)
+_WS = re.compile(r"\s*")
+_TAIL_CANDIDATE_STR = re.compile(r"\]\s*,\s*\"")
+
+
+def _members(text: str, pos: int) -> dict[str, Any] | None:
+    """Parse `"k": v, "k": v }<whitespace><end>` starting at pos; None unless it is exactly that."""
+    out: dict[str, Any] = {}
+    try:
+        while True:
+            pos = _WS.match(text, pos).end()
+            key, pos = _DECODER.raw_decode(text, pos)
+            pos = _WS.match(text, pos).end()
+            if not isinstance(key, str) or text[pos : pos + 1] != ":":
+                return None
+            pos = _WS.match(text, pos + 1).end()
+            value, pos = _DECODER.raw_decode(text, pos)
+            out[key] = value
+            pos = _WS.match(text, pos).end()
+            sep = text[pos : pos + 1]
+            if sep == "}":
+                return out if _WS.match(text, pos + 1).end() == len(text) else None
+            if sep != ",":
+                return None
+            pos += 1
+    except ValueError:
+        return None
+
+
+def _read_tail(path: Path, limit: int) -> bytes:
+    """Last `limit` bytes of the JSON text (gzip: one decompression pass keeping a rolling tail)."""
+    with open(path, "rb") as raw:
+        gz = raw.read(2) == b"\x1f\x8b"
+        if not gz:
+            raw.seek(0, 2)
+            size = raw.tell()
+            raw.seek(max(0, size - limit))
+            return raw.read()
+    tail = b""
+    with _open(path) as fh:
+        while chunk := fh.read(8 * READ_CHUNK):
+            tail = (tail + chunk)[-limit:]
+    return tail
+
+
+def probe(path: Path) -> Probe:
+    meta = read_meta(path)
+    top = meta.top
+    dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
+    world = dist.get("world_size") if isinstance(dist.get("world_size"), int) else None
+    props = meta.device_properties()
+    gpu = props.get(meta.device_id) if meta.device_id is not None else None
+    process = Process(
+        key=meta.gpu_pid if meta.gpu_pid is not None else 0,
+        pid=meta.host_pid,
+        device_id=meta.device_id,
+        claimed_rank=rank,
+        rank_source="kineto:distributedInfo" if rank is not None else None,
+        world_size=world,
+        gpu_name=gpu.get("name") if gpu else None,
+        session_start_utc_ns=_session_start(meta),
+    )
+    warnings = list(meta.warnings)
+    if not dist:
+        warnings.append("no distributedInfo: the rank comes from the file name or order")
+    version = top.get("cupti_version")
+    return Probe(
+        format=FORMAT,
+        processes=[process],
+        version=f"cupti {version}" if version is not None else None,
+        schema_version=str(top["schemaVersion"]) if "schemaVersion" in top else None,
+        warnings=warnings,
+        context=meta,
+    )
+
+
+def read_meta(path: Path) -> KinetoMeta:
+    """Top-level metadata from the head (and, when needed, the tail) of the file; no event parse."""
+    try:
+        head = _head(path, SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise BadInput(f"cannot read the Kineto trace ({exc})") from None
+    if b'"traceEvents"' not in head:
+        raise BadInput("not a PyTorch-profiler trace: no traceEvents key near the start of the file")
+    meta = KinetoMeta()
+    top = _head_meta(head)
+    if top is None:
+        meta.warnings.append("metadata before traceEvents could not be read")
+        top = {}
+    complete = len(head) < SNIFF_BYTES
+    if "distributedInfo" not in top or not top.get("deviceProperties"):
+        try:
+            tail = head if complete else _read_tail(path, TAIL_BYTES)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BadInput(f"the Kineto trace is truncated or corrupt ({exc})") from None
+        extra = _tail_meta(tail)
+        if extra is None:
+            raise BadInput("the Kineto trace is truncated: its JSON does not end after traceEvents")
+        for key, value in extra.items():
+            if key not in top or (key == "deviceProperties" and not top.get(key)):
+                top[key] = value
+    meta.top = top
+    if (m := _GPU_EVENT_PID.search(head)) is not None:
+        meta.gpu_pid = int(m.group(1))
+    if (m := _HOST_API_PID.search(head)) is not None:
+        meta.host_pid = int(m.group(1))
+    props = meta.device_properties()
+    if meta.gpu_pid is not None and (meta.gpu_pid in props or not props):
+        meta.device_id = meta.gpu_pid  # Kineto's GPU "pid" is the CUDA device ordinal
+    elif len(props) == 1:
+        meta.device_id = next(iter(props))
+    base = top.get("baseTimeNanoseconds")
+    meta.base_time_ns = int(base) if isinstance(base, (int, Decimal)) else None
+    if (m := _FIRST_TS.search(head[head.find(b'"traceEvents"') :])) is not None:
+        meta.first_ts_us = Decimal(m.group(1).decode())
+    return meta
+
+
+def _session_start(meta: KinetoMeta) -> int | None:
+    """Wall clock (UTC ns) of the file's time zero: wall_ns = ts_ns + this value."""
+    if meta.base_time_ns is not None:
+        return meta.base_time_ns
+    first = meta.first_ts_us
+    if first is not None and first >= EPOCH_US_THRESHOLD:
+        return 0  # ts are Unix-epoch µs already
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# load
+# ---------------------------------------------------------------------------------------------
+def _ns(value: Any) -> int | None:
+    """µs (int or exact Decimal) -> integer ns, exactly; sub-ns digits round half-even."""
+    if type(value) is int:
+        return value * 1000
+    if type(value) is Decimal:
+        return int((value * 1000).to_integral_value())
+    if isinstance(value, float):  # not produced by ijson's Decimal mode; kept for safety
+        return round(value * 1000)
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
+    if type(value) is Decimal and value == value.to_integral_value():
+        return int(value)
+    return None
+
+
+def _dim(value: Any, i: int) -> int | None:
+    if isinstance(value, list) and len(value) > i:
+        return _int(value[i])
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+class _Batch:
+    """Columns of one target, flushed into DuckDB as an Arrow table every BATCH_ROWS rows."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, schema: pa.Schema, insert_sql: str):
+        self.con, self.schema, self.insert_sql = con, schema, insert_sql
+        self.names = schema.names
+        self.cols: list[list] = [[] for _ in self.names]
+        self.rows = 0
+        self.total = 0
+
+    def add(self, *values: Any) -> None:
+        for col, value in zip(self.cols, values, strict=True):
+            col.append(value)
+        self.rows += 1
+        if self.rows >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        table = pa.Table.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(self.cols, self.schema, strict=True)],
+            schema=self.schema,
+        )
+        name = f"kineto_batch_{next(_batch_counter)}"
+        self.con.register(name, table)
+        try:
+            self.con.execute(self.insert_sql.replace("{src}", name))
+        finally:
+            self.con.unregister(name)
+        self.total += self.rows
+        self.cols = [[] for _ in self.names]
+        self.rows = 0
+
+
+def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(n, t) for n, t in cols])
+
+
+I64, I32, STR = pa.int64(), pa.int32(), pa.string()
+
+KERNEL_SCHEMA = _schema(
+    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR),
+    ("correlation_id", I64), ("grid_x", I32), ("grid_y", I32), ("grid_z", I32), ("block_x", I32),
+    ("block_y", I32), ("block_z", I32), ("registers_per_thread", I32),
+)
+MEMOP_SCHEMA = _schema(
+    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR),
+    ("bytes", I64), ("correlation_id", I64),
+)
+API_SCHEMA = _schema(
+    ("tid", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR), ("correlation_id", I64),
+    ("api_class", STR),
+)
+SYNC_SCHEMA = _schema(
+    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("kind", STR),
+    ("correlation_id", I64),
+)
+NVTX_SCHEMA = _schema(("tid", I64), ("start_ns", I64), ("end_ns", I64), ("text", STR))
+GPU_ANNOTATION_SCHEMA = _schema(
+    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("text", STR),
+    ("external_id", I64),
+)
+COMM_SCHEMA = _schema(
+    ("kind", STR), ("correlation_id", I64), ("external_id", I64), ("stream_id", I64), ("start_ns", I64),
+    ("end_ns", I64), ("kernel_name", STR), ("collective", STR), ("dtype", STR), ("in_nelems", I64),
+    ("out_nelems", I64), ("in_split_size", STR), ("out_split_size", STR), ("group_size", I32),
+    ("pg_name", STR), ("pg_desc", STR), ("pg_ranks", STR),
+)
+THREAD_SCHEMA = _schema(("pid", I64), ("tid", I64), ("name", STR))
+
+
+class _TailKeeper:
+    """File wrapper that remembers the last bytes read: the metadata written after traceEvents
+    (e.g. baseTimeNanoseconds) comes for free at the end of the one streaming pass."""
+
+    def __init__(self, fh: IO[bytes], limit: int):
+        self.fh, self.limit = fh, limit
+        self.chunks: list[bytes] = []
+        self.kept = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        if data:
+            self.chunks.append(data)
+            self.kept += len(data)
+            while self.chunks and self.kept - len(self.chunks[0]) >= self.limit:
+                self.kept -= len(self.chunks.pop(0))
+        return data
+
+    def tail(self) -> bytes:
+        return b"".join(self.chunks)[-self.limit :]
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class _Loader:
+    """One file's streaming parse: events -> column batches -> canonical tables."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, rank: int, meta: KinetoMeta,
+                 result: LoadResult):
+        self.con, self.path, self.rank, self.meta, self.result = con, path, rank, meta, result
+        self.tmp = f"kineto_comm_{next(_batch_counter)}"
+        self.skipped: Counter[str] = Counter()
+        self.devices: Counter[int] = Counter()
+        self.host_pids: Counter[int] = Counter()
+        self.reader: _TailKeeper | None = None
+        self.bad = 0
+        r = int(rank)
+        self.kernels = _Batch(con, KERNEL_SCHEMA, f"""
+            INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name, short_name,
+                                 correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                                 registers_per_thread)
+            SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns, name,
+                   regexp_replace(regexp_replace(name, '^void\\s+', ''), '[(<].*$', ''),
+                   correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread
+            FROM {{src}}""")
+        self.memops = _Batch(con, MEMOP_SCHEMA, f"""
+            INSERT INTO memops (rank, device_id, stream_id, start_ns, end_ns, duration_ns, kind, bytes,
+                                src_kind, dst_kind, correlation_id)
+            SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns,
+                   CASE WHEN name LIKE 'Memset%' THEN 'memset'
+                        ELSE nullif(regexp_extract(name, '^Memcpy\\s+(\\w+)', 1), '') END,
+                   bytes,
+                   CASE WHEN name LIKE 'Memset%' THEN NULL
+                        ELSE nullif(trim(regexp_extract(name, '\\(([^()]*?)\\s*->', 1)), '') END,
+                   CASE WHEN name LIKE 'Memset%'
+                        THEN nullif(trim(regexp_extract(name, '\\(([^()]*)\\)', 1)), '')
+                        ELSE nullif(trim(regexp_extract(name, '->\\s*([^()]*)\\)', 1)), '') END,
+                   correlation_id
+            FROM {{src}}""")
+        self.api = _Batch(con, API_SCHEMA, f"""
+            INSERT INTO cuda_api (rank, tid, start_ns, end_ns, duration_ns, name, correlation_id,
+                                  return_value, api_class)
+            SELECT {r}, tid, start_ns, end_ns, end_ns - start_ns, regexp_replace(name, '_v[0-9]{{4,}}$', ''),
+                   correlation_id, NULL, api_class
+            FROM {{src}}""")
+        self.sync = _Batch(con, SYNC_SCHEMA, f"""
+            INSERT INTO sync (rank, device_id, stream_id, start_ns, end_ns, duration_ns, sync_type, event_id,
+                              correlation_id)
+            SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns, kind, NULL, correlation_id
+            FROM {{src}}""")
+        self.nvtx = _Batch(con, NVTX_SCHEMA, f"""
+            INSERT INTO nvtx (rank, tid, start_ns, end_ns, text, domain, event_type, payload)
+            SELECT {r}, tid, start_ns, end_ns, text, 'pytorch', 'push_pop', NULL FROM {{src}}""")
+        self.gpu_ann = _Batch(con, GPU_ANNOTATION_SCHEMA, f"""
+            INSERT INTO kineto_gpu_annotations
+            SELECT {r}, device_id, stream_id, start_ns, end_ns, text, external_id FROM {{src}}""")
+        self.comm = _Batch(con, COMM_SCHEMA, f"INSERT INTO {self.tmp} SELECT * FROM {{src}}")
+        self.threads = _Batch(con, THREAD_SCHEMA, f"INSERT INTO {self.tmp}_threads SELECT * FROM {{src}}")
+        self.handlers = {
+            "kernel": self.on_kernel,
+            "gpu_memcpy": self.on_memop,
+            "gpu_memset": self.on_memop,
+            "cuda_runtime": self.on_api,
+            "cuda_driver": self.on_api,
+            "cuda_sync": self.on_sync,
+            "user_annotation": self.on_annotation,
+            "gpu_user_annotation": self.on_gpu_annotation,
+            "cpu_op": self.on_cpu_op,
+        }
+
+    # -- per-event handlers (the only Python loop) ---------------------------------------------
+    def _span(self, ev: dict) -> tuple[int, int] | None:
+        start = _ns(ev.get("ts"))
+        dur = _ns(ev.get("dur"))
+        if start is None or dur is None:
+            self.bad += 1
+            return None
+        return start, start + dur
+
+    def on_kernel(self, ev: dict) -> None:
+        span = self._span(ev)
+        if span is None:
+            return
+        a = ev.get("args") or {}
+        device = _int(a.get("device"))
+        if device is None:
+            device = _int(ev.get("pid"))
+        if device is not None:
+            self.devices[device] += 1
+        grid, block = a.get("grid"), a.get("block")
+        name = ev.get("name")
+        corr = _int(a.get("correlation"))
+        stream = _int(a.get("stream"))
+        self.kernels.add(
+            device, stream, span[0], span[1], name, corr,
+            _dim(grid, 0), _dim(grid, 1), _dim(grid, 2), _dim(block, 0), _dim(block, 1), _dim(block, 2),
+            _int(a.get("registers per thread")),
+        )
+        if "Collective name" in a or (isinstance(name, str) and "nccl" in name):
+            self._comm("kernel", a, corr, _int(a.get("External id")), stream, span, name)
+
+    def _comm(self, kind: str, a: dict, corr: int | None, ext: int | None, stream: int | None,
+              span: tuple[int, int] | None, name: str | None) -> None:
+        self.comm.add(
+            kind, corr, ext, stream, span[0] if span else None, span[1] if span else None, name,
+            _text(a.get("Collective name")), _text(a.get("dtype")), _int(a.get("In msg nelems")),
+            _int(a.get("Out msg nelems")), _text(a.get("In split size")), _text(a.get("Out split size")),
+            _int(a.get("Group size")), _text(a.get("Process Group Name")),
+            _text(a.get("Process Group Description")), _text(a.get("Process Group Ranks")),
+        )
+
+    def on_memop(self, ev: dict) -> None:
+        span = self._span(ev)
+        if span is None:
+            return
+        a = ev.get("args") or {}
+        device = _int(a.get("device"))
+        if device is not None:
+            self.devices[device] += 1
+        self.memops.add(
+            device, _int(a.get("stream")), span[0], span[1], ev.get("name"), _int(a.get("bytes")),
+            _int(a.get("correlation")),
+        )
+
+    def on_api(self, ev: dict) -> None:
+        span = self._span(ev)
+        if span is None:
+            return
+        a = ev.get("args") or {}
+        pid = ev.get("pid")
+        if type(pid) is int:
+            self.host_pids[pid] += 1
+        self.api.add(
+            _int(ev.get("tid")), span[0], span[1], ev.get("name"), _int(a.get("correlation")),
+            "runtime" if ev.get("cat") == "cuda_runtime" else "driver",
+        )
+
+    def on_sync(self, ev: dict) -> None:
+        span = self._span(ev)
+        if span is None:
+            return
+        a = ev.get("args") or {}
+        kind = a.get("cuda_sync_kind") or ev.get("name")
+        self.sync.add(
+            _int(a.get("device")), _int(a.get("stream")), span[0], span[1], SYNC_KINDS.get(kind, "unknown"),
+            _int(a.get("correlation")),
+        )
+
+    def on_annotation(self, ev: dict) -> None:
+        span = self._span(ev)
+        if span is None:
+            return
+        self.nvtx.add(_int(ev.get("tid")), span[0], span[1], _text(ev.get("name")))
+
+    def on_gpu_annotation(self, ev: dict) -> None:
+        span = self._span(ev)
+        if span is None:
+            return
+        a = ev.get("args") or {}
+        device = _int(a.get("device"))
+        if device is None:
+            device = _int(ev.get("pid"))
+        self.gpu_ann.add(device, _int(ev.get("tid")), span[0], span[1], _text(ev.get("name")),
+                         _int(a.get("External id")))
+
+    def on_cpu_op(self, ev: dict) -> None:
+        name = ev.get("name")
+        if name == "record_param_comms":
+            a = ev.get("args") or {}
+            if "Collective name" in a:
+                self._comm("cpu_op", a, None, _int(a.get("External id")), None, None, None)
+            self.skipped["cpu_op"] += 1
+        elif isinstance(name, str) and name.startswith("ProfilerStep#") and _STEP_NAME.match(name):
+            self.on_annotation(ev)
+        else:
+            self.skipped["cpu_op"] += 1
+
+    def on_metadata(self, ev: dict) -> None:
+        if ev.get("name") == "thread_name":
+            name = (ev.get("args") or {}).get("name")
+            self.threads.add(_int(ev.get("pid")), _int(ev.get("tid")), _text(name))
+        else:
+            self.skipped["metadata (ph M)"] += 1
+
+    # -- the pass ------------------------------------------------------------------------------
+    def events(self) -> Iterator[dict]:
+        import ijson  # imported here so that sniff/probe work without it
+
+        fh = _TailKeeper(_open(self.path), TAIL_BYTES)
+        self.reader = fh
+        try:
+            yield from ijson.items(fh, "traceEvents.item", buf_size=READ_CHUNK)
+        finally:
+            fh.close()
+
+    def run(self) -> None:
+        columns = ", ".join(f"{f.name} {_duck(f.type)}" for f in COMM_SCHEMA)
+        self.con.execute(f"CREATE TEMP TABLE {self.tmp} ({columns})")
+        self.con.execute(f"CREATE TEMP TABLE {self.tmp}_threads (pid BIGINT, tid BIGINT, name VARCHAR)")
+        try:
+            self._stream()
+            for batch in (self.kernels, self.memops, self.api, self.sync, self.nvtx, self.gpu_ann,
+                          self.comm, self.threads):
+                batch.flush()
+            self._finish()
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {self.tmp}")
+            self.con.execute(f"DROP TABLE IF EXISTS {self.tmp}_threads")
+
+    def _stream(self) -> None:
+        import ijson
+
+        handlers = self.handlers
+        skipped = self.skipped
+        try:
+            for ev in self.events():
+                if type(ev) is not dict:
+                    skipped["non-object entries"] += 1
+                    continue
+                handler = handlers.get(ev.get("cat"))
+                if handler is not None:
+                    handler(ev)
+                elif ev.get("ph") == "M":
+                    self.on_metadata(ev)
+                else:
+                    skipped[str(ev.get("cat") or f"ph {ev.get('ph')}")] += 1
+        except ijson.JSONError as exc:
+            raise BadInput(f"the Kineto trace is not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise BadInput(f"the Kineto trace is truncated or corrupt ({exc})") from None
+
+    def _finish(self) -> None:
+        r = int(self.rank)
+        self.con.execute(f"""
+            INSERT INTO kineto_collectives
+            WITH ops AS (
+                SELECT * FROM {self.tmp} WHERE kind = 'cpu_op' AND external_id IS NOT NULL
+                QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY collective) = 1
+            ),
+            k AS (SELECT * FROM {self.tmp} WHERE kind = 'kernel'),
+            m AS (
+                SELECT k.correlation_id, k.external_id, k.stream_id, k.start_ns, k.end_ns, k.kernel_name,
+                       CASE WHEN k.collective IS NOT NULL THEN 'kernel-args' ELSE 'record_param_comms' END
+                           AS source,
+                       CASE WHEN k.collective IS NOT NULL THEN k ELSE ops END AS a
+                FROM k LEFT JOIN ops ON k.collective IS NULL AND ops.external_id = k.external_id
+                WHERE k.collective IS NOT NULL OR ops.collective IS NOT NULL
+            )
+            SELECT {r}, correlation_id, external_id, stream_id, start_ns, end_ns, kernel_name,
+                   a.collective, a.dtype, d.bytes, a.in_nelems, a.out_nelems,
+                   a.in_nelems * d.bytes, a.out_nelems * d.bytes, a.in_split_size, a.out_split_size,
+                   a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source
+            FROM m LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS dtype, unnest(?::INTEGER[]) AS bytes) d
+              ON d.dtype = a.dtype
+            """, [list(DTYPE_BYTES), list(DTYPE_BYTES.values())])
+        if self.meta.host_pid is None and self.host_pids:
+            self.meta.host_pid = self.host_pids.most_common(1)[0][0]
+        host_pid = self.meta.host_pid
+        where = f"WHERE pid = {int(host_pid)}" if host_pid is not None else ""
+        self.con.execute(
+            f"INSERT INTO threads SELECT DISTINCT {r}, tid, name FROM {self.tmp}_threads {where}"
+        )
+        self._gpus()
+        self._tail_metadata()
+        self._report()
+
+    def _tail_metadata(self) -> None:
+        """Keys after traceEvents that probe() did not read (it reads a gzip's tail only when needed)."""
+        if self.reader is None or self.meta.base_time_ns is not None:
+            return
+        extra = _tail_meta(self.reader.tail()) or {}
+        base = extra.get("baseTimeNanoseconds")
+        if isinstance(base, int):
+            self.meta.base_time_ns = base
+
+    def _gpus(self) -> None:
+        proc_device = self.meta.device_id
+        if self.devices:
+            main = self.devices.most_common(1)[0][0]
+            if proc_device is None or proc_device not in self.devices:
+                self.meta.device_id = proc_device = main
+            if len(self.devices) > 1:
+                self.result.warnings.append(
+                    f"GPU work on {len(self.devices)} devices ({', '.join(map(str, sorted(self.devices)))}) "
+                    "in one trace: all of it is attributed to one rank"
+                )
+        props = self.meta.device_properties()
+        rows = []
+        for dev in sorted(set(self.devices) | ({proc_device} if proc_device is not None else set())):
+            p = props.get(dev, {})
+            rows.append((
+                self.rank, dev, p.get("name"), _int(p.get("numSms")), None, None,
+                _int(p.get("totalGlobalMem")), _int(p.get("computeMajor")), _int(p.get("computeMinor")),
+                None, None, "kineto" if p else "unknown",
+            ))
+        if not rows:
+            rows.append((self.rank, None, None, None, None, None, None, None, None, None, None, "unknown"))
+        self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def _report(self) -> None:
+        counts = self.result.counts
+        batches = (("kernels", self.kernels), ("memops", self.memops), ("cuda_api", self.api),
+                   ("sync", self.sync), ("nvtx", self.nvtx), ("kineto_gpu_annotations", self.gpu_ann))
+        for table, batch in batches:
+            counts[table] = counts.get(table, 0) + batch.total
+        counts["kineto_collectives"] = self.con.execute(
+            "SELECT count(*) FROM kineto_collectives WHERE rank = ?", [self.rank]
+        ).fetchone()[0]
+        for what, n in sorted(self.skipped.items()):
+            self.result.skipped.append(f"{what}: {n} events (not used by nsight-analyze)")
+        if self.bad:
+            self.result.warnings.append(f"{self.bad} events without ts/dur were not loaded")
+
+
+def _duck(t: pa.DataType) -> str:
+    return {I64: "BIGINT", I32: "INTEGER", STR: "VARCHAR"}[t]
+
+
+def load(
+    con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[int, int], probe: Probe
+) -> LoadResult:
+    meta: KinetoMeta = probe.context if isinstance(probe.context, KinetoMeta) else read_meta(path)
+    if len(set(ranks.values())) != 1:
+        raise BadInput("a Kineto trace holds exactly one rank")
+    rank = next(iter(ranks.values()))
+    result = LoadResult(warnings=list(probe.warnings))
+    try:
+        _Loader(con, path, rank, meta, result).run()
+    except duckdb.Error as exc:
+        raise BadInput(f"failed while loading events ({str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read the Kineto trace ({exc})") from None
+    # Device, host pid and time base are only certain after the full pass; the ingest inserts
+    # the ranks row after load(), from this Process.
+    if probe.processes:
+        proc = probe.processes[0]
+        if proc.pid is None:
+            proc.pid = meta.host_pid
+        if meta.base_time_ns is not None:
+            proc.session_start_utc_ns = meta.base_time_ns
+        if proc.device_id is None and meta.device_id is not None:
+            proc.device_id = meta.device_id
+        if proc.gpu_name is None and meta.device_id is not None:
+            proc.gpu_name = meta.device_properties().get(meta.device_id, {}).get("name")
+    return result

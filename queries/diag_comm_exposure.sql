@@ -1,0 +1,52 @@
+-- diag_comm_exposure: every communication operation with how much of it was exposed, and why.
+-- Why: exposed communication (comms running while no compute/memory/other work runs) is only
+-- partly recoverable by better overlap: the part spent waiting for a late rank belongs to load
+-- imbalance, and the transfer of the step's last collective has no later compute to hide behind.
+-- Columns:
+--   rank INTEGER, step BIGINT (the diag_windows step whose window holds the start; NULL = whole
+--   capture), bucket BIGINT (0-based ordinal of the operation in the rank's step, by start),
+--   op VARCHAR (NCCL collective from nccl_kernels, else the op name), name VARCHAR,
+--   start_ns, end_ns, duration_ns BIGINT ns, wait_ns BIGINT ns (time from its arrival to the last
+--   participant's arrival, from merge_coll_members; 0 when unmatched), exposed_ns BIGINT ns
+--   (part of the operation covered by no compute/memory/other operation of the rank),
+--   exposed_wait_ns BIGINT ns (exposed part inside [start, start + wait)), is_last BOOLEAN (the
+--   operation ending last in its rank's step).
+-- Definition: exposed segments = tp_segments with n > 0 and c = m = o = 0; each comms operation of
+--   gpu_ops is intersected with them (range join per rank). Concurrent comms operations each count
+--   the shared exposed time.
+CREATE OR REPLACE VIEW diag_comm_exposure AS
+WITH w AS (SELECT DISTINCT d.rank, d.step, s.start_ns, s.end_ns
+           FROM diag_windows d
+           JOIN (SELECT rank, step, start_ns, end_ns FROM steps
+                 UNION ALL SELECT rank, NULL, start_ns, end_ns FROM tp_capture) s
+             ON s.rank = d.rank AND s.step IS NOT DISTINCT FROM d.step),
+ops AS (
+    SELECT g.rank, w.step, g.start_ns, g.end_ns, g.end_ns - g.start_ns AS duration_ns, g.name,
+           g.correlation_id,
+           coalesce(nk.collective, g.name) AS op,
+           coalesce(least(greatest(mc.last_arrive_ns - mc.arrive_ns, 0), g.end_ns - g.start_ns), 0) AS wait_ns
+    FROM gpu_ops g
+    JOIN w ON w.rank = g.rank AND g.start_ns >= w.start_ns AND g.start_ns < w.end_ns
+    LEFT JOIN nccl_kernels nk ON nk.rank = g.rank AND nk.correlation_id = g.correlation_id
+                              AND nk.start_ns = g.start_ns
+    LEFT JOIN merge_coll_members mc ON mc.rank = g.rank AND mc.correlation_id = g.correlation_id
+    WHERE g.category = 'comms' AND g.end_ns > g.start_ns
+),
+seg AS (SELECT rank, start_ns, end_ns FROM tp_segments WHERE n > 0 AND c = 0 AND m = 0 AND o = 0),
+ex AS (
+    SELECT o.rank, o.start_ns, o.end_ns, o.correlation_id,
+           sum(least(s.end_ns, o.end_ns) - greatest(s.start_ns, o.start_ns)) AS exposed_ns,
+           sum(greatest(least(s.end_ns, o.start_ns + o.wait_ns) - greatest(s.start_ns, o.start_ns), 0))
+               AS exposed_wait_ns
+    FROM ops o JOIN seg s ON s.rank = o.rank AND s.start_ns < o.end_ns AND s.end_ns > o.start_ns
+    GROUP BY ALL
+)
+SELECT o.rank, o.step,
+       row_number() OVER (PARTITION BY o.rank, o.step ORDER BY o.start_ns, o.correlation_id) - 1 AS bucket,
+       o.op, o.name, o.start_ns, o.end_ns, o.duration_ns, o.wait_ns,
+       CAST(coalesce(ex.exposed_ns, 0) AS BIGINT) AS exposed_ns,
+       CAST(coalesce(ex.exposed_wait_ns, 0) AS BIGINT) AS exposed_wait_ns,
+       row_number() OVER (PARTITION BY o.rank, o.step ORDER BY o.end_ns DESC, o.correlation_id DESC) = 1 AS is_last
+FROM ops o
+LEFT JOIN ex ON ex.rank = o.rank AND ex.start_ns = o.start_ns AND ex.end_ns = o.end_ns
+            AND ex.correlation_id IS NOT DISTINCT FROM o.correlation_id;

@@ -1,0 +1,68 @@
+-- launch_stats: how fast each rank's host feeds its GPU (one row per rank with kernels).
+-- Why: small kernels whose launch costs more than they run make a GPU launch-bound; latency and
+-- queue depth tell whether the host keeps ahead of the GPU (deep queue) or not (depth ~ 0).
+-- Columns: rank INTEGER, kernels BIGINT, launched_kernels BIGINT (with a launch call found),
+--   launch_latency_p50_ns, launch_latency_p95_ns BIGINT ns (kernel start - end of its launch call;
+--   negative when the kernel starts before the call returns; discrete quantiles),
+--   cpu_launch_ns BIGINT ns (summed duration of the kernels' launch calls),
+--   gpu_kernel_ns BIGINT ns (summed kernel durations), cpu_gpu_ratio DOUBLE (cpu / gpu),
+--   short_kernel_pct DOUBLE % (kernels shorter than 10 us),
+--   launch_bound_pct DOUBLE % (launched kernels shorter than their own launch call),
+--   queue_depth_max BIGINT, queue_depth_mean DOUBLE (time-weighted over the span of the events).
+-- Definition: launch call = cuda_api row with the same rank and correlation_id. Queue depth
+--   (as HTA): +1 at the start of the launch call of each GPU operation (kernels and memops),
+--   -1 when that operation starts on the GPU.
+CREATE OR REPLACE VIEW launch_stats AS
+WITH k AS (
+    SELECT o.rank, o.duration_ns, a.start_ns AS a_start, a.end_ns AS a_end, o.start_ns
+    FROM gpu_ops AS o
+    LEFT JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
+    WHERE o.op = 'kernel'
+),
+per_rank AS (
+    SELECT
+        rank,
+        count(*) AS kernels,
+        count(a_start) AS launched_kernels,
+        quantile_disc(start_ns - a_end, 0.5) AS launch_latency_p50_ns,
+        quantile_disc(start_ns - a_end, 0.95) AS launch_latency_p95_ns,
+        coalesce(sum(a_end - a_start), 0) AS cpu_launch_ns,
+        sum(duration_ns) AS gpu_kernel_ns,
+        100.0 * count(*) FILTER (WHERE duration_ns < 10000) / count(*) AS short_kernel_pct,
+        100.0 * count(*) FILTER (WHERE duration_ns < a_end - a_start) / nullif(count(a_start), 0)
+            AS launch_bound_pct
+    FROM k
+    GROUP BY rank
+),
+ev AS (
+    SELECT o.rank, a.start_ns AS ts, 1 AS d
+    FROM gpu_ops AS o JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
+    UNION ALL
+    SELECT o.rank, o.start_ns, -1
+    FROM gpu_ops AS o JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
+),
+depth AS (
+    SELECT rank, ts,
+           sum(sum(d)) OVER (PARTITION BY rank ORDER BY ts ROWS UNBOUNDED PRECEDING) AS depth,
+           lead(ts) OVER (PARTITION BY rank ORDER BY ts) - ts AS dt
+    FROM ev
+    GROUP BY rank, ts
+),
+queue AS (
+    SELECT rank, max(depth) AS queue_depth_max,
+           sum(depth * dt) / nullif(sum(dt), 0) AS queue_depth_mean
+    FROM depth
+    GROUP BY rank
+)
+SELECT
+    p.rank, p.kernels, p.launched_kernels,
+    p.launch_latency_p50_ns::BIGINT AS launch_latency_p50_ns,
+    p.launch_latency_p95_ns::BIGINT AS launch_latency_p95_ns,
+    p.cpu_launch_ns::BIGINT AS cpu_launch_ns,
+    p.gpu_kernel_ns::BIGINT AS gpu_kernel_ns,
+    p.cpu_launch_ns / nullif(p.gpu_kernel_ns, 0)::DOUBLE AS cpu_gpu_ratio,
+    p.short_kernel_pct, p.launch_bound_pct,
+    q.queue_depth_max::BIGINT AS queue_depth_max,
+    q.queue_depth_mean::DOUBLE AS queue_depth_mean
+FROM per_rank AS p
+LEFT JOIN queue AS q USING (rank);

@@ -1,0 +1,69 @@
+-- merge_rank_rollup_of(tp, imb): one row per rank: where it sits in time, how much it computes, who waits for whom.
+-- Why: the `ranks` command and the report need, per rank, the alignment it got, its
+-- compute time, the collective wait it suffered and caused, and whether it is the
+-- straggler, side by side.
+-- Input: tp = name of a relation (rank, step, compute_ns) like time_partition; imb = name of
+--   merge_imbalance_of(tp)'s result (both strings; CTE names work).
+-- Columns:
+--   rank INTEGER, host VARCHAR, device_id INTEGER, gpu_name VARCHAR
+--   clock_offset_ns    BIGINT ns  offset added to the rank's file times (ranks.clock_offset_ns)
+--   alignment_method   VARCHAR    session-start | collectives | none
+--   residual_p50_ns    BIGINT ns  median |aligned end - instance median end| over its matched collectives
+--   residual_p95_ns    BIGINT ns  95th percentile of the same
+--   compute_ns         BIGINT ns  time_partition.compute_ns of the whole capture (step NULL)
+--   collectives        BIGINT     matched collective instances it took part in
+--   unmatched          BIGINT     its NCCL kernels that no other rank matched
+--   wait_suffered_ns   BIGINT ns  sum of its collective_waits.wait_ns
+--   wait_caused_ns     BIGINT ns  sum of the other ranks' waits in instances where it arrived last
+--   times_last         BIGINT     matched instances where it arrived last
+--   times_slowest      BIGINT     steps (imbalance) where it had the most compute
+--   verdict            VARCHAR    job-wide: balanced | persistent | rotating | unknown
+--   straggler          BOOLEAN    it is the persistent straggler
+CREATE OR REPLACE MACRO merge_rank_rollup_of(tp, imb) AS TABLE
+WITH mr_resid AS (
+    SELECT
+        rank,
+        CAST(ROUND(QUANTILE_DISC(ABS(aligned_end_ns - median_end_ns), 0.5) FILTER (WHERE n_ranks >= 2)) AS BIGINT) AS p50,
+        CAST(ROUND(QUANTILE_DISC(ABS(aligned_end_ns - median_end_ns), 0.95) FILTER (WHERE n_ranks >= 2)) AS BIGINT) AS p95,
+        COUNT(*) FILTER (WHERE n_ranks >= 2) AS collectives,
+        COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched
+    FROM merge_coll_members
+    GROUP BY rank
+),
+mr_suffered AS (
+    SELECT rank, SUM(wait_ns) AS wait_suffered_ns FROM collective_waits GROUP BY rank
+),
+mr_caused AS (
+    SELECT last_rank AS rank, SUM(wait_ns) AS wait_caused_ns, COUNT(DISTINCT coll_id) AS times_last
+    FROM collective_waits
+    GROUP BY last_rank
+),
+mr_slowest AS (
+    SELECT slowest_rank AS rank, COUNT(*) AS times_slowest
+    FROM query_table(imb) WHERE step IS NOT NULL AND ranks >= 2
+    GROUP BY slowest_rank
+),
+mr_comp AS (
+    SELECT rank, compute_ns FROM query_table(tp) WHERE step IS NULL
+)
+SELECT
+    r.rank, c.host, r.device_id, r.gpu_name, c.clock_offset_ns, c.alignment_method,
+    mr_resid.p50 AS residual_p50_ns, mr_resid.p95 AS residual_p95_ns,
+    mr_comp.compute_ns::BIGINT AS compute_ns,
+    COALESCE(mr_resid.collectives, 0) AS collectives,
+    COALESCE(mr_resid.unmatched, 0) AS unmatched,
+    COALESCE(mr_suffered.wait_suffered_ns, 0)::BIGINT AS wait_suffered_ns,
+    COALESCE(mr_caused.wait_caused_ns, 0)::BIGINT AS wait_caused_ns,
+    COALESCE(mr_caused.times_last, 0) AS times_last,
+    COALESCE(mr_slowest.times_slowest, 0) AS times_slowest,
+    v.verdict,
+    COALESCE(r.rank = v.straggler_rank, FALSE) AS straggler
+FROM ranks AS r
+JOIN merge_rank_clock AS c ON c.rank = r.rank
+LEFT JOIN mr_resid ON mr_resid.rank = r.rank
+LEFT JOIN mr_suffered ON mr_suffered.rank = r.rank
+LEFT JOIN mr_caused ON mr_caused.rank = r.rank
+LEFT JOIN mr_slowest ON mr_slowest.rank = r.rank
+LEFT JOIN mr_comp ON mr_comp.rank = r.rank
+CROSS JOIN merge_verdict_of(imb) AS v
+ORDER BY r.rank;

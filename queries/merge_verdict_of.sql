@@ -1,0 +1,73 @@
+-- merge_verdict_of(imb): one row, the job's imbalance verdict and its straggler's cost.
+-- Input: table/view/CTE name (string) with the columns of `imbalance`.
+-- Why: a slowest rank exists in every step by definition; only a step spread above the
+-- threshold, dominated by one rank, justifies calling that rank a straggler.
+-- Definition (thresholds in `settings`, defaults in brackets):
+--   steps used: rows of `imbalance` with a step number and >= 2 ranks (the whole-capture
+--   row when there are no steps). A step is imbalanced when NOT balanced (ratio >=
+--   imbalance_balanced_ratio [1.05]).
+--   verdict = 'unknown'    no step with >= 2 ranks;
+--             'balanced'   median ratio over steps < imbalance_balanced_ratio;
+--             'persistent' one rank is the slowest in more than straggler_persistent_share [0.5]
+--                          of the imbalanced steps;
+--             'rotating'   otherwise.
+-- Columns:
+--   verdict VARCHAR; steps BIGINT; imbalanced_steps BIGINT; median_ratio DOUBLE;
+--   top_rank INTEGER (most often slowest among imbalanced steps), top_share DOUBLE (0..1);
+--   straggler_rank INTEGER (top_rank when persistent, else NULL);
+--   straggler_delay_ns BIGINT ns: sum over the steps where straggler_rank is slowest of
+--     (its compute - mean compute of the other ranks) = wall time the job loses to it;
+--   straggler_wait_gpu_ns BIGINT GPU-ns: sum of wait_gpu_ns over the same steps.
+CREATE OR REPLACE MACRO merge_verdict_of(imb) AS TABLE
+WITH mv_stepped AS (
+    SELECT * FROM query_table(imb) WHERE step IS NOT NULL AND ranks >= 2
+),
+mv_used AS (
+    SELECT * FROM mv_stepped
+    UNION ALL
+    SELECT * FROM query_table(imb)
+    WHERE step IS NULL AND ranks >= 2 AND NOT EXISTS (SELECT 1 FROM mv_stepped)
+),
+mv_thresholds AS (
+    SELECT
+        COALESCE((SELECT TRY_CAST(value AS DOUBLE) FROM settings WHERE key = 'imbalance_balanced_ratio'), 1.05)
+            AS balanced_ratio,
+        COALESCE((SELECT TRY_CAST(value AS DOUBLE) FROM settings WHERE key = 'straggler_persistent_share'), 0.5)
+            AS persistent_share
+),
+mv_summary AS (
+    SELECT COUNT(*) AS steps, COUNT(*) FILTER (WHERE NOT balanced) AS imbalanced_steps, MEDIAN(ratio) AS median_ratio
+    FROM mv_used
+),
+mv_top AS (
+    SELECT slowest_rank AS top_rank, COUNT(*) AS n
+    FROM mv_used WHERE NOT balanced
+    GROUP BY slowest_rank
+    ORDER BY n DESC, slowest_rank
+    LIMIT 1
+),
+mv_verdict AS (
+    SELECT
+        s.steps, s.imbalanced_steps, s.median_ratio, mv_top.top_rank,
+        mv_top.n / NULLIF(s.imbalanced_steps, 0) AS top_share,
+        CASE
+            WHEN s.steps = 0 THEN 'unknown'
+            WHEN s.median_ratio < t.balanced_ratio THEN 'balanced'
+            WHEN mv_top.n > t.persistent_share * s.imbalanced_steps THEN 'persistent'
+            ELSE 'rotating'
+        END AS verdict
+    FROM mv_summary AS s CROSS JOIN mv_thresholds AS t LEFT JOIN mv_top ON TRUE
+),
+mv_cost AS (
+    SELECT
+        SUM(u.max_compute_ns - (u.ranks * u.mean_compute_ns - u.max_compute_ns) / (u.ranks - 1)) AS delay,
+        SUM(u.wait_gpu_ns) AS wait_gpu
+    FROM mv_used AS u, mv_verdict AS v
+    WHERE v.verdict = 'persistent' AND u.slowest_rank = v.top_rank
+)
+SELECT
+    v.verdict, v.steps, v.imbalanced_steps, v.median_ratio, v.top_rank::INTEGER AS top_rank, v.top_share,
+    CASE WHEN v.verdict = 'persistent' THEN v.top_rank END::INTEGER AS straggler_rank,
+    CAST(ROUND(c.delay) AS BIGINT) AS straggler_delay_ns,
+    c.wait_gpu::BIGINT AS straggler_wait_gpu_ns
+FROM mv_verdict AS v CROSS JOIN mv_cost AS c;

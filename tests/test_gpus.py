@@ -1,0 +1,191 @@
+"""GPU peak table, name matching, derivation and the per-rank resolution.
+
+Expected numbers come from ../shared/docs/gpu-peaks.md (read from its table where the doc
+is present, else the values are stated below with the section they come from), never from
+nsight_analyze's own output.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+from conftest import SHARED
+
+from nsight_analyze import gpus
+from nsight_analyze.cli import main
+from nsight_analyze.workspace import open_workspace
+
+DOC = SHARED / "docs" / "gpu-peaks.md"
+
+# gpu-peaks.md §2.1 rows (dense TFLOP/s; memory GB/s), used when the doc is not beside the project.
+STATED = {
+    "NVIDIA H100 80GB HBM3": {"fp64": 33.5, "fp64_tc": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4,
+                              "fp8": 1978.9, "int8": 1978.9, "mem": 3350},
+    "NVIDIA A100-SXM4-80GB": {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312,
+                              "int8": 624, "mem": 2039},
+    "NVIDIA H200": {"fp64": 33.5, "fp64_tc": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4,
+                    "fp8": 1978.9, "int8": 1978.9, "mem": 4800},
+    "Tesla V100-SXM2-16GB": {"fp64": 7.8, "fp32": 15.7, "fp16": 125, "mem": 900},
+}
+DOC_ROWS = {
+    "NVIDIA H100 80GB HBM3": "| NVIDIA H100 80GB HBM3 (H100 SXM5)",
+    "NVIDIA A100-SXM4-80GB": "| NVIDIA A100-SXM4-80GB |",
+    "NVIDIA H200": "| NVIDIA H200 (SXM)",
+    "Tesla V100-SXM2-16GB": "| Tesla V100-SXM2-16GB / -32GB",
+}
+COLS = ["fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp8", "int8", "mem"]
+
+
+def _first_number(cell: str) -> float | None:
+    match = re.search(r"\d+(\.\d+)?", cell.replace("**", ""))
+    return float(match.group(0)) if match else None
+
+
+def doc_row(prefix: str) -> dict[str, float]:
+    """Parse one row of gpu-peaks.md §2.1: FP64 | FP64 TC | FP32 | TF32 | 16b | FP8 | INT8 | Mem BW."""
+    for line in DOC.read_text().splitlines():
+        if line.startswith(prefix):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            values = cells[3:11]  # after name, SMs, boost
+            out = {}
+            for col, cell in zip(COLS, values, strict=True):
+                if cell in ("—", "") or cell.startswith("("):
+                    continue
+                out[col] = _first_number(cell)
+            return out
+    raise AssertionError(f"row {prefix!r} not found in {DOC}")
+
+
+@pytest.mark.parametrize("name", list(STATED))
+def test_dense_peaks_equal_the_datasheet_numbers(name: str) -> None:
+    expected = doc_row(DOC_ROWS[name]) if DOC.exists() else STATED[name]
+    if "Tesla V100" in name:  # the doc's 16b column holds the FP16 figure (no BF16 on Volta)
+        expected["fp16"] = expected.pop("bf16", STATED[name]["fp16"])
+    peak = gpus.lookup(name)
+    assert peak is not None and peak.source == "table"
+    for col, value in expected.items():
+        if col == "mem":
+            assert peak.mem_bw_gbs == pytest.approx(value), (name, col)
+        else:
+            assert peak.tflops[col] == pytest.approx(value), (name, col)
+    assert peak.peak_flops("bf16") == pytest.approx((expected.get("bf16") or expected.get("fp16")) * 1e12)
+
+
+def test_doc_and_stated_numbers_agree() -> None:
+    """Guards the fallback values above against drifting from the doc."""
+    if not DOC.exists():
+        pytest.skip("../shared/docs/gpu-peaks.md is absent")
+    for name, prefix in DOC_ROWS.items():
+        row = doc_row(prefix)
+        for col, value in STATED[name].items():
+            key = "bf16" if (col == "fp16" and "V100" in name) else col
+            assert row[key] == pytest.approx(value), (name, col)
+
+
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("NVIDIA GH200 480GB", "NVIDIA GH200 480GB"),  # contains H200
+        ("NVIDIA H200", "NVIDIA H200"),
+        ("NVIDIA H200 NVL", "NVIDIA H200 NVL"),
+        ("NVIDIA A10G", "NVIDIA A10G"),  # A10 is a substring
+        ("NVIDIA A10", "NVIDIA A10"),
+        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),
+        ("NVIDIA GB200", "NVIDIA GB200"),  # contains B200
+        ("NVIDIA B200", "NVIDIA B200"),
+        ("NVIDIA L4", "NVIDIA L4"),
+        ("NVIDIA L40S", "NVIDIA L40S"),  # L4 is a substring
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
+        ("NVIDIA H20", "NVIDIA H20"),
+    ],
+)
+def test_most_specific_name_wins(name: str, model: str) -> None:
+    peak = gpus.lookup(name)
+    assert peak is not None and peak.model == model
+
+
+def test_specific_values_that_substring_matching_gets_wrong() -> None:
+    # gpu-peaks.md §1.4: GB200 2.5 PF vs B200 2.25 PF; A10G 70 (flagged) vs A10 125.
+    assert gpus.lookup("NVIDIA GB200").tflops["bf16"] == 2500
+    assert gpus.lookup("NVIDIA B200").tflops["bf16"] == 2250
+    assert gpus.lookup("NVIDIA A10G").tflops["bf16"] == 70
+    assert gpus.lookup("NVIDIA A10").tflops["bf16"] == 125
+    assert gpus.lookup("NVIDIA GeForce RTX 3080") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "sms", "clock_hz", "cc", "precision", "expected"),
+    [
+        # gpu-peaks.md §2.2 / §3 checks (dense TFLOP/s)
+        ("NVIDIA H200", 132, 1.98e9, (9, 0), "bf16", 989.4),  # after the 1830/1980 derate
+        ("NVIDIA H200", 132, 1.98e9, (9, 0), "fp32", 66.9),  # non-tensor: boost clock
+        ("NVIDIA A100-SXM4-80GB", 108, 1.41e9, (8, 0), "bf16", 311.9),
+        ("NVIDIA GeForce RTX 3080", 68, 1.71e9, (8, 6), "bf16", 59.5),  # GeForce half rate
+        ("NVIDIA GeForce RTX 4070 SUPER", 56, 2.505e9, (8, 9), "bf16", 71.8),
+        ("Quadro RTX 6000", 72, 1.77e9, (7, 5), "fp16", 130.5),  # pro fuse: full rate
+        ("NVIDIA A10", 72, 1.695e9, (8, 6), "bf16", 125.0),
+        ("Tesla T4", 40, 1.59e9, (7, 5), "fp16", 65.1),
+    ],
+)
+def test_derivation_reproduces_published_values(name, sms, clock_hz, cc, precision, expected) -> None:
+    peak = gpus.derive(name, sms, clock_hz, *cc)
+    assert peak is not None and peak.source == "derived"
+    assert peak.tflops[precision] == pytest.approx(expected, abs=0.1)
+
+
+def test_unknown_gpu_resolution_order() -> None:
+    derived = gpus.resolve("NVIDIA GeForce RTX 3080", 68, 1.71e9, 8, 6)
+    assert derived.source == "derived" and "GeForce" in derived.reason
+    env = gpus.resolve(None, env_hints={"PEAK_FLOPS_PER_GPU": "989e12"}, families=["ampere"])
+    assert env.source == "assumed" and env.peak_flops() == pytest.approx(989e12)
+    fam = gpus.resolve(None, families=["ampere", "hopper"])
+    assert fam.source == "assumed" and fam.tflops["bf16"] == 989.4 and "hopper" in fam.reason
+    none = gpus.resolve(None)
+    assert none.source == "unknown" and none.peak_flops() is None and "--peak-tflops" in none.reason
+    override = gpus.resolve("NVIDIA H100 80GB HBM3", peak_tflops=500)
+    assert override.source == "override" and override.peak_flops() == 500e12
+    assert gpus.parse_env_hint("PEAK_TFLOPS", "989") == pytest.approx(989e12)
+
+
+def _workspace(tmp_path):
+    con = open_workspace(tmp_path / "ws.duckdb")
+    con.execute(
+        "INSERT INTO ranks (rank, file_id, device_id, gpu_name) VALUES (0, 1, 0, 'NVIDIA H100 80GB HBM3'),"
+        " (1, 2, 0, NULL), (2, 3, 0, NULL), (3, 4, 1, NULL)"
+    )
+    con.execute(
+        "INSERT INTO gpus (rank, device_id, name, sm_count, clock_hz, compute_major, compute_minor, source)"
+        " VALUES (0, 0, 'NVIDIA H100 80GB HBM3', 132, 1980000000, 9, 0, 'TARGET_INFO_GPU'),"
+        " (3, 0, 'NVIDIA A100-SXM4-80GB', 108, 1410000000, 8, 0, 'TARGET_INFO_GPU'),"
+        " (3, 1, 'NVIDIA GeForce RTX 3080', 68, 1710000000, 8, 6, 'TARGET_INFO_GPU')"
+    )
+    con.execute("INSERT INTO env VALUES (3, 'PEAK_FLOPS_PER_GPU', '989e12')")
+    con.execute(
+        "INSERT INTO kernels (rank, start_ns, end_ns, name) VALUES (1, 0, 10, 'nvjet_tst_128x256_h_bz_TNT')"
+    )
+    return con
+
+
+def test_rank_peaks_per_rank_with_reasons(tmp_path) -> None:
+    con = _workspace(tmp_path)
+    df = gpus.rank_peaks(con).set_index("rank")
+    assert df.loc[0, "source"] == "table" and df.loc[0, "peak_tflops"] == pytest.approx(989.4)
+    assert df.loc[1, "source"] == "assumed" and "hopper" in df.loc[1, "reason"]
+    assert df.loc[2, "source"] == "assumed" and "PEAK_FLOPS_PER_GPU" in df.loc[2, "reason"]
+    # rank 3 runs on device 1 of a file that lists two GPUs: the RTX 3080 row applies
+    assert df.loc[3, "source"] == "derived" and df.loc[3, "peak_tflops"] == pytest.approx(59.5, abs=0.1)
+    con.close()
+
+
+def test_gpus_command(tmp_path) -> None:
+    _workspace(tmp_path).close()
+    db = str(tmp_path / "ws.duckdb")
+    result = CliRunner().invoke(main, ["gpus", "--db", db, "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert "NVIDIA H100 SXM" in result.output and "assumed" in result.output
+    result = CliRunner().invoke(main, ["gpus", "--db", db, "--format", "json", "--peak-tflops", "400"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count('"source": "override"') == 4
