@@ -91,7 +91,7 @@ _HFU_SQL = """
 WITH w AS (SELECT rank, step, start_ns, end_ns FROM _hfu_windows),
 k AS (
     SELECT rank, start_ns, duration_ns, flops, tensor_flops, coalesce(category = 'comms', false) AS is_comms
-    FROM hfu_timeline_flops
+    FROM {kernels}
 ),
 agg AS (
     SELECT w.rank, w.step, w.start_ns, w.end_ns,
@@ -127,6 +127,17 @@ ORDER BY a.rank, a.step NULLS FIRST
 """
 
 
+def _kernel_source(con: duckdb.DuckDBPyConnection) -> str:
+    """hfu_timeline_flops when there is counter data to match; else the bare kernels (fast path)."""
+    row = con.execute("SELECT count(*) FROM ncu_kernels").fetchone()
+    if row and row[0]:
+        return "hfu_timeline_flops"
+    return (
+        "(SELECT rank, start_ns, duration_ns, category, NULL::DOUBLE AS flops, NULL::DOUBLE AS tensor_flops"
+        " FROM kernels)"
+    )
+
+
 def hfu_table(
     con: duckdb.DuckDBPyConnection,
     peaks: pd.DataFrame | None = None,
@@ -140,7 +151,7 @@ def hfu_table(
     con.register("_hfu_windows", wins)
     con.register("_hfu_peaks", peaks[["rank", "peak_flops", "source", "clock_ref_mhz"]])
     try:
-        return con.execute(_HFU_SQL).df()
+        return con.execute(_HFU_SQL.format(kernels=_kernel_source(con))).df()
     finally:
         con.unregister("_hfu_windows")
         con.unregister("_hfu_peaks")
@@ -260,7 +271,20 @@ def hfu_mfu_summary(
                     ),
                 }
             )
-    elif model is not None and not steps_in_window:
+    per_rank = []
+    for rank, g in stepped.groupby("rank", sort=True):
+        kns = float(g["kernel_ns"].sum())
+        per_rank.append(
+            {
+                "rank": int(rank),
+                "windows": int(len(g)),
+                "mfu": _total(g, "model_flops"),
+                "hfu": _total(g, "counted_flops") if g["kernels_counted"].sum() else None,
+                "coverage_pct": 100.0 * float(g["counted_ns"].sum()) / kns if kns > 0 else None,
+                "peak_source": gpus._none(g["peak_source"].iloc[0]),
+            }
+        )
+    if not df["step"].notna().any() and model is not None and not steps_in_window:
         notes.append(
             "no step windows (no NVTX steps or detected steps): MFU needs the number of steps in "
             "the capture (--steps)"
@@ -269,6 +293,11 @@ def hfu_mfu_summary(
     for row in peak_rows.drop_duplicates(["source", "reason"]).to_dict("records"):
         if row["source"] in ("assumed", "derived", "unknown", "override"):
             notes.append(f"peak ({row['source']}): {row['reason']}")
+    if mfu is not None and mfu > 1.0:
+        notes.append(
+            f"MFU {mfu:.0%} is above 100%: the model FLOPs are too high for these windows (are they for the "
+            "whole job? is --gpus right?) or the step windows are not training steps (check `steps`)"
+        )
     ratio = _ratio(hfu, mfu)
     summary: dict[str, Any] = {
         "precision": precision,
@@ -289,6 +318,7 @@ def hfu_mfu_summary(
         "hfu_tensor_active": hfu_ta,
         "coverage_pct": coverage,
         "per_step": per_step,
+        "per_rank": per_rank,
         "gap": explain_gap(mfu, hfu, ratio, coverage, model, hfu_ta),
         "notes": notes,
     }

@@ -21,6 +21,10 @@ CONVERGED_NS = 1.0
 # A refinement larger than this (ns) is applied but flagged: the UTC clocks of a sane
 # cluster agree far better, so it hints at a mismatched collective sequence.
 SUSPICIOUS_CORRECTION_NS = 1_000_000_000
+# The refinement is rejected (session-start kept) only when it makes the median end mismatch
+# clearly worse: by this factor plus this slack (ns); ties within noise keep the refinement.
+WORSE_FACTOR = 1.5
+WORSE_SLACK_NS = 1_000
 
 _HOST_SQL = "COALESCE(hostname, 'file' || CAST(file_id AS VARCHAR))"
 
@@ -113,7 +117,8 @@ def _mismatch_p50(con: duckdb.DuckDBPyConnection, corrected: bool) -> float | No
 def _ensure_views(con: duckdb.DuckDBPyConnection) -> None:
     """Load the merger's views if a partial load left them out (they depend on each other)."""
     needed = ("merge_coll_members", "merge_nccl_kernels", "merge_rank_clock")
-    present = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    views = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    present = {r[0] for r in views}
     if all(v in present for v in needed):
         return
     from .workspace import load_queries
@@ -170,7 +175,7 @@ def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
             "whose error is the hosts' NTP/PTP quality (often milliseconds)"
         )
         return warnings
-    if before is not None and after is not None and after > before:
+    if before is not None and after is not None and after > WORSE_FACTOR * before + WORSE_SLACK_NS:
         warnings.append(
             f"clock alignment: collective refinement made end times agree less (median mismatch "
             f"{after:,.0f} ns vs {before:,.0f} ns); kept the session-start alignment"

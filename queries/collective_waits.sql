@@ -8,13 +8,16 @@
 --   arrive_ns  BIGINT   ns aligned, the rank's NCCL kernel start
 --   wait_ns    BIGINT   ns, last arrival in the instance - arrive_ns (0 for the last rank)
 --   last_rank  INTEGER  the rank everyone waited for (wait caused is charged to it)
+--   last_margin_ns BIGINT ns, and ranks BIGINT: see `collectives`
 CREATE OR REPLACE VIEW collective_waits AS
 SELECT
     c.coll_id,
     m.rank,
     m.arrive_ns,
     m.last_arrive_ns - m.arrive_ns AS wait_ns,
-    c.last_rank
+    c.last_rank,
+    c.last_margin_ns,
+    c.ranks
 FROM merge_coll_members AS m
 JOIN collectives AS c ON c.op = m.op AND c.comm = m.comm AND c.seq = m.seq
 WHERE m.n_ranks >= 2;

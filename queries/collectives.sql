@@ -21,6 +21,8 @@
 --                           total buffer bytes * n (NCCL's payload size is per rank);
 --                           Broadcast, Reduce, SendRecv, Send, Recv 1. NULL without bytes.
 --   last_rank      INTEGER  rank that arrived last (the instance's straggler)
+--   last_margin_ns BIGINT   ns, last arrival - second-latest arrival: how much sooner the
+--                           instance could start without its last rank (NULL when unmatched)
 --   key_source     VARCHAR  nvtx-payload | stream-ordinal
 CREATE OR REPLACE VIEW collectives AS
 WITH g AS (
@@ -35,6 +37,7 @@ WITH g AS (
         MAX(aligned_end_ns) - MIN(aligned_end_ns) AS end_skew_ns,
         MIN(duration_ns) AS transfer_ns,
         ARG_MAX(rank, arrive_ns) AS last_rank,
+        MAX(arrive_ns) - (MAX(arrive_ns, 2))[2] AS last_margin_ns,
         MIN(key_source) AS key_source
     FROM merge_coll_members
     GROUP BY op, comm, seq
@@ -52,5 +55,6 @@ SELECT
         ELSE bytes * 1.0 / transfer_ns
     END AS busbw_gbps,
     last_rank,
+    last_margin_ns,
     key_source
 FROM g;

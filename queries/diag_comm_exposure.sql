@@ -15,11 +15,7 @@
 --   gpu_ops is intersected with them (range join per rank). Concurrent comms operations each count
 --   the shared exposed time.
 CREATE OR REPLACE VIEW diag_comm_exposure AS
-WITH w AS (SELECT DISTINCT d.rank, d.step, s.start_ns, s.end_ns
-           FROM diag_windows d
-           JOIN (SELECT rank, step, start_ns, end_ns FROM steps
-                 UNION ALL SELECT rank, NULL, start_ns, end_ns FROM tp_capture) s
-             ON s.rank = d.rank AND s.step IS NOT DISTINCT FROM d.step),
+WITH w AS (SELECT * FROM diag_window_bounds),
 ops AS (
     SELECT g.rank, w.step, g.start_ns, g.end_ns, g.end_ns - g.start_ns AS duration_ns, g.name,
            g.correlation_id,

@@ -16,7 +16,9 @@
 --   tensor_precision   fp16 | bf16 | tf32 | fp64_tc | int8 | fp8 (largest tensor component)
 --   flops       FLOP   sum of the known components; NULL when the launch has no FLOP counter
 --   counts_from        'count' or 'rate x cycles' (totals rebuilt as .sum.per_cycle_elapsed x
---                      sm[sp]__cycles_elapsed.avg where only rates were collected)
+--                      sm[sp]__cycles_elapsed.avg where only rates were collected; last resort: the
+--                      roofline sections' derived__smsp__..._x2/_x4 rates divided by 2/4. The
+--                      derived__sm__... variants are peaks, never used)
 --   dram_bytes  byte   dram__bytes.sum, else read + write, else .per_second x duration
 --   duration_ns ns     gpu__time_duration.sum (under ncu's clock control)
 --   intensity   FLOP/byte  flops / dram_bytes (NULL when no DRAM traffic was measured)
@@ -48,9 +50,18 @@ ops AS (
             '^(sm|smsp)__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum(\.per_cycle_elapsed)?$')
       AND m.value IS NOT NULL
 ),
+ops_derived AS (  -- ncu's roofline-section metrics: per-cycle rate x2 (FMA, HADD, HMUL) or x4 (HFMA)
+    SELECT m.file_id, m.launch_id,
+        regexp_extract(m.metric, 'op_([dfh](add|mul|fma))_pred_on', 1) AS op,
+        4 AS pref,
+        round(m.value / CASE WHEN m.metric LIKE '%_x4' THEN 4 ELSE 2 END * c.smsp_cycles) AS n
+    FROM ncu_metrics m JOIN cyc c USING (file_id, launch_id)
+    WHERE regexp_matches(m.metric, '^derived__smsp__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on_x[24]$')
+      AND m.value IS NOT NULL
+),
 ops_best AS (
     SELECT file_id, launch_id, op, arg_min(n, pref) AS n, min(pref) >= 2 AS from_rate
-    FROM ops WHERE n IS NOT NULL GROUP BY ALL
+    FROM (SELECT * FROM ops UNION ALL SELECT * FROM ops_derived) WHERE n IS NOT NULL GROUP BY ALL
 ),
 cuda AS (
     SELECT file_id, launch_id,

@@ -32,12 +32,16 @@ by_name AS (
         avg(dram_bytes) AS dram_bytes, count(*) AS n
     FROM ncu WHERE grid_size IS NULL OR block_size IS NULL GROUP BY ALL
 ),
+names AS (  -- canonicalise each distinct name once, and only names ncu profiled can match
+    SELECT name, hfu_canon_name(name) AS match_key FROM (SELECT DISTINCT name FROM kernels)
+    WHERE EXISTS (SELECT 1 FROM ncu)
+),
 tl AS (
     SELECT k.rank, k.start_ns, k.end_ns, k.duration_ns, k.name, k.category, k.correlation_id,
-        hfu_canon_name(k.name) AS match_key,
+        nm.match_key,
         k.grid_x::BIGINT * k.grid_y * k.grid_z AS grid_size,
         k.block_x::BIGINT * k.block_y * k.block_z AS block_size
-    FROM kernels k
+    FROM kernels k LEFT JOIN names nm ON nm.name = k.name
 ),
 tln AS (
     SELECT *, row_number() OVER (PARTITION BY rank, match_key, grid_size, block_size

@@ -16,6 +16,9 @@
 --   wait_suffered_ns   BIGINT ns  sum of its collective_waits.wait_ns
 --   wait_caused_ns     BIGINT ns  sum of the other ranks' waits in instances where it arrived last
 --   times_last         BIGINT     matched instances where it arrived last
+--   cost_ns            BIGINT ns  GPU-ns the other ranks lose to it: sum of imbalance.wait_gpu_ns over
+--                                 the steps where it is the slowest (sum over ranks of max - own compute).
+--                                 Unlike wait_caused_ns, it excludes waiting hidden behind compute.
 --   times_slowest      BIGINT     steps (imbalance) where it had the most compute
 --   verdict            VARCHAR    job-wide: balanced | persistent | rotating | unknown
 --   straggler          BOOLEAN    it is the persistent straggler
@@ -34,12 +37,15 @@ mr_suffered AS (
     SELECT rank, SUM(wait_ns) AS wait_suffered_ns FROM collective_waits GROUP BY rank
 ),
 mr_caused AS (
-    SELECT last_rank AS rank, SUM(wait_ns) AS wait_caused_ns, COUNT(DISTINCT coll_id) AS times_last
+    SELECT
+        last_rank AS rank,
+        SUM(wait_ns) AS wait_caused_ns,
+        COUNT(*) FILTER (WHERE rank = last_rank) AS times_last
     FROM collective_waits
     GROUP BY last_rank
 ),
 mr_slowest AS (
-    SELECT slowest_rank AS rank, COUNT(*) AS times_slowest
+    SELECT slowest_rank AS rank, COUNT(*) AS times_slowest, SUM(wait_gpu_ns) AS cost_ns
     FROM query_table(imb) WHERE step IS NOT NULL AND ranks >= 2
     GROUP BY slowest_rank
 ),
@@ -55,6 +61,7 @@ SELECT
     COALESCE(mr_suffered.wait_suffered_ns, 0)::BIGINT AS wait_suffered_ns,
     COALESCE(mr_caused.wait_caused_ns, 0)::BIGINT AS wait_caused_ns,
     COALESCE(mr_caused.times_last, 0) AS times_last,
+    COALESCE(mr_slowest.cost_ns, 0)::BIGINT AS cost_ns,
     COALESCE(mr_slowest.times_slowest, 0) AS times_slowest,
     v.verdict,
     COALESCE(r.rank = v.straggler_rank, FALSE) AS straggler

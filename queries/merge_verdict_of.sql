@@ -17,7 +17,8 @@
 --   straggler_rank INTEGER (top_rank when persistent, else NULL);
 --   straggler_delay_ns BIGINT ns: sum over the steps where straggler_rank is slowest of
 --     (its compute - mean compute of the other ranks) = wall time the job loses to it;
---   straggler_wait_gpu_ns BIGINT GPU-ns: sum of wait_gpu_ns over the same steps.
+--   straggler_cost_ns BIGINT GPU-ns: sum of wait_gpu_ns over the same steps = the time the other
+--     ranks lose to it (checked against a counterfactual simulation without the straggler).
 CREATE OR REPLACE MACRO merge_verdict_of(imb) AS TABLE
 WITH mv_stepped AS (
     SELECT * FROM query_table(imb) WHERE step IS NOT NULL AND ranks >= 2
@@ -69,5 +70,5 @@ SELECT
     v.verdict, v.steps, v.imbalanced_steps, v.median_ratio, v.top_rank::INTEGER AS top_rank, v.top_share,
     CASE WHEN v.verdict = 'persistent' THEN v.top_rank END::INTEGER AS straggler_rank,
     CAST(ROUND(c.delay) AS BIGINT) AS straggler_delay_ns,
-    c.wait_gpu::BIGINT AS straggler_wait_gpu_ns
+    c.wait_gpu::BIGINT AS straggler_cost_ns
 FROM mv_verdict AS v CROSS JOIN mv_cost AS c;

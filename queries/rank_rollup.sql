@@ -3,7 +3,7 @@
 -- time, the collective wait it suffered and caused, and whether it is the straggler.
 -- Columns: rank, host, device_id, gpu_name, clock_offset_ns (ns), alignment_method,
 --   residual_p50_ns, residual_p95_ns (ns), compute_ns (ns, whole capture), collectives,
---   unmatched, wait_suffered_ns, wait_caused_ns (ns), times_last, times_slowest, verdict,
+--   unmatched, wait_suffered_ns, wait_caused_ns (ns), times_last, cost_ns (GPU-ns), times_slowest, verdict,
 --   straggler; definitions in merge_rank_rollup_of.sql. time_partition is evaluated once.
 CREATE OR REPLACE VIEW rank_rollup AS
 WITH rr_tp AS MATERIALIZED (

@@ -7,6 +7,7 @@ nsight_analyze's own output.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -21,12 +22,35 @@ DOC = SHARED / "docs" / "gpu-peaks.md"
 
 # gpu-peaks.md §2.1 rows (dense TFLOP/s; memory GB/s), used when the doc is not beside the project.
 STATED = {
-    "NVIDIA H100 80GB HBM3": {"fp64": 33.5, "fp64_tc": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4,
-                              "fp8": 1978.9, "int8": 1978.9, "mem": 3350},
-    "NVIDIA A100-SXM4-80GB": {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156, "bf16": 312,
-                              "int8": 624, "mem": 2039},
-    "NVIDIA H200": {"fp64": 33.5, "fp64_tc": 66.9, "fp32": 66.9, "tf32": 494.7, "bf16": 989.4,
-                    "fp8": 1978.9, "int8": 1978.9, "mem": 4800},
+    "NVIDIA H100 80GB HBM3": {
+        "fp64": 33.5,
+        "fp64_tc": 66.9,
+        "fp32": 66.9,
+        "tf32": 494.7,
+        "bf16": 989.4,
+        "fp8": 1978.9,
+        "int8": 1978.9,
+        "mem": 3350,
+    },
+    "NVIDIA A100-SXM4-80GB": {
+        "fp64": 9.7,
+        "fp64_tc": 19.5,
+        "fp32": 19.5,
+        "tf32": 156,
+        "bf16": 312,
+        "int8": 624,
+        "mem": 2039,
+    },
+    "NVIDIA H200": {
+        "fp64": 33.5,
+        "fp64_tc": 66.9,
+        "fp32": 66.9,
+        "tf32": 494.7,
+        "bf16": 989.4,
+        "fp8": 1978.9,
+        "int8": 1978.9,
+        "mem": 4800,
+    },
     "Tesla V100-SXM2-16GB": {"fp64": 7.8, "fp32": 15.7, "fp16": 125, "mem": 900},
 }
 DOC_ROWS = {
@@ -188,4 +212,5 @@ def test_gpus_command(tmp_path) -> None:
     assert "NVIDIA H100 SXM" in result.output and "assumed" in result.output
     result = CliRunner().invoke(main, ["gpus", "--db", db, "--format", "json", "--peak-tflops", "400"])
     assert result.exit_code == 0, result.output
-    assert result.output.count('"source": "override"') == 4
+    out = json.loads(result.output)
+    assert [r["source"] for r in out["ranks"]] == ["override"] * 4 and out["ncu_files"] == []

@@ -212,6 +212,10 @@ def test_mfu_equals_analytic_and_hfu_equals_mfu(tmp_path: Path) -> None:
     assert summary["hfu"] == pytest.approx(overall, rel=1e-12)
     assert summary["hfu_over_mfu"] == pytest.approx(1.0, rel=1e-12)
     assert [s["step"] for s in summary["per_step"]] == [0, 1, 2]
+    for r in summary["per_rank"]:
+        rank_s = sum(w for (rk, _), w in windows.items() if rk == r["rank"]) * 1e-9
+        assert r["mfu"] == pytest.approx(MODEL_PER_STEP / RANKS * STEPS / (rank_s * PEAK), rel=1e-12)
+        assert r["hfu"] == pytest.approx(r["mfu"], rel=1e-12) and r["peak_source"] == "table"
     step1 = (MODEL_PER_STEP) / ((windows[(0, 1)] + windows[(1, 1)]) * 1e-9 * PEAK)
     assert summary["per_step"][1]["mfu"] == pytest.approx(step1, rel=1e-12)
     assert any("88.9% of kernel time" in g for g in summary["gap"])

@@ -222,6 +222,10 @@ def test_rep_without_flop_counters_is_reported(tmp_path: Path) -> None:
     assert "CUDA-core FLOP counters" in missing
     # the GPU comes from the report's device attributes, derived (RTX 4070 SUPER is not in the table)
     assert con.execute("SELECT DISTINCT source FROM ncu_peaks").fetchall() == [("derived",)]
+    # 56 SMs x 2.505 GHz x 512 FLOP/clk/SM (Ada GeForce, FP32 accumulate) = 71.8 TF (gpu-peaks.md §2.2);
+    # DRAM 2 x 10.501 GHz x 192 bit / 8 = 504.05 GB/s
+    bf16, bw = con.execute("SELECT peak_flops, mem_bw_bps FROM ncu_peaks WHERE precision = 'bf16'").fetchone()
+    assert bf16 == pytest.approx(56 * 2.505e9 * 512) and bw == pytest.approx(2 * 10.501e9 * 192 / 8)
 
 
 def test_rep_without_module_is_one_clear_line(tmp_path: Path, monkeypatch) -> None:
@@ -350,3 +354,24 @@ def test_real_ncu_launches_match_the_nsys_kernels_of_the_same_app(tmp_path: Path
     assert len(rows) == 7 and all(n >= 1 for _, n in rows), rows
     # without FLOP counters nothing is counted on the timeline
     assert con.execute("SELECT count(flops) FROM hfu_timeline_flops").fetchone()[0] == 0
+
+
+def test_roofline_section_rates_only(tmp_path: Path) -> None:
+    """sm_89 exports only the sections' derived rates: ffma_x2 and hfma_x4 are per-cycle rates
+    (x2 / x4 already applied); derived__sm__* are device peaks and must be ignored."""
+    cols = [
+        "derived__smsp__sass_thread_inst_executed_op_ffma_pred_on_x2",
+        "derived__smsp__sass_thread_inst_executed_op_hfma_pred_on_x4",
+        "derived__sm__sass_thread_inst_executed_op_ffma_pred_on_x2",
+        "smsp__cycles_elapsed.avg",
+    ]
+    header = ",".join(
+        f'"{c}"' for c in ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name"] + cols
+    )
+    row = '"0","1","p","h","k(float*)","0.5","0.25","28672","1,000"'
+    path = tmp_path / "rates.csv"
+    path.write_text(header + "\n" + row + "\n")
+    con, _ = load(tmp_path, path)
+    got = con.execute("SELECT fp32_flops, fp16_flops, counts_from FROM hfu_ncu_flops").fetchone()
+    # ffma = 0.5 / 2 per cycle x 1000 cycles = 250 -> 500 FLOP; hfma = 0.25 / 4 x 1000 = 62.5 -> 63 -> 252
+    assert got == (2 * 250, 4 * 63, "rate x cycles")

@@ -161,7 +161,7 @@ def ref_gap(g0, g1, w1, ops, api, inputs, syncs):
     a = min(max(a_call[0], g0), g1)
     pieces = []
     if a > g0:
-        if any(s < a and e > g0 for s, e in inputs):
+        if any(max(s, g0) < min(e, a) for s, e in inputs):  # overlap of positive length
             cause = "input_stall"
         elif any(g0 <= e <= a or (s < a and e > g0) for s, e in syncs):
             cause = "sync_stall"

@@ -242,7 +242,8 @@ def test_collective_bytes_and_busbw_from_nvtx_payload(ws):
     nv = pd.DataFrame({
         "rank": ar["rank"], "tid": 100, "start_ns": ar.start_ns - 60_000, "end_ns": ar.start_ns - 30_000,
         "text": "ncclAllReduce", "domain": "NCCL", "event_type": "push_pop",
-        "payload": '{"NCCL communicator ID": 77, "Message size [bytes]": 1000000, "Reduction operation": "sum"}',
+        "payload": '{"NCCL communicator ID": 77, "Message size [bytes]": 1000000, '
+                   '"Reduction operation": "sum"}',
     })
     ws.register("api_df", api)
     ws.register("nv_df", nv)
@@ -354,3 +355,84 @@ def test_ranks_command_on_real_trace(tmp_path):
     assert out["unmatched_nccl_kernels"] == 0
     table = CliRunner().invoke(main, ["ranks", "--db", str(db)])
     assert table.exit_code == 0 and "residual" in table.output
+
+
+# --- synthetic traces from the project's generator (ground_truth.json) -----------------------
+
+def _synth_workspace(tmp: Path, injections: tuple[str, ...], **kw) -> tuple[duckdb.DuckDBPyConnection, dict]:
+    synth = pytest.importorskip("nsight_analyze.synth")
+    from nsight_analyze.ingest import ingest
+
+    truth = synth.generate(tmp / "job", injections=injections, **kw)
+    db = tmp / "job.duckdb"
+    ingest(sorted((tmp / "job").glob("*.sqlite")), db)
+    return _views(open_workspace(db)), truth
+
+
+@pytest.fixture(scope="module")
+def skewed_job(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("skewed")
+    con, truth = _synth_workspace(
+        tmp, ("straggler=3:+20", "clock-skew=1:+5", "clock-skew=2:-3.5", "clock-skew=3:+7.25"),
+        ranks=8, gpus_per_node=2, steps=12, seed=4,
+    )
+    yield con, truth
+    con.close()
+
+
+def test_synth_offsets_within_20us(skewed_job):
+    con, truth = skewed_job
+    node_of = {r["rank"]: r["node"] for r in truth["ranks"]}
+    want = np.array([truth["clock"]["offset_ns"][str(node_of[r])] for r in range(8)])
+    got = con.sql("SELECT clock_offset_ns FROM ranks ORDER BY rank").fetchnumpy()["clock_offset_ns"]
+    err = (got - got[0]) - (want - want[0])
+    assert np.abs(err).max() < 20_000, err
+    q = con.sql("SELECT * FROM alignment_quality ORDER BY host").df()
+    assert len(q) == 4 and (q.method == "collectives").all() and (q.collectives_used > 0).all()
+    assert (q.residual_p95_ns.notna()).all() and (q.residual_p95_ns < 20_000).all()
+    # the refinement undoes each node's UTC clock error (relative to node 0)
+    utc_err = truth["clock"]["utc_clock_error_ns"]
+    for i, host in enumerate(q.host):
+        assert abs(q.offset_ns.iloc[i] + utc_err[str(i)] - utc_err["0"]) < 20_000, host
+
+
+def test_synth_collectives_match_truth(skewed_job):
+    con, truth = skewed_job
+    c = con.sql("SELECT * FROM collectives ORDER BY start_ns").df()
+    assert len(c) == len(truth["collectives"]) and (c.ranks == 8).all()
+    want_skew = np.array([t["arrival_skew_ns"] for t in truth["collectives"]])
+    assert np.abs(c.start_skew_ns.to_numpy() - want_skew).max() < 20_000
+    # the last rank is only defined where it beat the second-latest by more than the alignment error
+    arrivals = np.sort(np.array([t["arrival_ns"] for t in truth["collectives"]]), axis=1)
+    clear = (arrivals[:, -1] - arrivals[:, -2]) > 20_000
+    want_last = np.array([t["last_rank"] for t in truth["collectives"]])
+    assert clear.sum() >= len(c) // 2
+    assert (c.last_rank.to_numpy()[clear] == want_last[clear]).all()
+
+
+def test_synth_straggler_named_with_cost(skewed_job, tmp_path):
+    con, truth = skewed_job
+    roll = con.sql("SELECT * FROM rank_rollup ORDER BY rank").df()
+    assert roll.straggler.tolist() == [r == 3 for r in range(8)]
+    assert (roll.verdict == "persistent").all()
+    cost = roll.loc[3, "cost_ns"]
+    want = truth["straggler"]["cost_ns_total"]
+    assert abs(cost / want - 1) < 0.10, (cost, want)
+    waited = sum(truth["straggler"]["collective_wait_ns_by_step"].values())
+    assert abs(roll.loc[3, "wait_caused_ns"] / waited - 1) < 0.10
+    v = con.sql("SELECT * FROM merge_straggler_verdict").df().iloc[0]
+    assert v.straggler_cost_ns == cost
+    delay = sum(truth["straggler"]["step_delay_ns_by_step"].values())
+    assert abs(v.straggler_delay_ns / delay - 1) < 0.10
+    assert roll.loc[3, "times_slowest"] == con.sql(
+        "SELECT COUNT(*) FROM imbalance WHERE step IS NOT NULL").fetchone()[0]
+
+
+def test_synth_balanced_without_injection(tmp_path):
+    con, truth = _synth_workspace(tmp_path, (), ranks=8, gpus_per_node=4, steps=10, seed=2)
+    v = con.sql("SELECT * FROM merge_straggler_verdict").df()
+    assert v.verdict.item() == "balanced" and pd.isna(v.straggler_rank.item())
+    roll = con.sql("SELECT straggler FROM rank_rollup").df()
+    assert not roll.straggler.any()
+    assert con.sql("SELECT DISTINCT alignment_method FROM ranks").fetchall() == [("collectives",)]
+    con.close()

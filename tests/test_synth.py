@@ -487,3 +487,34 @@ def test_storage_classes_match_real_rows(tmp_path, version):
                     pass
             if real and col not in TYPE_EXCEPTIONS:
                 assert got <= real, (table, col, got, real)
+
+
+@requires_shared
+def test_enum_rows_are_real():
+    """The ENUM rows written are a subset of a real 2025.1 export's (same ids, names and labels)."""
+    from nsight_analyze.synth.writer import EVENT_CLASSES, EVENT_TYPES, LAUNCH_TYPES, MEM_KIND, MEM_KIND_LABEL
+
+    real = sqlite3.connect(f"file:{SHARED / SOURCES['2025.1'][0]}?mode=ro", uri=True)
+
+    def rows(table: str) -> set[tuple]:
+        return set(real.execute(f"SELECT id, name, label FROM {table}").fetchall())
+
+    assert {(i, n, n) for i, n in EVENT_TYPES} <= rows("ENUM_NSYS_EVENT_TYPE")
+    assert set(EVENT_CLASSES) <= rows("ENUM_NSYS_EVENT_CLASS")
+    assert {(i, f"CUDA_KERNEL_LAUNCH_TYPE_{n}", lab) for i, n, lab in LAUNCH_TYPES} <= rows(
+        "ENUM_CUDA_KERNEL_LAUNCH_TYPE"
+    )
+    kinds = enumerate(zip(MEM_KIND, MEM_KIND_LABEL, strict=True))
+    assert {(i, f"CUDA_MEMOPR_MEMORY_KIND_{n}", lab) for i, (n, lab) in kinds} == rows("ENUM_CUDA_MEM_KIND")
+
+
+def test_straggler_cost_is_counterfactual(tmp_path):
+    """A 0 % straggler costs exactly nothing (same draws); a real one costs every other rank each step."""
+    kw = dict(ranks=4, gpus_per_node=2, steps=3, kernels_per_step=60)
+    zero = generate(tmp_path / "z", injections=["straggler=2:+0"], **kw)["straggler"]
+    assert zero["cost_ns_total"] == 0 and set(zero["cost_ns_by_step"].values()) == {0}
+    slow = generate(tmp_path / "s", injections=["straggler=2:+25"], **kw)
+    info = slow["straggler"]
+    assert info["rank"] == 2 and all(v > 0 for v in info["step_delay_ns_by_step"].values())
+    for step, cost in info["cost_ns_by_step"].items():
+        assert info["step_delay_ns_by_step"][step] <= cost <= 3 * info["step_delay_ns_by_step"][step]

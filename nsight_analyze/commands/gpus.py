@@ -48,10 +48,21 @@ def command(db: str, peak_tflops: float | None, precision: str, all_precisions: 
     con = open_workspace(db, read_only=True)
     try:
         df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision)
+        ncu = con.execute(
+            """
+            SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
+                   p.mem_bw_bps / 1e9 AS mem_bw_gbs, p.reason
+            FROM ncu_peaks p LEFT JOIN files f USING (file_id)
+            WHERE p.precision = ? ORDER BY p.file_id
+            """,
+            [precision],
+        ).df()
     finally:
         con.close()
     cols = COLUMNS + ([f"peak_{p}_tflops" for p in PRECISIONS] if all_precisions or fmt == "json" else [])
     if fmt == "json":
-        print(to_json(records(df)))
+        print(to_json({"ranks": records(df), "ncu_files": records(ncu)}))
         return
     emit(df[cols], fmt, title=f"Dense {precision} peak per rank")
+    if len(ncu) and fmt == "table":
+        emit(ncu, fmt, title=f"Nsight Compute files (roofline ridge points use these {precision} peaks)")

@@ -12,6 +12,8 @@ from ..mfu import hfu_mfu_summary
 from ..render import emit, to_json
 from ..workspace import open_workspace
 
+MAX_STEP_ROWS = 40
+
 
 @click.command("mfu")
 @db_option
@@ -110,6 +112,11 @@ def command(
         print(to_json(summary))
         return
     rows = list(summary["per_step"])
+    if len(rows) > MAX_STEP_ROWS:
+        click.echo(
+            f"{len(rows)} steps: showing the first and last {MAX_STEP_ROWS // 2} (--format json for all)"
+        )
+        rows = rows[: MAX_STEP_ROWS // 2] + rows[-(MAX_STEP_ROWS // 2) :]
     rows.append(
         {
             "step": "all",

@@ -19,7 +19,9 @@ def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
         return rel.df() if rel is not None else pd.DataFrame()
     except duckdb.CatalogException as exc:
         missing = str(exc).splitlines()[0]
-        raise UserError(f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest") from None
+        raise UserError(
+            f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
+        ) from None
 
 
 def _table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -38,23 +40,28 @@ def _table(rows: pd.DataFrame) -> pd.DataFrame:
         "wait_caused_ms": rows["wait_caused_ns"] / 1e6,
         "times_slowest": rows["times_slowest"],
         "times_last": rows["times_last"],
+        "cost_ms": rows["cost_ns"] / 1e6,
         "straggler": rows["straggler"].map({True: "yes", False: ""}),
     })
 
 
-def _summary(verdict: pd.DataFrame, unmatched: int, alignment: pd.DataFrame) -> list[str]:
+def _summary(verdict: pd.DataFrame, rows: pd.DataFrame, unmatched: int, alignment: pd.DataFrame) -> list[str]:
+    """The verdict line (with the straggler's cost), the alignment methods, unmatched kernels."""
     lines = []
     if len(verdict):
         v = verdict.iloc[0]
         text = f"verdict: {v['verdict']}"
         if v["verdict"] == "persistent":
-            text += (f" (rank {int(v['straggler_rank'])} slowest in {v['top_share']:.0%} of imbalanced steps; "
-                     f"costs the job {v['straggler_delay_ns'] / 1e6:,.2f} ms, others wait "
-                     f"{v['straggler_wait_gpu_ns'] / 1e6:,.2f} GPU-ms)")
+            s = rows[rows["rank"] == v["straggler_rank"]].iloc[0]
+            text += (f" straggler rank {int(v['straggler_rank'])}: slowest in {v['top_share']:.0%} of the "
+                     f"imbalanced steps, last at {int(s['times_last'])} collectives; costs the job "
+                     f"{v['straggler_delay_ns'] / 1e6:,.2f} ms, the other ranks "
+                     f"{v['straggler_cost_ns'] / 1e6:,.2f} GPU-ms (they wait "
+                     f"{s['wait_caused_ns'] / 1e6:,.2f} GPU-ms for it inside NCCL, partly hidden)")
         elif pd.notna(v["median_ratio"]):
             text += f" (median max/mean compute {v['median_ratio']:.3f} over {int(v['steps'])} steps)"
         lines.append(text)
-    methods = ", ".join(f"{h}: {m}" for h, m in zip(alignment["host"], alignment["method"]))
+    methods = ", ".join(f"{h}: {m}" for h, m in zip(alignment["host"], alignment["method"], strict=True))
     if methods:
         lines.append(f"clock alignment: {methods}")
     if unmatched:
@@ -77,7 +84,9 @@ def command(db: str, fmt: str) -> None:
                     "SELECT rank, step, compute_ns FROM time_partition")
         _fetch(con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS "
                     "SELECT * FROM merge_imbalance_of('merge_cmd_tp')")
-        rows = _fetch(con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank")
+        rows = _fetch(
+            con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank"
+        )
         verdict = _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')")
         alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY host")
         unmatched = int(rows["unmatched"].sum())
@@ -92,5 +101,5 @@ def command(db: str, fmt: str) -> None:
         }))
         return
     emit(_table(rows), fmt, title="Ranks")
-    for line in _summary(verdict, unmatched, alignment):
+    for line in _summary(verdict, rows, unmatched, alignment):
         click.echo(line)

@@ -15,17 +15,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 # Environment names whose values the report never shows, even if a workspace (older ingest,
 # hand-edited) holds them: the env table is redacted at ingest; this is the second fence.
-SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|sig)")
-SECRET_VALUE = re.compile(r"(?i)^(sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
+SECRET_NAME = re.compile(
+    r"(?i)(?:key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|sig)"
+)
+SECRET_VALUE = re.compile(r"(?i)^(?:sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
 
 PARTITION_COLUMNS = [
-    "window_ns", "compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns",
-    "launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns",
-    "comms_total_ns", "comms_hidden_ns", "overlap_pct",
+    "window_ns",
+    "compute_ns",
+    "memory_ns",
+    "other_ns",
+    "comms_exposed_ns",
+    "idle_ns",
+    "launch_gap_ns",
+    "input_stall_ns",
+    "sync_stall_ns",
+    "host_bound_ns",
+    "idle_other_ns",
+    "comms_total_ns",
+    "comms_hidden_ns",
+    "overlap_pct",
 ]
 
 
@@ -69,8 +81,8 @@ class ReportInputs:
     info: Part = field(default_factory=Part)
     summary_rank: Part = field(default_factory=Part)
     summary_step: Part = field(default_factory=Part)
-    partition: Part = field(default_factory=Part)        # DataFrame: one row per rank
-    rank_step: Part = field(default_factory=Part)        # DataFrame: time_partition step rows
+    partition: Part = field(default_factory=Part)  # DataFrame: one row per rank
+    rank_step: Part = field(default_factory=Part)  # DataFrame: time_partition step rows
     verdict: Part = field(default_factory=Part)
     imbalance: Part = field(default_factory=Part)
     rank_rollup: Part = field(default_factory=Part)
@@ -81,6 +93,7 @@ class ReportInputs:
     memop_summary: Part = field(default_factory=Part)
     api_summary: Part = field(default_factory=Part)
     gaps: Part = field(default_factory=Part)
+    longest_gaps: Part = field(default_factory=Part)
     launch_stats: Part = field(default_factory=Part)
     sync_calls: Part = field(default_factory=Part)
     mfu: Part = field(default_factory=Part)
@@ -145,8 +158,9 @@ def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Par
     )
 
 
-def collect(con: duckdb.DuckDBPyConnection, steps: StepRange | None = None,
-            mfu_options: dict[str, Any] | None = None) -> ReportInputs:
+def collect(
+    con: duckdb.DuckDBPyConnection, steps: StepRange | None = None, mfu_options: dict[str, Any] | None = None
+) -> ReportInputs:
     """Run every library analysis the report shows; never raises for a missing analysis."""
     step_kw = {"steps": str(steps)} if steps else {}
     inp = ReportInputs(steps=steps)
@@ -156,9 +170,12 @@ def collect(con: duckdb.DuckDBPyConnection, steps: StepRange | None = None,
     if steps:
         inp.partition = _partition_of_steps(con, steps)
     else:
-        inp.partition = view(con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank")
+        inp.partition = view(
+            con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank"
+        )
     inp.rank_step = view(
-        con, "time_partition",
+        con,
+        "time_partition",
         f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
     )
     inp.verdict = view(con, "merge_straggler_verdict")
@@ -171,9 +188,19 @@ def collect(con: duckdb.DuckDBPyConnection, steps: StepRange | None = None,
     inp.memop_summary = view(con, "memop_summary")
     inp.api_summary = view(con, "api_summary")
     inp.gaps = view(
-        con, "gaps",
+        con,
+        "gaps",
         """SELECT rank, cause, count(*) AS pieces, sum(duration_ns)::BIGINT AS total_ns
            FROM gaps WHERE step IS NULL GROUP BY rank, cause ORDER BY rank, cause""",
+    )
+    inp.longest_gaps = view(
+        con,
+        "gaps",
+        """SELECT rank, step_of_gap AS step, cause, duration_ns, host_activity FROM (
+               SELECT g.*, (SELECT max(s.step) FROM gaps s WHERE s.step IS NOT NULL AND s.rank = g.rank
+                            AND s.start_ns = g.start_ns) AS step_of_gap
+               FROM gaps g WHERE g.step IS NULL ORDER BY duration_ns DESC LIMIT 15)
+           ORDER BY duration_ns DESC""",
     )
     inp.launch_stats = view(con, "launch_stats")
     inp.sync_calls = view(con, "sync_calls")

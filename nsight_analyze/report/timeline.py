@@ -42,9 +42,9 @@ class Timeline:
     """What the timeline section shows, and why it shows that much."""
 
     payload: dict[str, Any] = field(default_factory=dict)
-    window: tuple[int, int] | None = None     # aligned ns, half-open
+    window: tuple[int, int] | None = None  # aligned ns, half-open
     steps_shown: list[int] = field(default_factory=list)
-    mode: str = "exact"                        # exact | aggregated | empty
+    mode: str = "exact"  # exact | aggregated | empty
     ops_in_window: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -100,11 +100,14 @@ def step_windows(con: duckdb.DuckDBPyConnection, steps: StepRange | None) -> pd.
 
 
 def _count(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> int:
-    return int(con.execute(f"SELECT count(*) FROM ({source}) WHERE a1 > ? AND a0 < ?", [t0, t1]).fetchone()[0])
+    return int(
+        con.execute(f"SELECT count(*) FROM ({source}) WHERE a1 > ? AND a0 < ?", [t0, t1]).fetchone()[0]
+    )
 
 
-def choose_window(con: duckdb.DuckDBPyConnection, source: str, steps: StepRange | None,
-                  budget: int) -> tuple[int, int, list[int], int, list[str]]:
+def choose_window(
+    con: duckdb.DuckDBPyConnection, source: str, steps: StepRange | None, budget: int
+) -> tuple[int, int, list[int], int, list[str]]:
     """A representative window: WINDOW_STEPS steps from the middle, fewer when over budget."""
     wins = step_windows(con, steps)
     notes: list[str] = []
@@ -119,7 +122,7 @@ def choose_window(con: duckdb.DuckDBPyConnection, source: str, steps: StepRange 
     k = min(WINDOW_STEPS, n)
     while True:
         i0 = max(0, (n - k) // 2)
-        sel = wins.iloc[i0:i0 + k]
+        sel = wins.iloc[i0 : i0 + k]
         t0, t1 = int(sel["a0"].min()), int(sel["a1"].max())
         count = _count(con, source, t0, t1)
         if count <= budget or k == 1:
@@ -156,8 +159,9 @@ def _aggregated(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -
     ).df()
 
 
-def build(con: duckdb.DuckDBPyConnection, steps: StepRange | None = None,
-          budget: int = MAX_TIMELINE_OPS) -> Timeline:
+def build(
+    con: duckdb.DuckDBPyConnection, steps: StepRange | None = None, budget: int = MAX_TIMELINE_OPS
+) -> Timeline:
     """Pick the window, fetch its operations and idle pieces, and pack them for the page."""
     ops = _ops_sql(con)
     gaps = _gaps_sql(con)
@@ -206,6 +210,12 @@ def pack(df: pd.DataFrame, t0: int, t1: int, ranks: list[int], mode: str, shown:
             "busy": g["busy"].astype("int64").tolist(),
         }
     return {
-        "t0": t0, "t1": t1, "mode": mode, "steps": shown, "ranks": ranks, "rows": list(ROWS),
-        "names": names, "series": series,
+        "t0": t0,
+        "t1": t1,
+        "mode": mode,
+        "steps": shown,
+        "ranks": ranks,
+        "rows": list(ROWS),
+        "names": names,
+        "series": series,
     }

@@ -99,8 +99,18 @@ def _open(path: Path) -> IO[bytes]:
 
 
 def _head(path: Path, limit: int) -> bytes:
+    """Up to `limit` bytes of JSON text; what could be read of a truncated gzip stream."""
+    parts: list[bytes] = []
+    got = 0
     with _open(path) as fh:
-        return fh.read(limit)
+        try:
+            while got < limit and (chunk := fh.read(min(1 << 16, limit - got))):
+                parts.append(chunk)
+                got += len(chunk)
+        except EOFError:
+            if not parts:
+                raise
+    return b"".join(parts)
 
 
 def sniff(path: Path) -> bool:

@@ -74,18 +74,19 @@ _BASE_WORDS = r"(byte|inst|cycle|hz|thread|warp|sector|request|block|flop|op)"
 
 
 def sniff(path: Path) -> bool:
-    """An .ncu-rep (magic NVR\\0), or a CSV whose header row is Nsight Compute's."""
+    """An .ncu-rep (suffix or magic NVR\\0), or a CSV/log whose header row is Nsight Compute's."""
     path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".ncu-rep":
+        return True
     try:
         with open(path, "rb") as fh:
+            if suffix not in (".csv", ".txt", ".log", ""):
+                return fh.read(4) == REP_MAGIC
             head = fh.read(HEADER_SCAN_BYTES)
     except OSError:
         return False
-    if path.suffix == ".ncu-rep" or head.startswith(REP_MAGIC):
-        return head.startswith(REP_MAGIC) or path.suffix == ".ncu-rep"
-    if path.suffix.lower() not in (".csv", ".txt", ".log", ""):
-        return False
-    return _header_offset(head) is not None
+    return head.startswith(REP_MAGIC) or _header_offset(head) is not None
 
 
 def _header_offset(head: bytes) -> int | None:
@@ -475,8 +476,24 @@ def _insert_peaks(con: duckdb.DuckDBPyConnection, file_id: int, result: LoadResu
     assert dev is not None
     name, sms, clock, cmaj, cmin = dev[:5]
     families = [f for (f, _p, _m), hit in zip(gpus.KERNEL_FAMILIES, dev[5:], strict=True) if hit]
+    # DRAM bandwidth for a derived peak: 2 transfers/clock x max memory clock x bus width / 8
+    # (gives 504.05 GB/s for the RTX 4070 SUPER report, which nsys also reports).
+    mem = con.execute(
+        """
+        SELECT 2 * max(value) FILTER (WHERE metric = 'device__attribute_max_mem_frequency_khz') * 1000
+                 * max(value) FILTER (WHERE metric = 'device__attribute_global_memory_bus_width') / 8
+        FROM ncu_metrics WHERE file_id = ?
+        """,
+        [file_id],
+    ).fetchone()
     peak = gpus.resolve(
-        name=name, sm_count=sms, clock_hz=clock, compute_major=cmaj, compute_minor=cmin, families=families
+        name=name,
+        sm_count=sms,
+        clock_hz=clock,
+        compute_major=cmaj,
+        compute_minor=cmin,
+        mem_bw_bps=mem[0] if mem else None,
+        families=families,
     )
     if peak.source in ("assumed", "unknown"):
         result.warnings.append(f"ncu GPU: {peak.reason}")

@@ -120,7 +120,28 @@ def parse_environment(block: str) -> dict[str, str]:
     return env
 
 
-def read_meta(con: sqlite3.Connection) -> NsysMeta:
+class _Census:
+    """GROUP BY counts over big event tables, through DuckDB's SQLite reader (several times
+    faster than sqlite3 on millions of rows)."""
+
+    def __init__(self, path: Path):
+        import duckdb
+
+        from ..duck import load_sqlite_reader, offline
+
+        self.con = offline(duckdb.connect())
+        load_sqlite_reader(self.con)
+        escaped = str(path.resolve()).replace("'", "''")
+        self.con.execute(f"ATTACH '{escaped}' AS src (TYPE sqlite, READ_ONLY)")
+
+    def rows(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
     try:
         names = [_decode(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         tables = {n: [_decode(c[1]) for c in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
@@ -134,10 +155,18 @@ def read_meta(con: sqlite3.Connection) -> NsysMeta:
     try:
         _read_versions(con, meta)
         _read_session(con, meta)
-        _read_processes(con, meta)
+        census = _Census(path)
+        try:
+            _read_processes(con, census, meta)
+        finally:
+            census.close()
         _read_gpus(con, meta)
     except sqlite3.DatabaseError as exc:
         raise BadInput(f"corrupt or truncated SQLite database ({exc})") from None
+    except Exception as exc:  # DuckDB's reader on a damaged file
+        if type(exc).__module__.startswith(("duckdb", "_duckdb")):
+            raise BadInput(f"corrupt or truncated SQLite database ({str(exc).splitlines()[0]})") from None
+        raise
     return meta
 
 
@@ -181,12 +210,12 @@ def _read_session(con: sqlite3.Connection, meta: NsysMeta) -> None:
             meta.mpi_ranks[(int(gtid) // PID_DIVISOR) * PID_DIVISOR] = int(rank)
 
 
-def _read_processes(con: sqlite3.Connection, meta: NsysMeta) -> None:
+def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) -> None:
     """Processes with GPU activity are ranks; API-only processes (launchers) are reported."""
     device_rows: dict[int, dict[int | None, int]] = {}
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if meta.has(table, "globalPid"):
-            for gpid, dev, n in con.execute(f'SELECT globalPid, deviceId, count(*) FROM "{table}" GROUP BY 1, 2'):
+            for gpid, dev, n in census.rows(f'SELECT globalPid, deviceId, count(*) FROM src."{table}" GROUP BY 1, 2'):
                 counts = device_rows.setdefault(int(gpid), {})
                 counts[dev] = counts.get(dev, 0) + n
     for gpid, counts in device_rows.items():
@@ -199,7 +228,9 @@ def _read_processes(con: sqlite3.Connection, meta: NsysMeta) -> None:
     if meta.has("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"):
         meta.api_rows = {
             int(p) * PID_DIVISOR: n
-            for p, n in con.execute(f"SELECT globalTid / {PID_DIVISOR}, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1")
+            for p, n in census.rows(
+                f"SELECT globalTid // {PID_DIVISOR}, count(*) FROM src.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1"
+            )
         }
     api_pids = sorted(meta.api_rows)
     if not meta.gpu_processes:

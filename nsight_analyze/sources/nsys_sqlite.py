@@ -61,7 +61,7 @@ def sniff(path: Path) -> bool:
 def probe(path: Path) -> Probe:
     con = nsys_meta.connect_readonly(path)
     try:
-        meta = nsys_meta.read_meta(con)
+        meta = nsys_meta.read_meta(con, path)
     finally:
         con.close()
     env_rank, env_source = _env_int(meta, nsys_meta.RANK_VARIABLES)

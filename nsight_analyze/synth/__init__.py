@@ -8,6 +8,7 @@ cost and model FLOPs computed by an implementation of docs/metrics.md independen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -98,7 +99,11 @@ def generate(
     per_rank = _write_all(job, out, schema, vacuum, workers, truth)
     if not truth:
         return {"files": files, "kernels_per_step": job.kernels_per_step}
-    doc = _truth.build(job, files, schema, GPU_INFO, per_rank)
+    baseline = None
+    if inj.straggler:  # the same job without its stragglers, for the straggler's exact cost
+        calm = dataclasses.replace(inj, straggler={})
+        baseline = _job.build(dataclasses.replace(cfg, injections=calm))
+    doc = _truth.build(job, files, schema, GPU_INFO, per_rank, baseline)
     (out / TRUTH_FILE).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return doc
 

@@ -56,7 +56,7 @@ def _strip_abi(name: str) -> str:
     return re.sub(r"_v\d+$", "", name)
 
 
-def _step_windows(ev: RankEvents, texts: list[str], op_cat: np.ndarray) -> list[tuple[int, int, int]]:
+def _step_windows(ev: RankEvents, texts: list[str]) -> list[tuple[int, int, int]]:
     """(step, start, end) per non-empty step window, per docs/metrics.md 'Windows'."""
     is_range = (ev.nvtx_end >= 0) & np.isin(ev.nvtx_type, (59, 60))
     steps = []
@@ -122,7 +122,7 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
     if len(ev.gpu_start) == 0:
         return []
     whole = (int(ev.gpu_start.min()), int(ev.gpu_end.max()))
-    steps = _step_windows(ev, job.nvtx_texts, op_cat)
+    steps = _step_windows(ev, job.nvtx_texts)
     bounds = np.unique(
         np.concatenate(
             [
@@ -275,17 +275,31 @@ def rank_kernel_stats(job: Job, ev: RankEvents) -> dict:
     }
 
 
-def collectives(job: Job) -> tuple[list[dict], dict | None]:
-    """Per all-reduce instance: arrivals on the reference timeline, skew, waits; straggler cost."""
+def baseline_windows(baseline: Job) -> dict[tuple[int, int], int]:
+    """(rank, step) -> window_ns of the same job without its stragglers (same random draws)."""
+    out = {}
+    for ev in baseline.ranks:
+        for step, start, end in _step_windows(ev, baseline.nvtx_texts):
+            out[(ev.rank, step)] = end - start
+    return out
+
+
+def collectives(
+    job: Job, windows: dict[tuple[int, int], int], baseline: dict[tuple[int, int], int] | None
+) -> tuple[list[dict], dict | None]:
+    """Per all-reduce instance: arrivals on the reference timeline, skew, waits; straggler cost.
+
+    The cost is counterfactual: the job is simulated a second time without the straggler, with
+    the same random draws, so the others' extra step time is exactly what the straggler costs.
+    """
     R = job.cfg.ranks
     out = []
-    straggler = max(job.cfg.injections.straggler, key=job.cfg.injections.straggler.get, default=None)
-    cost_by_step: dict[int, int] = {}
+    slow = job.cfg.injections.straggler
+    stragglers = sorted(r for r in slow if r < R)
     wait_by_step: dict[int, int] = {}
     for seq, c in enumerate(job.collectives):
         arr = c["arrival"] - job.session_start[0]
         end = c["end"] - job.session_start[0]
-        last_rank = int(np.argmax(arr))
         top = int(arr.max())
         out.append(
             {
@@ -295,32 +309,49 @@ def collectives(job: Job) -> tuple[list[dict], dict | None]:
                 "bytes": int(c["bytes"]),
                 "arrival_ns": [int(x) for x in arr],
                 "end_ns": [int(x) for x in end],
-                "last_rank": last_rank,
+                "last_rank": int(np.argmax(arr)),
                 "arrival_skew_ns": int(top - arr.min()),
                 "wait_ns": [int(top - x) for x in arr],
             }
         )
-        if straggler is not None and straggler < R and R > 1:
-            others = np.delete(arr, straggler)
-            second = int(others.max())
-            cost = (R - 1) * max(0, int(arr[straggler]) - second)
-            cost_by_step[c["step"]] = cost_by_step.get(c["step"], 0) + cost
+        if stragglers:
+            others = np.delete(arr, stragglers)
             wait_by_step[c["step"]] = wait_by_step.get(c["step"], 0) + int(np.sum(top - others))
-    info = None
-    if straggler is not None:
-        info = {
-            "rank": int(straggler),
-            "compute_slowdown_pct": job.cfg.injections.straggler[straggler],
-            "cost_definition": "per collective: (ranks-1) * max(0, arrival[straggler] - max arrival of the "
-            "other ranks), summed per step; GPU-ns the others wait because of the straggler",
-            "cost_ns_by_step": {str(k): v for k, v in sorted(cost_by_step.items())},
-            "cost_ns_total": int(sum(cost_by_step.values())),
-            "others_wait_ns_by_step": {str(k): v for k, v in sorted(wait_by_step.items())},
-        }
+    if not stragglers or baseline is None:
+        return out, None
+    worst = max(stragglers, key=lambda r: slow[r])
+    cost: dict[int, int] = {}
+    delay: dict[int, int] = {}
+    for (rank, step), w in windows.items():
+        if rank in stragglers or (rank, step) not in baseline:
+            continue
+        extra = w - baseline[(rank, step)]
+        cost[step] = cost.get(step, 0) + extra
+        delay[step] = max(delay.get(step, extra), extra)
+    info = {
+        "rank": int(worst),
+        "ranks": [int(r) for r in stragglers],
+        "compute_slowdown_pct": slow[worst],
+        "cost_definition": "sum over the other ranks of (step window_ns - the same step's window_ns when the "
+        "job is simulated again without the straggler, same random draws): the GPU-ns the others lose",
+        "cost_ns_by_step": {str(k): v for k, v in sorted(cost.items())},
+        "cost_ns_total": int(sum(cost.values())),
+        "step_delay_ns_by_step": {str(k): v for k, v in sorted(delay.items())},
+        "collective_wait_definition": "sum over the other ranks and the step's all-reduces of (last "
+        "arrival - own arrival): GPU-ns spent waiting inside NCCL kernels (partly hidden behind compute)",
+        "collective_wait_ns_by_step": {str(k): v for k, v in sorted(wait_by_step.items())},
+    }
     return out, info
 
 
-def build(job: Job, files: dict[int, str], version: str, gpu: dict, per_rank: dict | None = None) -> dict:
+def build(
+    job: Job,
+    files: dict[int, str],
+    version: str,
+    gpu: dict,
+    per_rank: dict | None = None,
+    baseline: Job | None = None,
+) -> dict:
     """The ground_truth.json document."""
     from .schemas import VERSIONS
 
@@ -346,7 +377,8 @@ def build(job: Job, files: dict[int, str], version: str, gpu: dict, per_rank: di
                 "kernels_by_name": stats["by_name"],
             }
         )
-    colls, straggler = collectives(job)
+    windows = {(r["rank"], r["step"]): r["window_ns"] for r in partition if r["step"] is not None}
+    colls, straggler = collectives(job, windows, baseline_windows(baseline) if baseline else None)
     ref = int(job.session_start[0])
     kinds = {}
     for k in job.catalog.kinds:

@@ -40,6 +40,9 @@ NCCL_TEXT = "ncclAllReduce"
 
 @dataclass
 class Item:
+    """One host action: base GPU duration, API duration and the host gap before it (ns), the item
+    whose GPU end it must wait for (`dep`), and the item whose API call launched it (graphs)."""
+
     kind: int
     ktype: int = -1
     stream: int = COMPUTE_STREAM
@@ -97,6 +100,8 @@ class Program:
 
 @dataclass
 class Config:
+    """The job: size, seed, workload shape (bf16 transformer, batch 1) and injections."""
+
     ranks: int = 8
     gpus_per_node: int = 4
     steps: int = 20

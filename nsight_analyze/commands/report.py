@@ -1,0 +1,57 @@
+"""`nsight-analyze report`: write the self-contained HTML report of a workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..clihelp import db_option
+from ..workspace import open_workspace
+
+
+@click.command("report")
+@db_option
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="report.html",
+    show_default=True,
+    help="HTML file to write (one self-contained file; works offline).",
+)
+@click.option(
+    "--steps",
+    "steps",
+    default=None,
+    metavar="A:B",
+    help="Only steps A to B, inclusive (e.g. 3:7, 5:, :4, or one step N).",
+)
+@click.option(
+    "--model-flops-per-step",
+    type=float,
+    default=None,
+    help="Model FLOPs of one training step of the whole job, for MFU (see `mfu --help`).",
+)
+@click.option(
+    "--peak-tflops", type=float, default=None, help="Per-GPU dense peak TFLOP/s, overriding the table."
+)
+def command(
+    db: str, output: Path, steps: str | None, model_flops_per_step: float | None, peak_tflops: float | None
+) -> None:
+    """Write the HTML report: partition, aligned timeline, heatmap, overlap, kernels, capture quality."""
+    from ..report import parse_steps, write_report
+
+    step_range = parse_steps(steps)
+    mfu = {
+        k: v
+        for k, v in (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops))
+        if v is not None
+    }
+    con = open_workspace(db, read_only=True)
+    try:
+        path = write_report(con, output, step_range, mfu_options=mfu)
+    finally:
+        con.close()
+    click.echo(f"report: {path.resolve()} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -1,0 +1,26 @@
+"""Diagnosis rules, one module per family. Each rule takes a `diagnose.Ctx` and returns findings.
+
+The order of RULES does not matter: `diagnose()` ranks the findings by recoverable time.
+"""
+
+from __future__ import annotations
+
+from . import capture, comms, idle, kernels, nsys
+
+RULES = [
+    idle.input_stall,
+    idle.synchronisation,
+    idle.launch_bound,
+    comms.exposed_comm,
+    comms.imbalance,
+    kernels.low_occupancy,
+    kernels.memory_bound,
+    kernels.dominant_kernel,
+    kernels.host_device_copies,
+    nsys.gpu_starvation,
+    nsys.low_utilisation,
+    capture.clock_skew,
+    capture.cuda_graphs,
+]
+
+__all__ = ["RULES"]

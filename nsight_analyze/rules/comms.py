@@ -1,0 +1,189 @@
+"""Communication rules: exposed (poorly overlapped) collectives, and load imbalance / stragglers.
+
+The two are separated on purpose: a rank that waits in a collective for a late rank shows exposed
+communication, but better overlap cannot recover that wait; only fixing the late rank can.
+"""
+
+from __future__ import annotations
+
+from ..diagnose import Ctx, Finding, Fix, Signal
+
+
+def exposed_comm(ctx: Ctx) -> list[Finding]:
+    """Communication not hidden behind compute, minus waits for late ranks and the last transfer."""
+    if not ctx.has("diag_comm_recoverable", "diag_comm_exposure"):
+        return []
+    th = ctx.th["exposed_comm_min_pct"]
+    per_step = ctx.df(
+        """SELECT step, min(recoverable_ns) AS rec, arg_min(rank, recoverable_ns) AS critical_rank,
+                  max(comms_exposed_ns) AS exposed, max(window_ns) AS step_ns
+           FROM diag_comm_recoverable GROUP BY step"""
+    )
+    if per_step.empty:
+        return []
+    total = int(per_step["rec"].sum())
+    rec = ctx.per_step(total)
+    if (ctx.pct(rec) or 0) < th:
+        return []
+    steps = sorted(int(s) for s, r, n in zip(per_step["step"], per_step["rec"], per_step["step_ns"])
+                   if s is not None and s == s and n and 100.0 * r / n >= th)
+    ranks = ctx.df(
+        f"""SELECT DISTINCT rank FROM diag_comm_recoverable
+            WHERE 100.0 * recoverable_ns / nullif(window_ns, 0) >= {th} ORDER BY rank"""
+    )["rank"].tolist()
+    ev = [
+        ctx.evidence(
+            "exposed communication per step",
+            "Per step: the critical rank's overlap-recoverable exposed comms (min over ranks), the largest "
+            "exposed comms and the step length (diag_comm_recoverable).",
+            """SELECT step, min(recoverable_ns) AS recoverable_ns, arg_min(rank, recoverable_ns) AS critical_rank,
+                      max(comms_exposed_ns) AS max_exposed_ns, max(exposed_wait_ns) AS max_exposed_wait_ns,
+                      max(last_transfer_ns) AS max_last_transfer_ns, max(window_ns) AS step_ns,
+                      round(avg(overlap_pct), 1) AS mean_overlap_pct
+               FROM diag_comm_recoverable GROUP BY step ORDER BY step""",
+        ),
+        ctx.evidence(
+            "per collective and bucket",
+            "Each collective by its position in the step (bucket): mean duration, exposed part, the part "
+            "spent waiting for the last rank, and how much was hidden (diag_comm_exposure).",
+            """SELECT op, bucket, count(*) AS instances, CAST(avg(duration_ns) AS BIGINT) AS avg_duration_ns,
+                      CAST(avg(exposed_ns) AS BIGINT) AS avg_exposed_ns,
+                      CAST(avg(exposed_wait_ns) AS BIGINT) AS avg_exposed_wait_ns,
+                      round(100.0 * (1 - sum(exposed_ns) / nullif(sum(duration_ns), 0)), 1) AS hidden_pct,
+                      bool_or(is_last) AS last_in_step
+               FROM diag_comm_exposure GROUP BY op, bucket ORDER BY bucket, op""",
+        ),
+    ]
+    ov = ctx.scalar("SELECT avg(overlap_pct) FROM diag_windows WHERE comms_total_ns > 0")
+    wait = ctx.scalar("SELECT coalesce(sum(exposed_wait_ns), 0) FROM diag_comm_recoverable") or 0
+    exposed_sum = ctx.scalar("SELECT coalesce(sum(comms_exposed_ns), 0) FROM diag_comm_recoverable") or 0
+    last = ctx.scalar("SELECT coalesce(sum(last_transfer_ns), 0) FROM diag_comm_recoverable") or 0
+    signals = [
+        Signal("mean comms/compute overlap", round(ov, 1) if ov is not None else None, "%",
+               "supports" if ov is not None and ov < 50 else "neutral",
+               "share of communication time hidden behind other GPU work (time_partition.overlap_pct)"),
+        Signal("exposed time spent waiting for the last rank", round(100.0 * wait / exposed_sum, 1)
+               if exposed_sum else 0.0, "% of exposed", "against" if exposed_sum and wait > 0.3 * exposed_sum
+               else "neutral", "waiting for a late rank is load imbalance, not an overlap problem; it is "
+                               "excluded from the recoverable time (see the imbalance finding)"),
+        Signal("exposed transfer of the last collective", round(100.0 * last / exposed_sum, 1)
+               if exposed_sum else 0.0, "% of exposed", "against" if exposed_sum and last > 0.5 * exposed_sum
+               else "neutral", "the last gradients are ready only when backward ends, so this part cannot "
+                               "be overlapped and is excluded"),
+    ]
+    if ctx.has("collectives"):
+        bw = ctx.df("SELECT op, median(busbw_gbps) AS busbw FROM collectives WHERE busbw_gbps IS NOT NULL "
+                    "GROUP BY op ORDER BY op")
+        for op, b in zip(bw["op"], bw["busbw"]):
+            signals.append(Signal(f"median bus bandwidth {op}", round(float(b), 1), "GB/s", "neutral",
+                                  "low bus bandwidth points at the network/NCCL settings rather than overlap"))
+    return [Finding(
+        id="exposed-comm", title="Communication is exposed (poor compute/communication overlap)",
+        kind="performance", severity=ctx.severity(rec),
+        summary=f"Collectives run with nothing to hide behind: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of "
+                f"the mean step) could be overlapped with compute.",
+        ranks=[int(r) for r in ranks], steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+        recoverable_method="per step, min over ranks of (comms_exposed_ns - exposed wait for the last arrival "
+                           "- exposed transfer of the step's last collective) (diag_comm_recoverable); summed "
+                           "over steps / steps. Min over ranks: the step shrinks only if every rank's timeline "
+                           "can, and the critical (last-arriving) rank has the least slack",
+        metrics={"recoverable_ns_total": total, "mean_overlap_pct": ov, "threshold_pct": th},
+        evidence=ev, signals=signals,
+        fixes=[
+            Fix("Let gradient all-reduce start during backward: DDP/FSDP bucketing (bucket_cap_mb), "
+                "no blocking waits before the optimizer",
+                "smaller buckets mean more collective launches; larger buckets delay the first one"),
+            Fix("Gradient accumulation with no_sync() on the inner micro-batches",
+                "longer steps and a larger effective batch (re-tune the learning rate)"),
+            Fix("Compress gradients (bf16/fp16 all-reduce, PowerSGD)", "possible accuracy loss; extra compute"),
+            Fix("Tune NCCL (NCCL_ALGO/PROTO, channels) or the topology (NVLink/IB placement)",
+                "settings are topology specific; hardware changes cost money"),
+        ],
+    )]
+
+
+def imbalance(ctx: Ctx) -> list[Finding]:
+    """One rank computes longer than the others and the rest wait for it at every collective."""
+    if not ctx.has("imbalance", "merge_straggler_verdict"):
+        return []
+    where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+    per_step = ctx.df(
+        f"""SELECT step, ranks, max_compute_ns, mean_compute_ns, ratio, slowest_rank, balanced,
+                   max_compute_ns - (ranks * mean_compute_ns - max_compute_ns) / (ranks - 1) AS excess_ns
+            FROM imbalance WHERE {where} AND ranks >= 2"""
+    )
+    if per_step.empty:
+        return []
+    total = int(round(float(per_step["excess_ns"].clip(lower=0).sum())))
+    rec = ctx.per_step(total)
+    verdict = ctx.df("SELECT * FROM merge_straggler_verdict")
+    v = verdict.iloc[0].to_dict() if len(verdict) else {}
+    if v.get("verdict") in (None, "balanced", "unknown") or (ctx.pct(rec) or 0) < ctx.th["imbalance_min_pct"]:
+        return []
+    straggler = v.get("straggler_rank")
+    if straggler is not None and straggler == straggler:
+        ranks = [int(straggler)]
+    else:
+        ranks = sorted({int(r) for r in per_step.loc[~per_step["balanced"].astype(bool), "slowest_rank"]})
+    steps = sorted(int(s) for s, b in zip(per_step["step"], per_step["balanced"])
+                   if not bool(b) and s is not None and s == s)
+    ev = [
+        ctx.evidence("imbalance per step", "Per step: the slowest rank's compute against the mean (imbalance).",
+                     f"""SELECT step, ranks, slowest_rank, max_compute_ns, CAST(mean_compute_ns AS BIGINT) AS
+                            mean_compute_ns, round(ratio, 4) AS ratio, wait_gpu_ns, balanced
+                         FROM imbalance WHERE {where} ORDER BY step"""),
+        ctx.evidence("straggler verdict", "Job-wide verdict (merge_straggler_verdict).",
+                     "SELECT * FROM merge_straggler_verdict"),
+    ]
+    if ctx.has("rank_rollup"):
+        ev.append(ctx.evidence(
+            "per rank", "Each rank's compute, the collective wait it suffered and caused (rank_rollup).",
+            """SELECT rank, host, compute_ns, collectives, wait_suffered_ns, wait_caused_ns, times_last,
+                      times_slowest, straggler FROM rank_rollup ORDER BY rank"""))
+    signals = [Signal("verdict", v.get("verdict"), "", "supports",
+                      f"slowest in {round(100 * float(v.get('top_share') or 0), 1)} % of the imbalanced steps: "
+                      f"rank {v.get('top_rank')}")]
+    if ctx.has("rank_rollup") and ranks:
+        rr = ctx.df("SELECT rank, wait_caused_ns, wait_suffered_ns FROM rank_rollup")
+        caused = rr.loc[rr["rank"].isin(ranks), "wait_caused_ns"].sum()
+        signals.append(Signal("collective wait caused by the slow rank(s)", int(caused), "GPU-ns",
+                              "supports" if caused > 0 else "against",
+                              "the other ranks' wait at collectives where it arrived last"))
+    if ranks:
+        idle = ctx.df(
+            f"""SELECT rank IN ({', '.join(map(str, ranks))}) AS slow, avg(idle_ns) AS idle, avg(compute_ns) AS c
+                FROM diag_windows GROUP BY 1"""
+        ).set_index("slow")
+        if True in idle.index and False in idle.index:
+            extra = float(idle.at[True, "c"]) - float(idle.at[False, "c"])
+            signals.append(Signal(
+                "slow rank's extra compute per step", int(extra), "ns", "supports" if extra > 0 else "against",
+                "the same kernels take longer on it: check its clocks, temperature, power cap and ECC "
+                "(nvidia-smi -q), or uneven work (sequence lengths, pipeline stages)"))
+    resid = ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality") if ctx.has("alignment_quality") \
+        else None
+    if resid is not None:
+        signals.append(Signal("clock alignment residual p95", resid, "ns", "neutral",
+                              "compute imbalance is measured per rank and does not depend on clock alignment"))
+    return [Finding(
+        id="load-imbalance",
+        title=(f"Straggler: rank {ranks[0]} is persistently slower" if v.get("verdict") == "persistent"
+               else "Load imbalance across ranks (rotating slowest rank)"),
+        kind="performance", severity=ctx.severity(rec),
+        summary=f"The slowest rank computes {rec / 1e6:.3f} ms per step longer than the others' mean "
+                f"({ctx.pct(rec)} % of the mean step); the others wait for it at the next collective.",
+        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+        recoverable_method="per step, slowest rank's compute_ns - mean compute_ns of the other ranks "
+                           "(imbalance / time_partition); summed over steps / steps",
+        metrics={"verdict": v.get("verdict"), "straggler_rank": straggler,
+                 "median_ratio": v.get("median_ratio"), "excess_ns_total": total,
+                 "straggler_wait_gpu_ns": v.get("straggler_wait_gpu_ns")},
+        evidence=ev, signals=signals,
+        fixes=[
+            Fix("Check or replace the slow GPU/node (clocks, thermals, power cap, ECC, PCIe/NVLink errors)",
+                "a node out of the pool until fixed: less capacity"),
+            Fix("Balance the work: sequence-length bucketing / packing, even pipeline-stage partitioning",
+                "bucketing changes sampling order (convergence); re-partitioning needs re-validation"),
+            Fix("Exclude the straggler from the job", "fewer GPUs: lower peak throughput"),
+        ],
+    )]

@@ -1,0 +1,262 @@
+"""Idle-time rules: the GPU waited on the input pipeline, on a synchronising call, or on launches.
+
+All three read the idle split of `time_partition` through `diag_step_causes`: per step, the worst
+rank's time in the cause bounds what fixing it can save (the job runs at its slowest rank's pace).
+Recoverable per step = sum over steps of that maximum / number of steps.
+"""
+
+from __future__ import annotations
+
+from ..diagnose import Ctx, Finding, Fix, Signal
+
+
+def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
+    """(total ns over steps of the worst rank, affected steps, ranks over the threshold)."""
+    total = ctx.scalar(f"SELECT coalesce(sum(max_ns), 0) FROM diag_step_causes WHERE cause = '{cause}'") or 0
+    steps = ctx.df(
+        f"SELECT step FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 AND share_pct >= {min_pct} "
+        "ORDER BY step"
+    )["step"].tolist()
+    col = {"input_stall": "input_stall_ns", "sync_stall": "sync_stall_ns",
+           "launch": "launch_gap_ns + host_bound_ns"}[cause]
+    ranks = ctx.df(
+        f"SELECT DISTINCT rank FROM diag_windows WHERE {col} > 0 "
+        f"AND 100.0 * ({col}) / nullif(window_ns, 0) >= {min_pct} ORDER BY rank"
+    )["rank"].tolist()
+    return int(total), [int(s) for s in steps if s is not None], [int(r) for r in ranks]
+
+
+def _per_step_evidence(ctx: Ctx, cause: str, label: str):
+    return ctx.evidence(
+        f"{label} per step",
+        f"Per step: the worst rank's {label} time, the step length and the ranks affected (diag_step_causes).",
+        f"""SELECT step, worst_rank, max_ns AS {cause}_ns, step_ns, round(share_pct, 2) AS share_pct, ranks
+            FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 ORDER BY max_ns DESC, step""",
+    )
+
+
+def _gap_evidence(ctx: Ctx, causes: str, label: str):
+    where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+    return ctx.evidence(
+        f"{label} gaps",
+        "The idle pieces behind the number, longest first, with what the host was doing (gaps view).",
+        f"""SELECT rank, step, start_ns, duration_ns, cause, host_activity FROM gaps
+            WHERE {where} AND cause IN ({causes}) ORDER BY duration_ns DESC, rank, start_ns""",
+    )
+
+
+def input_stall(ctx: Ctx) -> list[Finding]:
+    """The GPU idled while the host was inside the input pipeline (DataLoader NVTX ranges)."""
+    if not ctx.has("diag_step_causes", "diag_windows"):
+        return []
+    th = ctx.th["input_stall_min_pct"]
+    total, steps, ranks = _cause_totals(ctx, "input_stall", th)
+    if not steps and not (not ctx.has_steps and ranks):
+        return []
+    rec = ctx.per_step(total)
+    ev = [_per_step_evidence(ctx, "input_stall", "input stall")]
+    if ctx.has("gaps"):
+        ev.append(_gap_evidence(ctx, "'input_stall'", "input-stall"))
+    signals = []
+    n_all = ctx.n_steps
+    if ctx.has_steps and steps:
+        period = sorted({b - a for a, b in zip(steps, steps[1:])})
+        signals.append(Signal(
+            "stalled steps", len(steps), "steps", "supports",
+            f"{len(steps)} of {n_all} steps" + (f", every {period[0]} steps: periodic, typical of a "
+                                                 "prefetch queue running dry (too few workers)"
+                                                 if len(period) == 1 and len(steps) > 2 else ""),
+        ))
+    hb = ctx.scalar("SELECT coalesce(sum(host_bound_ns), 0) FROM diag_windows") or 0
+    ins = ctx.scalar("SELECT coalesce(sum(input_stall_ns), 0) FROM diag_windows") or 0
+    signals.append(Signal(
+        "host-bound idle elsewhere", ctx.pct(ctx.per_step(hb / max(ctx.n_ranks, 1))), "% of step",
+        "against" if hb > 0.5 * ins else "neutral",
+        "GPU idle while the host ran other Python code; if large, the host is slow in general, not only "
+        "the input pipeline",
+    ))
+    pageable = ctx.scalar(
+        "SELECT count(*) FROM memops WHERE kind = 'HtoD' AND (src_kind = 'Pageable' OR dst_kind = 'Pageable')"
+    ) or 0
+    signals.append(Signal(
+        "pageable HtoD copies", pageable, "copies", "supports" if pageable else "neutral",
+        "input batches copied from pageable memory: pin_memory=True makes the copy asynchronous"
+        if pageable else "input copies already use pinned memory",
+    ))
+    return [Finding(
+        id="input-stall", title="Input pipeline stalls the GPU", kind="performance",
+        severity=ctx.severity(rec),
+        summary=f"The GPU waits on the data loader: {ctx.pct(rec)} % of the mean step "
+                f"({rec / 1e6:.3f} ms per step, worst rank per step).",
+        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+        recoverable_method="sum over steps of the worst rank's input_stall_ns (time_partition) / steps: "
+                           "the idle time a never-empty input queue would remove",
+        metrics={"input_stall_ns_total": total, "stalled_steps": len(steps), "threshold_pct": th},
+        evidence=ev, signals=signals,
+        fixes=[
+            Fix("More DataLoader workers (num_workers) and a deeper prefetch_factor",
+                "more host memory and CPU cores per rank; worker start-up time"),
+            Fix("pin_memory=True and .to(device, non_blocking=True)",
+                "pinned host memory is a limited, non-swappable resource"),
+            Fix("Move decoding/augmentation to the GPU (e.g. DALI) or pre-process the dataset offline",
+                "GPU time and memory for preprocessing; storage and a fixed augmentation pipeline"),
+        ],
+    )]
+
+
+def synchronisation(ctx: Ctx) -> list[Finding]:
+    """Synchronising API calls and host-blocking copies (nsys cuda-sync-api / -memcpy / -memset parity)."""
+    if not ctx.has("diag_sync_api_calls", "diag_sync_copies"):
+        return []
+    htod = int(ctx.th["sync_htod_min_bytes"])
+    calls = ctx.evidence(
+        "cuda-sync-api",
+        "cudaDeviceSynchronize / cudaStreamSynchronize calls, longest first (nsys cuda-sync-api).",
+        "SELECT rank, tid, start_ns, duration_ns, name FROM diag_sync_api_calls "
+        "ORDER BY duration_ns DESC, rank, start_ns",
+    )
+    copies = {}
+    for rule, text in (("cuda-sync-memcpy", "synchronous memcpy (not DtoD, not HtoD <= "
+                                            f"{htod} B), longest first (nsys cuda-sync-memcpy)"),
+                       ("cuda-async-memcpy", "cudaMemcpy*Async on pageable memory: effectively synchronous "
+                                             "(nsys cuda-async-memcpy)"),
+                       ("cuda-sync-memset", "synchronous memset on pinned/managed memory (nsys cuda-sync-memset)")):
+        copies[rule] = ctx.evidence(
+            rule, text,
+            f"""SELECT rank, device_id, stream_id, start_ns, duration_ns, kind, bytes, src_kind, dst_kind,
+                       api_name, api_start_ns, api_duration_ns
+                FROM diag_sync_copies(htod_min_bytes := {htod}) WHERE nsys_rule = '{rule}'
+                ORDER BY duration_ns DESC, rank, start_ns""",
+        )
+    flagged = calls.total_rows + sum(e.total_rows for e in copies.values())
+    total, steps, ranks = (0, [], [])
+    if ctx.has("diag_step_causes"):
+        total, steps, ranks = _cause_totals(ctx, "sync_stall", 0.0)
+    rec = ctx.per_step(total)
+    if flagged == 0 and (ctx.pct(rec) or 0) <= ctx.th["sync_stall_min_pct"]:
+        return []
+    ev = []
+    if ctx.has("diag_step_causes") and total:
+        ev.append(_per_step_evidence(ctx, "sync_stall", "sync stall"))
+    ev += [e for e in [calls, *copies.values()] if e.total_rows]
+    if ctx.has("gaps") and total:
+        ev.append(_gap_evidence(ctx, "'sync_stall'", "sync-stall"))
+    flagged_ranks = ctx.df(
+        f"""SELECT DISTINCT rank FROM (SELECT rank FROM diag_sync_api_calls UNION ALL
+            SELECT rank FROM diag_sync_copies(htod_min_bytes := {htod})) ORDER BY rank"""
+    )["rank"].tolist()
+    ranks = sorted(set(ranks) | {int(r) for r in flagged_ranks})
+    blocked = ctx.scalar("SELECT coalesce(sum(duration_ns), 0) FROM diag_sync_api_calls") or 0
+    per_step_calls = calls.total_rows / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
+    signals = [
+        Signal("GPU idle caused by syncs", ctx.pct(rec), "% of step", "supports" if rec else "against",
+               "idle time that a synchronising call explains (sync_stall): what removing the syncs can "
+               "recover" if rec else "the syncs did not leave the GPU idle: the host waited for work that "
+                                     "was already queued, so they cost host time, not GPU time"),
+        Signal("host time blocked in sync calls", blocked, "ns", "neutral",
+               "host waiting is not GPU idle: it matters only when the host then cannot launch ahead"),
+        Signal("sync calls per rank and step", round(per_step_calls, 2), "calls", "supports" if per_step_calls > 1
+               else "neutral", "more than one blocking sync per step usually means .item()/.cpu()/print in "
+                               "the training loop"),
+        Signal("host-blocking copies", sum(e.total_rows for e in copies.values()), "copies",
+               "supports" if any(e.total_rows for e in copies.values()) else "neutral",
+               "synchronous or pageable copies block the launching thread like a sync"),
+    ]
+    names = ", ".join(f"{k}: {v.total_rows}" for k, v in [("cuda-sync-api", calls), *copies.items()] if v.total_rows)
+    return [Finding(
+        id="excessive-sync", title="Synchronisation stalls the GPU", kind="performance",
+        severity=ctx.severity(rec),
+        summary=f"Synchronising calls and host-blocking copies ({names or 'none flagged by nsys rules'}) leave "
+                f"the GPU idle {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+        recoverable_method="sum over steps of the worst rank's sync_stall_ns (GPU idle while the host was "
+                           "blocked in a synchronising call, time_partition) / steps",
+        metrics={"sync_stall_ns_total": total, "sync_api_calls": calls.total_rows,
+                 **{k.replace("-", "_"): v.total_rows for k, v in copies.items()}},
+        evidence=ev, signals=signals,
+        fixes=[
+            Fix("Remove .item(), .cpu(), print(tensor) and explicit synchronize() from the step; log every N steps",
+                "metrics and loss values are seen less often / later"),
+            Fix("Copy with pinned host buffers and non_blocking=True",
+                "pinned memory is limited; the result must not be read before an event says it is ready"),
+            Fix("Replace device-wide syncs with CUDA events / stream waits",
+                "ordering has to be reasoned about explicitly; wrong placement gives races"),
+            Fix("Find hidden syncs with torch.cuda.set_sync_debug_mode('warn')", "debug mode slows the run"),
+        ],
+    )]
+
+
+def launch_bound(ctx: Ctx) -> list[Finding]:
+    """The GPU idled between many short kernels while the host issued launches (launch-bound steps)."""
+    if not ctx.has("diag_step_causes", "diag_windows"):
+        return []
+    th = ctx.th["launch_min_pct"]
+    total, steps, ranks = _cause_totals(ctx, "launch", th)
+    if not steps and not (not ctx.has_steps and ranks):
+        return []
+    rec = ctx.per_step(total)
+    short_ns = int(ctx.th["short_kernel_us"] * 1000)
+    ev = [_per_step_evidence(ctx, "launch", "launch gap + host-bound idle")]
+    signals = []
+    if ctx.has_steps and ctx.has("tp_step_ops"):
+        step_list = ", ".join(str(s) for s in steps) or "NULL"
+        ev.append(ctx.evidence(
+            "kernels per step",
+            "GPU operations per rank and step, their median duration and how many are short.",
+            f"""SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS median_ns,
+                       count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short_ops,
+                       step IN ({step_list}) AS launch_bound
+                FROM tp_step_ops GROUP BY rank, step ORDER BY launch_bound DESC, step, rank""",
+        ))
+        cmp = ctx.df(
+            f"""SELECT step IN ({step_list}) AS lb, avg(ops) AS ops, avg(med) AS med, avg(short) AS short
+                FROM (SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS med,
+                             count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short
+                      FROM tp_step_ops GROUP BY rank, step) GROUP BY 1"""
+        ).set_index("lb")
+        if True in cmp.index:
+            ops_lb = float(cmp.at[True, "ops"])
+            ops_ok = float(cmp.at[False, "ops"]) if False in cmp.index else None
+            signals.append(Signal(
+                "operations per launch-bound step", round(ops_lb, 1), "ops",
+                "supports" if ops_ok is None or ops_lb > 1.2 * ops_ok else "neutral",
+                f"other steps: {round(ops_ok, 1) if ops_ok is not None else 'n/a'}"))
+            signals.append(Signal(
+                "short operations per launch-bound step", round(float(cmp.at[True, "short"]), 1), "ops",
+                "supports" if float(cmp.at[True, "short"]) > 0.5 * ops_lb else "neutral",
+                f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, so the host "
+                "cannot keep the queue full"))
+    launch_api = ctx.df(
+        "SELECT count(*) AS n, median(end_ns - start_ns) AS med FROM cuda_api "
+        "WHERE name IN ('cudaLaunchKernel', 'cuLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernelEx')"
+    )
+    if len(launch_api) and launch_api.at[0, "n"]:
+        signals.append(Signal("median launch call", float(launch_api.at[0, "med"]), "ns", "neutral",
+                              "host cost of one launch; kernels shorter than this cannot be fed one by one"))
+    graph_pct = ctx.scalar(
+        "SELECT 100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL) / "
+        "nullif(sum(end_ns - start_ns), 0) FROM kernels"
+    )
+    signals.append(Signal("kernel time launched from CUDA graphs", round(graph_pct or 0.0, 2), "%",
+                          "against" if (graph_pct or 0) > 50 else "supports",
+                          "graphs already amortise launches" if (graph_pct or 0) > 50
+                          else "little or no CUDA-graph use: graphs would remove per-kernel launch cost"))
+    return [Finding(
+        id="launch-bound", title="Launch-bound steps: many short kernels, GPU waits for launches",
+        kind="performance", severity=ctx.severity(rec),
+        summary=f"In {len(steps) or 'the'} {'steps' if len(steps) != 1 else 'step'} the GPU idles between "
+                f"launches: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+        recoverable_method="sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) "
+                           "/ steps: the idle time between operations while the host was issuing them",
+        metrics={"launch_idle_ns_total": total, "launch_bound_steps": len(steps), "threshold_pct": th},
+        evidence=ev, signals=signals,
+        fixes=[
+            Fix("Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA Graph Trees)",
+                "static shapes and addresses, capture cost, a private memory pool, no host sync inside"),
+            Fix("Fuse small kernels: torch.compile, fused optimizers (foreach/fused=True), fused layers",
+                "compile time, recompilation on new shapes, harder debugging"),
+            Fix("Give each kernel more work (larger micro-batch, horizontal fusion)",
+                "more activation memory; a larger batch changes convergence (re-tune the learning rate)"),
+        ],
+    )]

@@ -1,0 +1,231 @@
+"""The HTML report: sections, numbers equal to the library's, escaping, secrets, size budget.
+
+The browser half (JavaScript runs, figures draw, no dialog fires) is tests/test_report_browser.py;
+these tests read the file as text and need no browser.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsight_analyze.errors import UserError
+from nsight_analyze.report import parse_steps, render_report, write_report
+from nsight_analyze.report.collect import PARTITION_COLUMNS, StepRange
+from nsight_analyze.report.sections import SECTIONS
+from nsight_analyze.report.timeline import build as build_timeline
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = '"><img src=x onerror=alert(1)>'
+SECRET = "sk-live-0123456789abcdefghijklmnopqrstuv"
+
+
+def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = True):
+    """A synthetic job (rank 2 straggles, input stalls), ingested; optionally with hostile text.
+
+    Returns an open read-write connection. The kernel taking the most time and the input-pipeline
+    NVTX ranges get script/markup payloads; env gets a secret-looking value that the report must
+    never show.
+    """
+    from nsight_analyze.ingest import ingest
+    from nsight_analyze.synth import generate
+    from nsight_analyze.workspace import load_queries, open_workspace
+
+    generate(tmp / "traces", ranks=ranks, gpus_per_node=2, steps=steps, kernels_per_step=120,
+             injections=["straggler=2:+25", "input-stall=2:3"], truth=False)
+    db = tmp / "ws.duckdb"
+    ingest([tmp / "traces"], db)
+    con = open_workspace(db)
+    for _ in range(10):  # tolerate a one-pass view loader: repeat until every view resolves
+        if not load_queries(con):
+            break
+    if hostile:
+        top = con.execute(
+            "SELECT name FROM kernels GROUP BY name ORDER BY sum(end_ns - start_ns) DESC LIMIT 1").fetchone()[0]
+        con.execute("UPDATE kernels SET name = ? WHERE name = ?", [f"gemm {SCRIPT} {IMG}", top])
+        con.execute("UPDATE nvtx SET text = text || ? WHERE text ILIKE '%dataloader%'", [f" {SCRIPT} {IMG}"])
+        con.execute("INSERT INTO env VALUES (0, 'MY_API_KEY', ?), (0, 'NCCL_FAKE_SETTING', ?)", [SECRET, SECRET])
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def library_partition(con) -> list[dict]:
+    """What `summary --format json` prints per rank (summary(con, by='rank')), else the view it reads."""
+    try:
+        from nsight_analyze.summary import summary
+    except ImportError:
+        summary = None
+    if summary is not None:
+        from nsight_analyze.report.sections import _rows_of
+
+        rows = _rows_of(summary(con, by="rank"))
+        if rows:
+            return [r for r in rows if r.get("step") is None]
+    df = con.execute("SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank").df()
+    return df.astype(object).where(df.notna(), None).to_dict("records")
+
+
+def cells(html: str, table_id: str) -> dict[tuple[str, str], str]:
+    """{(row key, column): data-value} of a report table."""
+    body = html.split(f'id="{table_id}"', 1)[1].split("</table>", 1)[0]
+    out = {}
+    for row, inner in re.findall(r'<tr data-row="([^"]*)">(.*?)</tr>', body):
+        for key, value in re.findall(r'data-key="([^"]*)" data-value="([^"]*)"', inner):
+            out[(row, key)] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    con = make_workspace(tmp)
+    path = write_report(con, tmp / "report.html")
+    yield con, path, path.read_text(encoding="utf-8")
+    con.close()
+
+
+def test_every_section_is_present(hostile):
+    _, _, html = hostile
+    for sid, _ in SECTIONS:
+        assert f'data-section="{sid}"' in html, sid
+    for fig in ("partition", "timeline", "heatmap", "overlap", "kernels", "gaps"):
+        assert f'data-figure="{fig}"' in html, fig
+
+
+def test_self_contained_and_offline(hostile):
+    _, path, html = hostile
+    assert not re.search(r"<script[^>]+src=", html), "no external scripts"
+    assert not re.search(r"<link[^>]+href=\"?https?:", html), "no external stylesheets"
+    from plotly.offline import get_plotlyjs
+
+    ours = html.replace(get_plotlyjs(), "")  # plotly.js itself names URLs it never fetches here
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", ours), "no remote resources"
+    # plotly.js is inlined exactly once, not per figure
+    assert html.count("Plotly.newPlot") == 1
+    assert len(re.findall(r"plotly\.js v\d", html)) == 1
+    assert path.stat().st_size < 15e6
+
+
+def test_partition_numbers_equal_the_library(hostile):
+    con, _, html = hostile
+    got = cells(html, "partition-table")
+    rows = library_partition(con)
+    assert rows
+    for r in rows:
+        for col in PARTITION_COLUMNS:
+            want = r.get(col)
+            value = got[(str(r["rank"]), col)]
+            if want is None:
+                assert value == ""
+            elif isinstance(want, float):
+                assert float(value) == pytest.approx(want, rel=1e-12)
+            else:
+                assert int(value) == want, (r["rank"], col)
+
+
+def test_headline_ratios_follow_from_the_partition(hostile):
+    con, _, html = hostile
+    rows = library_partition(con)
+    win = sum(r["window_ns"] for r in rows)
+    busy = 100.0 * (win - sum(r["idle_ns"] for r in rows)) / win
+    m = re.search(r'data-metric="gpu_busy_pct" data-value="([^"]+)"', html)
+    assert m and float(m.group(1)) == pytest.approx(busy, rel=1e-12)
+    verdict = con.execute("SELECT verdict FROM merge_straggler_verdict").fetchone()[0]
+    assert f'data-metric="imbalance_verdict" data-value="{verdict}"' in html
+
+
+def test_trace_text_is_escaped(hostile):
+    _, _, html = hostile
+    # no raw payload anywhere (HTML or embedded JSON), but the escaped text is shown
+    assert SCRIPT not in html
+    assert "<img src=x" not in html
+    assert "gemm &lt;script&gt;alert(1)&lt;/script&gt; &quot;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "DataLoader" in html and "&lt;script&gt;alert(1)" in html.split('id="longest-gaps-table"')[1]
+    # the only script elements are the page's own three
+    assert html.count("<script") == 3
+
+
+def test_secrets_never_appear(hostile):
+    _, _, html = hostile
+    assert SECRET not in html
+    assert "MY_API_KEY" not in html
+
+
+def test_steps_option_limits_heatmap_and_timeline(hostile):
+    con, _, _ = hostile
+    html = render_report(con, steps="2:3")
+    assert re.search(r'id="timeline-info"[^>]*data-steps="(2|3|2,3)"', html)
+    steps_in_heatmap = set(re.findall(r"step %\{x\}", html))
+    assert steps_in_heatmap
+    assert "steps 2:3 only" in html
+
+
+def test_timeline_over_budget_is_windowed_then_aggregated(hostile):
+    con, _, _ = hostile
+    full = build_timeline(con)
+    assert full.mode == "exact" and len(full.steps_shown) == 3
+    small = build_timeline(con, budget=full.ops_in_window // 2)
+    assert len(small.steps_shown) < 3
+    tiny = build_timeline(con, budget=50)
+    assert tiny.mode == "aggregated" and len(tiny.steps_shown) == 1
+    assert any("aggregated" in n for n in tiny.notes) and any("windowed" in n for n in tiny.notes)
+    merged = sum(sum(s["n"]) for s in tiny.payload["series"].values())
+    assert merged == tiny.ops_in_window
+
+
+def test_timeline_uses_aligned_times(hostile):
+    con, _, _ = hostile
+    tl = build_timeline(con)
+    kern = con.execute("SELECT min(aligned_start_ns) FROM aligned_kernels WHERE aligned_end_ns > ?",
+                       [tl.window[0]]).fetchone()[0]
+    starts = [tl.payload["t0"] + s for series in tl.payload["series"].values() for s in series["s"]]
+    assert min(starts) <= kern
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("3:5", StepRange(3, 5)), ("5:", StepRange(5, None)), (":4", StepRange(None, 4)), ("7", StepRange(7, 7)),
+     (None, None), ("", None)],
+)
+def test_parse_steps(text, expected):
+    assert parse_steps(text) == expected
+
+
+@pytest.mark.parametrize("text", ["x", "5:3", "1:2:3", ":"])
+def test_parse_steps_rejects(text):
+    with pytest.raises(UserError):
+        parse_steps(text)
+
+
+def test_command_writes_report_and_rejects_bad_steps(hostile, tmp_path):
+    from nsight_analyze.cli import main
+
+    con, _, _ = hostile
+    db = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    con.execute("CHECKPOINT")
+    runner = CliRunner()
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(Path(db).read_bytes())
+    out = tmp_path / "r.html"
+    res = runner.invoke(main, ["report", "--db", str(copy), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 1e6 and "report:" in res.output
+    res = runner.invoke(main, ["report", "--db", str(copy), "-o", str(out), "--steps", "9:1"])
+    assert res.exit_code == 2 and "bad --steps" in res.output
+    res = runner.invoke(main, ["report", "--db", str(tmp_path / "none.duckdb")])
+    assert res.exit_code == 2 and "no workspace" in res.output
+
+
+def test_missing_views_become_notes_not_crashes(tmp_path):
+    """A fresh workspace without any trace still yields a page that says what is missing."""
+    from nsight_analyze.workspace import open_workspace
+
+    con = open_workspace(tmp_path / "empty.duckdb")
+    html = render_report(con)
+    con.close()
+    for sid, _ in SECTIONS:
+        assert f'data-section="{sid}"' in html
+    assert "Not available" in html or "None." in html
