@@ -23,7 +23,8 @@ from pathlib import Path
 SCAN = {
     "CUPTI_ACTIVITY_KIND_KERNEL": 'sum(start), sum("end"), sum(deviceId), sum(streamId), sum(correlationId), '
     "sum(demangledName), sum(shortName), sum(gridX), sum(blockX)",
-    "CUPTI_ACTIVITY_KIND_RUNTIME": 'sum(start), sum("end"), sum(globalTid % 1000), sum(correlationId), sum(nameId)',
+    "CUPTI_ACTIVITY_KIND_RUNTIME": 'sum(start), sum("end"), sum(globalTid % 1000), sum(correlationId), '
+    "sum(nameId)",
     "CUPTI_ACTIVITY_KIND_MEMCPY": 'sum(start), sum("end"), sum(bytes), sum(correlationId), sum(copyKind)',
     "NVTX_EVENTS": 'sum(start), sum("end"), sum(eventType), sum(textId)',
 }
@@ -54,7 +55,9 @@ print(json.dumps({"seconds": seconds, "rows": rows,
 def measure(mode: str, trace: Path, db: Path) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(trace), str(db), json.dumps(SCAN)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -63,7 +66,9 @@ def build(folder: Path, kernels: int) -> Path:
     from nsight_analyze.synth import generate
 
     steps = 20
-    generate(folder, ranks=1, gpus_per_node=1, steps=steps, seed=7, kernels_per_step=kernels // steps, truth=False)
+    generate(
+        folder, ranks=1, gpus_per_node=1, steps=steps, seed=7, kernels_per_step=kernels // steps, truth=False
+    )
     return folder / "report_rank0.sqlite"
 
 
@@ -71,16 +76,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, nargs="+", default=[1_000_000, 2_000_000])
     args = parser.parse_args()
-    print(f"{'kernels':>10} {'rows':>11} {'scan s':>7} {'ingest s':>8} {'ratio':>6} {'rows/s':>11} "
-          f"{'scan MB':>8} {'ingest MB':>9}")
+    print(
+        f"{'kernels':>10} {'rows':>11} {'scan s':>7} {'ingest s':>8} {'ratio':>6} {'rows/s':>11} "
+        f"{'scan MB':>8} {'ingest MB':>9}"
+    )
     for n in args.kernels:
         with tempfile.TemporaryDirectory() as tmp:
             trace = build(Path(tmp) / "traces", n)
             base = measure("baseline", trace, Path(tmp) / "unused")
             run = measure("ingest", trace, Path(tmp) / "w.duckdb")
-            print(f"{n:>10,} {run['rows']:>11,} {base['seconds']:>7.2f} {run['seconds']:>8.2f} "
-                  f"{run['seconds'] / base['seconds']:>6.1f} {run['rows'] / run['seconds']:>11,.0f} "
-                  f"{base['rss_mb']:>8.0f} {run['rss_mb']:>9.0f}", flush=True)
+            print(
+                f"{n:>10,} {run['rows']:>11,} {base['seconds']:>7.2f} {run['seconds']:>8.2f} "
+                f"{run['seconds'] / base['seconds']:>6.1f} {run['rows'] / run['seconds']:>11,.0f} "
+                f"{base['rss_mb']:>8.0f} {run['rss_mb']:>9.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ def sqlite_extension_path() -> Path:
         import duckdb_extension_sqlite_scanner as ext
     except ImportError as exc:  # pragma: no cover - packaging error
         raise UserError(
-            "the DuckDB SQLite reader is not installed: pip install 'duckdb-extension-sqlite-scanner==%s'"
-            % duckdb.__version__
+            "the DuckDB SQLite reader is not installed: "
+            f"pip install 'duckdb-extension-sqlite-scanner=={duckdb.__version__}'"
         ) from exc
     candidates = sorted(Path(ext.__file__).parent.glob("extensions/*/sqlite_scanner.duckdb_extension"))
     if not candidates:  # pragma: no cover - packaging error

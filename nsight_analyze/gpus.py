@@ -422,7 +422,9 @@ def rank_peaks(
     env = con.execute(
         f"SELECT file_id, name, value FROM env WHERE regexp_matches(name, '{ENV_HINT_PATTERN}')"
     ).df()
-    fams = con.execute(f"SELECT rank, {families_sql()} FROM kernels GROUP BY rank").df()
+    fams = con.execute(
+        f"SELECT rank, {families_sql()} FROM (SELECT DISTINCT rank, name FROM kernels) GROUP BY rank"
+    ).df()
     fams = fams.set_index("rank") if len(fams) else fams
     rows = []
     for rec in ranks.to_dict("records"):

@@ -100,7 +100,9 @@ def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
     for item in inputs:
         if not item.exists():
             raise UserError(f"{item}: no such file or directory")
-        files.extend(p for p in item.rglob("*") if p.is_file() or p.is_symlink()) if item.is_dir() else files.append(item)
+        files.extend(
+            p for p in item.rglob("*") if p.is_file() or p.is_symlink()
+        ) if item.is_dir() else files.append(item)
     db_names = {db.resolve()} | {Path(str(db.resolve()) + s) for s in (".wal",)}
     exports = export_cache(db).resolve()
     keep = [p for p in files if p.resolve() not in db_names and exports not in p.resolve().parents]
@@ -119,7 +121,17 @@ def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".partial.sqlite")
-    cmd = ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(report)]
+    cmd = [
+        "nsys",
+        "export",
+        "--type",
+        "sqlite",
+        "--force-overwrite",
+        "true",
+        "--output",
+        str(tmp),
+        str(report),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0 or not tmp.exists():
         last = (proc.stderr or proc.stdout).strip().splitlines()
@@ -178,7 +190,8 @@ def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, st
                 continue
             if proc.claimed_rank in owners:
                 errors[i] = (
-                    f"rank {proc.claimed_rank} ({proc.rank_source}) is claimed by both {owners[proc.claimed_rank]} "
+                    f"rank {proc.claimed_rank} ({proc.rank_source}) is claimed by both "
+                    f"{owners[proc.claimed_rank]} "
                     f"and {cand.path}"
                 )
                 break
@@ -276,18 +289,26 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[_Candidate], replace: bo
     seen: dict[str, Path] = {}
     for cand in cands:
         if cand.sha256 in seen:
-            report.outcomes.append(FileOutcome(cand.path, "unchanged", f"same content as {seen[cand.sha256]}"))
+            report.outcomes.append(
+                FileOutcome(cand.path, "unchanged", f"same content as {seen[cand.sha256]}")
+            )
             continue
         seen[cand.sha256] = cand.path
         same = con.execute("SELECT file_id FROM files WHERE sha256 = ?", [cand.sha256]).fetchall()
-        same_path = con.execute("SELECT file_id FROM files WHERE path = ?", [str(cand.path.resolve())]).fetchall()
+        same_path = con.execute(
+            "SELECT file_id FROM files WHERE path = ?", [str(cand.path.resolve())]
+        ).fetchall()
         if same and not replace:
-            report.outcomes.append(FileOutcome(cand.path, "unchanged", "already in the workspace (same content)"))
+            report.outcomes.append(
+                FileOutcome(cand.path, "unchanged", "already in the workspace (same content)")
+            )
             continue
         cand.replaces = sorted({r[0] for r in same + same_path}) if replace else []
         if same_path and not replace and not same:
             report.notes.append(f"{cand.path} changed since it was ingested: use --replace to reload it")
-            report.outcomes.append(FileOutcome(cand.path, "failed", "content changed since last ingest (use --replace)"))
+            report.outcomes.append(
+                FileOutcome(cand.path, "failed", "content changed since last ingest (use --replace)")
+            )
             continue
         ready.append(cand)
     return ready
@@ -297,7 +318,8 @@ def _refuse_mixed_formats(con: duckdb.DuckDBPyConnection, ready: list[_Candidate
     """One job, one profiler: nsys and Kineto timelines of the same ranks cannot be merged."""
     formats = {c.probe.format for c in ready if c.probe.processes}
     formats |= {
-        f for (f,) in con.execute(
+        f
+        for (f,) in con.execute(
             "SELECT DISTINCT source_format FROM files JOIN ranks USING (file_id)"
         ).fetchall()
     }
@@ -312,7 +334,9 @@ def _number_ranks(con: duckdb.DuckDBPyConnection, ready: list[_Candidate], repor
     replaced = {fid for c in ready for fid in c.replaces}
     taken = {
         r: p
-        for r, p, fid in con.execute("SELECT r.rank, f.path, f.file_id FROM ranks r JOIN files f USING (file_id)").fetchall()
+        for r, p, fid in con.execute(
+            "SELECT r.rank, f.path, f.file_id FROM ranks r JOIN files f USING (file_id)"
+        ).fetchall()
         if fid not in replaced
     }
     errors = assign_ranks(ready, taken)
@@ -338,8 +362,15 @@ def _load_one(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> FileOutcome:
         con.execute(
             "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, now(), 'ok', ?, ?)",
             [
-                cand.file_id, str(cand.path.resolve()), cand.sha256, cand.path.stat().st_size, probe.format,
-                probe.version, probe.schema_version, result.warnings, result.skipped,
+                cand.file_id,
+                str(cand.path.resolve()),
+                cand.sha256,
+                cand.path.stat().st_size,
+                probe.format,
+                probe.version,
+                probe.schema_version,
+                result.warnings,
+                result.skipped,
             ],
         )
         con.execute("COMMIT")
@@ -355,7 +386,13 @@ def _load_one(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> FileOutcome:
             cand.source.release(con)
     warn = f"{len(result.warnings)} warning(s)" if result.warnings else ""
     return FileOutcome(
-        cand.path, "ok", warn, cand.file_id, sorted(cand.ranks.values()), result.counts, time.perf_counter() - started
+        cand.path,
+        "ok",
+        warn,
+        cand.file_id,
+        sorted(cand.ranks.values()),
+        result.counts,
+        time.perf_counter() - started,
     )
 
 
@@ -364,8 +401,21 @@ def _insert_ranks(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> None:
     for proc in cand.probe.processes:
         rank = cand.ranks[proc.key]
         rows.append(
-            (rank, cand.file_id, proc.pid, proc.key, proc.hostname, proc.device_id, proc.gpu_name,
-             proc.session_start_utc_ns, None, cand.rank_sources[proc.key], proc.local_rank, proc.world_size, None)
+            (
+                rank,
+                cand.file_id,
+                proc.pid,
+                proc.key,
+                proc.hostname,
+                proc.device_id,
+                proc.gpu_name,
+                proc.session_start_utc_ns,
+                None,
+                cand.rank_sources[proc.key],
+                proc.local_rank,
+                proc.world_size,
+                None,
+            )
         )
     con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
@@ -391,12 +441,15 @@ def _post_ingest(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
     """Coarse clock alignment by session start (UTC), then the merger's refinement."""
     con.execute(
         """
-        UPDATE ranks SET clock_offset_ns = session_start_utc_ns - (SELECT min(session_start_utc_ns) FROM ranks),
+        UPDATE ranks
+        SET clock_offset_ns = session_start_utc_ns - (SELECT min(session_start_utc_ns) FROM ranks),
                          alignment_method = 'session-start'
         WHERE session_start_utc_ns IS NOT NULL AND alignment_method IS DISTINCT FROM 'collectives'
         """
     )
-    con.execute("UPDATE ranks SET clock_offset_ns = 0, alignment_method = 'none' WHERE session_start_utc_ns IS NULL")
+    con.execute(
+        "UPDATE ranks SET clock_offset_ns = 0, alignment_method = 'none' WHERE session_start_utc_ns IS NULL"
+    )
     try:
         from . import ranks as rank_merger
     except ImportError:

@@ -358,11 +358,16 @@ def explain_gap(
                 "padding (counters include padded tiles), non-matmul work (elementwise, softmax, norms, "
                 "optimizer), or attention counted over the full square where the kernel does more"
             )
-        elif residual < 0.95 and (coverage is None or coverage >= 95.0):
+        elif residual < 0.95 and coverage is not None and coverage < 95.0:
             out.append(
-                f"hardware counted x{residual:.2f} of the model FLOPs: the model description may overcount "
-                "(embeddings in N, causal attention counted as full), counters for the precision used were "
-                "not collected, or the ncu run used a different configuration"
+                f"hardware counted x{residual:.2f} of the expected FLOPs, but only {coverage:.1f}% of kernel "
+                "time had counters: profile the missing kernels with ncu before reading the gap"
+            )
+        elif residual < 0.95:
+            out.append(
+                f"hardware counted x{residual:.2f} of the expected FLOPs: the model description may "
+                "overcount (embeddings in N, causal attention counted as full), counters for the precision "
+                "used were not collected, or the ncu run used a different configuration"
             )
         else:
             out.append("HFU and MFU agree: nearly all executed FLOPs are model FLOPs")

@@ -20,6 +20,8 @@ SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 def schema_files() -> list[Path]:
     """schema.sql first, then the format-specific schema_*.sql files (e.g. Nsight Compute)."""
     return [SCHEMA_FILE] + sorted(SCHEMA_FILE.parent.glob("schema_*.sql"))
+
+
 SCHEMA_VERSION = "1"
 
 
@@ -92,12 +94,15 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     if stored is None or stored[0] != current:
         broken = load_queries(con)
         con.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('queries_hash', ?), ('schema_version', ?), ('broken_queries', ?)",
+            "INSERT OR REPLACE INTO meta VALUES "
+            "('queries_hash', ?), ('schema_version', ?), ('broken_queries', ?)",
             [current, SCHEMA_VERSION, "; ".join(f"{k}: {v}" for k, v in sorted(broken.items()))],
         )
 
 
-def open_workspace(path: str | Path, read_only: bool = False, must_exist: bool = False) -> duckdb.DuckDBPyConnection:
+def open_workspace(
+    path: str | Path, read_only: bool = False, must_exist: bool = False
+) -> duckdb.DuckDBPyConnection:
     """A connection with the canonical tables and current views in place."""
     path = Path(path)
     if (read_only or must_exist) and not path.exists():

@@ -12,7 +12,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
+from conftest import SHARED, TRACES, requires_shared
 
 from nsight_analyze import gpus
 from nsight_analyze.cli import main
@@ -214,3 +214,26 @@ def test_gpus_command(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert [r["source"] for r in out["ranks"]] == ["override"] * 4 and out["ncu_files"] == []
+
+
+@requires_shared
+def test_real_traces_table_and_env_hint(tmp_path) -> None:
+    """fuser/report2 names an H200 (table row); the nsys-ai capture has no TARGET_INFO_GPU but
+    carries PEAK_FLOPS_PER_GPU=989e12 (traces README), so its two ranks are 'assumed'."""
+    from nsight_analyze.ingest import ingest
+
+    db = tmp_path / "ws.duckdb"
+    ingest(
+        [
+            TRACES / "nsys" / "fuser" / "report2.sqlite",
+            TRACES / "nsys" / "nsys-ai" / "mfu_2gpu_before.sqlite",
+        ],
+        db,
+    )
+    con = open_workspace(db, read_only=True)
+    df = gpus.rank_peaks(con)
+    con.close()
+    by_source = df.groupby("source")["peak_tflops"].apply(list).to_dict()
+    assert by_source["table"] == [pytest.approx(989.4)]
+    assert by_source["assumed"] == [pytest.approx(989.0)] * 2
+    assert all("PEAK_FLOPS_PER_GPU" in r for r in df.loc[df["source"] == "assumed", "reason"])

@@ -16,11 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
 
 from nsight_analyze.ingest import ingest
 from nsight_analyze.workspace import open_workspace
-
-from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
 
 CLI = [sys.executable, "-m", "nsight_analyze"]
 TRACE_IDS = [str(p.relative_to(TRACES / "nsys")) for p in nsys_traces()]
@@ -65,16 +64,26 @@ def test_kernels_match_nsys_gpukernsum(real_workspaces, trace):
         expected_n[row["Name"]] += int(row["Instances"])
         expected_ns[row["Name"]] += int(row["Total Time (ns)"])
     con = open_workspace(real_workspaces[trace][1], read_only=True)
-    got = {n: (c, t) for n, c, t in con.execute("SELECT name, count(*), sum(duration_ns) FROM kernels GROUP BY 1").fetchall()}
+    got = {
+        n: (c, t)
+        for n, c, t in con.execute(
+            "SELECT name, count(*), sum(duration_ns) FROM kernels GROUP BY 1"
+        ).fetchall()
+    }
     assert got == {n: (expected_n[n], expected_ns[n]) for n in expected_n}
 
 
 @requires_shared
 @pytest.mark.parametrize("trace", nsys_traces(), ids=TRACE_IDS)
 def test_memops_match_nsys_gpumem_sums(real_workspaces, trace):
-    label = "CASE WHEN kind = 'memset' THEN '[CUDA memset]' ELSE '[CUDA ' || replace(kind, 'Unified Memory ', " \
-            "'Unified Memory memcpy ') || ']' END"
-    label = label.replace("'[CUDA ' || replace", "'[CUDA ' || CASE WHEN kind LIKE 'Unified%' THEN '' ELSE 'memcpy ' END || replace")
+    label = (
+        "CASE WHEN kind = 'memset' THEN '[CUDA memset]' ELSE '[CUDA ' || replace(kind, 'Unified Memory ', "
+        "'Unified Memory memcpy ') || ']' END"
+    )
+    label = label.replace(
+        "'[CUDA ' || replace",
+        "'[CUDA ' || CASE WHEN kind LIKE 'Unified%' THEN '' ELSE 'memcpy ' END || replace",
+    )
     con = open_workspace(real_workspaces[trace][1], read_only=True)
     got = {
         lab: (n, t, b)
@@ -82,7 +91,10 @@ def test_memops_match_nsys_gpumem_sums(real_workspaces, trace):
             f"SELECT {label}, count(*), sum(duration_ns), sum(bytes) FROM memops GROUP BY 1"
         ).fetchall()
     }
-    times = {r["Operation"]: (int(r["Count"]), int(r["Total Time (ns)"])) for r in oracle_rows(trace, "gpumemtimesum")}
+    times = {
+        r["Operation"]: (int(r["Count"]), int(r["Total Time (ns)"]))
+        for r in oracle_rows(trace, "gpumemtimesum")
+    }
     sizes = {r["Operation"]: float(r["Total (MB)"]) for r in oracle_rows(trace, "gpumemsizesum")}
     assert {k: v[:2] for k, v in got.items()} == times
     for op, mb in sizes.items():
@@ -108,7 +120,9 @@ def test_cuda_api_matches_nsys_cudaapisum(real_workspaces, trace):
     pids = [r[0] for r in con.execute("SELECT global_pid FROM ranks").fetchall()]
     got = collections.Counter()
     got_ns = collections.Counter()
-    for name, n, t in con.execute("SELECT name, count(*), sum(duration_ns) FROM cuda_api GROUP BY 1").fetchall():
+    for name, n, t in con.execute(
+        "SELECT name, count(*), sum(duration_ns) FROM cuda_api GROUP BY 1"
+    ).fetchall():
         got[name] += n
         got_ns[name] += t
     if expected:
@@ -131,7 +145,9 @@ def test_two_processes_in_one_file_are_two_ranks(real_workspaces):
     ranks = con.execute("SELECT rank, pid, device_id FROM ranks ORDER BY rank").fetchall()
     assert ranks == [(0, 144, 0), (1, 145, 1)]
     src = sqlite3.connect(f"{trace.as_uri()}?mode=ro&immutable=1", uri=True)
-    per_device = dict(src.execute("SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1").fetchall())
+    per_device = dict(
+        src.execute("SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1").fetchall()
+    )
     got = dict(con.execute("SELECT device_id, count(*) FROM kernels GROUP BY 1").fetchall())
     assert got == per_device
 
@@ -140,19 +156,25 @@ def test_two_processes_in_one_file_are_two_ranks(real_workspaces):
 def test_rank_from_environment_and_gpu_by_cuda_ordinal(real_workspaces):
     saxpy = TRACES / "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
     con = open_workspace(real_workspaces[saxpy][1], read_only=True)
-    assert con.execute("SELECT rank, rank_source, world_size FROM ranks").fetchall() == [(0, "env:PMI_RANK", 2)]
+    assert con.execute("SELECT rank, rank_source, world_size FROM ranks").fetchall() == [
+        (0, "env:PMI_RANK", 2)
+    ]
     clover = TRACES / "nsys/pipit/perlmutter-cloverleaf-cuda.sqlite"
     con = open_workspace(real_workspaces[clover][1], read_only=True)
     # TARGET_INFO_GPU.id 3 is cuDevice 0: the kernels' device. Its bus location says which.
-    bus = sqlite3.connect(f"{clover.as_uri()}?mode=ro&immutable=1", uri=True).execute(
-        "SELECT busLocation FROM TARGET_INFO_GPU WHERE cuDevice = 0"
-    ).fetchone()[0]
+    bus = (
+        sqlite3.connect(f"{clover.as_uri()}?mode=ro&immutable=1", uri=True)
+        .execute("SELECT busLocation FROM TARGET_INFO_GPU WHERE cuDevice = 0")
+        .fetchone()[0]
+    )
     assert con.execute("SELECT name, bus_location FROM gpus").fetchall() == [("NVIDIA A100-SXM4-80GB", bus)]
 
 
 @requires_shared
 def test_secrets_never_reach_the_workspace(real_workspaces):
-    secret = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I)
+    secret = re.compile(
+        r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I
+    )
     for _, db in real_workspaces.values():
         con = open_workspace(db, read_only=True)
         names = [r[0] for r in con.execute("SELECT name FROM env").fetchall()]
@@ -178,11 +200,15 @@ def test_same_content_is_a_no_op_and_replace_reloads(tmp_path):
     counts = con.execute("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM nvtx)").fetchone()
     con.close()
     again = ingest([trace], db)
-    assert [o.status for o in first.outcomes] == ["ok"] and [o.status for o in again.outcomes] == ["unchanged"]
+    assert [o.status for o in first.outcomes] == ["ok"] and [o.status for o in again.outcomes] == [
+        "unchanged"
+    ]
     replaced = ingest([trace], db, replace=True)
     assert [o.status for o in replaced.outcomes] == ["ok"]
     con = open_workspace(db, read_only=True)
-    assert con.execute("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM nvtx)").fetchone() == counts
+    assert (
+        con.execute("SELECT (SELECT count(*) FROM kernels), (SELECT count(*) FROM nvtx)").fetchone() == counts
+    )
     assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 1
     assert con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 2
 
@@ -281,8 +307,11 @@ def test_killed_ingest_leaves_a_consistent_workspace(tmp_path):
     folder.mkdir()
     _distinct_copies(TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite", folder, 6)
     db = tmp_path / "w.duckdb"
-    proc = subprocess.Popen([*CLI, "ingest", str(folder), "--db", str(db), "-q"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "ingest", str(folder), "--db", str(db), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(2.0)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

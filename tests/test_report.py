@@ -34,8 +34,15 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
     from nsight_analyze.synth import generate
     from nsight_analyze.workspace import load_queries, open_workspace
 
-    generate(tmp / "traces", ranks=ranks, gpus_per_node=2, steps=steps, kernels_per_step=120,
-             injections=["straggler=2:+25", "input-stall=2:3"], truth=False)
+    generate(
+        tmp / "traces",
+        ranks=ranks,
+        gpus_per_node=2,
+        steps=steps,
+        kernels_per_step=120,
+        injections=["straggler=2:+25", "input-stall=2:3"],
+        truth=False,
+    )
     db = tmp / "ws.duckdb"
     ingest([tmp / "traces"], db)
     con = open_workspace(db)
@@ -44,10 +51,13 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
             break
     if hostile:
         top = con.execute(
-            "SELECT name FROM kernels GROUP BY name ORDER BY sum(end_ns - start_ns) DESC LIMIT 1").fetchone()[0]
+            "SELECT name FROM kernels GROUP BY name ORDER BY sum(end_ns - start_ns) DESC LIMIT 1"
+        ).fetchone()[0]
         con.execute("UPDATE kernels SET name = ? WHERE name = ?", [f"gemm {SCRIPT} {IMG}", top])
         con.execute("UPDATE nvtx SET text = text || ? WHERE text ILIKE '%dataloader%'", [f" {SCRIPT} {IMG}"])
-        con.execute("INSERT INTO env VALUES (0, 'MY_API_KEY', ?), (0, 'NCCL_FAKE_SETTING', ?)", [SECRET, SECRET])
+        con.execute(
+            "INSERT INTO env VALUES (0, 'MY_API_KEY', ?), (0, 'NCCL_FAKE_SETTING', ?)", [SECRET, SECRET]
+        )
     con.execute("SET enable_progress_bar = false")
     return con
 
@@ -179,16 +189,23 @@ def test_timeline_over_budget_is_windowed_then_aggregated(hostile):
 def test_timeline_uses_aligned_times(hostile):
     con, _, _ = hostile
     tl = build_timeline(con)
-    kern = con.execute("SELECT min(aligned_start_ns) FROM aligned_kernels WHERE aligned_end_ns > ?",
-                       [tl.window[0]]).fetchone()[0]
+    kern = con.execute(
+        "SELECT min(aligned_start_ns) FROM aligned_kernels WHERE aligned_end_ns > ?", [tl.window[0]]
+    ).fetchone()[0]
     starts = [tl.payload["t0"] + s for series in tl.payload["series"].values() for s in series["s"]]
     assert min(starts) <= kern
 
 
 @pytest.mark.parametrize(
     "text,expected",
-    [("3:5", StepRange(3, 5)), ("5:", StepRange(5, None)), (":4", StepRange(None, 4)), ("7", StepRange(7, 7)),
-     (None, None), ("", None)],
+    [
+        ("3:5", StepRange(3, 5)),
+        ("5:", StepRange(5, None)),
+        (":4", StepRange(None, 4)),
+        ("7", StepRange(7, 7)),
+        (None, None),
+        ("", None),
+    ],
 )
 def test_parse_steps(text, expected):
     assert parse_steps(text) == expected
@@ -204,7 +221,9 @@ def test_command_writes_report_and_rejects_bad_steps(hostile, tmp_path):
     from nsight_analyze.cli import main
 
     con, _, _ = hostile
-    db = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+    db = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchone()[0]
     con.execute("CHECKPOINT")
     runner = CliRunner()
     copy = tmp_path / "copy.duckdb"

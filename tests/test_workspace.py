@@ -41,10 +41,15 @@ def test_workspace_is_plain_duckdb_with_views(tmp_path):
 def test_sql_command_formats_and_read_only(tmp_path):
     db = tmp_path / "w.duckdb"
     ingest([TRACES / "nsys/nsys-ai/mock.sqlite"], db)
-    out = subprocess.run([*CLI, "sql", "--db", str(db), "--format", "json", "SELECT count(*) AS n FROM kernels"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [*CLI, "sql", "--db", str(db), "--format", "json", "SELECT count(*) AS n FROM kernels"],
+        capture_output=True,
+        text=True,
+    )
     assert json.loads(out.stdout) == [{"n": 2}]
-    out = subprocess.run([*CLI, "sql", "--db", str(db), "DELETE FROM kernels"], capture_output=True, text=True)
+    out = subprocess.run(
+        [*CLI, "sql", "--db", str(db), "DELETE FROM kernels"], capture_output=True, text=True
+    )
     assert out.returncode != 0 and "--write" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run([*CLI, "sql", "--db", str(db), "SELEC nonsense"], capture_output=True, text=True)
     assert out.returncode != 0 and out.stderr.startswith("error: SQL error") and "Traceback" not in out.stderr
@@ -54,9 +59,13 @@ def test_busy_workspace_is_one_clear_line(tmp_path):
     db = tmp_path / "w.duckdb"
     open_workspace(db).close()
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('ok', flush=True); "
-         "time.sleep(30)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('ok', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "ok"
@@ -68,7 +77,9 @@ def test_busy_workspace_is_one_clear_line(tmp_path):
 
 
 def test_missing_workspace_is_one_clear_line(tmp_path):
-    out = subprocess.run([*CLI, "info", "--db", str(tmp_path / "none.duckdb")], capture_output=True, text=True)
+    out = subprocess.run(
+        [*CLI, "info", "--db", str(tmp_path / "none.duckdb")], capture_output=True, text=True
+    )
     assert out.returncode != 0 and "no workspace" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -21,7 +21,8 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
            FROM files ORDER BY file_id"""
     ).df()
     ranks = con.execute(
-        """SELECT rank, file_id, pid, hostname, device_id, gpu_name, rank_source, clock_offset_ns, alignment_method
+        """SELECT rank, file_id, pid, hostname, device_id, gpu_name, rank_source, clock_offset_ns,
+                  alignment_method
            FROM ranks ORDER BY rank"""
     ).df()
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_COUNTS}
@@ -31,9 +32,15 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
            GROUP BY rank ORDER BY rank"""
     ).df()
     warnings = [
-        f"{p}: {w}" for p, ws in con.execute("SELECT path, warnings FROM files ORDER BY file_id").fetchall() for w in ws
+        f"{p}: {w}"
+        for p, ws in con.execute("SELECT path, warnings FROM files ORDER BY file_id").fetchall()
+        for w in ws
     ]
-    skipped = [f"{p}: {s}" for p, ss in con.execute("SELECT path, skipped FROM files ORDER BY file_id").fetchall() for s in ss]
+    skipped = [
+        f"{p}: {s}"
+        for p, ss in con.execute("SELECT path, skipped FROM files ORDER BY file_id").fetchall()
+        for s in ss
+    ]
     if counts["nvtx"] == 0:
         warnings.append("no NVTX ranges: steps cannot come from NVTX")
     if counts["kernels"] == 0 and counts["memops"] == 0:
@@ -45,7 +52,9 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
         expected = set(range(int(ranks["rank"].max()) + 1))
         missing = sorted(expected - set(ranks["rank"].astype(int)))
         if missing:
-            warnings.append(f"ranks missing from the workspace: {missing[:20]}{' ...' if len(missing) > 20 else ''}")
+            warnings.append(
+                f"ranks missing from the workspace: {missing[:20]}{' ...' if len(missing) > 20 else ''}"
+            )
     broken = con.execute("SELECT value FROM meta WHERE key = 'broken_queries'").fetchone()
     if broken and broken[0]:
         warnings.append(f"views that failed to load: {broken[0]}")

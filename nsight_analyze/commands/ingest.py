@@ -15,15 +15,26 @@ from ..workspace import open_workspace
 
 @click.command("ingest")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Workspace file [default: DIR/nsight_analyze.duckdb].")
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,
-              help="Files probed in parallel.")
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Workspace file [default: DIR/nsight_analyze.duckdb].",
+)
+@click.option(
+    "--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True, help="Files probed in parallel."
+)
 @click.option("--replace", is_flag=True, help="Re-ingest files already in the workspace.")
-@click.option("--rules", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Extra kernel classification rules (CSV: priority,pattern,category,subcategory,note).")
+@click.option(
+    "--rules",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Extra kernel classification rules (CSV: priority,pattern,category,subcategory,note).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Only the closing summary.")
-def command(inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool, rules: Path | None, quiet: bool):
+def command(
+    inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool, rules: Path | None, quiet: bool
+):
     """Read every .sqlite (and .nsys-rep via nsys) export below INPUTS into one DuckDB workspace."""
     if db is None:
         first = inputs[0]
@@ -31,7 +42,9 @@ def command(inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool,
     with _Progress(enabled=not quiet) as progress:
         report = ingest(list(inputs), db, jobs=jobs, replace=replace, rules=rules, progress=progress.update)
     for outcome in report.outcomes:
-        if outcome.status in ("failed", "skipped") or (outcome.status in ("unchanged", "ignored") and not quiet):
+        if outcome.status in ("failed", "skipped") or (
+            outcome.status in ("unchanged", "ignored") and not quiet
+        ):
             click.echo(f"{outcome.status}: {outcome.path}: {outcome.message}", err=True)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
@@ -62,8 +75,13 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
-                TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+                TextColumn("ingest"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=True,
             )
             self.bar.__enter__()
             self.task = self.bar.add_task("", total=None)
@@ -75,7 +93,10 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(self.task, completed=done, total=total, description=f"{outcome.path.name} {rate}")
         elif self.enabled:
-            click.echo(f"{outcome.status}: {outcome.path} ({rows:,} rows, {rate}) {outcome.message}".rstrip(), err=True)
+            click.echo(
+                f"{outcome.status}: {outcome.path} ({rows:,} rows, {rate}) {outcome.message}".rstrip(),
+                err=True,
+            )
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -131,6 +131,8 @@ def command(
     for col in ("mfu", "hfu"):
         df[col + "_pct"] = df[col].map(lambda v: None if v is None or pd.isna(v) else 100.0 * v)
     df["step"] = df["step"].astype(str)
+    for col in ("ranks", "window_ns_max"):  # whole numbers; the "all" row has none
+        df[col] = pd.Series([None if pd.isna(v) else int(v) for v in df[col]], dtype=object)
     emit(
         df[["step", "ranks", "window_ns_max", "mfu_pct", "hfu_pct", "coverage_pct"]],
         fmt,

@@ -6,6 +6,8 @@ communication, but better overlap cannot recover that wait; only fixing the late
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ..diagnose import Ctx, Finding, Fix, Signal
 
 
@@ -26,7 +28,7 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     if (ctx.pct(rec) or 0) < th:
         return []
     steps = sorted(int(s) for s, r, n in zip(per_step["step"], per_step["rec"], per_step["step_ns"])
-                   if s is not None and s == s and n and 100.0 * r / n >= th)
+                   if pd.notna(s) and n and 100.0 * r / n >= th)
     ranks = ctx.df(
         f"""SELECT DISTINCT rank FROM diag_comm_recoverable
             WHERE 100.0 * recoverable_ns / nullif(window_ns, 0) >= {th} ORDER BY rank"""
@@ -121,12 +123,12 @@ def imbalance(ctx: Ctx) -> list[Finding]:
     if v.get("verdict") in (None, "balanced", "unknown") or (ctx.pct(rec) or 0) < ctx.th["imbalance_min_pct"]:
         return []
     straggler = v.get("straggler_rank")
-    if straggler is not None and straggler == straggler:
+    if straggler is not None and pd.notna(straggler):
         ranks = [int(straggler)]
     else:
-        ranks = sorted({int(r) for r in per_step.loc[~per_step["balanced"].astype(bool), "slowest_rank"]})
+        ranks = sorted({int(r) for r in per_step.loc[~per_step["balanced"].fillna(True).astype(bool), "slowest_rank"]})
     steps = sorted(int(s) for s, b in zip(per_step["step"], per_step["balanced"])
-                   if not bool(b) and s is not None and s == s)
+                   if pd.notna(s) and pd.notna(b) and not bool(b))
     ev = [
         ctx.evidence("imbalance per step", "Per step: the slowest rank's compute against the mean (imbalance).",
                      f"""SELECT step, ranks, slowest_rank, max_compute_ns, CAST(mean_compute_ns AS BIGINT) AS

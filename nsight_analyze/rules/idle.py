@@ -7,6 +7,8 @@ Recoverable per step = sum over steps of that maximum / number of steps.
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ..diagnose import Ctx, Finding, Fix, Signal
 
 
@@ -23,7 +25,7 @@ def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
         f"SELECT DISTINCT rank FROM diag_windows WHERE {col} > 0 "
         f"AND 100.0 * ({col}) / nullif(window_ns, 0) >= {min_pct} ORDER BY rank"
     )["rank"].tolist()
-    return int(total), [int(s) for s in steps if s is not None], [int(r) for r in ranks]
+    return int(total), [int(s) for s in steps if pd.notna(s)], [int(r) for r in ranks]
 
 
 def _per_step_evidence(ctx: Ctx, cause: str, label: str):
@@ -226,13 +228,25 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 "supports" if float(cmp.at[True, "short"]) > 0.5 * ops_lb else "neutral",
                 f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, so the host "
                 "cannot keep the queue full"))
-    launch_api = ctx.df(
-        "SELECT count(*) AS n, median(end_ns - start_ns) AS med FROM cuda_api "
-        "WHERE name IN ('cudaLaunchKernel', 'cuLaunchKernel', 'cudaLaunchKernelExC', 'cuLaunchKernelEx')"
-    )
-    if len(launch_api) and launch_api.at[0, "n"]:
-        signals.append(Signal("median launch call", float(launch_api.at[0, "med"]), "ns", "neutral",
-                              "host cost of one launch; kernels shorter than this cannot be fed one by one"))
+    launch_med = ctx.scalar(
+        "SELECT median(a.end_ns - a.start_ns) FROM cuda_api a JOIN gpu_ops g "
+        "ON g.rank = a.rank AND g.correlation_id = a.correlation_id"
+    ) if ctx.has("gpu_ops") else None
+    if steps and ctx.has("tp_step_ops"):
+        ops = ctx.scalar(f"SELECT max(n) FROM (SELECT rank, count(*) AS n FROM tp_step_ops "
+                         f"WHERE step IN ({', '.join(map(str, steps))}) GROUP BY rank)") or 0
+        idle_affected = ctx.scalar(f"SELECT sum(max_ns) FROM diag_step_causes WHERE cause = 'launch' "
+                                   f"AND step IN ({', '.join(map(str, steps))})") or 0
+    else:
+        ops = ctx.scalar("SELECT max(n) FROM (SELECT rank, count(*) AS n FROM gpu_ops GROUP BY rank)") or 0
+        idle_affected = total
+    explained = 100.0 * ops * float(launch_med or 0) / idle_affected if idle_affected else 0.0
+    is_launch = explained >= ctx.th["launch_explained_min_pct"]
+    signals.append(Signal(
+        "idle explained by launch cost", round(explained, 1), "%", "supports" if is_launch else "against",
+        f"{ops} operations x median launch call {launch_med} ns against the idle time of the affected steps: "
+        + ("the launches themselves are the bottleneck" if is_launch else
+           "far too few launches to explain the idle: the host is busy with other work (host-bound)")))
     graph_pct = ctx.scalar(
         "SELECT 100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL) / "
         "nullif(sum(end_ns - start_ns), 0) FROM kernels"
@@ -241,15 +255,37 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                           "against" if (graph_pct or 0) > 50 else "supports",
                           "graphs already amortise launches" if (graph_pct or 0) > 50
                           else "little or no CUDA-graph use: graphs would remove per-kernel launch cost"))
+    method = ("sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) / steps: the "
+              "idle time between operations while the host was issuing them or running other code")
+    if not is_launch:
+        return [Finding(
+            id="host-bound", title="Host-bound: the GPU waits while the host runs other code",
+            kind="performance", severity=ctx.severity(rec),
+            summary=f"The GPU idles {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step) between "
+                    "operations while the host is busy elsewhere (Python, compilation, I/O), not launching.",
+            ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+            recoverable_method=method,
+            metrics={"host_idle_ns_total": total, "affected_steps": len(steps), "threshold_pct": th,
+                     "launch_explained_pct": round(explained, 1)},
+            evidence=ev, signals=signals,
+            fixes=[
+                Fix("Profile the host (nsys --sample=cpu, py-spy) in the gaps and move that work off the "
+                    "critical path (async checkpointing, cached compilation, background threads)",
+                    "more threads/memory; asynchronous work needs care with ordering"),
+                Fix("Warm up (JIT/compile) before the profiled range", "a longer start-up"),
+                Fix("CUDA graphs or torch.compile to shorten the host's per-step work",
+                    "static shapes, compile time"),
+            ],
+        )]
     return [Finding(
         id="launch-bound", title="Launch-bound steps: many short kernels, GPU waits for launches",
         kind="performance", severity=ctx.severity(rec),
         summary=f"In {len(steps) or 'the'} {'steps' if len(steps) != 1 else 'step'} the GPU idles between "
                 f"launches: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
         ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) "
-                           "/ steps: the idle time between operations while the host was issuing them",
-        metrics={"launch_idle_ns_total": total, "launch_bound_steps": len(steps), "threshold_pct": th},
+        recoverable_method=method,
+        metrics={"launch_idle_ns_total": total, "launch_bound_steps": len(steps), "threshold_pct": th,
+                 "launch_explained_pct": round(explained, 1)},
         evidence=ev, signals=signals,
         fixes=[
             Fix("Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA Graph Trees)",

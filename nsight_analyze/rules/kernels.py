@@ -7,6 +7,8 @@ would confirm it (Nsight Compute), instead of promising time they cannot bound.
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ..diagnose import Ctx, Finding, Fix, Signal
 
 _IN_WINDOWS = """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
@@ -157,7 +159,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                       "compute: check tensor-core use and HFU; memory: bandwidth; comms: overlap")]
     if ctx.has("roofline"):
         r = ctx.df(f"SELECT avg(pct_of_roof) AS p, any_value(bound) AS b FROM roofline WHERE name = '{safe}'")
-        if len(r) and r.at[0, "p"] is not None and r.at[0, "p"] == r.at[0, "p"]:
+        if len(r) and pd.notna(r.at[0, "p"]):
             signals.append(Signal("achieved % of roofline", round(float(r.at[0, "p"]), 1), "%",
                                   "supports" if float(r.at[0, "p"]) < 60 else "against",
                                   f"Nsight Compute: {r.at[0, 'b']}-bound"))

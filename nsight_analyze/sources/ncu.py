@@ -162,14 +162,12 @@ def _read_csv(path: Path) -> pd.DataFrame:
         raise BadInput(f"{Path(path).name}: no Nsight Compute CSV header")
     text = raw[offset:].decode("utf-8-sig", errors="replace")
     try:
-        df = pd.read_csv(
-            io.StringIO(text), dtype=str, keep_default_na=False, on_bad_lines="skip", engine="python"
-        )
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, on_bad_lines="skip")
     except (pd.errors.ParserError, ValueError) as exc:
         raise BadInput(
             f"{Path(path).name}: unreadable Nsight Compute CSV: {str(exc).splitlines()[0]}"
         ) from None
-    return df
+    return df.fillna("")  # rows shorter than the header (rule rows) leave NaN
 
 
 def _launch_columns(df: pd.DataFrame) -> pd.DataFrame:

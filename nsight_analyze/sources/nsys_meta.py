@@ -29,7 +29,14 @@ NSYS_MARKERS = {
     "TARGET_INFO_SYSTEM_ENV",
 }
 
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "MV2_COMM_WORLD_RANK")
+RANK_VARIABLES = (
+    "RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "MV2_COMM_WORLD_RANK",
+)
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
 WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
@@ -40,7 +47,9 @@ ENV_ALLOW = re.compile(
     r"CUDA_VISIBLE_DEVICES|CUDA_DEVICE_MAX_CONNECTIONS|CUDA_LAUNCH_BLOCKING|NCCL_\w+|TORCH_NCCL_\w+|"
     r"PEAK_FLOPS\w*|OMP_NUM_THREADS|HOSTNAME)$"
 )
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I)
+SECRET_NAME = re.compile(
+    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH)", re.I
+)
 
 
 def keep_env(name: str) -> bool:
@@ -114,7 +123,9 @@ def parse_environment(block: str) -> dict[str, str]:
     separator is followed by something shaped like a variable name and '='.
     """
     env: dict[str, str] = {}
-    pattern = re.compile(r"(?:^|[\x00;\n])([A-Za-z_][A-Za-z0-9_]*)=([^\x00]*?)(?=[\x00;\n][A-Za-z_][A-Za-z0-9_]*=|\x00|$)")
+    pattern = re.compile(
+        r"(?:^|[\x00;\n])([A-Za-z_][A-Za-z0-9_]*)=([^\x00]*?)(?=[\x00;\n][A-Za-z_][A-Za-z0-9_]*=|\x00|$)"
+    )
     for match in pattern.finditer(block):
         env.setdefault(match.group(1), match.group(2))
     return env
@@ -150,7 +161,9 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
     if not tables:
         raise BadInput("an SQLite database with no tables, not an Nsight Systems export")
     if "StringIds" not in tables or not (NSYS_MARKERS - {"StringIds"}) & tables.keys():
-        raise BadInput("an SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
+        raise BadInput(
+            "an SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)"
+        )
     meta = NsysMeta(tables=tables)
     try:
         _read_versions(con, meta)
@@ -215,7 +228,9 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
     device_rows: dict[int, dict[int | None, int]] = {}
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if meta.has(table, "globalPid"):
-            for gpid, dev, n in census.rows(f'SELECT globalPid, deviceId, count(*) FROM src."{table}" GROUP BY 1, 2'):
+            for gpid, dev, n in census.rows(
+                f'SELECT globalPid, deviceId, count(*) FROM src."{table}" GROUP BY 1, 2'
+            ):
                 counts = device_rows.setdefault(int(gpid), {})
                 counts[dev] = counts.get(dev, 0) + n
     for gpid, counts in device_rows.items():
@@ -320,6 +335,7 @@ def _read_gpus(con: sqlite3.Connection, meta: NsysMeta) -> None:
                 info = next(iter(by_id.values()))
         if info is None and dev is not None:
             meta.warnings.append(
-                f"GPU model unknown for process {pid} device {dev} (no TARGET_INFO_GPU row): peaks need a hint"
+                f"GPU model unknown for process {pid} device {dev} (no TARGET_INFO_GPU row): "
+                "peaks need a hint"
             )
         meta.gpus[(gpid, dev)] = info or GpuInfo()

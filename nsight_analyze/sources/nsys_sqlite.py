@@ -24,13 +24,30 @@ SUFFIXES = (".sqlite", ".sqlite3")
 
 # Built-in fallbacks for exports without (or with empty) ENUM tables (§6 of the schema doc).
 MEMCPY_KINDS = {
-    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "Unified Memory HtoD", 12: "Unified Memory DtoH",
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "Unified Memory HtoD",
+    12: "Unified Memory DtoH",
     13: "Unified Memory DtoD",
 }
 MEM_KINDS = {
-    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-    6: "Managed Static", 7: "Unknown",
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
 }
 SYNC_TYPES = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
 NVTX_TYPES = {59: "push_pop", 60: "start_end", 70: "push_pop", 71: "start_end", 34: "mark"}
@@ -113,7 +130,9 @@ def _env_int(meta: NsysMeta, names: tuple[str, ...]) -> tuple[int | None, str | 
 _attached: list[tuple[duckdb.DuckDBPyConnection, str]] = []
 
 
-def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> LoadResult:
+def load(
+    con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[int, int], probe: Probe
+) -> LoadResult:
     meta: NsysMeta = probe.context
     result = LoadResult(warnings=list(probe.warnings))
     alias = f"nsys_src_{next(_attach_counter)}"
@@ -147,8 +166,17 @@ def _sql_str(text: str) -> str:
 class _Loader:
     """One file's INSERT ... SELECT statements, built from the columns the file has."""
 
-    def __init__(self, con, alias: str, meta: NsysMeta, file_id: int, ranks: dict[int, int], result: LoadResult):
-        self.con, self.alias, self.meta, self.file_id, self.ranks, self.result = con, alias, meta, file_id, ranks, result
+    def __init__(
+        self, con, alias: str, meta: NsysMeta, file_id: int, ranks: dict[int, int], result: LoadResult
+    ):
+        self.con, self.alias, self.meta, self.file_id, self.ranks, self.result = (
+            con,
+            alias,
+            meta,
+            file_id,
+            ranks,
+            result,
+        )
         self.rank_map = f"rank_map_{alias}"
 
     # -- helpers -------------------------------------------------------------------
@@ -177,7 +205,7 @@ class _Loader:
         return self.con.execute(f"SELECT count(*) FROM {self.t(table)} x {where}").fetchone()[0]
 
     @staticmethod
-    def pid_expr(table: str, column: str) -> str:
+    def pid_expr(column: str) -> str:
         """globalPid of a globalPid/globalTid column (clears the thread bits)."""
         return f'(x."{column}" // {PID_DIVISOR}) * {PID_DIVISOR}'
 
@@ -212,9 +240,10 @@ class _Loader:
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {self.rank_map}")
 
-    def _gpu_events(self, table: str) -> str:
-        """FROM clause keeping the rows of processes that are ranks."""
-        return f" FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalPid')}"
+    def ranked(self, table: str, column: str = "globalPid") -> str:
+        """FROM clause keeping the rows of processes that are ranks, with their rank as m.rank."""
+        pid = self.pid_expr(column)
+        return f" FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {pid}"
 
     def load_kernels(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -223,12 +252,14 @@ class _Loader:
         name, j1 = self.string(table, "demangledName")
         short, j2 = self.string(table, "shortName")
         graph_id = self.col(table, "graphId", cast="BIGINT")
-        frm = f"{self._gpu_events(table)}{j1}{j2}"
+        frm = f"{self.ranked(table)}{j1}{j2}"
         names = f"kernel_names_{self.alias}"
         # Classified per distinct name before the insert, joined on the way in.
         ids = ", ".join(f'"{c}"' for c in ("demangledName", "shortName") if self.meta.has(table, c))
         classify.register_name_map(
-            self.con, names, f"SELECT COALESCE({name}, {short}) FROM (SELECT DISTINCT {ids} FROM {self.t(table)}) x{j1}{j2}"
+            self.con,
+            names,
+            f"SELECT COALESCE({name}, {short}) FROM (SELECT DISTINCT {ids} FROM {self.t(table)}) x{j1}{j2}",
         )
         try:
             sql = f"""
@@ -236,10 +267,10 @@ class _Loader:
                        CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
                        COALESCE({name}, {short}), {short}, CAST(x.correlationId AS BIGINT),
                        x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
-                       {self.col(table, 'registersPerThread', cast='INTEGER')},
-                       {self.col(table, 'staticSharedMemory', cast='BIGINT')},
-                       {self.col(table, 'dynamicSharedMemory', cast='BIGINT')},
-                       {graph_id}, {self.col(table, 'graphNodeId', cast='BIGINT')}, c.category, c.subcategory
+                       {self.col(table, "registersPerThread", cast="INTEGER")},
+                       {self.col(table, "staticSharedMemory", cast="BIGINT")},
+                       {self.col(table, "dynamicSharedMemory", cast="BIGINT")},
+                       {graph_id}, {self.col(table, "graphNodeId", cast="BIGINT")}, c.category, c.subcategory
                 {frm} LEFT JOIN {names} c ON c.name = COALESCE({name}, {short})"""
             self.insert("kernels", sql)
         finally:
@@ -256,8 +287,8 @@ class _Loader:
             SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
                    CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
                    {kind}, CAST(x.bytes AS BIGINT), {src}, {dst}, CAST(x.correlationId AS BIGINT),
-                   {self.col(table, 'graphNodeId', cast='BIGINT')}
-            {self._gpu_events(table)}{jk}{js}{jd}"""
+                   {self.col(table, "graphNodeId", cast="BIGINT")}
+            {self.ranked(table)}{jk}{js}{jd}"""
         self.insert("memops", sql)
 
     def load_memset(self) -> None:
@@ -272,8 +303,8 @@ class _Loader:
             SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
                    CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
                    'memset', CAST(x.bytes AS BIGINT), NULL, {mem}, CAST(x.correlationId AS BIGINT),
-                   {self.col(table, 'graphNodeId', cast='BIGINT')}
-            {self._gpu_events(table)}{jm}"""
+                   {self.col(table, "graphNodeId", cast="BIGINT")}
+            {self.ranked(table)}{jm}"""
         self.insert("memops", sql)
 
     def load_api(self) -> None:
@@ -285,14 +316,16 @@ class _Loader:
             name = 'x."name"'
         api_class = self.col(table, "eventClass", "NULL")
         class_case = (
-            "CASE " + " ".join(f"WHEN {api_class} = {k} THEN '{v}'" for k, v in API_CLASSES.items()) + " ELSE 'other' END"
+            "CASE "
+            + " ".join(f"WHEN {api_class} = {k} THEN '{v}'" for k, v in API_CLASSES.items())
+            + " ELSE 'other' END"
         )
         sql = f"""
             SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
                    CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
                    regexp_replace({name}, '_v[0-9]{{4,}}$', ''), CAST(x.correlationId AS BIGINT),
-                   {self.col(table, 'returnValue', cast='BIGINT')}, {class_case}
-            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalTid')}{jn}"""
+                   {self.col(table, "returnValue", cast="BIGINT")}, {class_case}
+            {self.ranked(table, "globalTid")}{jn}"""
         self.insert("cuda_api", sql)
         skipped = sum(self.meta.api_rows.get(p, 0) for p in self.meta.api_only_processes)
         if skipped:
@@ -303,12 +336,16 @@ class _Loader:
         if not self.meta.has(table):
             return
         stype = self.col(table, "syncType", "0")
-        case = "CASE " + " ".join(f"WHEN {stype} = {k} THEN '{v}'" for k, v in SYNC_TYPES.items()) + " ELSE 'unknown' END"
+        case = (
+            "CASE "
+            + " ".join(f"WHEN {stype} = {k} THEN '{v}'" for k, v in SYNC_TYPES.items())
+            + " ELSE 'unknown' END"
+        )
         sql = f"""
             SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
                    CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   {case}, {self.col(table, 'eventId', cast='BIGINT')}, CAST(x.correlationId AS BIGINT)
-            {self._gpu_events(table)}"""
+                   {case}, {self.col(table, "eventId", cast="BIGINT")}, CAST(x.correlationId AS BIGINT)
+            {self.ranked(table)}"""
         self.insert("sync", sql)
 
     def load_nvtx(self) -> None:
@@ -319,14 +356,16 @@ class _Loader:
         text = f"COALESCE({text_id}, {self.col(table, 'text')})"
         json_id, jj = self.string(table, "jsonTextId")
         payload = f"COALESCE({json_id}, {self.col(table, 'jsonText')})"
-        pid = self.pid_expr(table, "globalTid")
+        pid = self.pid_expr("globalTid")
         domain_col = self.col(table, "domainId", "0")
-        type_case = "CASE " + " ".join(f"WHEN x.eventType = {k} THEN '{v}'" for k, v in NVTX_TYPES.items()) + " END"
+        type_case = (
+            "CASE " + " ".join(f"WHEN x.eventType = {k} THEN '{v}'" for k, v in NVTX_TYPES.items()) + " END"
+        )
         types = ", ".join(str(k) for k in NVTX_TYPES)
         # Domain names come from the domain-create rows (eventType 75) of the same process.
         domains = f"""
             (SELECT {pid} AS gpid, {domain_col} AS domain_id,
-                    COALESCE({text_id}, {self.col(table, 'text')}) AS name
+                    COALESCE({text_id}, {self.col(table, "text")}) AS name
              FROM {self.t(table)} x{jt} WHERE x.eventType = 75)"""
         sql = f"""
             SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
@@ -353,18 +392,21 @@ class _Loader:
         name, jn = self.string(table, "nameId")
         sql = f"""
             SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT), {name}
-            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {self.pid_expr(table, 'globalTid')}{jn}"""
+            {self.ranked(table, "globalTid")}{jn}"""
         self.insert("threads", sql)
 
     def load_gpu_metrics(self) -> None:
-        if not (self.meta.has("GPU_METRICS", "metricId") and self.meta.has("TARGET_INFO_GPU_METRICS", "metricName")):
+        if not (
+            self.meta.has("GPU_METRICS", "metricId")
+            and self.meta.has("TARGET_INFO_GPU_METRICS", "metricName")
+        ):
             return
         single_rank = next(iter(self.ranks.values())) if len(self.ranks) == 1 else None
         rank = "NULL" if single_rank is None else str(single_rank)
         sql = f"""
             SELECT {rank}, CAST(x.typeId % 256 AS INTEGER), CAST(x.timestamp AS BIGINT), t.metricName,
                    CAST(x.value AS DOUBLE)
-            FROM {self.t('GPU_METRICS')} x JOIN {self.t('TARGET_INFO_GPU_METRICS')} t
+            FROM {self.t("GPU_METRICS")} x JOIN {self.t("TARGET_INFO_GPU_METRICS")} t
               ON t.typeId = x.typeId AND t.metricId = x.metricId"""
         self.insert("gpu_metrics", sql)
 
@@ -374,8 +416,20 @@ class _Loader:
             dev = self.meta.gpu_processes.get(gpid)
             g = self.meta.gpus.get((gpid, dev)) or nsys_meta.GpuInfo()
             rows.append(
-                (rank, dev, g.name, g.sm_count, g.clock_hz, g.memory_bandwidth_bps, g.memory_bytes,
-                 g.compute_major, g.compute_minor, g.uuid, g.bus_location, g.source)
+                (
+                    rank,
+                    dev,
+                    g.name,
+                    g.sm_count,
+                    g.clock_hz,
+                    g.memory_bandwidth_bps,
+                    g.memory_bytes,
+                    g.compute_major,
+                    g.compute_minor,
+                    g.uuid,
+                    g.bus_location,
+                    g.source,
+                )
             )
         self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         env_rows = [(self.file_id, k, v) for k, v in sorted(self.meta.env.items()) if nsys_meta.keep_env(k)]
@@ -394,14 +448,20 @@ class _Loader:
                     )
                     self.result.skipped.append(f"{table}: {n} rows ({why})")
                     if table == "CUPTI_ACTIVITY_KIND_GRAPH_TRACE":
-                        self.result.warnings.append(f"{n} CUDA-graph launches have no per-kernel rows (graph-level trace)")
+                        self.result.warnings.append(
+                            f"{n} CUDA-graph launches have no per-kernel rows (graph-level trace)"
+                        )
         if self.meta.has("DIAGNOSTIC_EVENT", "severity"):
             n = self.count("DIAGNOSTIC_EVENT", "WHERE x.severity >= 2")
             if n:
-                self.result.warnings.append(f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)")
+                self.result.warnings.append(
+                    f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)"
+                )
         if self.meta.api_only_processes:
             pids = ", ".join(str(p // PID_DIVISOR % PID_DIVISOR) for p in self.meta.api_only_processes)
-            self.result.warnings.append(f"process(es) {pids} made CUDA API calls but ran no GPU work: not ranks")
+            self.result.warnings.append(
+                f"process(es) {pids} made CUDA API calls but ran no GPU work: not ranks"
+            )
 
 
 def _enum_pretty_sql(name_col: str, label_col: str) -> str:
@@ -409,8 +469,10 @@ def _enum_pretty_sql(name_col: str, label_col: str) -> str:
     return f"""CASE
         WHEN {name_col} LIKE 'CUDA_MEMCPY_KIND_%' THEN
             CASE regexp_extract({name_col}, 'CUDA_MEMCPY_KIND_(\\w+)', 1)
-                WHEN 'HTOD' THEN 'HtoD' WHEN 'DTOH' THEN 'DtoH' WHEN 'HTOA' THEN 'HtoA' WHEN 'ATOH' THEN 'AtoH'
-                WHEN 'ATOA' THEN 'AtoA' WHEN 'ATOD' THEN 'AtoD' WHEN 'DTOA' THEN 'DtoA' WHEN 'DTOD' THEN 'DtoD'
+                WHEN 'HTOD' THEN 'HtoD' WHEN 'DTOH' THEN 'DtoH'
+                WHEN 'HTOA' THEN 'HtoA' WHEN 'ATOH' THEN 'AtoH'
+                WHEN 'ATOA' THEN 'AtoA' WHEN 'ATOD' THEN 'AtoD'
+                WHEN 'DTOA' THEN 'DtoA' WHEN 'DTOD' THEN 'DtoD'
                 WHEN 'HTOH' THEN 'HtoH' WHEN 'PTOP' THEN 'PtoP' WHEN 'UNKNOWN' THEN 'Unknown'
                 ELSE NULL END
         WHEN {label_col} IS NOT NULL AND {name_col} LIKE 'CUDA_MEMOPR_MEMORY_KIND_%' THEN {label_col}
