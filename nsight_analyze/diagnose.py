@@ -39,15 +39,19 @@ class Threshold:
 # name -> default and meaning; docs/diagnose.md lists the same table (a test checks it).
 THRESHOLDS: dict[str, Threshold] = {
     "severity_high_pct": Threshold(10.0, "recoverable time >= this % of the mean step: severity high"),
-    "severity_medium_pct": Threshold(3.0, "recoverable time >= this % of the mean step: severity medium (else low)"),
+    "severity_medium_pct": Threshold(
+        3.0, "recoverable time >= this % of the mean step: severity medium (else low)"
+    ),
     "input_stall_min_pct": Threshold(
         5.0, "a step is input-stalled when its worst rank waits on the input pipeline >= this % of the step"
     ),
     "sync_stall_min_pct": Threshold(
-        0.0, "report sync stalls when they are > this % of the mean step (nsys-flagged calls are always reported)"
+        0.0,
+        "report sync stalls when they are > this % of the mean step (nsys-flagged calls are always reported)",
     ),
     "launch_min_pct": Threshold(
-        5.0, "a step is launch-bound when launch gaps + host-bound idle of its worst rank >= this % of the step"
+        5.0,
+        "a step is launch-bound when launch gaps + host-bound idle of its worst rank >= this % of the step",
     ),
     "exposed_comm_min_pct": Threshold(
         10.0, "report exposed communication when the overlap-recoverable part is >= this % of the mean step"
@@ -58,17 +62,24 @@ THRESHOLDS: dict[str, Threshold] = {
     "launch_explained_min_pct": Threshold(
         50.0, "launch-bound (else host-bound) when operations x median launch call >= this % of the idle time"
     ),
-    "short_kernel_us": Threshold(10.0, "kernels shorter than this (us) count as short (small work per kernel)"),
-    "low_occupancy_min_pct": Threshold(
-        1.0, "report kernels with fewer blocks than SMs when their idle-SM bound is >= this % of the mean step"
+    "short_kernel_us": Threshold(
+        10.0, "kernels shorter than this (us) count as short (small work per kernel)"
     ),
-    "sm_count_default": Threshold(0.0, "SM count to assume when the trace has none (0: skip the occupancy rule)"),
+    "low_occupancy_min_pct": Threshold(
+        1.0,
+        "report kernels with fewer blocks than SMs when their idle-SM bound is >= this % of the mean step",
+    ),
+    "sm_count_default": Threshold(
+        0.0, "SM count to assume when the trace has none (0: skip the occupancy rule)"
+    ),
     "memory_bound_min_pct": Threshold(
         30.0, "report memory-bound kernels when they take >= this % of the GPU's busy time"
     ),
     "dominant_kernel_pct": Threshold(50.0, "report a single kernel taking >= this % of all kernel time"),
     "copy_min_pct": Threshold(5.0, "report host<->device copies taking >= this % of the mean step"),
-    "gpu_starv_gap_ms": Threshold(500.0, "GPU idle gaps longer than this (ms) are starvation (nsys gpu-starv)"),
+    "gpu_starv_gap_ms": Threshold(
+        500.0, "GPU idle gaps longer than this (ms) are starvation (nsys gpu-starv)"
+    ),
     "low_util_chunks": Threshold(30.0, "chunks the capture is cut into for utilisation (nsys gpu-low-util)"),
     "low_util_pct": Threshold(50.0, "chunks below this % in-use are low-utilisation (nsys gpu-low-util)"),
     "sync_htod_min_bytes": Threshold(
@@ -166,24 +177,32 @@ class Ctx:
         self.con = con
         self.th = th
         self.objects = {
-            r[0] for r in con.execute(
+            r[0]
+            for r in con.execute(
                 "SELECT view_name FROM duckdb_views() UNION SELECT table_name FROM duckdb_tables() "
-                "UNION SELECT function_name FROM duckdb_functions() WHERE function_type IN ('table_macro', 'macro')"
+                "UNION SELECT function_name FROM duckdb_functions() WHERE function_type IN "
+                "('table_macro', 'macro')"
             ).fetchall()
         }
         self.missing: list[str] = []
-        job = self.df(
-            """SELECT count(DISTINCT step) AS steps, bool_or(step IS NOT NULL) AS has_steps,
+        job = (
+            self.df(
+                """SELECT count(DISTINCT step) AS steps, bool_or(step IS NOT NULL) AS has_steps,
                       count(DISTINCT rank) AS ranks FROM diag_windows"""
-        ) if self.has("diag_windows") else pd.DataFrame()
+            )
+            if self.has("diag_windows")
+            else pd.DataFrame()
+        )
         if job.empty or not job.at[0, "ranks"]:
             self.n_steps, self.has_steps, self.n_ranks, self.mean_step_ns = 0, False, 0, 0.0
         else:
             self.has_steps = bool(job.at[0, "has_steps"])
             self.n_steps = int(job.at[0, "steps"]) if self.has_steps else 1
             self.n_ranks = int(job.at[0, "ranks"])
-            self.mean_step_ns = float(self.scalar(
-                "SELECT avg(w) FROM (SELECT max(window_ns) AS w FROM diag_windows GROUP BY step)") or 0.0)
+            self.mean_step_ns = float(
+                self.scalar("SELECT avg(w) FROM (SELECT max(window_ns) AS w FROM diag_windows GROUP BY step)")
+                or 0.0
+            )
 
     def has(self, *names: str) -> bool:
         ok = all(n in self.objects for n in names)
@@ -202,7 +221,9 @@ class Ctx:
         sql = " ".join(sql.split())
         df = self.df(sql)
         limit = int(self.th["evidence_rows"])
-        rows = [{k: _jsonable(v) for k, v in r.items()} for r in df.head(limit).astype(object).to_dict("records")]
+        rows = [
+            {k: _jsonable(v) for k, v in r.items()} for r in df.head(limit).astype(object).to_dict("records")
+        ]
         return Evidence(name, description, sql, [str(c) for c in df.columns], rows, int(len(df)))
 
     def pct(self, ns: float | None) -> float | None:
@@ -248,9 +269,23 @@ def resolve_thresholds(overrides: dict[str, Any] | None) -> dict[str, float]:
 # dropped afterwards): the rules read them many times, and views that re-derive the partition inside
 # (gaps, imbalance) would otherwise recompute the sweep each time (20x faster on real traces).
 _CACHE = (
-    "gpu_ops", "steps", "tp_capture", "tp_segments", "tp_gaps", "time_partition", "gaps", "imbalance",
-    "nccl_kernels", "merge_nccl_kernels", "merge_coll_members", "kernel_summary",
-    "diag_windows", "diag_window_bounds", "diag_step_causes", "diag_comm_exposure", "diag_comm_recoverable",
+    "gpu_ops",
+    "steps",
+    "tp_capture",
+    "tp_segments",
+    "tp_gaps",
+    "time_partition",
+    "gaps",
+    "imbalance",
+    "nccl_kernels",
+    "merge_nccl_kernels",
+    "merge_coll_members",
+    "kernel_summary",
+    "diag_windows",
+    "diag_window_bounds",
+    "diag_step_causes",
+    "diag_comm_exposure",
+    "diag_comm_recoverable",
 )
 
 
@@ -282,7 +317,9 @@ def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> 
             try:
                 found.extend(rule(ctx))
             except Exception as exc:  # noqa: BLE001 - one broken rule or view must not hide the others
-                errors.append(f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}: {str(exc).splitlines()[0]}")
+                errors.append(
+                    f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}: {str(exc).splitlines()[0]}"
+                )
     finally:
         for name in reversed(cached):
             con.execute(f"DROP TABLE IF EXISTS temp.{name}")
@@ -292,8 +329,11 @@ def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> 
         f.rank = i
     out.thresholds = th
     out.job = {
-        "ranks": ctx.n_ranks, "steps": ctx.n_steps, "has_steps": ctx.has_steps,
-        "mean_step_ns": int(round(ctx.mean_step_ns)), "missing_views": sorted(set(ctx.missing)),
+        "ranks": ctx.n_ranks,
+        "steps": ctx.n_steps,
+        "has_steps": ctx.has_steps,
+        "mean_step_ns": int(round(ctx.mean_step_ns)),
+        "missing_views": sorted(set(ctx.missing)),
         "rule_errors": errors,
     }
     return out

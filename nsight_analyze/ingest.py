@@ -417,7 +417,8 @@ def _insert_ranks(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> None:
                 None,
             )
         )
-    con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    if rows:
+        con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 EVENT_TABLES = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads", "gpus")
@@ -431,7 +432,7 @@ def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
     for table in ("env", "ranks", "files"):
         con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
     try:
-        for table in ("ncu_kernels", "ncu_metrics"):
+        for table in ("ncu_kernels", "ncu_metrics", "ncu_peaks"):
             con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
     except duckdb.CatalogException:
         pass

@@ -72,6 +72,7 @@ def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dic
     errors: dict[str, str] = {}
     while pending:
         errors = {}
+        before = len(pending)
         for name, sql in list(pending.items()):
             if temporary:
                 sql = sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
@@ -81,7 +82,7 @@ def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dic
                 del pending[name]
             except duckdb.Error as exc:
                 errors[name] = str(exc).splitlines()[0]
-        if errors and len(errors) == len(pending):
+        if len(pending) == before:  # a whole pass created nothing: the rest cannot load
             break
     return errors
 

@@ -3,21 +3,20 @@
 -- is the cost of imbalance as seen on the GPU, attributable to the last arrival.
 -- Only instances with at least two participants (matched) appear.
 -- Columns:
---   coll_id    BIGINT   see `collectives`
---   rank       INTEGER
---   arrive_ns  BIGINT   ns aligned, the rank's NCCL kernel start
---   wait_ns    BIGINT   ns, last arrival in the instance - arrive_ns (0 for the last rank)
---   last_rank  INTEGER  the rank everyone waited for (wait caused is charged to it)
---   last_margin_ns BIGINT ns, and ranks BIGINT: see `collectives`
+--   coll_id        BIGINT   see `collectives`
+--   rank           INTEGER
+--   arrive_ns      BIGINT   ns aligned, the rank's NCCL kernel start
+--   wait_ns        BIGINT   ns, last arrival in the instance - arrive_ns (0 for the last rank)
+--   last_rank      INTEGER  the rank everyone waited for (wait caused is charged to it)
+--   last_margin_ns BIGINT   ns, and ranks BIGINT: see `collectives`
 CREATE OR REPLACE VIEW collective_waits AS
 SELECT
-    c.coll_id,
-    m.rank,
-    m.arrive_ns,
-    m.last_arrive_ns - m.arrive_ns AS wait_ns,
-    c.last_rank,
-    c.last_margin_ns,
-    c.ranks
-FROM merge_coll_members AS m
-JOIN collectives AS c ON c.op = m.op AND c.comm = m.comm AND c.seq = m.seq
-WHERE m.n_ranks >= 2;
+    coll_id,
+    rank,
+    arrive_ns,
+    last_arrive_ns - arrive_ns AS wait_ns,
+    last_rank::INTEGER AS last_rank,
+    last_arrive_ns - second_arrive_ns AS last_margin_ns,
+    n_ranks AS ranks
+FROM merge_coll_members
+WHERE n_ranks >= 2;

@@ -15,6 +15,7 @@
 --   seq      BIGINT   sequence within (op, comm)
 --   bytes    BIGINT   message size from the payload (NULL when unknown)
 --   key_source VARCHAR nvtx-payload | stream-ordinal
+-- Kernels are NCCL's when the demangled name starts with 'nccl' (or 'void nccl').
 CREATE OR REPLACE VIEW merge_nccl_kernels AS
 WITH k AS (
     SELECT
@@ -25,33 +26,31 @@ WITH k AS (
             || '(AllReduce|AllGatherV|AllGather|ReduceScatter|Reduce|Broadcast|SendRecv|Send|Recv|AllToAll|Generic)',
             1), ''), 'Other') AS op
     FROM kernels
-    WHERE name LIKE 'nccl%' OR name LIKE 'void nccl%'
+    WHERE starts_with(name, 'nccl') OR starts_with(name, 'void nccl')
 ),
 keyed AS (
-    SELECT
-        k.*,
-        p.comm AS payload_comm,
-        p.payload_seq,
-        p.bytes
+    SELECT k.*, p.comm AS payload_comm, p.payload_seq, p.bytes
     FROM k
     LEFT JOIN merge_nccl_payload AS p ON p.rank = k.rank AND p.correlation_id = k.correlation_id
 ),
 streams AS (
+    SELECT rank, op, stream_id, DENSE_RANK() OVER (PARTITION BY rank, op ORDER BY stream_id) - 1 AS stream_idx
+    FROM (SELECT DISTINCT rank, op, stream_id FROM k)
+),
+ordered AS (
     SELECT
-        *,
-        DENSE_RANK() OVER (PARTITION BY rank, op ORDER BY stream_id) - 1 AS stream_idx
+        keyed.*,
+        ROW_NUMBER() OVER (
+            PARTITION BY rank, op, COALESCE(payload_comm, CAST(stream_id AS VARCHAR)), payload_comm IS NULL
+            ORDER BY start_ns, correlation_id
+        ) - 1 AS ordinal
     FROM keyed
 )
 SELECT
-    rank, stream_id, start_ns, end_ns, duration_ns, correlation_id, op,
-    COALESCE(payload_comm, 'stream' || CAST(stream_idx AS VARCHAR)) AS comm,
-    CASE
-        WHEN payload_comm IS NOT NULL THEN COALESCE(
-            payload_seq,
-            ROW_NUMBER() OVER (PARTITION BY rank, op, payload_comm ORDER BY start_ns, correlation_id) - 1)
-        ELSE ROW_NUMBER() OVER (PARTITION BY rank, op, stream_idx, payload_comm IS NULL
-                                ORDER BY start_ns, correlation_id) - 1
-    END AS seq,
-    bytes,
-    CASE WHEN payload_comm IS NOT NULL THEN 'nvtx-payload' ELSE 'stream-ordinal' END AS key_source
-FROM streams;
+    o.rank, o.stream_id, o.start_ns, o.end_ns, o.duration_ns, o.correlation_id, o.op,
+    COALESCE(o.payload_comm, 'stream' || CAST(s.stream_idx AS VARCHAR)) AS comm,
+    CASE WHEN o.payload_comm IS NOT NULL THEN COALESCE(o.payload_seq, o.ordinal) ELSE o.ordinal END AS seq,
+    o.bytes,
+    CASE WHEN o.payload_comm IS NOT NULL THEN 'nvtx-payload' ELSE 'stream-ordinal' END AS key_source
+FROM ordered AS o
+JOIN streams AS s ON s.rank = o.rank AND s.op = o.op AND s.stream_id = o.stream_id;

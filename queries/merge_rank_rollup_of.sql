@@ -23,25 +23,30 @@
 --   verdict            VARCHAR    job-wide: balanced | persistent | rotating | unknown
 --   straggler          BOOLEAN    it is the persistent straggler
 CREATE OR REPLACE MACRO merge_rank_rollup_of(tp, imb) AS TABLE
-WITH mr_resid AS (
+WITH mr_m AS MATERIALIZED (
+    SELECT rank, aligned_end_ns, median_end_ns, n_ranks, arrive_ns, last_arrive_ns, last_rank
+    FROM merge_coll_members
+),
+mr_resid AS (
     SELECT
         rank,
         CAST(ROUND(QUANTILE_DISC(ABS(aligned_end_ns - median_end_ns), 0.5) FILTER (WHERE n_ranks >= 2)) AS BIGINT) AS p50,
         CAST(ROUND(QUANTILE_DISC(ABS(aligned_end_ns - median_end_ns), 0.95) FILTER (WHERE n_ranks >= 2)) AS BIGINT) AS p95,
         COUNT(*) FILTER (WHERE n_ranks >= 2) AS collectives,
         COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched
-    FROM merge_coll_members
+    FROM mr_m
     GROUP BY rank
 ),
 mr_suffered AS (
-    SELECT rank, SUM(wait_ns) AS wait_suffered_ns FROM collective_waits GROUP BY rank
+    SELECT rank, SUM(last_arrive_ns - arrive_ns) AS wait_suffered_ns FROM mr_m WHERE n_ranks >= 2 GROUP BY rank
 ),
 mr_caused AS (
     SELECT
         last_rank AS rank,
-        SUM(wait_ns) AS wait_caused_ns,
+        SUM(last_arrive_ns - arrive_ns) AS wait_caused_ns,
         COUNT(*) FILTER (WHERE rank = last_rank) AS times_last
-    FROM collective_waits
+    FROM mr_m
+    WHERE n_ranks >= 2
     GROUP BY last_rank
 ),
 mr_slowest AS (

@@ -3,7 +3,7 @@
 -- so its kernels are a reliable step delimiter.
 -- Columns: rank INTEGER, step BIGINT (0-based), start_ns BIGINT ns, end_ns BIGINT ns.
 -- Definition: marker kernels are kernels whose name matches
---   '(?i)(adam|sgd|lamb|adagrad|rmsprop|adafactor|optimizer)'. In the rank's GPU operations
+--   '(?i)(adam|sgd|adagrad|rmsprop|adafactor|optimi[sz]er)'. In the rank's GPU operations
 --   ordered by (start_ns, end_ns, correlation_id), a burst is a maximal run of consecutive marker
 --   kernels; E_i = running max of the burst ends. Step i's window is [E_{i-1}, E_i); step 0 starts
 --   at the rank's first GPU operation. Operations after the last burst (an incomplete step) are in
@@ -12,11 +12,11 @@
 CREATE OR REPLACE VIEW tp_detected_steps AS
 WITH cand AS (
     SELECT rank, start_ns, end_ns, correlation_id,
-           op = 'kernel' AND regexp_matches(name, '(?i)(adam|sgd|lamb|adagrad|rmsprop|adafactor|optimizer)')
+           op = 'kernel' AND regexp_matches(name, '(?i)(adam|sgd|adagrad|rmsprop|adafactor|optimi[sz]er)')
                AS marker
     FROM gpu_ops
     WHERE rank IN (SELECT rank FROM gpu_ops WHERE op = 'kernel'
-                   AND regexp_matches(name, '(?i)(adam|sgd|lamb|adagrad|rmsprop|adafactor|optimizer)'))
+                   AND regexp_matches(name, '(?i)(adam|sgd|adagrad|rmsprop|adafactor|optimi[sz]er)'))
 ),
 numbered AS (
     SELECT rank, end_ns, marker,

@@ -324,3 +324,39 @@ def test_killed_ingest_leaves_a_consistent_workspace(tmp_path):
         "SELECT r.file_id, count(*) FROM kernels k JOIN ranks r USING (rank) GROUP BY 1 ORDER BY 1"
     ).fetchall()
     assert [n for _, n in per_file] == [4010] * 6
+
+
+def _real_nsys_report(folder: Path) -> Path:
+    """A small real report: nsys profiling a CPU-only Python process (OS runtime trace)."""
+    cmd = ["nsys", "profile", "--trace", "osrt", "--sample", "none", "--cpuctxsw", "none", "-o", "rank0",
+           sys.executable, "-c", "import time; time.sleep(0.2)"]
+    subprocess.run(cmd, cwd=folder, capture_output=True, timeout=180)
+    report = folder / "rank0.nsys-rep"
+    stream = folder / "rank0.qdstrm"
+    if not report.exists() and stream.exists():  # Debian's nsys leaves the import to QdstrmImporter
+        nsys_root = Path(shutil.which("nsys")).resolve().parents[1]
+        candidates = [*nsys_root.glob("host-linux-*/QdstrmImporter"), *Path("/usr/lib").glob("nsight-systems/host-*/Q*")]
+        for importer in candidates:
+            if importer.exists():
+                subprocess.run([str(importer), "-i", str(stream)], capture_output=True, timeout=180)
+                break
+        stream.unlink()
+    if not report.exists():
+        pytest.skip("this nsys could not write a report here")
+    return report
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="the nsys CLI is not installed (it is optional)")
+def test_nsys_report_is_exported_and_ingested(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    report = _real_nsys_report(folder)
+    db = tmp_path / "w.duckdb"
+    result = ingest([folder], db)
+    assert [(o.path, o.status) for o in result.outcomes] == [(report, "ok")]
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT path, source_format FROM files").fetchall() == [(str(report), "nsys-sqlite")]
+    assert con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 1
+    assert any("OSRT_API" in s for s in con.execute("SELECT skipped FROM files").fetchone()[0])
+    # the export is cached beside the workspace, never beside the user's report
+    assert list((tmp_path / "w.duckdb.exports").glob("*.sqlite")) and not list(folder.glob("*.sqlite"))

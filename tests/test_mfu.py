@@ -46,17 +46,22 @@ def _layout(rank: int, step: int) -> list[tuple[int, int, str, tuple[int, int, i
 
 
 def expected_windows() -> dict[tuple[int, int], int]:
-    """docs/metrics.md: step 0 = [first start, last end), step N = [E'_{N-1}, E'_N)."""
-    out = {}
+    """(rank, step) -> window length in ns."""
+    return {(int(r.rank), int(r.step)): int(r.end_ns - r.start_ns) for r in given_windows().itertuples()}
+
+
+def given_windows() -> pd.DataFrame:
+    """The step windows of docs/metrics.md as a DataFrame (what the `steps` view must produce)."""
+    rows = []
     for rank in range(RANKS):
         prev_end = None
         for step in range(STEPS):
             ops = _layout(rank, step)
             start = ops[0][0] if prev_end is None else prev_end
             end = max(s + d for s, d, *_ in ops)
-            out[(rank, step)] = end - start
+            rows.append((rank, step, start, end))
             prev_end = end
-    return out
+    return pd.DataFrame(rows, columns=["rank", "step", "start_ns", "end_ns"])
 
 
 def build(tmp_path: Path, with_ncu: bool = True, with_metrics: bool = False):
@@ -194,7 +199,7 @@ def test_windows_follow_the_steps_view(tmp_path: Path) -> None:
 
 def test_mfu_equals_analytic_and_hfu_equals_mfu(tmp_path: Path) -> None:
     con = build(tmp_path)
-    df = mfu.hfu_mfu_table(con, flops.model_flops(MODEL_PER_STEP))
+    df = mfu.hfu_mfu_table(con, flops.model_flops(MODEL_PER_STEP), window_df=given_windows())
     windows = expected_windows()
     assert len(df) == RANKS * STEPS
     for row in df.itertuples():
@@ -205,7 +210,7 @@ def test_mfu_equals_analytic_and_hfu_equals_mfu(tmp_path: Path) -> None:
         assert row.hfu == pytest.approx(analytic, rel=1e-12)
         assert row.coverage_pct == pytest.approx(100.0 * 800_000 / 900_000)  # elementwise not profiled
         assert row.kernels == 4 and row.kernels_counted == 3  # the NCCL kernel is not in the coverage
-    summary = mfu.hfu_mfu_summary(con, model_flops_per_step=MODEL_PER_STEP)
+    summary = mfu.hfu_mfu_summary(con, model_flops_per_step=MODEL_PER_STEP, window_df=given_windows())
     total_gpu_s = sum(windows.values()) * 1e-9
     overall = MODEL_PER_STEP * STEPS / (total_gpu_s * PEAK)
     assert summary["mfu"] == pytest.approx(overall, rel=1e-12)
@@ -256,7 +261,7 @@ def test_given_windows_and_tensor_active_estimate(tmp_path: Path) -> None:
 
 def test_without_ncu_hfu_is_unavailable_and_mfu_still_exact(tmp_path: Path) -> None:
     con = build(tmp_path, with_ncu=False)
-    summary = mfu.hfu_mfu_summary(con, model_flops_per_step=MODEL_PER_STEP)
+    summary = mfu.hfu_mfu_summary(con, model_flops_per_step=MODEL_PER_STEP, window_df=given_windows())
     total = sum(expected_windows().values()) * 1e-9
     assert summary["mfu"] == pytest.approx(MODEL_PER_STEP * STEPS / (total * PEAK), rel=1e-12)
     assert summary["hfu"] is None and summary["hfu_over_mfu"] is None
@@ -274,6 +279,7 @@ def test_peak_override_and_recompute_explanation(tmp_path: Path) -> None:
         seq_len=100,
         recompute="full",
         peak_tflops=500,
+        window_df=given_windows(),
     )
     assert summary["peaks"][0]["source"] == "override"
     assert any("recomputation is expected" in g for g in summary["gap"])

@@ -13,48 +13,82 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
     if not ctx.has("merge_rank_clock", "alignment_quality"):
         return []
     th_ns = ctx.th["clock_skew_min_us"] * 1000
-    skewed = ctx.df(f"SELECT rank, host, correction_ns FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} "
-                    "ORDER BY rank")
+    skewed = ctx.df(
+        f"SELECT rank, host, correction_ns FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} "
+        "ORDER BY rank"
+    )
     if skewed.empty:
         return []
-    ev = [ctx.evidence("clock alignment per host",
-                       "Refinement applied on top of the session-start (UTC) offsets and the residual after it "
-                       "(alignment_quality).",
-                       "SELECT * FROM alignment_quality ORDER BY host"),
-          ctx.evidence("corrected ranks", "Ranks whose clock was corrected by more than the threshold "
-                                          "(merge_rank_clock).",
-                       f"""SELECT rank, host, session_offset_ns, clock_offset_ns, correction_ns, alignment_method
-                           FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} ORDER BY rank""")]
+    ev = [
+        ctx.evidence(
+            "clock alignment per host",
+            "Refinement applied on top of the session-start (UTC) offsets and the residual after it "
+            "(alignment_quality).",
+            "SELECT * FROM alignment_quality ORDER BY host",
+        ),
+        ctx.evidence(
+            "corrected ranks",
+            "Ranks whose clock was corrected by more than the threshold (merge_rank_clock).",
+            f"""SELECT rank, host, session_offset_ns, clock_offset_ns, correction_ns, alignment_method
+                           FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} ORDER BY rank""",
+        ),
+    ]
     worst = int(skewed["correction_ns"].abs().max())
     resid = ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality")
-    corrected = ctx.scalar("SELECT bool_and(method = 'collectives') FROM alignment_quality "
-                           f"WHERE host IN (SELECT host FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns})")
+    corrected = ctx.scalar(
+        "SELECT bool_and(method = 'collectives') FROM alignment_quality "
+        f"WHERE host IN (SELECT host FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns})"
+    )
     hosts = sorted(set(skewed["host"].astype(str)))
-    return [Finding(
-        id="clock-skew", title=f"Host clocks disagreed by up to {worst / 1e6:.3f} ms (corrected)"
-        if corrected else f"Host clocks disagree by up to {worst / 1e6:.3f} ms", kind="capture",
-        severity="info" if corrected else "medium",
-        summary=f"The session-start (UTC) clocks of {', '.join(hosts)} were off by up to {worst / 1e6:.3f} ms; "
-                + ("the collectives' common end times corrected it" if corrected else
-                   "no collective-based correction: cross-rank arrival times are unreliable")
-                + (f" (residual p95 {resid} ns)." if resid is not None else "."),
-        ranks=[int(r) for r in skewed["rank"]], steps=[], recoverable_ns_per_step=None, recoverable_pct=None,
-        recoverable_method="not a performance problem: no recoverable time",
-        metrics={"max_correction_ns": worst, "residual_p95_ns": resid, "hosts": hosts},
-        evidence=ev,
-        signals=[Signal("alignment method", "collectives" if corrected else "session-start", "", "neutral",
-                        "load-imbalance numbers use per-rank compute and do not depend on the alignment; "
-                        "arrival skews and waits do")],
-        fixes=[Fix("Synchronise host clocks (chrony/PTP) before profiling multi-node jobs",
-                   "cluster configuration outside the job")],
-    )]
+    return [
+        Finding(
+            id="clock-skew",
+            title=f"Host clocks disagreed by up to {worst / 1e6:.3f} ms (corrected)"
+            if corrected
+            else f"Host clocks disagree by up to {worst / 1e6:.3f} ms",
+            kind="capture",
+            severity="info" if corrected else "medium",
+            summary=f"The session-start (UTC) clocks of {', '.join(hosts)} were off by up to "
+            f"{worst / 1e6:.3f} ms; "
+            + (
+                "the collectives' common end times corrected it"
+                if corrected
+                else "no collective-based correction: cross-rank arrival times are unreliable"
+            )
+            + (f" (residual p95 {resid} ns)." if resid is not None else "."),
+            ranks=[int(r) for r in skewed["rank"]],
+            steps=[],
+            recoverable_ns_per_step=None,
+            recoverable_pct=None,
+            recoverable_method="not a performance problem: no recoverable time",
+            metrics={"max_correction_ns": worst, "residual_p95_ns": resid, "hosts": hosts},
+            evidence=ev,
+            signals=[
+                Signal(
+                    "alignment method",
+                    "collectives" if corrected else "session-start",
+                    "",
+                    "neutral",
+                    "load-imbalance numbers use per-rank compute and do not depend on the alignment; "
+                    "arrival skews and waits do",
+                )
+            ],
+            fixes=[
+                Fix(
+                    "Synchronise host clocks (chrony/PTP) before profiling multi-node jobs",
+                    "cluster configuration outside the job",
+                )
+            ],
+        )
+    ]
 
 
 def cuda_graphs(ctx: Ctx) -> list[Finding]:
     """How much kernel time replays from CUDA graphs (per-kernel launch attribution is lost there)."""
     th = ctx.th["graph_min_pct"]
     per_rank = ctx.df(
-        """SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE graph_node_id IS NOT NULL) AS graph_kernels,
+        """SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE graph_node_id IS NOT NULL) AS
+               graph_kernels,
                   100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL)
                         / nullif(sum(end_ns - start_ns), 0) AS graph_pct
            FROM kernels GROUP BY rank ORDER BY rank"""
@@ -64,30 +98,62 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
     covered = per_rank[per_rank["graph_pct"].fillna(0) >= th]
     if covered.empty:
         return []
-    launches = ctx.scalar("SELECT count(*) FROM cuda_api WHERE name IN ('cudaGraphLaunch', 'cuGraphLaunch')") or 0
-    ev = [ctx.evidence("CUDA-graph coverage per rank",
-                       "Kernels replayed from CUDA graphs (graph_node_id set) and their share of kernel time.",
-                       """SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE graph_node_id IS NOT NULL)
+    launches = (
+        ctx.scalar("SELECT count(*) FROM cuda_api WHERE name IN ('cudaGraphLaunch', 'cuGraphLaunch')") or 0
+    )
+    ev = [
+        ctx.evidence(
+            "CUDA-graph coverage per rank",
+            "Kernels replayed from CUDA graphs (graph_node_id set) and their share of kernel time.",
+            """SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE graph_node_id IS NOT NULL)
                                  AS graph_kernels, count(DISTINCT graph_id) AS graphs,
                                  round(100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL)
                                        / nullif(sum(end_ns - start_ns), 0), 2) AS graph_time_pct
-                          FROM kernels GROUP BY rank ORDER BY rank""")]
+                          FROM kernels GROUP BY rank ORDER BY rank""",
+        )
+    ]
     steps: list[int] = []
     if ctx.has_steps and ctx.has("diag_window_bounds"):
-        steps = [int(s) for s in ctx.df(
-            """SELECT DISTINCT w.step FROM kernels k JOIN diag_window_bounds w ON w.rank = k.rank
-               AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns WHERE k.graph_node_id IS NOT NULL ORDER BY 1"""
-        )["step"]]
+        steps = [
+            int(s)
+            for s in ctx.df(
+                """SELECT DISTINCT w.step FROM kernels k JOIN diag_window_bounds w ON w.rank = k.rank
+               AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns
+               WHERE k.graph_node_id IS NOT NULL ORDER BY 1"""
+            )["step"]
+        ]
     pct = float(covered["graph_pct"].mean())
-    return [Finding(
-        id="cuda-graphs", title=f"CUDA graphs replay {pct:.0f} % of kernel time", kind="capture", severity="info",
-        summary=f"{pct:.1f} % of kernel time on {len(covered)} rank(s) comes from {launches} graph launches: "
-                "launch gaps inside a graph are not host launch cost, and per-kernel launch attribution "
-                "(which API call issued which kernel) is the graph launch's.",
-        ranks=[int(r) for r in covered["rank"]], steps=steps, recoverable_ns_per_step=None, recoverable_pct=None,
-        recoverable_method="not a performance problem: no recoverable time",
-        metrics={"graph_time_pct": pct, "graph_launches": launches}, evidence=ev,
-        signals=[Signal("graph launches", launches, "calls", "neutral",
-                        "each replays many kernels for one host call")],
-        fixes=[Fix("For per-kernel detail, capture with nsys --cuda-graph-trace=node", "higher tracing overhead")],
-    )]
+    return [
+        Finding(
+            id="cuda-graphs",
+            title=f"CUDA graphs replay {pct:.0f} % of kernel time",
+            kind="capture",
+            severity="info",
+            summary=f"{pct:.1f} % of kernel time on {len(covered)} rank(s) comes from {launches} "
+            f"graph launches: "
+            "launch gaps inside a graph are not host launch cost, and per-kernel launch attribution "
+            "(which API call issued which kernel) is the graph launch's.",
+            ranks=[int(r) for r in covered["rank"]],
+            steps=steps,
+            recoverable_ns_per_step=None,
+            recoverable_pct=None,
+            recoverable_method="not a performance problem: no recoverable time",
+            metrics={"graph_time_pct": pct, "graph_launches": launches},
+            evidence=ev,
+            signals=[
+                Signal(
+                    "graph launches",
+                    launches,
+                    "calls",
+                    "neutral",
+                    "each replays many kernels for one host call",
+                )
+            ],
+            fixes=[
+                Fix(
+                    "For per-kernel detail, capture with nsys --cuda-graph-trace=node",
+                    "higher tracing overhead",
+                )
+            ],
+        )
+    ]

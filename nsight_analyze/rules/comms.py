@@ -27,8 +27,11 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     rec = ctx.per_step(total)
     if (ctx.pct(rec) or 0) < th:
         return []
-    steps = sorted(int(s) for s, r, n in zip(per_step["step"], per_step["rec"], per_step["step_ns"])
-                   if pd.notna(s) and n and 100.0 * r / n >= th)
+    steps = sorted(
+        int(s)
+        for s, r, n in zip(per_step["step"], per_step["rec"], per_step["step_ns"])
+        if pd.notna(s) and n and 100.0 * r / n >= th
+    )
     ranks = ctx.df(
         f"""SELECT DISTINCT rank FROM diag_comm_recoverable
             WHERE 100.0 * recoverable_ns / nullif(window_ns, 0) >= {th} ORDER BY rank"""
@@ -38,7 +41,8 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
             "exposed communication per step",
             "Per step: the critical rank's overlap-recoverable exposed comms (min over ranks), the largest "
             "exposed comms and the step length (diag_comm_recoverable).",
-            """SELECT step, min(recoverable_ns) AS recoverable_ns, arg_min(rank, recoverable_ns) AS critical_rank,
+            """SELECT step, min(recoverable_ns) AS recoverable_ns, arg_min(rank, recoverable_ns) AS
+                   critical_rank,
                       max(comms_exposed_ns) AS max_exposed_ns, max(exposed_wait_ns) AS max_exposed_wait_ns,
                       max(last_transfer_ns) AS max_last_transfer_ns, max(window_ns) AS step_ns,
                       round(avg(overlap_pct), 1) AS mean_overlap_pct
@@ -61,47 +65,87 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     exposed_sum = ctx.scalar("SELECT coalesce(sum(comms_exposed_ns), 0) FROM diag_comm_recoverable") or 0
     last = ctx.scalar("SELECT coalesce(sum(last_transfer_ns), 0) FROM diag_comm_recoverable") or 0
     signals = [
-        Signal("mean comms/compute overlap", round(ov, 1) if ov is not None else None, "%",
-               "supports" if ov is not None and ov < 50 else "neutral",
-               "share of communication time hidden behind other GPU work (time_partition.overlap_pct)"),
-        Signal("exposed time spent waiting for the last rank", round(100.0 * wait / exposed_sum, 1)
-               if exposed_sum else 0.0, "% of exposed", "against" if exposed_sum and wait > 0.3 * exposed_sum
-               else "neutral", "waiting for a late rank is load imbalance, not an overlap problem; it is "
-                               "excluded from the recoverable time (see the imbalance finding)"),
-        Signal("exposed transfer of the last collective", round(100.0 * last / exposed_sum, 1)
-               if exposed_sum else 0.0, "% of exposed", "against" if exposed_sum and last > 0.5 * exposed_sum
-               else "neutral", "the last gradients are ready only when backward ends, so this part cannot "
-                               "be overlapped and is excluded"),
+        Signal(
+            "mean comms/compute overlap",
+            round(ov, 1) if ov is not None else None,
+            "%",
+            "supports" if ov is not None and ov < 50 else "neutral",
+            "share of communication time hidden behind other GPU work (time_partition.overlap_pct)",
+        ),
+        Signal(
+            "exposed time spent waiting for the last rank",
+            round(100.0 * wait / exposed_sum, 1) if exposed_sum else 0.0,
+            "% of exposed",
+            "against" if exposed_sum and wait > 0.3 * exposed_sum else "neutral",
+            "waiting for a late rank is load imbalance, not an overlap problem; it is "
+            "excluded from the recoverable time (see the imbalance finding)",
+        ),
+        Signal(
+            "exposed transfer of the last collective",
+            round(100.0 * last / exposed_sum, 1) if exposed_sum else 0.0,
+            "% of exposed",
+            "against" if exposed_sum and last > 0.5 * exposed_sum else "neutral",
+            "the last gradients are ready only when backward ends, so this part cannot "
+            "be overlapped and is excluded",
+        ),
     ]
     if ctx.has("collectives"):
-        bw = ctx.df("SELECT op, median(busbw_gbps) AS busbw FROM collectives WHERE busbw_gbps IS NOT NULL "
-                    "GROUP BY op ORDER BY op")
+        bw = ctx.df(
+            "SELECT op, median(busbw_gbps) AS busbw FROM collectives WHERE busbw_gbps IS NOT NULL "
+            "GROUP BY op ORDER BY op"
+        )
         for op, b in zip(bw["op"], bw["busbw"]):
-            signals.append(Signal(f"median bus bandwidth {op}", round(float(b), 1), "GB/s", "neutral",
-                                  "low bus bandwidth points at the network/NCCL settings rather than overlap"))
-    return [Finding(
-        id="exposed-comm", title="Communication is exposed (poor compute/communication overlap)",
-        kind="performance", severity=ctx.severity(rec),
-        summary=f"Collectives run with nothing to hide behind: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of "
-                f"the mean step) could be overlapped with compute.",
-        ranks=[int(r) for r in ranks], steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="per step, min over ranks of (comms_exposed_ns - exposed wait for the last arrival "
-                           "- exposed transfer of the step's last collective) (diag_comm_recoverable); summed "
-                           "over steps / steps. Min over ranks: the step shrinks only if every rank's timeline "
-                           "can, and the critical (last-arriving) rank has the least slack",
-        metrics={"recoverable_ns_total": total, "mean_overlap_pct": ov, "threshold_pct": th},
-        evidence=ev, signals=signals,
-        fixes=[
-            Fix("Let gradient all-reduce start during backward: DDP/FSDP bucketing (bucket_cap_mb), "
-                "no blocking waits before the optimizer",
-                "smaller buckets mean more collective launches; larger buckets delay the first one"),
-            Fix("Gradient accumulation with no_sync() on the inner micro-batches",
-                "longer steps and a larger effective batch (re-tune the learning rate)"),
-            Fix("Compress gradients (bf16/fp16 all-reduce, PowerSGD)", "possible accuracy loss; extra compute"),
-            Fix("Tune NCCL (NCCL_ALGO/PROTO, channels) or the topology (NVLink/IB placement)",
-                "settings are topology specific; hardware changes cost money"),
-        ],
-    )]
+            signals.append(
+                Signal(
+                    f"median bus bandwidth {op}",
+                    round(float(b), 1),
+                    "GB/s",
+                    "neutral",
+                    "low bus bandwidth points at the network/NCCL settings rather than overlap",
+                )
+            )
+    return [
+        Finding(
+            id="exposed-comm",
+            title="Communication is exposed (poor compute/communication overlap)",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"Collectives run with nothing to hide behind: {rec / 1e6:.3f} ms per step "
+            f"({ctx.pct(rec)} % of "
+            f"the mean step) could be overlapped with compute.",
+            ranks=[int(r) for r in ranks],
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="per step, min over ranks of (comms_exposed_ns - exposed wait for the "
+            "last arrival "
+            "- exposed transfer of the step's last collective) (diag_comm_recoverable); summed "
+            "over steps / steps. Min over ranks: the step shrinks only if every rank's timeline "
+            "can, and the critical (last-arriving) rank has the least slack",
+            metrics={"recoverable_ns_total": total, "mean_overlap_pct": ov, "threshold_pct": th},
+            evidence=ev,
+            signals=signals,
+            fixes=[
+                Fix(
+                    "Let gradient all-reduce start during backward: DDP/FSDP bucketing (bucket_cap_mb), "
+                    "no blocking waits before the optimizer",
+                    "smaller buckets mean more collective launches; larger buckets delay the first one",
+                ),
+                Fix(
+                    "Gradient accumulation with no_sync() on the inner micro-batches",
+                    "longer steps and a larger effective batch (re-tune the learning rate)",
+                ),
+                Fix(
+                    "Compress gradients (bf16/fp16 all-reduce, PowerSGD)",
+                    "possible accuracy loss; extra compute",
+                ),
+                Fix(
+                    "Tune NCCL (NCCL_ALGO/PROTO, channels) or the topology (NVLink/IB placement)",
+                    "settings are topology specific; hardware changes cost money",
+                ),
+            ],
+        )
+    ]
 
 
 def imbalance(ctx: Ctx) -> list[Finding]:
@@ -126,66 +170,130 @@ def imbalance(ctx: Ctx) -> list[Finding]:
     if straggler is not None and pd.notna(straggler):
         ranks = [int(straggler)]
     else:
-        ranks = sorted({int(r) for r in per_step.loc[~per_step["balanced"].fillna(True).astype(bool), "slowest_rank"]})
-    steps = sorted(int(s) for s, b in zip(per_step["step"], per_step["balanced"])
-                   if pd.notna(s) and pd.notna(b) and not bool(b))
+        ranks = sorted(
+            {int(r) for r in per_step.loc[~per_step["balanced"].fillna(True).astype(bool), "slowest_rank"]}
+        )
+    steps = sorted(
+        int(s)
+        for s, b in zip(per_step["step"], per_step["balanced"])
+        if pd.notna(s) and pd.notna(b) and not bool(b)
+    )
     ev = [
-        ctx.evidence("imbalance per step", "Per step: the slowest rank's compute against the mean (imbalance).",
-                     f"""SELECT step, ranks, slowest_rank, max_compute_ns, CAST(mean_compute_ns AS BIGINT) AS
+        ctx.evidence(
+            "imbalance per step",
+            "Per step: the slowest rank's compute against the mean (imbalance).",
+            f"""SELECT step, ranks, slowest_rank, max_compute_ns, CAST(mean_compute_ns AS BIGINT) AS
                             mean_compute_ns, round(ratio, 4) AS ratio, wait_gpu_ns, balanced
-                         FROM imbalance WHERE {where} ORDER BY step"""),
-        ctx.evidence("straggler verdict", "Job-wide verdict (merge_straggler_verdict).",
-                     "SELECT * FROM merge_straggler_verdict"),
+                         FROM imbalance WHERE {where} ORDER BY step""",
+        ),
+        ctx.evidence(
+            "straggler verdict",
+            "Job-wide verdict (merge_straggler_verdict).",
+            "SELECT * FROM merge_straggler_verdict",
+        ),
     ]
     if ctx.has("rank_rollup"):
-        ev.append(ctx.evidence(
-            "per rank", "Each rank's compute, the collective wait it suffered and caused (rank_rollup).",
-            """SELECT rank, host, compute_ns, collectives, wait_suffered_ns, wait_caused_ns, times_last,
-                      times_slowest, straggler FROM rank_rollup ORDER BY rank"""))
-    signals = [Signal("verdict", v.get("verdict"), "", "supports",
-                      f"slowest in {round(100 * float(v.get('top_share') or 0), 1)} % of the imbalanced steps: "
-                      f"rank {v.get('top_rank')}")]
+        ev.append(
+            ctx.evidence(
+                "per rank",
+                "Each rank's compute, the collective wait it suffered and caused (rank_rollup).",
+                """SELECT rank, host, compute_ns, collectives, wait_suffered_ns, wait_caused_ns, times_last,
+                      times_slowest, straggler FROM rank_rollup ORDER BY rank""",
+            )
+        )
+    signals = [
+        Signal(
+            "verdict",
+            v.get("verdict"),
+            "",
+            "supports",
+            f"slowest in {round(100 * float(v.get('top_share') or 0), 1)} % of the imbalanced steps: "
+            f"rank {v.get('top_rank')}",
+        )
+    ]
     if ctx.has("rank_rollup") and ranks:
         rr = ctx.df("SELECT rank, wait_caused_ns, wait_suffered_ns FROM rank_rollup")
         caused = rr.loc[rr["rank"].isin(ranks), "wait_caused_ns"].sum()
-        signals.append(Signal("collective wait caused by the slow rank(s)", int(caused), "GPU-ns",
-                              "supports" if caused > 0 else "against",
-                              "the other ranks' wait at collectives where it arrived last"))
+        signals.append(
+            Signal(
+                "collective wait caused by the slow rank(s)",
+                int(caused),
+                "GPU-ns",
+                "supports" if caused > 0 else "against",
+                "the other ranks' wait at collectives where it arrived last",
+            )
+        )
     if ranks:
         idle = ctx.df(
-            f"""SELECT rank IN ({', '.join(map(str, ranks))}) AS slow, avg(idle_ns) AS idle, avg(compute_ns) AS c
+            f"""SELECT rank IN ({", ".join(map(str, ranks))}) AS slow, avg(idle_ns) AS idle,
+                    avg(compute_ns) AS c
                 FROM diag_windows GROUP BY 1"""
         ).set_index("slow")
         if True in idle.index and False in idle.index:
             extra = float(idle.at[True, "c"]) - float(idle.at[False, "c"])
-            signals.append(Signal(
-                "slow rank's extra compute per step", int(extra), "ns", "supports" if extra > 0 else "against",
-                "the same kernels take longer on it: check its clocks, temperature, power cap and ECC "
-                "(nvidia-smi -q), or uneven work (sequence lengths, pipeline stages)"))
-    resid = ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality") if ctx.has("alignment_quality") \
+            signals.append(
+                Signal(
+                    "slow rank's extra compute per step",
+                    int(extra),
+                    "ns",
+                    "supports" if extra > 0 else "against",
+                    "the same kernels take longer on it: check its clocks, temperature, power cap and ECC "
+                    "(nvidia-smi -q), or uneven work (sequence lengths, pipeline stages)",
+                )
+            )
+    resid = (
+        ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality")
+        if ctx.has("alignment_quality")
         else None
+    )
     if resid is not None:
-        signals.append(Signal("clock alignment residual p95", resid, "ns", "neutral",
-                              "compute imbalance is measured per rank and does not depend on clock alignment"))
-    return [Finding(
-        id="load-imbalance",
-        title=(f"Straggler: rank {ranks[0]} is persistently slower" if v.get("verdict") == "persistent"
-               else "Load imbalance across ranks (rotating slowest rank)"),
-        kind="performance", severity=ctx.severity(rec),
-        summary=f"The slowest rank computes {rec / 1e6:.3f} ms per step longer than the others' mean "
-                f"({ctx.pct(rec)} % of the mean step); the others wait for it at the next collective.",
-        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="per step, slowest rank's compute_ns - mean compute_ns of the other ranks "
-                           "(imbalance / time_partition); summed over steps / steps",
-        metrics={"verdict": v.get("verdict"), "straggler_rank": straggler,
-                 "median_ratio": v.get("median_ratio"), "excess_ns_total": total,
-                 "straggler_wait_gpu_ns": v.get("straggler_wait_gpu_ns")},
-        evidence=ev, signals=signals,
-        fixes=[
-            Fix("Check or replace the slow GPU/node (clocks, thermals, power cap, ECC, PCIe/NVLink errors)",
-                "a node out of the pool until fixed: less capacity"),
-            Fix("Balance the work: sequence-length bucketing / packing, even pipeline-stage partitioning",
-                "bucketing changes sampling order (convergence); re-partitioning needs re-validation"),
-            Fix("Exclude the straggler from the job", "fewer GPUs: lower peak throughput"),
-        ],
-    )]
+        signals.append(
+            Signal(
+                "clock alignment residual p95",
+                resid,
+                "ns",
+                "neutral",
+                "compute imbalance is measured per rank and does not depend on clock alignment",
+            )
+        )
+    return [
+        Finding(
+            id="load-imbalance",
+            title=(
+                f"Straggler: rank {ranks[0]} is persistently slower"
+                if v.get("verdict") == "persistent"
+                else "Load imbalance across ranks (rotating slowest rank)"
+            ),
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"The slowest rank computes {rec / 1e6:.3f} ms per step longer than the others' mean "
+            f"({ctx.pct(rec)} % of the mean step); the others wait for it at the next collective.",
+            ranks=ranks,
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="per step, slowest rank's compute_ns - mean compute_ns of the other ranks "
+            "(imbalance / time_partition); summed over steps / steps",
+            metrics={
+                "verdict": v.get("verdict"),
+                "straggler_rank": straggler,
+                "median_ratio": v.get("median_ratio"),
+                "excess_ns_total": total,
+                "straggler_wait_gpu_ns": v.get("straggler_wait_gpu_ns"),
+            },
+            evidence=ev,
+            signals=signals,
+            fixes=[
+                Fix(
+                    "Check or replace the slow GPU/node (clocks, thermals, power cap, ECC, "
+                    "PCIe/NVLink errors)",
+                    "a node out of the pool until fixed: less capacity",
+                ),
+                Fix(
+                    "Balance the work: sequence-length bucketing / packing, even pipeline-stage partitioning",
+                    "bucketing changes sampling order (convergence); re-partitioning needs re-validation",
+                ),
+                Fix("Exclude the straggler from the job", "fewer GPUs: lower peak throughput"),
+            ],
+        )
+    ]

@@ -16,11 +16,15 @@ def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
     """(total ns over steps of the worst rank, affected steps, ranks over the threshold)."""
     total = ctx.scalar(f"SELECT coalesce(sum(max_ns), 0) FROM diag_step_causes WHERE cause = '{cause}'") or 0
     steps = ctx.df(
-        f"SELECT step FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 AND share_pct >= {min_pct} "
+        f"SELECT step FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 AND share_pct >= "
+        f"{min_pct} "
         "ORDER BY step"
     )["step"].tolist()
-    col = {"input_stall": "input_stall_ns", "sync_stall": "sync_stall_ns",
-           "launch": "launch_gap_ns + host_bound_ns"}[cause]
+    col = {
+        "input_stall": "input_stall_ns",
+        "sync_stall": "sync_stall_ns",
+        "launch": "launch_gap_ns + host_bound_ns",
+    }[cause]
     ranks = ctx.df(
         f"SELECT DISTINCT rank FROM diag_windows WHERE {col} > 0 "
         f"AND 100.0 * ({col}) / nullif(window_ns, 0) >= {min_pct} ORDER BY rank"
@@ -31,7 +35,8 @@ def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
 def _per_step_evidence(ctx: Ctx, cause: str, label: str):
     return ctx.evidence(
         f"{label} per step",
-        f"Per step: the worst rank's {label} time, the step length and the ranks affected (diag_step_causes).",
+        f"Per step: the worst rank's {label} time, the step length and the ranks affected "
+        f"(diag_step_causes).",
         f"""SELECT step, worst_rank, max_ns AS {cause}_ns, step_ns, round(share_pct, 2) AS share_pct, ranks
             FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 ORDER BY max_ns DESC, step""",
     )
@@ -63,47 +68,84 @@ def input_stall(ctx: Ctx) -> list[Finding]:
     n_all = ctx.n_steps
     if ctx.has_steps and steps:
         period = sorted({b - a for a, b in zip(steps, steps[1:])})
-        signals.append(Signal(
-            "stalled steps", len(steps), "steps", "supports",
-            f"{len(steps)} of {n_all} steps" + (f", every {period[0]} steps: periodic, typical of a "
-                                                 "prefetch queue running dry (too few workers)"
-                                                 if len(period) == 1 and len(steps) > 2 else ""),
-        ))
+        signals.append(
+            Signal(
+                "stalled steps",
+                len(steps),
+                "steps",
+                "supports",
+                f"{len(steps)} of {n_all} steps"
+                + (
+                    f", every {period[0]} steps: periodic, typical of a "
+                    "prefetch queue running dry (too few workers)"
+                    if len(period) == 1 and len(steps) > 2
+                    else ""
+                ),
+            )
+        )
     hb = ctx.scalar("SELECT coalesce(sum(host_bound_ns), 0) FROM diag_windows") or 0
     ins = ctx.scalar("SELECT coalesce(sum(input_stall_ns), 0) FROM diag_windows") or 0
-    signals.append(Signal(
-        "host-bound idle elsewhere", ctx.pct(ctx.per_step(hb / max(ctx.n_ranks, 1))), "% of step",
-        "against" if hb > 0.5 * ins else "neutral",
-        "GPU idle while the host ran other Python code; if large, the host is slow in general, not only "
-        "the input pipeline",
-    ))
-    pageable = ctx.scalar(
-        "SELECT count(*) FROM memops WHERE kind = 'HtoD' AND (src_kind = 'Pageable' OR dst_kind = 'Pageable')"
-    ) or 0
-    signals.append(Signal(
-        "pageable HtoD copies", pageable, "copies", "supports" if pageable else "neutral",
-        "input batches copied from pageable memory: pin_memory=True makes the copy asynchronous"
-        if pageable else "input copies already use pinned memory",
-    ))
-    return [Finding(
-        id="input-stall", title="Input pipeline stalls the GPU", kind="performance",
-        severity=ctx.severity(rec),
-        summary=f"The GPU waits on the data loader: {ctx.pct(rec)} % of the mean step "
-                f"({rec / 1e6:.3f} ms per step, worst rank per step).",
-        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="sum over steps of the worst rank's input_stall_ns (time_partition) / steps: "
-                           "the idle time a never-empty input queue would remove",
-        metrics={"input_stall_ns_total": total, "stalled_steps": len(steps), "threshold_pct": th},
-        evidence=ev, signals=signals,
-        fixes=[
-            Fix("More DataLoader workers (num_workers) and a deeper prefetch_factor",
-                "more host memory and CPU cores per rank; worker start-up time"),
-            Fix("pin_memory=True and .to(device, non_blocking=True)",
-                "pinned host memory is a limited, non-swappable resource"),
-            Fix("Move decoding/augmentation to the GPU (e.g. DALI) or pre-process the dataset offline",
-                "GPU time and memory for preprocessing; storage and a fixed augmentation pipeline"),
-        ],
-    )]
+    signals.append(
+        Signal(
+            "host-bound idle elsewhere",
+            ctx.pct(ctx.per_step(hb / max(ctx.n_ranks, 1))),
+            "% of step",
+            "against" if hb > 0.5 * ins else "neutral",
+            "GPU idle while the host ran other Python code; if large, the host is slow in general, not only "
+            "the input pipeline",
+        )
+    )
+    pageable = (
+        ctx.scalar(
+            "SELECT count(*) FROM memops WHERE kind = 'HtoD' AND (src_kind = 'Pageable' OR dst_kind "
+            "= 'Pageable')"
+        )
+        or 0
+    )
+    signals.append(
+        Signal(
+            "pageable HtoD copies",
+            pageable,
+            "copies",
+            "supports" if pageable else "neutral",
+            "input batches copied from pageable memory: pin_memory=True makes the copy asynchronous"
+            if pageable
+            else "input copies already use pinned memory",
+        )
+    )
+    return [
+        Finding(
+            id="input-stall",
+            title="Input pipeline stalls the GPU",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"The GPU waits on the data loader: {ctx.pct(rec)} % of the mean step "
+            f"({rec / 1e6:.3f} ms per step, worst rank per step).",
+            ranks=ranks,
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="sum over steps of the worst rank's input_stall_ns (time_partition) / steps: "
+            "the idle time a never-empty input queue would remove",
+            metrics={"input_stall_ns_total": total, "stalled_steps": len(steps), "threshold_pct": th},
+            evidence=ev,
+            signals=signals,
+            fixes=[
+                Fix(
+                    "More DataLoader workers (num_workers) and a deeper prefetch_factor",
+                    "more host memory and CPU cores per rank; worker start-up time",
+                ),
+                Fix(
+                    "pin_memory=True and .to(device, non_blocking=True)",
+                    "pinned host memory is a limited, non-swappable resource",
+                ),
+                Fix(
+                    "Move decoding/augmentation to the GPU (e.g. DALI) or pre-process the dataset offline",
+                    "GPU time and memory for preprocessing; storage and a fixed augmentation pipeline",
+                ),
+            ],
+        )
+    ]
 
 
 def synchronisation(ctx: Ctx) -> list[Finding]:
@@ -118,13 +160,20 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
         "ORDER BY duration_ns DESC, rank, start_ns",
     )
     copies = {}
-    for rule, text in (("cuda-sync-memcpy", "synchronous memcpy (not DtoD, not HtoD <= "
-                                            f"{htod} B), longest first (nsys cuda-sync-memcpy)"),
-                       ("cuda-async-memcpy", "cudaMemcpy*Async on pageable memory: effectively synchronous "
-                                             "(nsys cuda-async-memcpy)"),
-                       ("cuda-sync-memset", "synchronous memset on pinned/managed memory (nsys cuda-sync-memset)")):
+    for rule, text in (
+        (
+            "cuda-sync-memcpy",
+            f"synchronous memcpy (not DtoD, not HtoD <= {htod} B), longest first (nsys cuda-sync-memcpy)",
+        ),
+        (
+            "cuda-async-memcpy",
+            "cudaMemcpy*Async on pageable memory: effectively synchronous (nsys cuda-async-memcpy)",
+        ),
+        ("cuda-sync-memset", "synchronous memset on pinned/managed memory (nsys cuda-sync-memset)"),
+    ):
         copies[rule] = ctx.evidence(
-            rule, text,
+            rule,
+            text,
             f"""SELECT rank, device_id, stream_id, start_ns, duration_ns, kind, bytes, src_kind, dst_kind,
                        api_name, api_start_ns, api_duration_ns
                 FROM diag_sync_copies(htod_min_bytes := {htod}) WHERE nsys_rule = '{rule}'
@@ -151,41 +200,85 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
     blocked = ctx.scalar("SELECT coalesce(sum(duration_ns), 0) FROM diag_sync_api_calls") or 0
     per_step_calls = calls.total_rows / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
     signals = [
-        Signal("GPU idle caused by syncs", ctx.pct(rec), "% of step", "supports" if rec else "against",
-               "idle time that a synchronising call explains (sync_stall): what removing the syncs can "
-               "recover" if rec else "the syncs did not leave the GPU idle: the host waited for work that "
-                                     "was already queued, so they cost host time, not GPU time"),
-        Signal("host time blocked in sync calls", blocked, "ns", "neutral",
-               "host waiting is not GPU idle: it matters only when the host then cannot launch ahead"),
-        Signal("sync calls per rank and step", round(per_step_calls, 2), "calls", "supports" if per_step_calls > 1
-               else "neutral", "more than one blocking sync per step usually means .item()/.cpu()/print in "
-                               "the training loop"),
-        Signal("host-blocking copies", sum(e.total_rows for e in copies.values()), "copies",
-               "supports" if any(e.total_rows for e in copies.values()) else "neutral",
-               "synchronous or pageable copies block the launching thread like a sync"),
+        Signal(
+            "GPU idle caused by syncs",
+            ctx.pct(rec),
+            "% of step",
+            "supports" if rec else "against",
+            "idle time that a synchronising call explains (sync_stall): what removing the syncs can recover"
+            if rec
+            else "the syncs did not leave the GPU idle: the host waited for work that "
+            "was already queued, so they cost host time, not GPU time",
+        ),
+        Signal(
+            "host time blocked in sync calls",
+            blocked,
+            "ns",
+            "neutral",
+            "host waiting is not GPU idle: it matters only when the host then cannot launch ahead",
+        ),
+        Signal(
+            "sync calls per rank and step",
+            round(per_step_calls, 2),
+            "calls",
+            "supports" if per_step_calls > 1 else "neutral",
+            "more than one blocking sync per step usually means .item()/.cpu()/print in the training loop",
+        ),
+        Signal(
+            "host-blocking copies",
+            sum(e.total_rows for e in copies.values()),
+            "copies",
+            "supports" if any(e.total_rows for e in copies.values()) else "neutral",
+            "synchronous or pageable copies block the launching thread like a sync",
+        ),
     ]
-    names = ", ".join(f"{k}: {v.total_rows}" for k, v in [("cuda-sync-api", calls), *copies.items()] if v.total_rows)
-    return [Finding(
-        id="excessive-sync", title="Synchronisation stalls the GPU", kind="performance",
-        severity=ctx.severity(rec),
-        summary=f"Synchronising calls and host-blocking copies ({names or 'none flagged by nsys rules'}) leave "
-                f"the GPU idle {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
-        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="sum over steps of the worst rank's sync_stall_ns (GPU idle while the host was "
-                           "blocked in a synchronising call, time_partition) / steps",
-        metrics={"sync_stall_ns_total": total, "sync_api_calls": calls.total_rows,
-                 **{k.replace("-", "_"): v.total_rows for k, v in copies.items()}},
-        evidence=ev, signals=signals,
-        fixes=[
-            Fix("Remove .item(), .cpu(), print(tensor) and explicit synchronize() from the step; log every N steps",
-                "metrics and loss values are seen less often / later"),
-            Fix("Copy with pinned host buffers and non_blocking=True",
-                "pinned memory is limited; the result must not be read before an event says it is ready"),
-            Fix("Replace device-wide syncs with CUDA events / stream waits",
-                "ordering has to be reasoned about explicitly; wrong placement gives races"),
-            Fix("Find hidden syncs with torch.cuda.set_sync_debug_mode('warn')", "debug mode slows the run"),
-        ],
-    )]
+    names = ", ".join(
+        f"{k}: {v.total_rows}" for k, v in [("cuda-sync-api", calls), *copies.items()] if v.total_rows
+    )
+    return [
+        Finding(
+            id="excessive-sync",
+            title="Synchronisation stalls the GPU",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"Synchronising calls and host-blocking copies "
+            f"({names or 'none flagged by nsys rules'}) leave "
+            f"the GPU idle {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+            ranks=ranks,
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="sum over steps of the worst rank's sync_stall_ns (GPU idle while the "
+            "host was "
+            "blocked in a synchronising call, time_partition) / steps",
+            metrics={
+                "sync_stall_ns_total": total,
+                "sync_api_calls": calls.total_rows,
+                **{k.replace("-", "_"): v.total_rows for k, v in copies.items()},
+            },
+            evidence=ev,
+            signals=signals,
+            fixes=[
+                Fix(
+                    "Remove .item(), .cpu(), print(tensor) and explicit synchronize() from the step; "
+                    "log every N steps",
+                    "metrics and loss values are seen less often / later",
+                ),
+                Fix(
+                    "Copy with pinned host buffers and non_blocking=True",
+                    "pinned memory is limited; the result must not be read before an event says it is ready",
+                ),
+                Fix(
+                    "Replace device-wide syncs with CUDA events / stream waits",
+                    "ordering has to be reasoned about explicitly; wrong placement gives races",
+                ),
+                Fix(
+                    "Find hidden syncs with torch.cuda.set_sync_debug_mode('warn')",
+                    "debug mode slows the run",
+                ),
+            ],
+        )
+    ]
 
 
 def launch_bound(ctx: Ctx) -> list[Finding]:
@@ -202,14 +295,16 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
     signals = []
     if ctx.has_steps and ctx.has("tp_step_ops"):
         step_list = ", ".join(str(s) for s in steps) or "NULL"
-        ev.append(ctx.evidence(
-            "kernels per step",
-            "GPU operations per rank and step, their median duration and how many are short.",
-            f"""SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS median_ns,
+        ev.append(
+            ctx.evidence(
+                "kernels per step",
+                "GPU operations per rank and step, their median duration and how many are short.",
+                f"""SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS median_ns,
                        count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short_ops,
                        step IN ({step_list}) AS launch_bound
                 FROM tp_step_ops GROUP BY rank, step ORDER BY launch_bound DESC, step, rank""",
-        ))
+            )
+        )
         cmp = ctx.df(
             f"""SELECT step IN ({step_list}) AS lb, avg(ops) AS ops, avg(med) AS med, avg(short) AS short
                 FROM (SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS med,
@@ -219,80 +314,161 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         if True in cmp.index:
             ops_lb = float(cmp.at[True, "ops"])
             ops_ok = float(cmp.at[False, "ops"]) if False in cmp.index else None
-            signals.append(Signal(
-                "operations per launch-bound step", round(ops_lb, 1), "ops",
-                "supports" if ops_ok is None or ops_lb > 1.2 * ops_ok else "neutral",
-                f"other steps: {round(ops_ok, 1) if ops_ok is not None else 'n/a'}"))
-            signals.append(Signal(
-                "short operations per launch-bound step", round(float(cmp.at[True, "short"]), 1), "ops",
-                "supports" if float(cmp.at[True, "short"]) > 0.5 * ops_lb else "neutral",
-                f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, so the host "
-                "cannot keep the queue full"))
-    launch_med = ctx.scalar(
-        "SELECT median(a.end_ns - a.start_ns) FROM cuda_api a JOIN gpu_ops g "
-        "ON g.rank = a.rank AND g.correlation_id = a.correlation_id"
-    ) if ctx.has("gpu_ops") else None
+            signals.append(
+                Signal(
+                    "operations per launch-bound step",
+                    round(ops_lb, 1),
+                    "ops",
+                    "supports" if ops_ok is None or ops_lb > 1.2 * ops_ok else "neutral",
+                    f"other steps: {round(ops_ok, 1) if ops_ok is not None else 'n/a'}",
+                )
+            )
+            signals.append(
+                Signal(
+                    "short operations per launch-bound step",
+                    round(float(cmp.at[True, "short"]), 1),
+                    "ops",
+                    "supports" if float(cmp.at[True, "short"]) > 0.5 * ops_lb else "neutral",
+                    f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, "
+                    f"so the host "
+                    "cannot keep the queue full",
+                )
+            )
+    launch_med = (
+        ctx.scalar(
+            "SELECT median(a.end_ns - a.start_ns) FROM cuda_api a JOIN gpu_ops g "
+            "ON g.rank = a.rank AND g.correlation_id = a.correlation_id"
+        )
+        if ctx.has("gpu_ops")
+        else None
+    )
     if steps and ctx.has("tp_step_ops"):
-        ops = ctx.scalar(f"SELECT max(n) FROM (SELECT rank, count(*) AS n FROM tp_step_ops "
-                         f"WHERE step IN ({', '.join(map(str, steps))}) GROUP BY rank)") or 0
-        idle_affected = ctx.scalar(f"SELECT sum(max_ns) FROM diag_step_causes WHERE cause = 'launch' "
-                                   f"AND step IN ({', '.join(map(str, steps))})") or 0
+        ops = (
+            ctx.scalar(
+                f"SELECT max(n) FROM (SELECT rank, count(*) AS n FROM tp_step_ops "
+                f"WHERE step IN ({', '.join(map(str, steps))}) GROUP BY rank)"
+            )
+            or 0
+        )
+        idle_affected = (
+            ctx.scalar(
+                f"SELECT sum(max_ns) FROM diag_step_causes WHERE cause = 'launch' "
+                f"AND step IN ({', '.join(map(str, steps))})"
+            )
+            or 0
+        )
     else:
         ops = ctx.scalar("SELECT max(n) FROM (SELECT rank, count(*) AS n FROM gpu_ops GROUP BY rank)") or 0
         idle_affected = total
     explained = 100.0 * ops * float(launch_med or 0) / idle_affected if idle_affected else 0.0
     is_launch = explained >= ctx.th["launch_explained_min_pct"]
-    signals.append(Signal(
-        "idle explained by launch cost", round(explained, 1), "%", "supports" if is_launch else "against",
-        f"{ops} operations x median launch call {launch_med} ns against the idle time of the affected steps: "
-        + ("the launches themselves are the bottleneck" if is_launch else
-           "far too few launches to explain the idle: the host is busy with other work (host-bound)")))
+    signals.append(
+        Signal(
+            "idle explained by launch cost",
+            round(explained, 1),
+            "%",
+            "supports" if is_launch else "against",
+            f"{ops} operations x median launch call {launch_med} ns against the idle time of the "
+            f"affected steps: "
+            + (
+                "the launches themselves are the bottleneck"
+                if is_launch
+                else "far too few launches to explain the idle: the host is busy with other work (host-bound)"
+            ),
+        )
+    )
     graph_pct = ctx.scalar(
         "SELECT 100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL) / "
         "nullif(sum(end_ns - start_ns), 0) FROM kernels"
     )
-    signals.append(Signal("kernel time launched from CUDA graphs", round(graph_pct or 0.0, 2), "%",
-                          "against" if (graph_pct or 0) > 50 else "supports",
-                          "graphs already amortise launches" if (graph_pct or 0) > 50
-                          else "little or no CUDA-graph use: graphs would remove per-kernel launch cost"))
-    method = ("sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) / steps: the "
-              "idle time between operations while the host was issuing them or running other code")
+    signals.append(
+        Signal(
+            "kernel time launched from CUDA graphs",
+            round(graph_pct or 0.0, 2),
+            "%",
+            "against" if (graph_pct or 0) > 50 else "supports",
+            "graphs already amortise launches"
+            if (graph_pct or 0) > 50
+            else "little or no CUDA-graph use: graphs would remove per-kernel launch cost",
+        )
+    )
+    method = (
+        "sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) / steps: the "
+        "idle time between operations while the host was issuing them or running other code"
+    )
     if not is_launch:
-        return [Finding(
-            id="host-bound", title="Host-bound: the GPU waits while the host runs other code",
-            kind="performance", severity=ctx.severity(rec),
-            summary=f"The GPU idles {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step) between "
-                    "operations while the host is busy elsewhere (Python, compilation, I/O), not launching.",
-            ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
+        return [
+            Finding(
+                id="host-bound",
+                title="Host-bound: the GPU waits while the host runs other code",
+                kind="performance",
+                severity=ctx.severity(rec),
+                summary=f"The GPU idles {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean "
+                f"step) between "
+                "operations while the host is busy elsewhere (Python, compilation, I/O), not launching.",
+                ranks=ranks,
+                steps=steps,
+                recoverable_ns_per_step=rec,
+                recoverable_pct=ctx.pct(rec),
+                recoverable_method=method,
+                metrics={
+                    "host_idle_ns_total": total,
+                    "affected_steps": len(steps),
+                    "threshold_pct": th,
+                    "launch_explained_pct": round(explained, 1),
+                },
+                evidence=ev,
+                signals=signals,
+                fixes=[
+                    Fix(
+                        "Profile the host (nsys --sample=cpu, py-spy) in the gaps and move that work off the "
+                        "critical path (async checkpointing, cached compilation, background threads)",
+                        "more threads/memory; asynchronous work needs care with ordering",
+                    ),
+                    Fix("Warm up (JIT/compile) before the profiled range", "a longer start-up"),
+                    Fix(
+                        "CUDA graphs or torch.compile to shorten the host's per-step work",
+                        "static shapes, compile time",
+                    ),
+                ],
+            )
+        ]
+    return [
+        Finding(
+            id="launch-bound",
+            title="Launch-bound steps: many short kernels, GPU waits for launches",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"In {len(steps) or 'the'} {'steps' if len(steps) != 1 else 'step'} the GPU idles "
+            f"between "
+            f"launches: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+            ranks=ranks,
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
             recoverable_method=method,
-            metrics={"host_idle_ns_total": total, "affected_steps": len(steps), "threshold_pct": th,
-                     "launch_explained_pct": round(explained, 1)},
-            evidence=ev, signals=signals,
+            metrics={
+                "launch_idle_ns_total": total,
+                "launch_bound_steps": len(steps),
+                "threshold_pct": th,
+                "launch_explained_pct": round(explained, 1),
+            },
+            evidence=ev,
+            signals=signals,
             fixes=[
-                Fix("Profile the host (nsys --sample=cpu, py-spy) in the gaps and move that work off the "
-                    "critical path (async checkpointing, cached compilation, background threads)",
-                    "more threads/memory; asynchronous work needs care with ordering"),
-                Fix("Warm up (JIT/compile) before the profiled range", "a longer start-up"),
-                Fix("CUDA graphs or torch.compile to shorten the host's per-step work",
-                    "static shapes, compile time"),
+                Fix(
+                    "Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA "
+                    "Graph Trees)",
+                    "static shapes and addresses, capture cost, a private memory pool, no host sync inside",
+                ),
+                Fix(
+                    "Fuse small kernels: torch.compile, fused optimizers (foreach/fused=True), fused layers",
+                    "compile time, recompilation on new shapes, harder debugging",
+                ),
+                Fix(
+                    "Give each kernel more work (larger micro-batch, horizontal fusion)",
+                    "more activation memory; a larger batch changes convergence (re-tune the learning rate)",
+                ),
             ],
-        )]
-    return [Finding(
-        id="launch-bound", title="Launch-bound steps: many short kernels, GPU waits for launches",
-        kind="performance", severity=ctx.severity(rec),
-        summary=f"In {len(steps) or 'the'} {'steps' if len(steps) != 1 else 'step'} the GPU idles between "
-                f"launches: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
-        ranks=ranks, steps=steps, recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method=method,
-        metrics={"launch_idle_ns_total": total, "launch_bound_steps": len(steps), "threshold_pct": th,
-                 "launch_explained_pct": round(explained, 1)},
-        evidence=ev, signals=signals,
-        fixes=[
-            Fix("Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA Graph Trees)",
-                "static shapes and addresses, capture cost, a private memory pool, no host sync inside"),
-            Fix("Fuse small kernels: torch.compile, fused optimizers (foreach/fused=True), fused layers",
-                "compile time, recompilation on new shapes, harder debugging"),
-            Fix("Give each kernel more work (larger micro-batch, horizontal fusion)",
-                "more activation memory; a larger batch changes convergence (re-tune the learning rate)"),
-        ],
-    )]
+        )
+    ]

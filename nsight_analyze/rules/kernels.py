@@ -11,7 +11,9 @@ import pandas as pd
 
 from ..diagnose import Ctx, Finding, Fix, Signal
 
-_IN_WINDOWS = """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
+_IN_WINDOWS = (
+    """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
+)
 
 
 def low_occupancy(ctx: Ctx) -> list[Finding]:
@@ -27,114 +29,188 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
                      FROM kernels k {_IN_WINDOWS} JOIN sm ON sm.rank = k.rank
                      WHERE k.category IS DISTINCT FROM 'comms' AND sm.sm > 0 AND k.grid_x IS NOT NULL
                        AND CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z < sm.sm)"""
-    per_rank = ctx.df(f"{base} SELECT rank, sum(duration_ns * (1 - blocks / sm)) AS bound FROM k GROUP BY rank")
+    per_rank = ctx.df(
+        f"{base} SELECT rank, sum(duration_ns * (1 - blocks / sm)) AS bound FROM k GROUP BY rank"
+    )
     if per_rank.empty:
         return []
     total = float(per_rank["bound"].max())
     rec = ctx.per_step(total)
     if (ctx.pct(rec) or 0) < th:
         return []
-    ev = [ctx.evidence(
-        "small-grid kernels",
-        "Kernels with fewer blocks than SMs, by idle-SM time bound (duration x (1 - blocks / SMs)).",
-        f"""{base} SELECT name, count(*) AS launches, min(blocks) AS min_blocks, max(blocks) AS max_blocks,
+    ev = [
+        ctx.evidence(
+            "small-grid kernels",
+            "Kernels with fewer blocks than SMs, by idle-SM time bound (duration x (1 - blocks / SMs)).",
+            f"""{base} SELECT name, count(*) AS launches, min(blocks) AS min_blocks, max(blocks) AS
+                    max_blocks,
                    max(sm) AS sm_count, sum(duration_ns) AS total_ns,
                    CAST(sum(duration_ns * (1 - blocks / sm)) AS BIGINT) AS idle_sm_bound_ns,
                    list(DISTINCT rank ORDER BY rank) AS ranks
             FROM k GROUP BY name ORDER BY idle_sm_bound_ns DESC""",
-    )]
+        )
+    ]
     ranks = per_rank.loc[per_rank["bound"] > 0, "rank"].astype(int).sort_values().tolist()
-    return [Finding(
-        id="low-occupancy", title="Kernels too small to fill the GPU (fewer blocks than SMs)",
-        kind="performance", severity=ctx.severity(rec),
-        summary=f"Kernels with fewer thread blocks than SMs run {rec / 1e6:.3f} ms per step with SMs idle "
-                f"(bound: {ctx.pct(rec)} % of the mean step).",
-        ranks=ranks, steps=[], recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="worst rank's sum over small-grid kernels of duration x (1 - blocks / SM count), "
-                           "/ steps: the time if the same work were spread over all SMs",
-        metrics={"idle_sm_bound_ns_total": int(total)},
-        evidence=ev,
-        signals=[Signal("SM count source", "gpus table (or sm_count_default)", "", "neutral",
-                        "blocks per SM is a launch-shape proxy; achieved occupancy needs Nsight Compute")],
-        fixes=[
-            Fix("Fuse the small kernels or batch them (horizontal fusion, torch.compile, foreach ops)",
-                "compile time; recompiles on dynamic shapes"),
-            Fix("Larger micro-batch so each kernel gets more blocks", "more memory; convergence changes"),
-            Fix("Run independent small kernels concurrently on several streams", "harder ordering; memory"),
-        ],
-    )]
+    return [
+        Finding(
+            id="low-occupancy",
+            title="Kernels too small to fill the GPU (fewer blocks than SMs)",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"Kernels with fewer thread blocks than SMs run {rec / 1e6:.3f} ms per step with "
+            f"SMs idle "
+            f"(bound: {ctx.pct(rec)} % of the mean step).",
+            ranks=ranks,
+            steps=[],
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="worst rank's sum over small-grid kernels of duration x (1 - blocks / "
+            "SM count), "
+            "/ steps: the time if the same work were spread over all SMs",
+            metrics={"idle_sm_bound_ns_total": int(total)},
+            evidence=ev,
+            signals=[
+                Signal(
+                    "SM count source",
+                    "gpus table (or sm_count_default)",
+                    "",
+                    "neutral",
+                    "blocks per SM is a launch-shape proxy; achieved occupancy needs Nsight Compute",
+                )
+            ],
+            fixes=[
+                Fix(
+                    "Fuse the small kernels or batch them (horizontal fusion, torch.compile, foreach ops)",
+                    "compile time; recompiles on dynamic shapes",
+                ),
+                Fix("Larger micro-batch so each kernel gets more blocks", "more memory; convergence changes"),
+                Fix(
+                    "Run independent small kernels concurrently on several streams", "harder ordering; memory"
+                ),
+            ],
+        )
+    ]
 
 
 def memory_bound(ctx: Ctx) -> list[Finding]:
     """Memory-bound kernels dominate: with Nsight Compute data, by roofline; else by category."""
     th = ctx.th["memory_bound_min_pct"]
-    ncu_rows = (ctx.scalar("SELECT count(*) FROM roofline WHERE bound = 'memory'") or 0) \
-        if ctx.has("roofline") else 0
+    ncu_rows = (
+        (ctx.scalar("SELECT count(*) FROM roofline WHERE bound = 'memory'") or 0)
+        if ctx.has("roofline")
+        else 0
+    )
     if ncu_rows:
         ev = ctx.evidence(
             "memory-bound launches (Nsight Compute)",
             "Launches below the ridge point: achieved DRAM bandwidth against the GPU's (roofline).",
             """SELECT name, count(*) AS launches, CAST(sum(duration_ns) AS BIGINT) AS ncu_duration_ns,
                       CAST(sum(dram_bytes) AS BIGINT) AS dram_bytes,
-                      round(100.0 * sum(dram_bytes) / sum(duration_ns * 1e-9 * mem_bw_bps), 1) AS pct_of_dram_bw,
+                      round(100.0 * sum(dram_bytes) / sum(duration_ns * 1e-9 * mem_bw_bps), 1) AS
+                          pct_of_dram_bw,
                       round(avg(intensity), 3) AS intensity, round(avg(ridge_flop_per_byte), 1) AS ridge
                FROM roofline WHERE bound = 'memory' GROUP BY name ORDER BY ncu_duration_ns DESC""",
         )
         share = ctx.scalar(
             "SELECT 100.0 * sum(duration_ns) FILTER (WHERE bound = 'memory') / nullif(sum(duration_ns), 0) "
-            "FROM roofline")
+            "FROM roofline"
+        )
         headroom = ctx.scalar(
-            "SELECT sum(greatest(duration_ns - dram_bytes / mem_bw_bps * 1e9, 0)) / nullif(sum(duration_ns), 0) "
-            "FROM roofline WHERE bound = 'memory' AND mem_bw_bps > 0")
+            "SELECT sum(greatest(duration_ns - dram_bytes / mem_bw_bps * 1e9, 0)) / "
+            "nullif(sum(duration_ns), 0) "
+            "FROM roofline WHERE bound = 'memory' AND mem_bw_bps > 0"
+        )
         if (share or 0) < th:
             return []
-        mem_ns = ctx.scalar("SELECT max(m) FROM (SELECT rank, sum(memory_ns) AS m FROM diag_windows GROUP BY rank)") \
-            if ctx.has("diag_windows") else None
-        rec = ctx.per_step(float(mem_ns or 0) * float(headroom or 0)) if mem_ns and headroom is not None else None
-        return [Finding(
-            id="memory-bound", title="Memory-bound kernels dominate (Nsight Compute roofline)",
-            kind="performance", severity=ctx.severity(rec),
-            summary=f"{round(share, 1)} % of profiled kernel time is below the ridge point (memory-bound).",
-            ranks=[], steps=[], recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-            recoverable_method="memory time per step (time_partition.memory_ns, worst rank) x the profiled "
-                               "memory-bound launches' bandwidth headroom (1 - bytes / (peak BW x duration))",
-            metrics={"memory_bound_pct_of_profiled": share, "bandwidth_headroom": headroom},
-            evidence=[ev],
-            signals=[Signal("source", "Nsight Compute", "", "supports", "measured FLOPs and DRAM bytes")],
-            fixes=_memory_fixes(),
-        )]
+        mem_ns = (
+            ctx.scalar(
+                "SELECT max(m) FROM (SELECT rank, sum(memory_ns) AS m FROM diag_windows GROUP BY rank)"
+            )
+            if ctx.has("diag_windows")
+            else None
+        )
+        rec = (
+            ctx.per_step(float(mem_ns or 0) * float(headroom or 0))
+            if mem_ns and headroom is not None
+            else None
+        )
+        return [
+            Finding(
+                id="memory-bound",
+                title="Memory-bound kernels dominate (Nsight Compute roofline)",
+                kind="performance",
+                severity=ctx.severity(rec),
+                summary=f"{round(share, 1)} % of profiled kernel time is below the ridge point "
+                f"(memory-bound).",
+                ranks=[],
+                steps=[],
+                recoverable_ns_per_step=rec,
+                recoverable_pct=ctx.pct(rec),
+                recoverable_method="memory time per step (time_partition.memory_ns, worst rank) x "
+                "the profiled "
+                "memory-bound launches' bandwidth headroom (1 - bytes / (peak BW x duration))",
+                metrics={"memory_bound_pct_of_profiled": share, "bandwidth_headroom": headroom},
+                evidence=[ev],
+                signals=[Signal("source", "Nsight Compute", "", "supports", "measured FLOPs and DRAM bytes")],
+                fixes=_memory_fixes(),
+            )
+        ]
     if not ctx.has("diag_windows"):
         return []
     share = ctx.scalar(
-        "SELECT 100.0 * sum(memory_ns) / nullif(sum(window_ns - idle_ns), 0) FROM diag_windows")
+        "SELECT 100.0 * sum(memory_ns) / nullif(sum(window_ns - idle_ns), 0) FROM diag_windows"
+    )
     if share is None or share < th:
         return []
-    ev = [ctx.evidence(
-        "memory-category kernels",
-        "Kernels the name rules classify as memory-bound, by total time over ranks (kernel_summary).",
-        """SELECT name, subcategory, sum(instances) AS instances, sum(total_ns) AS total_ns,
+    ev = [
+        ctx.evidence(
+            "memory-category kernels",
+            "Kernels the name rules classify as memory-bound, by total time over ranks (kernel_summary).",
+            """SELECT name, subcategory, sum(instances) AS instances, sum(total_ns) AS total_ns,
                   round(avg(avg_ns), 1) AS avg_ns FROM kernel_summary WHERE category = 'memory'
            GROUP BY name, subcategory ORDER BY total_ns DESC""",
-    )]
-    return [Finding(
-        id="memory-bound", title="Memory-bound kernels take a large share of GPU time (by kernel category)",
-        kind="performance", severity="info",
-        summary=f"{round(share, 1)} % of busy GPU time is memory-category work (elementwise, normalisation, "
-                "copies); without Nsight Compute data the recoverable time cannot be bounded.",
-        ranks=[], steps=[], recoverable_ns_per_step=None, recoverable_pct=None,
-        recoverable_method="not bounded: needs achieved DRAM bandwidth (ingest an Nsight Compute export)",
-        metrics={"memory_pct_of_busy": share, "threshold_pct": th}, evidence=ev,
-        signals=[Signal("source", "kernel name rules", "", "neutral",
-                        "a name rule, not a measurement: confirm with ncu (SpeedOfLight / roofline)")],
-        fixes=_memory_fixes(),
-    )]
+        )
+    ]
+    return [
+        Finding(
+            id="memory-bound",
+            title="Memory-bound kernels take a large share of GPU time (by kernel category)",
+            kind="performance",
+            severity="info",
+            summary=f"{round(share, 1)} % of busy GPU time is memory-category work (elementwise, "
+            f"normalisation, "
+            "copies); without Nsight Compute data the recoverable time cannot be bounded.",
+            ranks=[],
+            steps=[],
+            recoverable_ns_per_step=None,
+            recoverable_pct=None,
+            recoverable_method="not bounded: needs achieved DRAM bandwidth (ingest an Nsight Compute export)",
+            metrics={"memory_pct_of_busy": share, "threshold_pct": th},
+            evidence=ev,
+            signals=[
+                Signal(
+                    "source",
+                    "kernel name rules",
+                    "",
+                    "neutral",
+                    "a name rule, not a measurement: confirm with ncu (SpeedOfLight / roofline)",
+                )
+            ],
+            fixes=_memory_fixes(),
+        )
+    ]
 
 
 def _memory_fixes() -> list[Fix]:
     return [
-        Fix("Fuse elementwise/normalisation chains (torch.compile, fused LayerNorm/GELU/optimizer kernels)",
-            "compile time and recompiles; custom kernels to maintain"),
-        Fix("Lower precision for activations (bf16/fp8)", "numerical range; may need loss scaling or validation"),
+        Fix(
+            "Fuse elementwise/normalisation chains (torch.compile, fused LayerNorm/GELU/optimizer kernels)",
+            "compile time and recompiles; custom kernels to maintain",
+        ),
+        Fix(
+            "Lower precision for activations (bf16/fp8)",
+            "numerical range; may need loss scaling or validation",
+        ),
         Fix("Activation checkpointing only where compute is cheap", "recomputation adds compute time"),
     ]
 
@@ -144,7 +220,8 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
     if not ctx.has("kernel_summary"):
         return []
     top = ctx.df(
-        """SELECT name, any_value(category) AS category, sum(instances) AS instances, sum(total_ns) AS total_ns,
+        """SELECT name, any_value(category) AS category, sum(instances) AS instances, sum(total_ns) AS
+               total_ns,
                   100.0 * sum(total_ns) / (SELECT nullif(sum(total_ns), 0) FROM kernel_summary) AS pct
            FROM kernel_summary GROUP BY name ORDER BY total_ns DESC LIMIT 1"""
     )
@@ -152,33 +229,71 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
         return []
     name, cat, pct = str(top.at[0, "name"]), str(top.at[0, "category"]), float(top.at[0, "pct"])
     safe = name.replace("'", "''")
-    ev = [ctx.evidence("dominant kernel per rank", "The kernel's statistics on every rank (kernel_summary).",
-                       f"""SELECT rank, name, category, instances, total_ns, avg_ns, med_ns, min_ns, max_ns,
-                                  round(pct, 2) AS pct FROM kernel_summary WHERE name = '{safe}' ORDER BY rank""")]
-    signals = [Signal("category", cat, "", "neutral",
-                      "compute: check tensor-core use and HFU; memory: bandwidth; comms: overlap")]
+    ev = [
+        ctx.evidence(
+            "dominant kernel per rank",
+            "The kernel's statistics on every rank (kernel_summary).",
+            f"""SELECT rank, name, category, instances, total_ns, avg_ns, med_ns, min_ns, max_ns,
+                                  round(pct, 2) AS pct FROM kernel_summary
+                WHERE name = '{safe}' ORDER BY rank""",
+        )
+    ]
+    signals = [
+        Signal(
+            "category",
+            cat,
+            "",
+            "neutral",
+            "compute: check tensor-core use and HFU; memory: bandwidth; comms: overlap",
+        )
+    ]
     if ctx.has("roofline"):
         r = ctx.df(f"SELECT avg(pct_of_roof) AS p, any_value(bound) AS b FROM roofline WHERE name = '{safe}'")
         if len(r) and pd.notna(r.at[0, "p"]):
-            signals.append(Signal("achieved % of roofline", round(float(r.at[0, "p"]), 1), "%",
-                                  "supports" if float(r.at[0, "p"]) < 60 else "against",
-                                  f"Nsight Compute: {r.at[0, 'b']}-bound"))
-    return [Finding(
-        id="dominant-kernel", title=f"One kernel takes {pct:.0f} % of GPU kernel time",
-        kind="performance", severity="info",
-        summary=f"{name[:120]} ({cat}) accounts for {pct:.1f} % of all kernel time: tune it first.",
-        ranks=[], steps=[], recoverable_ns_per_step=None, recoverable_pct=None,
-        recoverable_method="not bounded from the timeline: needs its achieved vs peak throughput (Nsight Compute)",
-        metrics={"name": name, "category": cat, "pct_of_kernel_time": pct,
-                 "instances": int(top.at[0, "instances"]), "total_ns": int(top.at[0, "total_ns"])},
-        evidence=ev, signals=signals,
-        fixes=[
-            Fix("Profile it with Nsight Compute (ncu --set full -k regex:NAME) and tune tile sizes / precision",
-                "profiling replays the kernel: slow; tuning is shape specific"),
-            Fix("Use a faster implementation (cuBLASLt / FlashAttention / fused kernel)",
-                "new dependency; numerical differences to validate"),
-        ],
-    )]
+            signals.append(
+                Signal(
+                    "achieved % of roofline",
+                    round(float(r.at[0, "p"]), 1),
+                    "%",
+                    "supports" if float(r.at[0, "p"]) < 60 else "against",
+                    f"Nsight Compute: {r.at[0, 'b']}-bound",
+                )
+            )
+    return [
+        Finding(
+            id="dominant-kernel",
+            title=f"One kernel takes {pct:.0f} % of GPU kernel time",
+            kind="performance",
+            severity="info",
+            summary=f"{name[:120]} ({cat}) accounts for {pct:.1f} % of all kernel time: tune it first.",
+            ranks=[],
+            steps=[],
+            recoverable_ns_per_step=None,
+            recoverable_pct=None,
+            recoverable_method="not bounded from the timeline: needs its achieved vs peak throughput "
+            "(Nsight Compute)",
+            metrics={
+                "name": name,
+                "category": cat,
+                "pct_of_kernel_time": pct,
+                "instances": int(top.at[0, "instances"]),
+                "total_ns": int(top.at[0, "total_ns"]),
+            },
+            evidence=ev,
+            signals=signals,
+            fixes=[
+                Fix(
+                    "Profile it with Nsight Compute (ncu --set full -k regex:NAME) and tune tile "
+                    "sizes / precision",
+                    "profiling replays the kernel: slow; tuning is shape specific",
+                ),
+                Fix(
+                    "Use a faster implementation (cuBLASLt / FlashAttention / fused kernel)",
+                    "new dependency; numerical differences to validate",
+                ),
+            ],
+        )
+    ]
 
 
 def host_device_copies(ctx: Ctx) -> list[Finding]:
@@ -186,7 +301,8 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_window_bounds"):
         return []
     th = ctx.th["copy_min_pct"]
-    base = f"""SELECT k.rank, w.step, k.kind, k.bytes, k.src_kind, k.dst_kind, k.end_ns - k.start_ns AS duration_ns
+    base = f"""SELECT k.rank, w.step, k.kind, k.bytes, k.src_kind, k.dst_kind, k.end_ns - k.start_ns AS
+                   duration_ns
                FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')"""
     per_rank = ctx.df(f"SELECT rank, sum(duration_ns) AS t FROM ({base}) GROUP BY rank")
     if per_rank.empty:
@@ -195,41 +311,73 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
     rec = ctx.per_step(total)
     if (ctx.pct(rec) or 0) < th:
         return []
-    ev = [ctx.evidence(
-        "host-device copies",
-        "HtoD/DtoH copies inside the step windows: count, bytes, time, achieved bandwidth, pageable share.",
-        f"""SELECT rank, kind, count(*) AS copies, sum(bytes) AS bytes, sum(duration_ns) AS total_ns,
+    ev = [
+        ctx.evidence(
+            "host-device copies",
+            "HtoD/DtoH copies inside the step windows: count, bytes, time, achieved bandwidth, "
+            "pageable share.",
+            f"""SELECT rank, kind, count(*) AS copies, sum(bytes) AS bytes, sum(duration_ns) AS total_ns,
                    round(sum(bytes) / nullif(sum(duration_ns), 0), 2) AS gb_per_s,
                    count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable
             FROM ({base}) GROUP BY rank, kind ORDER BY total_ns DESC""",
-    )]
+        )
+    ]
     stats = ctx.df(f"""SELECT count(*) AS n, avg(bytes) AS avg_b,
                               count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable,
                               sum(bytes) / nullif(sum(duration_ns), 0) AS gbps FROM ({base})""")
     n, avg_b, pageable, gbps = (stats.at[0, c] for c in ("n", "avg_b", "pageable", "gbps"))
     ranks = per_rank.loc[100.0 * per_rank["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th, "rank"]
-    return [Finding(
-        id="host-device-copies", title="Heavy host<->device copy traffic", kind="performance",
-        severity=ctx.severity(rec),
-        summary=f"HtoD/DtoH copies take {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
-        ranks=sorted(int(r) for r in ranks), steps=[], recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="worst rank's HtoD+DtoH copy time inside the step windows / steps (upper bound: "
-                           "fully overlapped or avoided copies)",
-        metrics={"copies": int(n), "avg_bytes": float(avg_b or 0), "pageable": int(pageable or 0),
-                 "achieved_gb_per_s": float(gbps or 0)},
-        evidence=ev,
-        signals=[
-            Signal("pageable copies", int(pageable or 0), "copies", "supports" if pageable else "neutral",
-                   "pageable copies are staged and synchronous: pinned memory roughly doubles bandwidth"),
-            Signal("mean bytes per copy", float(avg_b or 0), "B", "supports" if (avg_b or 0) < 65536 else "neutral",
-                   "many small copies are latency bound: batch them"),
-            Signal("achieved bandwidth", round(float(gbps or 0), 2), "GB/s", "neutral",
-                   "compare with the link (PCIe Gen4 x16 ~25 GB/s, Gen5 ~50 GB/s per direction)"),
-        ],
-        fixes=[
-            Fix("Keep tensors on the GPU; avoid .cpu()/.numpy() round trips in the step", "GPU memory"),
-            Fix("Pinned memory + non_blocking copies on a side stream, overlapped with compute",
-                "pinned memory is limited; needs events for ordering"),
-            Fix("Batch small copies into one buffer", "extra packing code and a staging buffer"),
-        ],
-    )]
+    return [
+        Finding(
+            id="host-device-copies",
+            title="Heavy host<->device copy traffic",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"HtoD/DtoH copies take {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+            ranks=sorted(int(r) for r in ranks),
+            steps=[],
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="worst rank's HtoD+DtoH copy time inside the step windows / steps "
+            "(upper bound: "
+            "fully overlapped or avoided copies)",
+            metrics={
+                "copies": int(n),
+                "avg_bytes": float(avg_b or 0),
+                "pageable": int(pageable or 0),
+                "achieved_gb_per_s": float(gbps or 0),
+            },
+            evidence=ev,
+            signals=[
+                Signal(
+                    "pageable copies",
+                    int(pageable or 0),
+                    "copies",
+                    "supports" if pageable else "neutral",
+                    "pageable copies are staged and synchronous: pinned memory roughly doubles bandwidth",
+                ),
+                Signal(
+                    "mean bytes per copy",
+                    float(avg_b or 0),
+                    "B",
+                    "supports" if (avg_b or 0) < 65536 else "neutral",
+                    "many small copies are latency bound: batch them",
+                ),
+                Signal(
+                    "achieved bandwidth",
+                    round(float(gbps or 0), 2),
+                    "GB/s",
+                    "neutral",
+                    "compare with the link (PCIe Gen4 x16 ~25 GB/s, Gen5 ~50 GB/s per direction)",
+                ),
+            ],
+            fixes=[
+                Fix("Keep tensors on the GPU; avoid .cpu()/.numpy() round trips in the step", "GPU memory"),
+                Fix(
+                    "Pinned memory + non_blocking copies on a side stream, overlapped with compute",
+                    "pinned memory is limited; needs events for ordering",
+                ),
+                Fix("Batch small copies into one buffer", "extra packing code and a staging buffer"),
+            ],
+        )
+    ]

@@ -15,7 +15,8 @@ def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
         return 0
     v = ctx.scalar(
         f"""SELECT max(t) FROM (
-              SELECT i.rank, sum((least(i.end_ns, w.end_ns) - greatest(i.start_ns, w.start_ns)) * {weight}) AS t
+              SELECT i.rank, sum((least(i.end_ns, w.end_ns) - greatest(i.start_ns, w.start_ns)) *
+                  {weight}) AS t
               FROM ({intervals_sql}) i JOIN diag_window_bounds w
                 ON w.rank = i.rank AND i.start_ns < w.end_ns AND i.end_ns > w.start_ns
               GROUP BY i.rank)"""
@@ -26,10 +27,13 @@ def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
 def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
     if not ctx.has_steps or not ctx.has("diag_window_bounds"):
         return []
-    return [int(s) for s in ctx.df(
-        f"""SELECT DISTINCT w.step FROM ({intervals_sql}) i JOIN diag_window_bounds w
+    return [
+        int(s)
+        for s in ctx.df(
+            f"""SELECT DISTINCT w.step FROM ({intervals_sql}) i JOIN diag_window_bounds w
             ON w.rank = i.rank AND i.start_ns < w.end_ns AND i.end_ns > w.start_ns ORDER BY 1"""
-    )["step"]]
+        )["step"]
+    ]
 
 
 def gpu_starvation(ctx: Ctx) -> list[Finding]:
@@ -38,10 +42,12 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
         return []
     gap_ms = ctx.th["gpu_starv_gap_ms"]
     src = f"SELECT * FROM diag_gpu_starvation(min_gap_ms := {gap_ms})"
-    ev = ctx.evidence("gpu-starv", f"GPU idle gaps longer than {gap_ms:g} ms per rank and device, longest first "
-                                   "(nsys gpu-starv).",
-                      f"SELECT rank, device_id, start_ns, end_ns, duration_ns FROM ({src}) "
-                      "ORDER BY duration_ns DESC, rank, start_ns")
+    ev = ctx.evidence(
+        "gpu-starv",
+        f"GPU idle gaps longer than {gap_ms:g} ms per rank and device, longest first (nsys gpu-starv).",
+        f"SELECT rank, device_id, start_ns, end_ns, duration_ns FROM ({src}) "
+        "ORDER BY duration_ns DESC, rank, start_ns",
+    )
     if not ev.total_rows:
         return []
     rec = _clipped_per_step(ctx, src)
@@ -50,30 +56,55 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
     if ctx.has("gaps"):
         mix = ctx.df(
             f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
-                FROM gaps g JOIN ({src}) s ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+                FROM gaps g JOIN ({src}) s ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns >
+                    s.start_ns
                 WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC"""
         )
         for cause, ns in zip(mix["cause"], mix["ns"]):
-            signals.append(Signal(f"idle cause during the gaps: {cause}", int(ns), "ns",
-                                  "supports" if cause != "idle_other" else "neutral",
-                                  "what the host was doing while the GPU starved (gaps view)"))
-    return [Finding(
-        id="gpu-starvation", title=f"GPU starvation: idle gaps longer than {gap_ms:g} ms", kind="performance",
-        severity=ctx.severity(rec),
-        summary=f"{ev.total_rows} idle gap(s) longer than {gap_ms:g} ms; inside the analysed "
-                f"{'steps' if ctx.has_steps else 'capture'} they cost {rec / 1e6:.3f} ms per step.",
-        ranks=ranks, steps=_steps_overlapping(ctx, src), recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="worst rank's gap time inside the step windows (or the capture) / steps; gaps "
-                           "outside them (warm-up, shutdown) are listed but not counted",
-        metrics={"gaps": ev.total_rows, "gap_threshold_ms": gap_ms}, evidence=[ev], signals=signals,
-        fixes=[
-            Fix("Find what the host does in the gaps (CPU sampling / OS runtime trace in nsys): checkpointing, "
-                "evaluation, compilation, data loading", "tracing more adds profiler overhead"),
-            Fix("Make checkpointing/evaluation asynchronous or less frequent", "more memory; staler checkpoints"),
-            Fix("Trim warm-up from the capture (nsys --capture-range=cudaProfilerApi / NVTX)",
-                "fewer steps in the profile"),
-        ],
-    )]
+            signals.append(
+                Signal(
+                    f"idle cause during the gaps: {cause}",
+                    int(ns),
+                    "ns",
+                    "supports" if cause != "idle_other" else "neutral",
+                    "what the host was doing while the GPU starved (gaps view)",
+                )
+            )
+    return [
+        Finding(
+            id="gpu-starvation",
+            title=f"GPU starvation: idle gaps longer than {gap_ms:g} ms",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"{ev.total_rows} idle gap(s) longer than {gap_ms:g} ms; inside the analysed "
+            f"{'steps' if ctx.has_steps else 'capture'} they cost {rec / 1e6:.3f} ms per step.",
+            ranks=ranks,
+            steps=_steps_overlapping(ctx, src),
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="worst rank's gap time inside the step windows (or the capture) / steps; gaps "
+            "outside them (warm-up, shutdown) are listed but not counted",
+            metrics={"gaps": ev.total_rows, "gap_threshold_ms": gap_ms},
+            evidence=[ev],
+            signals=signals,
+            fixes=[
+                Fix(
+                    "Find what the host does in the gaps (CPU sampling / OS runtime trace in nsys): "
+                    "checkpointing, "
+                    "evaluation, compilation, data loading",
+                    "tracing more adds profiler overhead",
+                ),
+                Fix(
+                    "Make checkpointing/evaluation asynchronous or less frequent",
+                    "more memory; staler checkpoints",
+                ),
+                Fix(
+                    "Trim warm-up from the capture (nsys --capture-range=cudaProfilerApi / NVTX)",
+                    "fewer steps in the profile",
+                ),
+            ],
+        )
+    ]
 
 
 def low_utilisation(ctx: Ctx) -> list[Finding]:
@@ -82,32 +113,58 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
         return []
     chunks, pct = int(ctx.th["low_util_chunks"]), ctx.th["low_util_pct"]
     src = f"SELECT * FROM diag_low_util(chunks := {chunks}, max_util_pct := {pct})"
-    ev = ctx.evidence("gpu-low-util", f"Runs of the {chunks} equal chunks of each rank's GPU span with in-use "
-                                      f"below {pct:g} % (a sum of op times, as nsys gpu-low-util).",
-                      f"SELECT rank, device_id, start_ns, end_ns, duration_ns, chunks, in_use_pct FROM ({src}) "
-                      "ORDER BY in_use_pct, rank, start_ns")
+    ev = ctx.evidence(
+        "gpu-low-util",
+        f"Runs of the {chunks} equal chunks of each rank's GPU span with in-use "
+        f"below {pct:g} % (a sum of op times, as nsys gpu-low-util).",
+        f"SELECT rank, device_id, start_ns, end_ns, duration_ns, chunks, in_use_pct FROM ({src}) "
+        "ORDER BY in_use_pct, rank, start_ns",
+    )
     if not ev.total_rows:
         return []
     rec = _clipped_per_step(ctx, src, "greatest(1.0 - i.in_use_pct / 100.0, 0)")
     ranks = sorted({int(r["rank"]) for r in ev.rows})
     low = ctx.df(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
-    return [Finding(
-        id="gpu-low-utilisation", title=f"Low GPU utilisation windows (< {pct:g} % in-use)", kind="performance",
-        severity=ctx.severity(rec),
-        summary=f"{ev.total_rows} window(s) of the capture run the GPU below {pct:g} % (lowest "
-                f"{low.at[0, 'm']} %); inside the analysed windows that is {rec / 1e6:.3f} ms idle per step.",
-        ranks=ranks, steps=_steps_overlapping(ctx, src), recoverable_ns_per_step=rec, recoverable_pct=ctx.pct(rec),
-        recoverable_method="worst rank's (1 - in_use) x window overlap with the step windows / steps; overlaps "
-                           "the starvation and idle findings (never add them)",
-        metrics={"windows": ev.total_rows, "low_util_ns_total": int(low.at[0, "d"] or 0), "chunks": chunks,
-                 "threshold_pct": pct},
-        evidence=[ev],
-        signals=[Signal("utilisation definition", "sum of op time / chunk", "", "neutral",
-                        "time utilisation, not SM utilisation: a busy GPU can still be inefficient")],
-        fixes=[
-            Fix("Look at the idle causes of these windows (time_partition / gaps) and fix the largest",
-                "none by itself"),
-            Fix("Overlap host work with GPU work (asynchronous data loading, CUDA graphs)",
-                "more host memory / static shapes"),
-        ],
-    )]
+    return [
+        Finding(
+            id="gpu-low-utilisation",
+            title=f"Low GPU utilisation windows (< {pct:g} % in-use)",
+            kind="performance",
+            severity=ctx.severity(rec),
+            summary=f"{ev.total_rows} window(s) of the capture run the GPU below {pct:g} % (lowest "
+            f"{low.at[0, 'm']} %); inside the analysed windows that is {rec / 1e6:.3f} ms idle per step.",
+            ranks=ranks,
+            steps=_steps_overlapping(ctx, src),
+            recoverable_ns_per_step=rec,
+            recoverable_pct=ctx.pct(rec),
+            recoverable_method="worst rank's (1 - in_use) x window overlap with the step windows / "
+            "steps; overlaps "
+            "the starvation and idle findings (never add them)",
+            metrics={
+                "windows": ev.total_rows,
+                "low_util_ns_total": int(low.at[0, "d"] or 0),
+                "chunks": chunks,
+                "threshold_pct": pct,
+            },
+            evidence=[ev],
+            signals=[
+                Signal(
+                    "utilisation definition",
+                    "sum of op time / chunk",
+                    "",
+                    "neutral",
+                    "time utilisation, not SM utilisation: a busy GPU can still be inefficient",
+                )
+            ],
+            fixes=[
+                Fix(
+                    "Look at the idle causes of these windows (time_partition / gaps) and fix the largest",
+                    "none by itself",
+                ),
+                Fix(
+                    "Overlap host work with GPU work (asynchronous data loading, CUDA graphs)",
+                    "more host memory / static shapes",
+                ),
+            ],
+        )
+    ]

@@ -1,0 +1,350 @@
+"""diagnose: parity with nsys' expert rules on the real traces, and the synthetic injections.
+
+Two independent references:
+* the CSV outputs of `nsys analyze` (Nsight Systems 2022.4) on every shared trace: every event it
+  flagged must be in the evidence of the matching finding (same start and duration);
+* synthetic jobs with one injected anomaly each: the injection must be the first or second
+  finding, name the right ranks/steps, and its recoverable time must be within 10 % of the value
+  computed from ground_truth.json (an implementation of docs/metrics.md independent of the SQL).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from conftest import nsys_traces, oracle_dir, requires_shared
+
+from nsight_analyze.diagnose import THRESHOLDS, diagnose, findings_json
+from nsight_analyze.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# nsys rule -> (finding id, evidence name, CSV key columns, evidence key columns)
+NSYS_RULES = {
+    "cuda-sync-api": (
+        "excessive-sync",
+        "cuda-sync-api",
+        ("Start (ns)", "Duration (ns)"),
+        ("start_ns", "duration_ns"),
+    ),
+    "cuda-sync-memcpy": (
+        "excessive-sync",
+        "cuda-sync-memcpy",
+        ("Start (ns)", "Duration (ns)"),
+        ("start_ns", "duration_ns"),
+    ),
+    "cuda-async-memcpy": (
+        "excessive-sync",
+        "cuda-async-memcpy",
+        ("Start (ns)", "Duration (ns)"),
+        ("start_ns", "duration_ns"),
+    ),
+    "cuda-sync-memset": (
+        "excessive-sync",
+        "cuda-sync-memset",
+        ("Start (ns)", "Duration (ns)"),
+        ("start_ns", "duration_ns"),
+    ),
+    "gpu-starv": (
+        "gpu-starvation",
+        "gpu-starv",
+        ("Start (ns)", "Duration (ns)"),
+        ("start_ns", "duration_ns"),
+    ),
+    "gpu-low-util": (
+        "gpu-low-utilisation",
+        "gpu-low-util",
+        ("Start (ns)", "Duration (ns)", "In-Use (%)"),
+        ("start_ns", "duration_ns", "in_use_pct"),
+    ),
+}
+NSYS_CAP = 50
+
+
+def _converge_views(db: Path) -> None:
+    """Create the workspace and load every view before ingest (load_queries makes one pass per call)."""
+    from nsight_analyze.workspace import load_queries, open_workspace
+
+    con = open_workspace(db)
+    try:
+        left = None
+        while True:
+            errors = load_queries(con)
+            if not errors or errors.keys() == (left or {}).keys():
+                break
+            left = errors
+    finally:
+        con.close()
+
+
+def _workspace(paths: list[Path], db: Path):
+    from nsight_analyze.ingest import ingest
+    from nsight_analyze.workspace import open_workspace
+
+    _converge_views(db)
+    ingest(paths, db)
+    _converge_views(db)
+    return open_workspace(db, read_only=True)
+
+
+def _key(values, csv_row: bool):
+    out = []
+    for v in values:
+        out.append(round(float(v), 1) if isinstance(v, float) or (csv_row and "." in str(v)) else int(v))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Library contract
+
+
+def test_thresholds_are_documented_with_units():
+    doc = (ROOT / "docs" / "diagnose.md").read_text()
+    for name in THRESHOLDS:
+        assert f"`{name}`" in doc, f"threshold {name} missing from docs/diagnose.md"
+        assert name.rsplit("_", 1)[-1] in {"pct", "us", "ms", "bytes", "rows", "chunks", "default"}, name
+
+
+def test_unknown_or_bad_threshold_is_a_user_error(tmp_path):
+    import duckdb
+
+    con = duckdb.connect()
+    with pytest.raises(UserError, match="unknown threshold"):
+        diagnose(con, {"no_such_threshold": 1})
+    with pytest.raises(UserError, match="not a number"):
+        diagnose(con, {"gpu_starv_gap_ms": "soon"})
+
+
+# ------------------------------------------------------------------------------------------------
+# Parity with nsys analyze (2022.4) on the shared traces
+
+
+def _oracle_traces() -> list[Path]:
+    return [t for t in nsys_traces() if (oracle_dir(t) / "reports.tsv").exists()]
+
+
+@requires_shared
+@pytest.mark.parametrize("trace", _oracle_traces(), ids=lambda p: p.stem if p else "none")
+def test_nsys_analyze_parity(trace, tmp_path):
+    con = _workspace([trace], tmp_path / "ws.duckdb")
+    try:
+        findings = diagnose(con)
+    finally:
+        con.close()
+    assert findings.job["rule_errors"] == []
+    by_id = {f.id: f for f in findings}
+    status = {}
+    for line in (oracle_dir(trace) / "reports.tsv").read_text().splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 2 and parts[0].startswith("analyze_"):
+            status[parts[0][len("analyze_") : -len(".csv")]] = parts[1]
+    for rule, (fid, ev_name, csv_cols, ev_cols) in NSYS_RULES.items():
+        csv_path = oracle_dir(trace) / f"analyze_{rule}.csv"
+        expected = set()
+        if csv_path.exists():
+            with csv_path.open() as fh:
+                expected = {_key([r[c] for c in csv_cols], True) for r in csv.DictReader(fh)}
+        finding = by_id.get(fid)
+        evidence = next((e for e in finding.evidence if e.name == ev_name), None) if finding else None
+        got = {_key([r[c] for c in ev_cols], False) for r in evidence.rows} if evidence else set()
+        missing = expected - got
+        assert not missing, (
+            f"{rule}: nsys flagged {len(missing)} events diagnose did not: {sorted(missing)[:5]}"
+        )
+        if status.get(rule) in ("no rows", "skipped"):
+            assert not got, f"{rule}: nsys found nothing, diagnose lists {sorted(got)[:5]}"
+        elif len(expected) < NSYS_CAP and evidence is not None:
+            assert evidence.total_rows == len(expected) or got == expected, (
+                f"{rule}: extra events {got - expected}"
+            )
+
+
+# ------------------------------------------------------------------------------------------------
+# Synthetic jobs with known ground truth
+
+SYN = dict(ranks=4, gpus_per_node=2, steps=8, seed=1)
+CASES = {
+    "clean": [],
+    "straggler": ["straggler=3:+20"],
+    "input-stall": ["input-stall=4:30"],
+    "exposed-comm": ["exposed-comm"],
+    "launch-bound": ["launch-bound=3-5"],
+    "sync-stall": ["sync-stall"],
+    "cuda-graph": ["cuda-graph"],
+    "clock-skew": ["clock-skew=1:+5"],
+}
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """case -> (findings, truth): generated, ingested and diagnosed once per module."""
+    from nsight_analyze.synth import generate
+
+    cache: dict[str, tuple] = {}
+
+    def get(case: str):
+        if case not in cache:
+            out = tmp_path_factory.mktemp(case.replace("-", "_"))
+            truth = generate(out / "traces", injections=CASES[case], **SYN)
+            con = _workspace(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb")
+            try:
+                cache[case] = (diagnose(con), truth)
+            finally:
+                con.close()
+        return cache[case]
+
+    return get
+
+
+def _truth_steps(truth: dict) -> dict[int, list[dict]]:
+    steps: dict[int, list[dict]] = {}
+    for row in truth["partition"]:
+        if row["step"] is not None:
+            steps.setdefault(row["step"], []).append(row)
+    return steps
+
+
+def _per_step_max(truth: dict, *fields: str) -> float:
+    steps = _truth_steps(truth)
+    return sum(max(sum(r[f] for f in fields) for r in rows) for rows in steps.values()) / len(steps)
+
+
+def _truth_imbalance(truth: dict, rank: int) -> float:
+    steps = _truth_steps(truth)
+    total = 0.0
+    for rows in steps.values():
+        mine = next(r["compute_ns"] for r in rows if r["rank"] == rank)
+        others = [r["compute_ns"] for r in rows if r["rank"] != rank]
+        total += mine - sum(others) / len(others)
+    return total / len(steps)
+
+
+def _truth_exposed(truth: dict) -> float:
+    """Per step, min over ranks of exposed comms - waits for the last arrival - last bucket's transfer."""
+    colls: dict[int, list[dict]] = {}
+    for c in truth["collectives"]:
+        colls.setdefault(c["step"], []).append(c)
+    steps = _truth_steps(truth)
+    total = 0.0
+    for step, rows in steps.items():
+        cs = sorted(colls[step], key=lambda c: c["bucket"])
+        last = cs[-1]
+        vals = []
+        for r in rows:
+            k = r["rank"]
+            wait = sum(c["wait_ns"][k] for c in cs)
+            transfer = last["end_ns"][k] - max(last["arrival_ns"])
+            vals.append(max(r["comms_exposed_ns"] - wait - transfer, 0))
+        total += min(vals)
+    return total / len(steps)
+
+
+def _top2(findings, fid):
+    ids = [f.id for f in findings]
+    assert fid in ids[:2], f"{fid} not in the first two findings: {ids}"
+    return next(f for f in findings if f.id == fid)
+
+
+ALL_RANKS = list(range(SYN["ranks"]))
+ALL_STEPS = list(range(1, SYN["steps"] + 1))
+
+
+def test_clean_job_has_no_high_severity_finding(synthetic):
+    findings, _ = synthetic("clean")
+    assert findings.job["rule_errors"] == []
+    high = [f.id for f in findings if f.severity == "high"]
+    assert not high, f"clean synthetic job: high-severity findings {high}"
+
+
+@pytest.mark.parametrize(
+    "case, fid, ranks, steps, truth_fn",
+    [
+        ("straggler", "load-imbalance", [3], ALL_STEPS, lambda t: _truth_imbalance(t, 3)),
+        ("input-stall", "input-stall", ALL_RANKS, [4, 8], lambda t: _per_step_max(t, "input_stall_ns")),
+        ("exposed-comm", "exposed-comm", ALL_RANKS, ALL_STEPS, _truth_exposed),
+        (
+            "launch-bound",
+            "launch-bound",
+            ALL_RANKS,
+            [3, 4, 5],
+            lambda t: _per_step_max(t, "launch_gap_ns", "host_bound_ns"),
+        ),
+        ("sync-stall", "excessive-sync", ALL_RANKS, ALL_STEPS, lambda t: _per_step_max(t, "sync_stall_ns")),
+    ],
+)
+def test_injection_is_found_with_recoverable_time(synthetic, case, fid, ranks, steps, truth_fn):
+    findings, truth = synthetic(case)
+    assert findings.job["rule_errors"] == []
+    f = _top2(findings, fid)
+    assert f.ranks == ranks
+    assert f.steps == steps
+    expected = truth_fn(truth)
+    assert expected > 0
+    assert f.recoverable_ns_per_step == pytest.approx(expected, rel=0.10), (
+        f.recoverable_ns_per_step,
+        expected,
+    )
+    assert f.severity != "info"
+    assert f.evidence and all(e.sql for e in f.evidence)
+    assert f.fixes and all(x.trade_off for x in f.fixes)
+    assert f.signals
+
+
+def test_cuda_graph_coverage_is_reported(synthetic):
+    findings, _ = synthetic("cuda-graph")
+    f = _top2(findings, "cuda-graphs")
+    assert f.ranks == ALL_RANKS and f.kind == "capture"
+    assert f.metrics["graph_time_pct"] > 50
+
+
+def test_clock_skew_is_reported_on_the_skewed_node(synthetic):
+    findings, truth = synthetic("clock-skew")
+    f = _top2(findings, "clock-skew")
+    node1 = [r["rank"] for r in truth["ranks"] if r["node"] == 1]
+    assert f.ranks == node1
+    assert f.metrics["max_correction_ns"] == pytest.approx(5_000_000, rel=0.10)
+
+
+def test_ranking_is_by_recoverable_time(synthetic):
+    findings, _ = synthetic("launch-bound")
+    perf = [
+        f.recoverable_ns_per_step for f in findings if f.kind == "performance" and f.recoverable_ns_per_step
+    ]
+    assert perf == sorted(perf, reverse=True)
+    assert [f.rank for f in findings] == list(range(1, len(findings) + 1))
+
+
+def test_json_is_stable_and_rerunnable(synthetic, tmp_path):
+    findings, _ = synthetic("input-stall")
+    doc = findings_json(findings)
+    text = json.dumps(doc, sort_keys=True)
+    assert json.loads(text) == doc
+    assert doc["schema"] == "nsight-analyze-diagnose/1"
+    assert set(doc) == {"schema", "job", "thresholds", "counts", "findings"}
+    keys = {
+        "id",
+        "title",
+        "kind",
+        "severity",
+        "summary",
+        "ranks",
+        "steps",
+        "recoverable_ns_per_step",
+        "recoverable_pct",
+        "recoverable_method",
+        "metrics",
+        "evidence",
+        "signals",
+        "fixes",
+        "rank",
+    }
+    for f in doc["findings"]:
+        assert set(f) == keys
+        for ev in f["evidence"]:
+            assert set(ev) == {"name", "description", "sql", "columns", "rows", "total_rows"}
+        for s in f["signals"]:
+            assert s["verdict"] in ("supports", "against", "neutral")
+    assert doc["thresholds"] == {k: v.default for k, v in THRESHOLDS.items()}
