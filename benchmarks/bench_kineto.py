@@ -28,6 +28,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -81,6 +82,8 @@ def tile_body(source: Path, gpu_events: int) -> tuple[bytes, int, int]:
         for e in events:
             e2 = dict(e)
             e2["ts"] = e["ts"] + k * period
+            if e.get("name", "").startswith("ProfilerStep#"):  # keep step numbers distinct per tile
+                e2["name"] = f"ProfilerStep#{int(e['name'][13:]) + k * 1000}"
             if isinstance(e.get("args"), dict):
                 e2["args"] = _shift_ids(e["args"], k * ID_STRIDE)
             if e.get("cat") == "ac2g" and isinstance(e.get("id"), int):
@@ -111,7 +114,7 @@ def write_job(out: Path, ranks: int, body: bytes) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 # measurement: parent -> intermediate (RUSAGE_CHILDREN) -> worker
 # ---------------------------------------------------------------------------------------------
-def worker(folder: Path, db: Path, analyse: bool) -> None:
+def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     """Ingest the folder and run the analysis SQL; print timings as one JSON line."""
     sys.path.insert(0, str(ROOT))
     from nsight_analyze.ingest import ingest
@@ -130,25 +133,32 @@ def worker(folder: Path, db: Path, analyse: bool) -> None:
     t_ingest = time.perf_counter() - t0
     failed = [f"{o.path.name}: {o.message}" for o in report.outcomes if o.status != "ok"]
     load_s = sum(o.seconds for o in report.outcomes)
-    result = {"ingest_s": t_ingest, "load_s": load_s, "failed": failed}
+    result = {"ingest_s": t_ingest, "load_s": load_s, "failed": failed,
+              "ingest_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     con = open_workspace(db, read_only=True)
     result["kernels"] = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
     result["gpu_ops"] = result["kernels"] + con.execute("SELECT count(*) FROM memops").fetchone()[0]
     if analyse:
         for name, sql in ANALYSIS_SQL.items():
             t = time.perf_counter()
+            timer = threading.Timer(sql_timeout, con.interrupt)
+            timer.start()
             try:
                 con.execute(sql).fetchall()
                 result[f"{name}_s"] = time.perf_counter() - t
-            except Exception as exc:  # noqa: BLE001 - a broken view is reported, not fatal
-                result[f"{name}_s"] = f"error: {str(exc).splitlines()[0][:100]}"
+            except Exception as exc:  # noqa: BLE001 - a broken or slow view is reported, not fatal
+                first = str(exc).splitlines()[0][:100]
+                timed_out = "nterrupt" in first
+                result[f"{name}_s"] = f"timeout > {sql_timeout:.0f} s" if timed_out else f"error: {first}"
+            finally:
+                timer.cancel()
     con.close()
     print(json.dumps(result))
 
 
-def measure(folder: Path, db: Path, analyse: bool) -> None:
+def measure(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     """Run the worker as a child; add its peak RSS (RUSAGE_CHILDREN: this process has no other child)."""
-    flags = [] if analyse else ["--no-analysis"]
+    flags = ["--sql-timeout", str(sql_timeout)] + ([] if analyse else ["--no-analysis"])
     cmd = [sys.executable, __file__, "--worker", str(folder), str(db), *flags]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -159,10 +169,10 @@ def measure(folder: Path, db: Path, analyse: bool) -> None:
     print(json.dumps(result))
 
 
-def run_measure(folder: Path, db: Path, analyse: bool = True) -> dict:
+def run_measure(folder: Path, db: Path, analyse: bool = True, sql_timeout: float = 60) -> dict:
     for f in db.parent.glob(db.name + "*"):
         f.unlink()
-    flags = [] if analyse else ["--no-analysis"]
+    flags = ["--sql-timeout", str(sql_timeout)] + ([] if analyse else ["--no-analysis"])
     cmd = [sys.executable, __file__, "--measure", str(folder), str(db), *flags]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -191,11 +201,12 @@ def main() -> None:
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--measure", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--no-analysis", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sql-timeout", type=float, default=60, help="seconds per analysis query (default 60)")
     args = ap.parse_args()
     if args.worker:
-        return worker(*args.worker, analyse=not args.no_analysis)
+        return worker(*args.worker, analyse=not args.no_analysis, sql_timeout=args.sql_timeout)
     if args.measure:
-        return measure(*args.measure, analyse=not args.no_analysis)
+        return measure(*args.measure, analyse=not args.no_analysis, sql_timeout=args.sql_timeout)
     if not args.source.exists():
         raise SystemExit(f"source trace {args.source} is absent (../shared/traces)")
 
@@ -206,22 +217,23 @@ def main() -> None:
     print(f"tiled body: {gpu_per_rank} GPU events, {events_per_rank} events per rank, "
           f"{len(body) / 2**20:.1f} MiB gz ({time.perf_counter() - t:.1f} s)")
     print(f"{'ranks':>5} {'GPU ev/rank':>11} {'ingest s':>9} {'load s':>7} {'analysis s':>10} "
-          f"{'peak RSS MiB':>12} {'GPU ev/s':>9}  HTA")
+          f"{'RSS ingest':>10} {'RSS peak':>8} {'GPU ev/s':>9}  HTA   (RSS in MiB)")
     for ranks in [int(x) for x in args.ranks.split(",") if x]:
         job = tmp / f"ranks{ranks}"
         write_job(job, ranks, body)
-        r = run_measure(job, tmp / f"ranks{ranks}.duckdb")
+        r = run_measure(job, tmp / f"ranks{ranks}.duckdb", sql_timeout=args.sql_timeout)
         if "error" in r:
             print(f"{ranks:>5} failed: {r['error']}")
             continue
         analysis = sum(v for k, v in r.items() if k.endswith("_s") and k not in ("ingest_s", "load_s")
                        and isinstance(v, float))
-        errors = [f"{k}: {v}" for k, v in r.items() if isinstance(v, str) and v.startswith("error")]
+        errors = [f"{k}: {v}" for k, v in r.items() if isinstance(v, str) and k.endswith("_s")]
         hta = hta_seconds(job)
         hta_text = (f"{hta:.1f} s (ratio {hta / (r['ingest_s'] + analysis):.2f}x)" if hta is not None
                     else "not installed: ratio not measured")
         print(f"{ranks:>5} {gpu_per_rank:>11} {r['ingest_s']:>9.1f} {r['load_s']:>7.1f} {analysis:>10.1f} "
-              f"{r['peak_rss_mib']:>12.0f} {ranks * gpu_per_rank / r['ingest_s']:>9.0f}  {hta_text}"
+              f"{r['ingest_rss_mib']:>10.0f} {r['peak_rss_mib']:>8.0f} "
+              f"{ranks * gpu_per_rank / r['ingest_s']:>9.0f}  {hta_text}"
               + (f"  [failed: {r['failed']}]" if r["failed"] else "") + (f"  [{errors}]" if errors else ""))
         if not args.keep:
             for f in job.iterdir():

@@ -7,8 +7,9 @@ building the workspace, writing the report (which includes computing the library
 and, with --browser, opening it in headless chromium until every figure has drawn.
 
 The workspace is built directly in DuckDB (vectorised SQL): per rank, `steps` NVTX steps
-(ProfilerStep#N) of kernels launched by cudaLaunchKernel: GEMMs, elementwise kernels, and an
-NCCL AllReduce per step on its own stream; rank 1 computes 20 % slower.
+(ProfilerStep#N) of back-to-back kernels launched by cudaLaunchKernel (GEMMs, elementwise, ...),
+a 30 us host gap every 25 kernels, and an NCCL AllReduce per step on its own stream; rank 1
+computes 20 % slower.
 
     .venv/bin/python benchmarks/bench_report.py                      # 64 x 200k, no browser
     .venv/bin/python benchmarks/bench_report.py --ranks 8 --kernels 20000 --browser
@@ -31,7 +32,8 @@ SIZE_BUDGET_MB = 15.0
 OPEN_BUDGET_S = 2.0
 NAMES = (
     "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT",
-    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>(int, T2, T3)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>"
+    "(int, T2, T3)",
     "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>(flash::Flash_fwd_params)",
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float>>>(T3)",
     "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
@@ -42,13 +44,14 @@ def build(con: duckdb.DuckDBPyConnection, ranks: int, kernels: int, steps: int) 
     """Fill files, ranks, kernels, cuda_api and nvtx with a regular, slightly imbalanced job."""
     per_step = kernels // steps
     d = 20_000  # ns per compute kernel on a healthy rank
-    period = int(per_step * d * 1.3)
+    period = int(per_step * d * 1.3) + (per_step // 25) * 30000
     con.execute(f"""INSERT INTO files (file_id, path, sha256, nsys_version, status, warnings, skipped)
                     SELECT r, 'bench/rank' || r || '.sqlite', md5(r::VARCHAR), '2025.1.1', 'ok', [], []
                     FROM range({ranks}) t(r)""")
     con.execute(f"""INSERT INTO ranks (rank, file_id, hostname, device_id, gpu_name, clock_offset_ns,
                                        alignment_method, rank_source)
-                    SELECT r, r, 'node' || (r // 8), r % 8, 'NVIDIA H100 80GB HBM3', 0, 'session-start', 'bench'
+                    SELECT r, r, 'node' || (r // 8), r % 8, 'NVIDIA H100 80GB HBM3', 0, 'session-start',
+                           'bench'
                     FROM range({ranks}) t(r)""")
     con.execute(f"""
         INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name, short_name,
@@ -59,8 +62,8 @@ def build(con: duckdb.DuckDBPyConnection, ranks: int, kernels: int, steps: int) 
             FROM range({ranks}) a(r), range({steps * per_step}) b(i))
         SELECT rank, rank % 8,
                CASE WHEN j = {per_step} - 1 THEN 20 ELSE 7 END,
-               1000000 + step * {period} + j * (dur + 1500),
-               1000000 + step * {period} + j * (dur + 1500)
+               1000000 + step * {period} + j * dur + (j // 25) * 30000,
+               1000000 + step * {period} + j * dur + (j // 25) * 30000
                    + CASE WHEN j = {per_step} - 1 THEN {period} // 6 ELSE dur END,
                CASE WHEN j = {per_step} - 1 THEN {period} // 6 ELSE dur END,
                CASE WHEN j = {per_step} - 1 THEN '{NAMES[4]}' ELSE
@@ -129,7 +132,8 @@ def main() -> int:
         t0 = time.perf_counter()
         build(con, a.ranks, a.kernels, a.steps)
         print(
-            f"built {a.ranks} ranks x {a.kernels:,} kernels ({a.steps} steps) in {time.perf_counter() - t0:.1f} s"
+            f"built {a.ranks} ranks x {a.kernels:,} kernels ({a.steps} steps) "
+            f"in {time.perf_counter() - t0:.1f} s"
         )
     con.execute("SET enable_progress_bar = false")
     t0 = time.perf_counter()

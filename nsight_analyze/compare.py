@@ -25,11 +25,12 @@ import pandas as pd
 
 from .duck import offline
 from .errors import UserError
+from .render import records
 
 SCHEMA = "nsight-analyze-compare/1"
 
 # Named, documented defaults (docs/compare.md "Statistics"); compare(settings=...) overrides them.
-DEFAULTS: dict[str, float] = {
+DEFAULTS: dict[str, float | int] = {
     "confidence_level": 0.95,  # two-sided level of the bootstrap intervals
     "bootstrap_resamples": 2000,  # resamples per interval
     "seed": 0,  # bootstrap RNG seed: same inputs, same numbers
@@ -44,6 +45,7 @@ PARTS = (
 )
 COMPANIONS = ("window_ns", "comms_total_ns", "comms_hidden_ns")
 SIDES = ("before", "after")
+STATUSES = ("added", "removed", "faster", "slower", "unchanged")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -162,23 +164,29 @@ def step_time_comparison(before: pd.DataFrame, after: pd.DataFrame, cfg: dict[st
         for s, v in joined.sort_index().iterrows()
     ]
     verdict, confidence, why = verdict_of(slowest, cfg)
-    return {"slowest": slowest, "per_rank": per_rank, "per_step": per_step,
+    samples = {"before": [int(v) for v in slow_b.to_numpy()], "after": [int(v) for v in slow_a.to_numpy()]}
+    return {"slowest": slowest, "per_rank": per_rank, "per_step": per_step, "slowest_samples_ns": samples,
             "verdict": {"verdict": verdict, "confidence": confidence, "why": why}}
 
 
 def gate(result: dict[str, Any], threshold_pct: float) -> dict[str, Any]:
     """CI gate: fails when the slowest rank's median step time got worse by more than PCT with
-    confidence, i.e. the whole CI of the relative change lies above PCT and the U test agrees."""
+    confidence: the verdict is `regression` and the whole CI of the relative change lies above PCT.
+
+    Why so strict: a CI gate that cries wolf gets switched off; noise-level changes (below
+    min_effect_pct, or not significant) never fail it.
+    """
     s = result["step_time"]["slowest"]
     cfg = result["settings"]
     if s["ci_pct"] is None:
         return {"threshold_pct": threshold_pct, "failed": False,
                 "reason": "no confidence interval (too few steps): the gate cannot fail"}
     lo = s["ci_pct"][0]
-    failed = lo > threshold_pct and s["p_value"] is not None and s["p_value"] < cfg["alpha"]
+    failed = lo > threshold_pct and result["verdict"]["verdict"] == "regression"
     reason = (f"slowest-rank median step time {s['delta_pct']:+.2f}%, "
               f"{100 * cfg['confidence_level']:g}% CI lower bound {lo:+.2f}% "
-              f"{'>' if lo > threshold_pct else '<='} {threshold_pct:g}%, p = {s['p_value']:.3g}")
+              f"{'>' if lo > threshold_pct else '<='} {threshold_pct:g}%, p = {s['p_value']:.3g}, "
+              f"verdict {result['verdict']['verdict']}")
     return {"threshold_pct": threshold_pct, "failed": bool(failed), "reason": reason}
 
 
@@ -205,7 +213,8 @@ def workspaces(before: str | Path, after: str | Path) -> Iterator[tuple[Path, Pa
         for side, given in zip(SIDES, (before, after)):
             path = Path(given)
             if not path.exists():
-                raise UserError(f"{side} input {path} does not exist (give a workspace .duckdb or a trace folder)")
+                raise UserError(
+                    f"{side} input {path} does not exist (give a workspace .duckdb or a trace folder)")
             if is_workspace(path):
                 out.append(path)
                 continue
@@ -213,8 +222,10 @@ def workspaces(before: str | Path, after: str | Path) -> Iterator[tuple[Path, Pa
             report = ingest([path], db)
             if not report.by_status("ok"):
                 why = "; ".join(f"{o.path.name}: {o.message}" for o in report.outcomes if o.message)
-                raise UserError(f"nothing from {path} could be ingested for {side}" + (f" ({why})" if why else ""))
-            notes.append(f"{side}: ingested {len(report.by_status('ok'))} file(s) from {path} into a temporary workspace")
+                raise UserError(
+                    f"nothing from {path} could be ingested for {side}" + (f" ({why})" if why else ""))
+            ok = len(report.by_status("ok"))
+            notes.append(f"{side}: ingested {ok} file(s) from {path} into a temporary workspace")
             out.append(db)
         yield out[0], out[1], notes
 
@@ -227,16 +238,16 @@ def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) ->
     return con.execute(sql, params or []).df()
 
 
-def _materialise(con: duckdb.DuckDBPyConnection, cat: str, side: str) -> list[str]:
+def _materialise(con: duckdb.DuckDBPyConnection, cat: str, side: str) -> None:
     """Temp tables {side}_tp / _imb / _rr / _src: each expensive view evaluated once per side."""
-    notes: list[str] = []
     con.execute(f"USE {cat}")
     try:
         con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_tp AS SELECT * FROM time_partition")
         con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_src AS "
                     "SELECT rank, min(source) AS source, count(*) AS windows FROM steps GROUP BY rank")
         try:  # the rollup's own macros over the materialised partition: no re-sweep
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_imb AS SELECT * FROM merge_imbalance_of('{side}_tp')")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_imb AS "
+                        f"SELECT * FROM merge_imbalance_of('{side}_tp')")
             con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_rr AS "
                         f"SELECT * FROM merge_rank_rollup_of('{side}_tp', '{side}_imb')")
         except duckdb.Error:
@@ -245,7 +256,6 @@ def _materialise(con: duckdb.DuckDBPyConnection, cat: str, side: str) -> list[st
     except duckdb.CatalogException as exc:
         raise UserError(f"the {side} workspace lacks a view compare needs ({str(exc).splitlines()[0]}); "
                         "re-run ingest") from None
-    return notes
 
 
 def _findings(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -363,11 +373,10 @@ def _diff_rows(df: pd.DataFrame, eff: float, keys: list[str]) -> dict[str, Any]:
     df["status"] = np.select(
         [df["added"], df["removed"], rel | (df["delta_ns"] == 0), df["delta_per_step_ns"] < 0],
         ["added", "removed", "unchanged", "faster"], "slower")
-    df = df.assign(_rank=df["delta_per_step_ns"].abs()).sort_values(["_rank"] + keys, ascending=[False] + [True] * len(keys))
+    df = df.assign(_rank=df["delta_per_step_ns"].abs())
+    df = df.sort_values(["_rank"] + keys, ascending=[False] + [True] * len(keys))
     df = df.drop(columns=["_rank", "added", "removed"])
-    from .render import records
-
-    counts = {s: int((df["status"] == s).sum()) for s in ("added", "removed", "faster", "slower", "unchanged")}
+    counts = {s: int((df["status"] == s).sum()) for s in STATUSES}
     totals = {"before_ns": int(df["before_ns"].sum()), "after_ns": int(df["after_ns"].sum())}
     totals["delta_ns"] = totals["after_ns"] - totals["before_ns"]
     totals["before_per_step_ns"] = float(df["before_per_step_ns"].sum())
@@ -391,7 +400,8 @@ def _collectives(con: duckdb.DuckDBPyConnection, cats: dict[str, str], steps: di
         j AS (
             SELECT coalesce(b.op, a.op) AS op, coalesce(b.bytes, a.bytes) AS bytes,
                    coalesce(b.n, 0)::BIGINT AS before_kernels, coalesce(a.n, 0)::BIGINT AS after_kernels,
-                   coalesce(b.inst, 0)::BIGINT AS before_instances, coalesce(a.inst, 0)::BIGINT AS after_instances,
+                   coalesce(b.inst, 0)::BIGINT AS before_instances,
+                   coalesce(a.inst, 0)::BIGINT AS after_instances,
                    coalesce(b.t, 0)::BIGINT AS before_ns, coalesce(a.t, 0)::BIGINT AS after_ns,
                    b.skew AS before_avg_skew_ns, a.skew AS after_avg_skew_ns,
                    b.xfer AS before_median_transfer_ns, a.xfer AS after_median_transfer_ns,
@@ -480,17 +490,21 @@ def resolve_settings(overrides: dict[str, Any] | None) -> dict[str, float]:
     for k, v in (overrides or {}).items():
         if k not in DEFAULTS:
             raise UserError(f"unknown compare setting {k!r}; known: {', '.join(sorted(DEFAULTS))}")
-        cfg[k] = float(v)
+        cfg[k] = int(v) if isinstance(DEFAULTS[k], int) else float(v)
     if not 0 < cfg["confidence_level"] < 1:
         raise UserError("confidence_level must be between 0 and 1")
     return cfg
 
 
-def _refresh(path: Path) -> None:
-    """Bring the workspace's stored views up to date (they are what ATTACH sees)."""
+def _refresh(path: Path) -> str | None:
+    """Bring the workspace's stored views up to date (they are what ATTACH sees); a note if we cannot."""
     from .workspace import open_workspace
 
-    open_workspace(path, read_only=True).close()
+    try:
+        open_workspace(path, read_only=True).close()
+    except UserError as exc:
+        return f"{path}: views not refreshed ({exc}); results use the views stored in the file"
+    return None
 
 
 def compare(
@@ -505,8 +519,10 @@ def compare(
     """Compare two runs (workspaces or trace folders/files); the stable JSON of docs/compare.md."""
     cfg = resolve_settings(settings)
     with workspaces(before, after) as (db_b, db_a, notes):
-        for db in {db_b.resolve(), db_a.resolve()}:
-            _refresh(db)
+        for db in sorted({db_b.resolve(), db_a.resolve()}):
+            note = _refresh(db)
+            if note:
+                notes.append(note)
         same = db_b.resolve() == db_a.resolve()
         cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
         con = offline(duckdb.connect())
@@ -532,20 +548,25 @@ def _run(con: duckdb.DuckDBPyConnection, cats: dict[str, str], paths: dict[str, 
     mfu: dict[str, dict] = {}
     ranks: dict[str, list[int]] = {}
     for side in SIDES:
-        notes += _materialise(con, cats[side], side)
-        ranks[side] = [int(r) for r in con.execute(
-            "SELECT DISTINCT rank FROM ranks UNION SELECT DISTINCT rank FROM kernels ORDER BY 1").fetchall()
-            for r in r] if False else [int(r[0]) for r in con.execute(
-            "SELECT rank FROM (SELECT rank FROM ranks UNION SELECT rank FROM kernels) ORDER BY rank").fetchall()]
+        if side == "after" and cats["after"] == cats["before"]:  # the same workspace twice
+            for t in ("tp", "src", "imb", "rr"):
+                con.execute(f"CREATE OR REPLACE TEMP TABLE after_{t} AS SELECT * FROM before_{t}")
+            ranks[side], found[side], mfu[side] = ranks["before"], found["before"], mfu["before"]
+            continue
+        _materialise(con, cats[side], side)
+        ranks[side] = [int(r[0]) for r in con.execute(
+            "SELECT rank FROM (SELECT rank FROM ranks UNION SELECT rank FROM kernels) ORDER BY rank"
+        ).fetchall()]
         found[side], note = _findings(con, cats[side]) if with_findings else (None, None)
         if note:
             notes.append(f"{side} {note}")
         mfu[side] = _mfu(con, cats[side], model_flops)
     con.execute("USE memory")
     common = sorted(set(ranks["before"]) & set(ranks["after"]))
-    con.execute("CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest($r::INTEGER[]) AS rank", {"r": common})
     if not common:
         raise UserError("the two runs have no rank in common: nothing to compare")
+    con.execute("CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest($r::INTEGER[]) AS rank",
+                {"r": common})
     only_b = sorted(set(ranks["before"]) - set(ranks["after"]))
     only_a = sorted(set(ranks["after"]) - set(ranks["before"]))
     if only_b or only_a:

@@ -170,6 +170,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def rows_of(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    """DataFrame rows as plain JSON-able dicts (lists stay lists, NaN/NA become None)."""
+    part = df if limit is None else df.head(limit)
+    return [{str(k): _jsonable(v) for k, v in r.items()} for r in part.astype(object).to_dict("records")]
+
+
 class Ctx:
     """Connection, thresholds and job shape, with helpers the rule modules share."""
 
@@ -220,10 +226,7 @@ class Ctx:
     def evidence(self, name: str, description: str, sql: str) -> Evidence:
         sql = " ".join(sql.split())
         df = self.df(sql)
-        limit = int(self.th["evidence_rows"])
-        rows = [
-            {k: _jsonable(v) for k, v in r.items()} for r in df.head(limit).astype(object).to_dict("records")
-        ]
+        rows = rows_of(df, int(self.th["evidence_rows"]))
         return Evidence(name, description, sql, [str(c) for c in df.columns], rows, int(len(df)))
 
     def pct(self, ns: float | None) -> float | None:
@@ -301,12 +304,21 @@ def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> 
 
     th = resolve_thresholds(thresholds)
     cached: list[str] = []
-    names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    db = con.execute("SELECT current_database()").fetchone()[0]
+    views = {
+        r[0]
+        for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT temporary AND database_name = ?", [db]
+        ).fetchall()
+    }
+    # A caller (the report) may already shadow some views: keep its tables, never drop them.
+    temp = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
+    shadowed = {r[0] for r in temp}
     try:
         for name in _CACHE:
-            if name in names:
+            if name in views and name not in shadowed:
                 try:
-                    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM main.{name}")
+                    con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{db}".main."{name}"')
                     cached.append(name)
                 except duckdb.Error:
                     pass
@@ -322,7 +334,7 @@ def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> 
                 )
     finally:
         for name in reversed(cached):
-            con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+            con.execute(f'DROP TABLE IF EXISTS temp.main."{name}"')
     found.sort(key=_sort_key)
     out = Findings(found)
     for i, f in enumerate(out, 1):

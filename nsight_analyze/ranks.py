@@ -25,6 +25,10 @@ SUSPICIOUS_CORRECTION_NS = 1_000_000_000
 # clearly worse: by this factor plus this slack (ns); ties within noise keep the refinement.
 WORSE_FACTOR = 1.5
 WORSE_SLACK_NS = 1_000
+# A collective series (op, comm) is used for alignment only when, on every host, the
+# interquartile range of its per-instance end deviation is at most this (ns): genuine
+# collectives end within microseconds everywhere, so only clock error (constant) remains.
+MAX_SERIES_SPREAD_NS = 100_000
 
 _HOST_SQL = "COALESCE(hostname, 'file' || CAST(file_id AS VARCHAR))"
 
@@ -53,20 +57,49 @@ def _fmt_ranks(ranks: list[int]) -> str:
     return ", ".join(str(r) for r in ranks[:8]) + (f" (+{len(ranks) - 8} more)" if len(ranks) > 8 else "")
 
 
-def _host_ends(con: duckdb.DuckDBPyConnection) -> None:
-    """Per matched instance spanning >= 2 hosts: each host's median end (coarse-aligned)."""
+def _host_ends(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Per matched instance spanning >= 2 hosts: each host's median end (coarse-aligned).
+
+    Only (op, comm) series whose per-host end deviations are steady are used: a host's clock
+    error is constant, so a genuine cross-host collective's deviation varies by microseconds,
+    while instances that ordinal matching merged from different groups (e.g. one tensor-
+    parallel group per node, no NVTX communicator) wander by far more. Returns warnings.
+    """
     con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE merge_tmp_host_ends AS
-        WITH per_host AS (
-            SELECT op, comm, seq, host, MEDIAN(aligned_end_ns)::DOUBLE AS e, ANY_VALUE(n_hosts) AS n_hosts
-            FROM merge_coll_members
-            WHERE n_hosts >= 2
-            GROUP BY op, comm, seq, host
+        f"""
+        CREATE OR REPLACE TEMP TABLE merge_tmp_per_host AS
+        SELECT op, comm, seq, host, MEDIAN(aligned_end_ns)::DOUBLE AS e
+        FROM merge_coll_members
+        WHERE n_hosts >= 2
+        GROUP BY op, comm, seq, host;
+        CREATE OR REPLACE TEMP TABLE merge_tmp_series AS
+        WITH inst AS (SELECT op, comm, seq, MEDIAN(e) AS m FROM merge_tmp_per_host GROUP BY ALL),
+        dev AS (
+            SELECT p.op, p.comm, p.host, p.e - i.m AS d
+            FROM merge_tmp_per_host AS p JOIN inst AS i USING (op, comm, seq)
+        ),
+        iqr AS (
+            SELECT op, comm, host, QUANTILE_CONT(d, 0.75) - QUANTILE_CONT(d, 0.25) AS iqr
+            FROM dev GROUP BY ALL
         )
-        SELECT DENSE_RANK() OVER (ORDER BY op, comm, seq) AS inst, host, e FROM per_host
+        SELECT op, comm, MAX(iqr) AS spread_ns, MAX(iqr) <= {MAX_SERIES_SPREAD_NS} AS steady
+        FROM iqr GROUP BY ALL;
+        CREATE OR REPLACE TEMP TABLE merge_tmp_host_ends AS
+        SELECT DENSE_RANK() OVER (ORDER BY p.op, p.comm, p.seq) AS inst, p.host, p.e
+        FROM merge_tmp_per_host AS p
+        JOIN merge_tmp_series AS s ON s.op = p.op AND s.comm = p.comm AND s.steady;
         """
     )
+    unsteady = con.execute(
+        "SELECT op, comm, spread_ns FROM merge_tmp_series WHERE NOT steady ORDER BY op, comm"
+    ).fetchall()
+    if not unsteady:
+        return []
+    names = ", ".join(f"{op}/{comm} (end spread {spread / 1e3:,.0f} us)" for op, comm, spread in unsteady[:4])
+    return [
+        f"clock alignment: ignored collective series whose ends do not agree across hosts: {names}; "
+        "they probably mix different communicators (no NCCL NVTX payload to tell them apart)"
+    ]
 
 
 def _solve(con: duckdb.DuckDBPyConnection) -> None:
@@ -145,14 +178,21 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
         _ensure_views(con)
         return warnings + _refine(con)
     except duckdb.Error as exc:
-        _coarse_alignment(con)
+        try:
+            _coarse_alignment(con)  # undo a partial refinement
+        except duckdb.Error:
+            pass  # an aborted caller transaction: the caller rolls back anyway
         return warnings + [
             f"clock alignment: refinement from collectives failed ({str(exc).splitlines()[0]}); "
             "kept the session-start (UTC) alignment"
         ]
     finally:
-        for table in ("merge_tmp_host_ends", "merge_tmp_corr", "merge_tmp_next"):
-            con.execute(f"DROP TABLE IF EXISTS {table}")
+        for table in ("merge_tmp_per_host", "merge_tmp_series", "merge_tmp_host_ends", "merge_tmp_corr",
+                      "merge_tmp_next"):
+            try:
+                con.execute(f"DROP TABLE IF EXISTS {table}")
+            except duckdb.Error:
+                pass
 
 
 def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -162,7 +202,7 @@ def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
     if len(hosts) < 2:
         return warnings  # one clock: nothing to refine, the session timeline is exact
 
-    _host_ends(con)
+    warnings += _host_ends(con)
     _solve(con)
     before = _mismatch_p50(con, corrected=False)
     after = _mismatch_p50(con, corrected=True)

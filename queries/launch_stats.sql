@@ -8,16 +8,17 @@
 --   gpu_kernel_ns BIGINT ns (summed kernel durations), cpu_gpu_ratio DOUBLE (cpu / gpu),
 --   short_kernel_pct DOUBLE % (kernels shorter than 10 us),
 --   launch_bound_pct DOUBLE % (launched kernels shorter than their own launch call),
---   queue_depth_max BIGINT, queue_depth_mean DOUBLE (time-weighted over the span of the events).
+--   queue_depth_mean DOUBLE: operations launched but not yet started on the GPU, time-weighted
+--   mean over [first launch or operation start, last one).
 -- Definition: launch call = cuda_api row with the same rank and correlation_id. Queue depth
 --   (as HTA): +1 at the start of the launch call of each GPU operation (kernels and memops),
---   -1 when that operation starts on the GPU.
+--   -1 when that operation starts on the GPU; its time-weighted mean = sum of (operation start -
+--   launch call start) / span. (The maximum would need a second sweep: not computed, for speed.)
 CREATE OR REPLACE VIEW launch_stats AS
-WITH k AS (
-    SELECT o.rank, o.duration_ns, a.start_ns AS a_start, a.end_ns AS a_end, o.start_ns
+WITH launched AS MATERIALIZED (
+    SELECT o.rank, o.op, o.duration_ns, o.start_ns, a.start_ns AS a_start, a.end_ns AS a_end
     FROM gpu_ops AS o
     LEFT JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
-    WHERE o.op = 'kernel'
 ),
 per_rank AS (
     SELECT
@@ -31,27 +32,18 @@ per_rank AS (
         100.0 * count(*) FILTER (WHERE duration_ns < 10000) / count(*) AS short_kernel_pct,
         100.0 * count(*) FILTER (WHERE duration_ns < a_end - a_start) / nullif(count(a_start), 0)
             AS launch_bound_pct
-    FROM k
+    FROM launched
+    WHERE op = 'kernel'
     GROUP BY rank
 ),
-ev AS (
-    SELECT o.rank, a.start_ns AS ts, 1 AS d
-    FROM gpu_ops AS o JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
-    UNION ALL
-    SELECT o.rank, o.start_ns, -1
-    FROM gpu_ops AS o JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
-),
-depth AS (
-    SELECT rank, ts,
-           sum(sum(d)) OVER (PARTITION BY rank ORDER BY ts ROWS UNBOUNDED PRECEDING) AS depth,
-           lead(ts) OVER (PARTITION BY rank ORDER BY ts) - ts AS dt
-    FROM ev
-    GROUP BY rank, ts
-),
 queue AS (
-    SELECT rank, max(depth) AS queue_depth_max,
-           sum(depth * dt) / nullif(sum(dt), 0) AS queue_depth_mean
-    FROM depth
+    -- every operation is queued during [launch call start, operation start), so the time-weighted
+    -- mean depth is the summed queueing time over the span; no sweep needed
+    SELECT rank,
+           sum(start_ns - a_start) / nullif(greatest(max(start_ns), max(a_start)) - least(min(start_ns), min(a_start)), 0)
+               AS queue_depth_mean
+    FROM launched
+    WHERE a_start IS NOT NULL
     GROUP BY rank
 )
 SELECT
@@ -62,7 +54,6 @@ SELECT
     p.gpu_kernel_ns::BIGINT AS gpu_kernel_ns,
     p.cpu_launch_ns / nullif(p.gpu_kernel_ns, 0)::DOUBLE AS cpu_gpu_ratio,
     p.short_kernel_pct, p.launch_bound_pct,
-    q.queue_depth_max::BIGINT AS queue_depth_max,
     q.queue_depth_mean::DOUBLE AS queue_depth_mean
 FROM per_rank AS p
 LEFT JOIN queue AS q USING (rank);

@@ -21,13 +21,14 @@ WITH ranges AS (
       AND (domain = 'NCCL' OR text LIKE 'nccl%')
 ),
 launches AS (
+    -- kernel -> launch call; skipped (empty build side) when no rank has NCCL payloads
     SELECT a.rank, a.tid, a.start_ns, a.correlation_id
-    FROM cuda_api AS a
-    SEMI JOIN (SELECT DISTINCT rank, tid FROM ranges) AS t ON t.rank = a.rank AND t.tid = a.tid
-    SEMI JOIN (
+    FROM (
         SELECT rank, correlation_id FROM kernels
-        WHERE name LIKE 'nccl%' OR name LIKE 'void nccl%'
-    ) AS k ON k.rank = a.rank AND k.correlation_id = a.correlation_id
+        WHERE (starts_with(name, 'nccl') OR starts_with(name, 'void nccl'))
+          AND rank IN (SELECT DISTINCT rank FROM ranges)
+    ) AS k
+    JOIN cuda_api AS a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
 ),
 projected AS (
     SELECT l.rank, l.correlation_id, r.payload

@@ -7,16 +7,26 @@
 --   ordered by (start_ns, end_ns, correlation_id), a burst is a maximal run of consecutive marker
 --   kernels; E_i = running max of the burst ends. Step i's window is [E_{i-1}, E_i); step 0 starts
 --   at the rank's first GPU operation. Operations after the last burst (an incomplete step) are in
---   the whole-capture window only. Detection needs at least 2 bursts. `steps` uses these only for
---   ranks without NVTX step windows.
+--   the whole-capture window only. Detection needs at least 2 bursts and is not tried on ranks
+--   that have NVTX ranges matching the step pattern.
 CREATE OR REPLACE VIEW tp_detected_steps AS
-WITH cand AS (
-    SELECT rank, start_ns, end_ns, correlation_id,
-           op = 'kernel' AND regexp_matches(name, '(?i)(adam|sgd|adagrad|rmsprop|adafactor|optimi[sz]er)')
-               AS marker
+WITH undetermined AS (
+    -- detection is only tried on ranks without NVTX step ranges
+    SELECT rank, start_ns, end_ns, correlation_id, op, name
     FROM gpu_ops
-    WHERE rank IN (SELECT rank FROM gpu_ops WHERE op = 'kernel'
-                   AND regexp_matches(name, '(?i)(adam|sgd|adagrad|rmsprop|adafactor|optimi[sz]er)'))
+    WHERE rank NOT IN (SELECT rank FROM tp_nvtx_step_ranges)
+),
+marker_names AS (
+    -- the pattern is tested once per distinct kernel name, not once per kernel
+    SELECT name
+    FROM (SELECT DISTINCT name FROM undetermined WHERE op = 'kernel' AND name IS NOT NULL)
+    WHERE regexp_matches(lower(name), 'adam|sgd|adagrad|rmsprop|adafactor|optimizer|optimiser')
+),
+cand AS (
+    SELECT rank, start_ns, end_ns, correlation_id,
+           op = 'kernel' AND name IN (SELECT name FROM marker_names) AS marker
+    FROM undetermined
+    WHERE rank IN (SELECT rank FROM undetermined WHERE op = 'kernel' AND name IN (SELECT name FROM marker_names))
 ),
 numbered AS (
     SELECT rank, end_ns, marker,

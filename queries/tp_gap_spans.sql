@@ -7,7 +7,7 @@
 --   the step rows. One sort serves both (GROUPING SETS).
 CREATE OR REPLACE VIEW tp_gap_spans AS
 WITH idle AS (
-    SELECT rank, step, start_ns, end_ns, step_end_ns, is_last,
+    SELECT rank, step, start_ns, end_ns, step_end_ns,
            lag(end_ns) OVER w AS prev_end, lag(step) OVER w AS prev_step
     FROM tp_segments
     WHERE c = 0 AND m = 0 AND o = 0 AND n = 0
@@ -23,13 +23,14 @@ ids AS (
 ),
 grouped AS (
     SELECT rank, step, GROUPING(step_gap) AS whole,
-           min(start_ns) AS g0, max(end_ns) AS g1, bool_or(is_last) AS last, max(step_end_ns) AS step_end
+           min(start_ns) AS g0, max(end_ns) AS g1, max(step_end_ns) AS step_end
     FROM ids
     GROUP BY GROUPING SETS ((rank, cap_gap), (rank, step, step_gap))
 )
-SELECT rank,
-       CASE WHEN whole = 1 THEN NULL ELSE step END AS step,
-       g0::BIGINT AS g0, g1::BIGINT AS g1,
-       CASE WHEN whole = 1 THEN last ELSE g1 = step_end END AS at_window_end
-FROM grouped
-WHERE whole = 1 OR step IS NOT NULL;
+SELECT g.rank,
+       CASE WHEN g.whole = 1 THEN NULL ELSE g.step END AS step,
+       g.g0::BIGINT AS g0, g.g1::BIGINT AS g1,
+       CASE WHEN g.whole = 1 THEN g.g1 = c.end_ns ELSE g.g1 = g.step_end END AS at_window_end
+FROM grouped AS g
+JOIN tp_capture AS c USING (rank)
+WHERE g.whole = 1 OR g.step IS NOT NULL;

@@ -14,14 +14,15 @@
 --   end, A is missing, or A.end_ns <= g0. Otherwise a = clamp(A.start_ns, g0, g1); [a, g1) is
 --   launch_gap; [g0, a) is input_stall if it overlaps an NVTX range matching
 --   settings.input_pattern, else sync_stall if a synchronising call (tp_sync_api) ends in
---   [g0, a] or overlaps [g0, a), else host_bound. Range tests are ASOF joins against
+--   [g0, a] or overlaps [g0, a), else host_bound (the input regex is compiled once when the session
+--   variable input_pattern equals the setting, see tp_nvtx_step_ranges). Range tests are ASOF joins against
 --   start-sorted intervals carrying a running max of their ends (exact, no pairwise joins).
 CREATE OR REPLACE VIEW tp_gaps AS
 WITH nxt AS (
     SELECT g.rank, g.step, g.g0, g.g1, g.at_window_end,
            min(o.correlation_id) AS correlation_id, count(o.rank) AS n_ops
     FROM tp_gap_spans AS g
-    LEFT JOIN gpu_ops AS o ON o.rank = g.rank AND o.start_ns = g.g1 AND NOT g.at_window_end
+    LEFT JOIN gpu_ops AS o ON o.rank = g.rank AND o.start_ns = (CASE WHEN NOT g.at_window_end THEN g.g1 END)
     GROUP BY ALL
 ),
 launch AS (
@@ -56,7 +57,9 @@ input_idx AS (
         SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max(text, end_ns) AS text
         FROM nvtx
         WHERE end_ns IS NOT NULL AND end_ns > start_ns AND text IS NOT NULL
-          AND regexp_matches(text, (SELECT value FROM settings WHERE key = 'input_pattern'))
+          AND CASE WHEN getvariable('input_pattern') = (SELECT value FROM settings WHERE key = 'input_pattern')
+                   THEN regexp_matches(text, getvariable('input_pattern'))
+                   ELSE regexp_matches(text, (SELECT value FROM settings WHERE key = 'input_pattern')) END
         GROUP BY rank, start_ns
     )
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)

@@ -6,52 +6,59 @@
 -- Columns: rank INTEGER, step BIGINT (the step window holding the segment; NULL outside every
 --   step window or when the rank has no steps), start_ns, end_ns BIGINT ns (positive length),
 --   c, m, o, n INTEGER (number of compute / memory / other / comms operations covering it),
---   step_end_ns BIGINT ns (end of that step window), is_last BOOLEAN (ends at the capture end).
+--   step_end_ns BIGINT ns (end of that step window).
 -- Definition: events are the starts (+1) and ends (-1) of the rank's GPU operations per category
 --   (zero-length operations are events with delta 0: they cover nothing but bound the capture
 --   window), plus the step-window boundaries (delta 0); counts are running sums in time order; a
 --   segment runs from one distinct event time to the next. Segments tile the whole-capture window
---   [min start, max end) exactly.
+--   [min start, max end) exactly. A segment is in the step window that started last before it,
+--   if that window ends after the segment starts. (Exact below 32768 overlapping operations of
+--   one category on one rank, and for non-negative step-window ends.)
 CREATE OR REPLACE VIEW tp_segments AS
 WITH ev AS (
+    -- One running sum carries everything: the four category counters, 15 bits each (compute,
+    -- memory, other, comms; exact below 32768 overlapping operations of one category on a rank),
+    -- and above bit 60 the end of the current step window (each window start adds its end minus
+    -- the previous window's end). A running sum is the expensive part of the sweep; one, not five.
     SELECT rank,
            unnest([start_ns, end_ns]) AS ts,
-           unnest([1, -1]) * (CASE WHEN end_ns > start_ns THEN 1 ELSE 0 END) AS d,
-           category
+           (unnest([1, -1]) * (CASE WHEN end_ns > start_ns THEN 1 ELSE 0 END)
+               * CASE category WHEN 'compute' THEN 1 WHEN 'memory' THEN 32768
+                               WHEN 'other' THEN 1073741824 WHEN 'comms' THEN 35184372088832
+                               ELSE 0 END)::HUGEINT AS dp
     FROM gpu_ops
     WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL
     UNION ALL
-    SELECT rank, unnest([start_ns, end_ns]) AS ts, 0 AS d, NULL AS category
-    FROM steps
-    WHERE step IS NOT NULL
-),
-agg AS (
-    SELECT rank, ts,
-           sum(CASE WHEN category = 'compute' THEN d ELSE 0 END) AS dc,
-           sum(CASE WHEN category = 'memory' THEN d ELSE 0 END) AS dm,
-           sum(CASE WHEN category = 'other' THEN d ELSE 0 END) AS d_o,
-           sum(CASE WHEN category = 'comms' THEN d ELSE 0 END) AS dn
-    FROM ev
-    GROUP BY rank, ts
+    SELECT rank, unnest([start_ns, end_ns]) AS ts,
+           unnest([(end_ns - coalesce(prev_end, 0))::HUGEINT * 1152921504606846976::HUGEINT, 0::HUGEINT])
+    FROM (
+        SELECT rank, start_ns, end_ns, lag(end_ns) OVER (PARTITION BY rank ORDER BY start_ns) AS prev_end
+        FROM steps
+        WHERE step IS NOT NULL
+    )
 ),
 run AS (
-    SELECT
-        rank,
-        ts AS start_ns,
-        lead(ts) OVER wo AS end_ns,
-        lead(ts, 2) OVER wo IS NULL AS is_last,
-        sum(dc) OVER w AS c, sum(dm) OVER w AS m, sum(d_o) OVER w AS o, sum(dn) OVER w AS n
-    FROM agg
-    WINDOW wo AS (PARTITION BY rank ORDER BY ts),
-           w AS (PARTITION BY rank ORDER BY ts ROWS UNBOUNDED PRECEDING)
+    -- No GROUP BY ts: events at the same time get zero-length segments, except the last of them,
+    -- whose running sum includes all of them.
+    SELECT rank, ts AS start_ns, lead(ts) OVER w AS end_ns, sum(dp) OVER w AS p
+    FROM ev
+    WINDOW w AS (PARTITION BY rank ORDER BY ts ROWS UNBOUNDED PRECEDING)
+),
+decoded AS (
+    SELECT rank, start_ns, end_ns,
+           (p % 1152921504606846976)::BIGINT AS counters,
+           (p // 1152921504606846976)::BIGINT AS cur_step_end
+    FROM run
+    WHERE end_ns > start_ns
 )
 SELECT s.rank,
-       CASE WHEN s.start_ns < w.end_ns THEN w.step END AS step,
+       w.step,
        s.start_ns::BIGINT AS start_ns, s.end_ns::BIGINT AS end_ns,
-       s.c::INTEGER AS c, s.m::INTEGER AS m, s.o::INTEGER AS o, s.n::INTEGER AS n,
-       CASE WHEN s.start_ns < w.end_ns THEN w.end_ns END AS step_end_ns,
-       s.is_last
-FROM run AS s
-ASOF LEFT JOIN (SELECT rank, step, start_ns, end_ns FROM steps WHERE step IS NOT NULL) AS w
-    ON w.rank = s.rank AND s.start_ns >= w.start_ns
-WHERE s.end_ns IS NOT NULL;
+       (s.counters % 32768)::INTEGER AS c,
+       ((s.counters // 32768) % 32768)::INTEGER AS m,
+       ((s.counters // 1073741824) % 32768)::INTEGER AS o,
+       (s.counters // 35184372088832)::INTEGER AS n,
+       w.end_ns AS step_end_ns
+FROM decoded AS s
+LEFT JOIN (SELECT rank, step, end_ns FROM steps WHERE step IS NOT NULL) AS w
+    ON w.rank = s.rank AND w.end_ns = (CASE WHEN s.cur_step_end > s.start_ns THEN s.cur_step_end END);

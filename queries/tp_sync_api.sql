@@ -10,14 +10,19 @@
 --   cuMemcpyDtoH, cuMemcpyHtoD; and any cudaMemcpy*Async whose operation (memops, same rank and
 --   correlation_id) has Pageable source or destination memory.
 CREATE OR REPLACE VIEW tp_sync_api AS
-WITH api AS (
-    SELECT rank, tid, start_ns, end_ns, regexp_replace(name, '_v\d+$', '') AS name, correlation_id
-    FROM cuda_api
-    WHERE name LIKE 'cu%'
-      AND regexp_matches(name, '^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|'
+WITH names AS (
+    -- the regex runs once per distinct API name, not once per call
+    SELECT name, regexp_replace(name, '_v\d+$', '') AS clean
+    FROM (SELECT DISTINCT name FROM cuda_api WHERE name LIKE 'cu%')
+    WHERE regexp_matches(name, '^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|'
           || 'cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize|cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|'
           || 'cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cudaMemset|cuMemcpyDtoH|cuMemcpyHtoD|'
           || 'cudaMemcpy\w*Async)(_v\d+)?$')
+),
+api AS (
+    SELECT a.rank, a.tid, a.start_ns, a.end_ns, n.clean AS name, a.correlation_id
+    FROM cuda_api AS a
+    JOIN names AS n ON n.name = a.name
 )
 SELECT rank, tid, start_ns, end_ns, name, correlation_id,
        CASE WHEN name LIKE '%Synchronize' THEN 'sync' ELSE 'sync copy' END AS reason

@@ -45,7 +45,9 @@ def runs(units: set[int]) -> list[tuple[int, int]]:
 
 def load(con, name: str, intervals: list[tuple[int, int, int]]) -> None:
     df = pd.DataFrame(intervals or [], columns=["k", "start_ns", "end_ns"]).astype("int64")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM df")
+    con.register("iv_df", df)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM iv_df")
+    con.unregister("iv_df")
 
 
 def result(con, sql: str) -> dict[int, list[tuple[int, int]]]:
@@ -65,7 +67,9 @@ TOUCHING = [(0, 0, 5), (0, 5, 9), (0, 9, 9), (1, 3, 3)]
 IDENTICAL = [(0, 4, 8), (0, 4, 8), (0, 4, 8)]
 ZERO = [(0, 5, 5), (1, 0, 0), (1, 7, 7)]
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @PROPERTY
@@ -95,8 +99,10 @@ def test_intersect_and_difference_match_reference(con, a, b):
     keys = {0, 1, 2}
     inter = {k: runs(covered(a, k) & covered(b, k)) for k in keys}
     diff = {k: runs(covered(a, k) - covered(b, k)) for k in keys}
-    assert result(con, "SELECT * FROM interval_intersect('ia', 'ib')") == {k: v for k, v in inter.items() if v}
-    assert result(con, "SELECT * FROM interval_difference('ia', 'ib')") == {k: v for k, v in diff.items() if v}
+    got_inter = result(con, "SELECT * FROM interval_intersect('ia', 'ib')")
+    got_diff = result(con, "SELECT * FROM interval_difference('ia', 'ib')")
+    assert got_inter == {k: v for k, v in inter.items() if v}
+    assert got_diff == {k: v for k, v in diff.items() if v}
 
 
 @PROPERTY

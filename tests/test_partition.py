@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
+from conftest import TRACES, nsys_traces, requires_shared
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nsight_analyze.workspace import load_queries, open_workspace
-
-from conftest import TRACES, nsys_traces, requires_shared
 
 STEP_RE = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
 INPUT_RE = re.compile(r"(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)")
@@ -119,8 +118,8 @@ def ref_partition(tr: Trace, rank: int) -> tuple[dict, list]:
     def cover(cat):
         return {t for o in ops if o["cat"] == cat for t in range(o["start"], o["end"])}
 
-    C, M, O, N = cover("compute"), cover("memory"), cover("other"), cover("comms")
-    busy = C | M | O | N
+    C, M, Oth, N = cover("compute"), cover("memory"), cover("other"), cover("comms")
+    busy = C | M | Oth | N
     out, pieces = {}, []
     for step, w0, w1 in windows:
         if w1 <= w0:
@@ -130,11 +129,11 @@ def ref_partition(tr: Trace, rank: int) -> tuple[dict, list]:
         row["window_ns"] = w1 - w0
         row["compute_ns"] = len(C & W)
         row["memory_ns"] = len((M - C) & W)
-        row["other_ns"] = len((O - C - M) & W)
-        row["comms_exposed_ns"] = len((N - C - M - O) & W)
+        row["other_ns"] = len((Oth - C - M) & W)
+        row["comms_exposed_ns"] = len((N - C - M - Oth) & W)
         row["idle_ns"] = len(W - busy)
         row["comms_total_ns"] = len(N & W)
-        row["comms_hidden_ns"] = len(N & (C | M | O) & W)
+        row["comms_hidden_ns"] = len(N & (C | M | Oth) & W)
         t = w0
         while t < w1:  # walk the gaps of W
             if t in busy:
@@ -184,8 +183,9 @@ def load_trace(con, tr: Trace) -> None:
     }
     for table, (rows, cols) in frames.items():
         if rows:
-            df = pd.DataFrame(rows, columns=[c.strip() for c in cols.split(",")])  # noqa: F841
-            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM df")
+            con.register("trace_rows", pd.DataFrame(rows, columns=[c.strip() for c in cols.split(",")]))
+            con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM trace_rows")
+            con.unregister("trace_rows")
 
 
 def sql_partition(con) -> dict:
@@ -310,9 +310,11 @@ def test_hand_example(con):
     load_trace(con, HAND)
     tp = sql_partition(con)[0]
     # step 1: [12, 80): gemm 12-50, nccl 30-60 (20 ns hidden, 10 exposed), ew 60-80
-    assert tp[1] == dict(window_ns=68, compute_ns=38, memory_ns=20, other_ns=0, comms_exposed_ns=10, idle_ns=0,
-                         launch_gap_ns=0, input_stall_ns=0, sync_stall_ns=0, host_bound_ns=0, idle_other_ns=0,
-                         comms_total_ns=30, comms_hidden_ns=20)
+    assert tp[1] == dict(
+        window_ns=68, compute_ns=38, memory_ns=20, other_ns=0, comms_exposed_ns=10, idle_ns=0,
+        launch_gap_ns=0, input_stall_ns=0, sync_stall_ns=0, host_bound_ns=0, idle_other_ns=0,
+        comms_total_ns=30, comms_hidden_ns=20,
+    )
     # step 2: [80, 190): gap 80-141 (launch call 135-140: input stall 80-135 as DataLoader runs
     # 100-130, launch gap 135-141), gemm 141-145, gap 145-180 (sync 150-160 -> sync stall 145-170,
     # launch gap 170-180), gemm 180-190
@@ -324,12 +326,24 @@ def test_hand_example(con):
     acts = con.execute("SELECT cause, host_activity FROM gaps WHERE step = 2 ORDER BY start_ns").fetchall()
     assert acts == [("input_stall", "DataLoader next"), ("launch_gap", "cudaLaunchKernel"),
                     ("sync_stall", "cudaStreamSynchronize"), ("launch_gap", "cudaLaunchKernel")]
+    # the sync call 150-160 lies in the idle gap 145-180 and is named by its 25 ns sync stall
+    assert con.execute("SELECT name, reason, gpu_idle_ns, sync_stall_ns FROM sync_calls").fetchall() == [
+        ("cudaStreamSynchronize", "sync", 10, 25)
+    ]
+    # launch latencies 2, 5, 25, 1, 5; launch calls 5 ns each; kernel 141-145 is shorter than its call;
+    # queue depth 1 during [5,12) [20,60) [135,141) [170,180) of [5,180)
+    ls = con.execute(
+        "SELECT kernels, launch_latency_p50_ns, launch_latency_p95_ns, cpu_launch_ns, gpu_kernel_ns, "
+        "short_kernel_pct, launch_bound_pct, queue_depth_mean FROM launch_stats"
+    ).fetchall()
+    assert ls == [(5, 5, 25, 25, 102, 100.0, 20.0, pytest.approx(63 / 175))]
 
 
 def test_steps_fall_back_to_capture_and_detection(con):
     tr = Trace(kernels=[(0, 1, 0, 10, "gemm", 1, "compute"), (0, 1, 20, 25, "gemm", 2, "compute")])
     load_trace(con, tr)
-    assert con.execute("SELECT step, start_ns, end_ns, source FROM steps").fetchall() == [(None, 0, 25, "capture")]
+    rows = con.execute("SELECT step, start_ns, end_ns, source FROM steps").fetchall()
+    assert rows == [(None, 0, 25, "capture")]
     # three optimizer bursts -> steps [0, 12), [12, 32) (the tail after the last burst is left out)
     tr = Trace(kernels=[(0, 1, 0, 10, "gemm", 1, "compute"), (0, 1, 10, 12, "adam_step_kernel", 2, "memory"),
                         (0, 1, 20, 30, "gemm", 3, "compute"), (0, 1, 30, 31, "FusedAdam", 4, "memory"),
@@ -401,3 +415,77 @@ def test_invariants_on_real_trace(workspace_of, trace):
         assert whole.loc[rank, "window_ns"] - whole.loc[rank, "idle_ns"] == ns
     for view in ("launch_stats", "sync_calls", "steps", "gaps"):
         con.execute(f"SELECT count(*) FROM {view}").fetchone()
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic traces: every field equals the generator's ground truth.
+
+SYNTH_JOBS = {
+    "anomalies-2026.2": dict(ranks=3, gpus_per_node=2, steps=5, seed=7, schema="2026.2",
+                             injections=["input-stall=2:3", "sync-stall", "launch-bound=2-3",
+                                         "exposed-comm", "straggler=1:+15"]),
+    "gemm-2022.4": dict(ranks=2, gpus_per_node=2, steps=3, seed=3, schema="2022.4", workload="gemm",
+                        injections=["cuda-graph"]),
+}
+
+
+@pytest.mark.parametrize("job", sorted(SYNTH_JOBS))
+def test_synthetic_partition_equals_ground_truth(tmp_path, workspace_of, job):
+    synth = pytest.importorskip("nsight_analyze.synth")
+    truth = synth.generate(tmp_path / "job", **SYNTH_JOBS[job])
+    con = workspace_of(*sorted((tmp_path / "job").glob("*.sqlite")))
+    for _ in range(10):
+        if not load_queries(con):
+            break
+    tp = check_invariants(con)
+    got = {(int(r["rank"]), None if pd.isna(r["step"]) else int(r["step"])): r for _, r in tp.iterrows()}
+    windows = {(r, s): (a, b) for r, s, a, b in con.execute(
+        "SELECT rank, step, start_ns, end_ns FROM steps").fetchall()}
+    assert len(got) == len(truth["partition"])
+    for want in truth["partition"]:
+        key = (want["rank"], want["step"])
+        assert key in got, key
+        assert {c: int(got[key][c]) for c in TP_COLUMNS} == {c: want[c] for c in TP_COLUMNS}, key
+        if want["step"] is not None:
+            assert windows[key] == (want["window_start_ns"], want["window_end_ns"]), key
+    assert set(con.execute("SELECT DISTINCT source FROM steps").fetchall()) == {("nvtx",)}
+    # materialize() (temp tables shadowing the views) must not change any answer
+    from nsight_analyze.summary import dematerialize, materialize
+
+    live = con.execute("SELECT * FROM time_partition ORDER BY rank, step NULLS FIRST").fetchall()
+    live_gaps = con.execute("SELECT * FROM gaps ORDER BY ALL").fetchall()
+    materialize(con)
+    try:
+        assert con.execute("SELECT * FROM time_partition ORDER BY rank, step NULLS FIRST").fetchall() == live
+        assert con.execute("SELECT * FROM gaps ORDER BY ALL").fetchall() == live_gaps
+    finally:
+        dematerialize(con)
+
+
+def test_summary_command(tmp_path):
+    """JSON uses the time_partition column names and values; the table shows units and shares."""
+    import json
+
+    from click.testing import CliRunner
+
+    from nsight_analyze.cli import main
+
+    db = tmp_path / "w.duckdb"
+    con = fresh(db)
+    load_trace(con, HAND)
+    con.close()
+    runner = CliRunner()
+    res = runner.invoke(main, ["summary", "--db", str(db), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    (row,) = doc["partition"]
+    assert row["rank"] == 0 and row["window_ns"] == 178
+    assert sum(row[c] for c in PARTS) == row["window_ns"]
+    assert doc["step_source"] == {"0": "nvtx"}
+    assert doc["top_kernels"][0]["name"] == "gemm"
+    res = runner.invoke(main, ["summary", "--db", str(db), "--by", "step"])
+    assert res.exit_code == 0, res.output
+    assert "GPU time partition per step" in res.output and "compute ms (%)" in res.output
+    assert "(55.9%)" in res.output  # step 1: 38 ns compute of a 68 ns window
+    res = runner.invoke(main, ["summary", "--db", str(tmp_path / "missing.duckdb")])
+    assert res.exit_code != 0 and "no workspace" in res.output

@@ -209,6 +209,59 @@ def test_aligned_views_add_the_offset(ws):
         ws.sql(f"SELECT aligned_start_ns, aligned_end_ns FROM {view} LIMIT 1").fetchall()
 
 
+def test_alignment_ignores_series_mixing_groups(ws):
+    """Per-node tensor-parallel AllReduces (no NVTX communicator) are merged across nodes by
+    ordinal matching; their ends disagree across hosts, so alignment must use the DP series."""
+    r, k, truth = timeline(ranks=8, gpus_per_node=4, steps=20, skew_ns={1: 3_000_000})
+    rng = np.random.default_rng(7)
+    ar = k[k.category == "comms"]
+    tp = []
+    for node in (0, 1):
+        sel = ar[ar["rank"] // 4 == node].copy()
+        shift = rng.integers(-2_000_000, -500_000, len(sel) // 4)  # per instance, per node
+        sel = sel.sort_values(["step", "rank"])
+        sel["true_start"] = sel.true_start.to_numpy() + np.repeat(shift, 4) - 600_000
+        sel["true_end"] = sel.true_start + 50_000
+        tp.append(sel)
+    tp = pd.concat(tp)
+    tp["stream_id"] = 11  # a lower stream id: stream0 on every rank
+    t0 = truth["t0"][tp["rank"]]
+    tp["start_ns"] = tp.true_start - t0
+    tp["end_ns"] = tp.true_end - t0
+    tp["duration_ns"] = tp.end_ns - tp.start_ns
+    tp["correlation_id"] = np.arange(len(tp)) + 10_000_000
+    load(ws, r, pd.concat([k, tp], ignore_index=True))
+    warnings = align_clocks(ws)
+    assert len(warnings) == 1 and "AllReduce/stream0" in warnings[0]
+    assert np.abs(recovered_error_ns(ws, truth)).max() < 20_000
+    q = ws.sql("SELECT method FROM alignment_quality").fetchall()
+    assert q == [("collectives",), ("collectives",)]
+
+
+def test_different_collective_counts_do_not_derail(ws):
+    """Pipeline-like job: ranks 4-7 run two extra AllReduces and ranks 0 and 4 exchange SendRecv."""
+    r, k, truth = timeline(ranks=8, gpus_per_node=4, steps=10, skew_ns={1: -6_000_000})
+    ar = k[(k.category == "comms") & (k["rank"] >= 4) & (k.step == 9)].copy()
+    ar[["start_ns", "end_ns"]] += 3_000_000
+    ar["correlation_id"] += 20_000_000
+    ar2 = ar.copy()
+    ar2[["start_ns", "end_ns"]] += 1_000_000
+    ar2["correlation_id"] += 1_000
+    sr = k[(k.category == "comms") & k["rank"].isin([0, 4])].copy()
+    sr["name"] = NCCL_SR
+    sr[["start_ns", "end_ns"]] -= 2_000_000
+    sr["correlation_id"] += 30_000_000
+    load(ws, r, pd.concat([k, ar, ar2, sr], ignore_index=True))
+    assert align_clocks(ws) == []
+    assert np.abs(recovered_error_ns(ws, truth)).max() < 20_000
+    c = ws.sql(
+        "SELECT op, ranks, expected_ranks, COUNT(*) AS n FROM collectives GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert c == [("AllReduce", 4, 8, 2), ("AllReduce", 8, 8, 10), ("SendRecv", 2, 2, 10)]
+    w = ws.sql("SELECT COUNT(*) FROM collective_waits").fetchone()[0]
+    assert w == 8 * 10 + 4 * 2 + 2 * 10
+
+
 # --- collective matching ---------------------------------------------------------------------
 
 def test_collectives_match_and_count_unmatched(ws):

@@ -51,7 +51,8 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
             break
     if hostile:
         top = con.execute(
-            "SELECT name FROM kernels GROUP BY name ORDER BY sum(end_ns - start_ns) DESC LIMIT 1"
+            "SELECT name FROM kernels WHERE category = 'compute' "
+            "GROUP BY name ORDER BY sum(end_ns - start_ns) DESC LIMIT 1"
         ).fetchone()[0]
         con.execute("UPDATE kernels SET name = ? WHERE name = ?", [f"gemm {SCRIPT} {IMG}", top])
         con.execute("UPDATE nvtx SET text = text || ? WHERE text ILIKE '%dataloader%'", [f" {SCRIPT} {IMG}"])
@@ -101,8 +102,21 @@ def test_every_section_is_present(hostile):
     _, _, html = hostile
     for sid, _ in SECTIONS:
         assert f'data-section="{sid}"' in html, sid
-    for fig in ("partition", "timeline", "heatmap", "overlap", "kernels", "gaps"):
+    for fig in ("partition", "timeline", "heatmap", "overlap", "skew", "waits", "kernels", "gaps"):
         assert f'data-figure="{fig}"' in html, fig
+    for tid in (
+        "partition-table",
+        "comm-overlap-table",
+        "collectives-table",
+        "rank-rollup-table",
+        "kernels-table",
+        "longest-gaps-table",
+        "files-table",
+        "ranks-table",
+        "alignment-table",
+        "env-table",
+    ):
+        assert f'id="{tid}"' in html, tid
 
 
 def test_self_contained_and_offline(hostile):
@@ -170,7 +184,12 @@ def test_steps_option_limits_heatmap_and_timeline(hostile):
     assert re.search(r'id="timeline-info"[^>]*data-steps="(2|3|2,3)"', html)
     steps_in_heatmap = set(re.findall(r"step %\{x\}", html))
     assert steps_in_heatmap
-    assert "steps 2:3 only" in html
+    assert "steps 2:3 only" in html and "steps 2:3 summed per rank" in html
+    got = cells(html, "partition-table")
+    want = con.execute(
+        "SELECT rank, sum(compute_ns) FROM time_partition WHERE step BETWEEN 2 AND 3 GROUP BY rank"
+    ).fetchall()
+    assert {(str(r), "compute_ns"): str(v) for r, v in want}.items() <= got.items()
 
 
 def test_timeline_over_budget_is_windowed_then_aggregated(hostile):

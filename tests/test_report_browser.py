@@ -102,7 +102,8 @@ def test_no_javascript_errors_and_all_figures_render(page):
     assert seen["errors"] == []
     assert pg.evaluate("window.__reportErrors") == []
     figs = pg.evaluate(
-        "Array.from(document.querySelectorAll('[data-figure]')).map(d => [d.dataset.figure, d.dataset.rendered])"
+        "Array.from(document.querySelectorAll('[data-figure]'))"
+        ".map(d => [d.dataset.figure, d.dataset.rendered])"
     )
     assert figs and all(r == "true" for _, r in figs), figs
     assert pg.evaluate("document.body.dataset.figuresRendered") == str(len(figs))
@@ -169,8 +170,9 @@ def test_hostile_text_is_shown_as_text_and_never_runs(page):
     assert pg.evaluate("document.querySelectorAll('script').length") == 3
     # hover the injected kernel in the top-kernels chart: plotly shows it as literal text
     label = pg.evaluate(
-        """(() => { const d = document.getElementById('fig-kernels'); const n = d.data[0].y.length;
-             Plotly.Fx.hover(d, [{curveNumber: 0, pointNumber: n - 1}]);
+        """(() => { const d = document.getElementById('fig-kernels');
+             const i = d.data[0].y.findIndex(y => y.includes('&lt;script&gt;'));
+             Plotly.Fx.hover(d, [{curveNumber: 0, pointNumber: i}]);
              const h = d.querySelector('.hovertext'); return h ? h.textContent : ''; })()"""
     )
     assert "<script>alert(1)</script>" in label

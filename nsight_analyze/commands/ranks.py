@@ -24,6 +24,11 @@ def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
         ) from None
 
 
+def _num(col: pd.Series) -> pd.Series:
+    """Plain float64 (NaN, which the renderer prints empty) instead of nullable <NA>."""
+    return pd.to_numeric(col, errors="coerce").astype("float64")
+
+
 def _table(rows: pd.DataFrame) -> pd.DataFrame:
     """Human units for the terminal: offsets in ms, residuals in us, times in ms."""
     return pd.DataFrame({
@@ -31,16 +36,16 @@ def _table(rows: pd.DataFrame) -> pd.DataFrame:
         "host": rows["host"],
         "gpu": rows["device_id"].astype("Int64").astype(str).where(rows["gpu_name"].isna(),
                                                                     rows["gpu_name"].astype(str)),
-        "offset_ms": rows["clock_offset_ns"] / 1e6,
+        "offset_ms": _num(rows["clock_offset_ns"]) / 1e6,
         "align": rows["alignment_method"],
-        "residual_p50_us": rows["residual_p50_ns"] / 1e3,
-        "residual_p95_us": rows["residual_p95_ns"] / 1e3,
-        "compute_ms": rows["compute_ns"] / 1e6,
-        "wait_suffered_ms": rows["wait_suffered_ns"] / 1e6,
-        "wait_caused_ms": rows["wait_caused_ns"] / 1e6,
+        "residual_p50_us": _num(rows["residual_p50_ns"]) / 1e3,
+        "residual_p95_us": _num(rows["residual_p95_ns"]) / 1e3,
+        "compute_ms": _num(rows["compute_ns"]) / 1e6,
+        "wait_suffered_ms": _num(rows["wait_suffered_ns"]) / 1e6,
+        "wait_caused_ms": _num(rows["wait_caused_ns"]) / 1e6,
         "times_slowest": rows["times_slowest"],
         "times_last": rows["times_last"],
-        "cost_ms": rows["cost_ns"] / 1e6,
+        "cost_ms": _num(rows["cost_ns"]) / 1e6,
         "straggler": rows["straggler"].map({True: "yes", False: ""}),
     })
 
@@ -90,6 +95,9 @@ def command(db: str, fmt: str) -> None:
         verdict = _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')")
         alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY host")
         unmatched = int(rows["unmatched"].sum())
+        partial = int(_fetch(
+            con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks"
+        )["n"].iloc[0])
     finally:
         con.close()
     if fmt == "json":
@@ -98,8 +106,11 @@ def command(db: str, fmt: str) -> None:
             "alignment": records(alignment),
             "verdict": records(verdict)[0] if len(verdict) else None,
             "unmatched_nccl_kernels": unmatched,
+            "partial_collectives": partial,
         }))
         return
     emit(_table(rows), fmt, title="Ranks")
     for line in _summary(verdict, rows, unmatched, alignment):
         click.echo(line)
+    if partial:
+        click.echo(f"{partial} collective instance(s) had fewer participants than others of their series")

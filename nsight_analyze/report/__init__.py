@@ -21,7 +21,7 @@ from .. import __version__
 from ..errors import UserError
 from . import sections, timeline
 from .cache import cached_views
-from .collect import StepRange, collect
+from .collect import StepRange, collect, library
 from .html import page
 
 __all__ = ["StepRange", "parse_steps", "render_report", "write_report"]
@@ -57,6 +57,8 @@ def render_report(
     """The report as one HTML string."""
     if isinstance(steps, str):
         steps = parse_steps(steps)
+    # The views read their regex settings fastest from session variables (see summary.prepare).
+    library("summary", "prepare", con)
     with cached_views(con):
         inp = collect(con, steps, mfu_options)
         tl = timeline.build(con, steps, budget=timeline_budget)
@@ -65,7 +67,7 @@ def render_report(
     body = "".join(
         [
             sections.headline(inp, part, figs),
-            sections.partition(part, figs),
+            sections.partition(part, figs, steps),
             sections.timeline(tl, figs),
             sections.heatmap(inp, figs),
             sections.overlap(inp, part, figs),
@@ -95,9 +97,9 @@ def write_report(
 ) -> Path:
     """Write the self-contained HTML report for an open workspace; return its path."""
     out = Path(out_path)
-    text = render_report(con, steps, mfu_options)
-    if out.parent and not out.parent.exists():
+    if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    text = render_report(con, steps, mfu_options)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)

@@ -23,6 +23,7 @@ SECRET_NAME = re.compile(
 )
 SECRET_VALUE = re.compile(r"(?i)^(?:sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
 
+TOP_KERNELS = 20
 PARTITION_COLUMNS = [
     "window_ns",
     "compute_ns",
@@ -88,8 +89,10 @@ class ReportInputs:
     rank_rollup: Part = field(default_factory=Part)
     collectives: Part = field(default_factory=Part)
     collective_waits: Part = field(default_factory=Part)
+    comm_overlap: Part = field(default_factory=Part)
     alignment: Part = field(default_factory=Part)
     kernel_summary: Part = field(default_factory=Part)
+    top_kernels: Part = field(default_factory=Part)
     memop_summary: Part = field(default_factory=Part)
     api_summary: Part = field(default_factory=Part)
     gaps: Part = field(default_factory=Part)
@@ -183,8 +186,19 @@ def collect(
     inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
     inp.collectives = view(con, "collectives", "SELECT * FROM collectives ORDER BY coll_id")
     inp.collective_waits = view(con, "collective_waits")
+    # Per collective operation: how much of its time was hidden behind other GPU work.
+    inp.comm_overlap = view(
+        con,
+        "diag_comm_exposure",
+        """SELECT op, count(*) AS operations, sum(duration_ns)::BIGINT AS comms_ns,
+                  sum(exposed_ns)::BIGINT AS exposed_ns, sum(exposed_wait_ns)::BIGINT AS exposed_wait_ns,
+                  100.0 * (sum(duration_ns) - sum(exposed_ns)) / nullif(sum(duration_ns), 0) AS overlap_pct
+           FROM (SELECT DISTINCT ON (rank, start_ns, name) * FROM diag_comm_exposure)
+           GROUP BY op ORDER BY comms_ns DESC""",
+    )
     inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
     inp.kernel_summary = view(con, "kernel_summary")
+    inp.top_kernels = library("summary", "top_kernels", con, limit=TOP_KERNELS)
     inp.memop_summary = view(con, "memop_summary")
     inp.api_summary = view(con, "api_summary")
     inp.gaps = view(

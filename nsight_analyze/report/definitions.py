@@ -56,6 +56,12 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "the slowest rank changes. View: merge_straggler_verdict, imbalance.",
     ),
     (
+        "overlap per collective",
+        "For each NCCL operation type: the share of its kernels' time during which compute, memory or "
+        "other work ran on the rank; exposed while waiting = exposed time before the last rank arrived. "
+        "View: diag_comm_exposure.",
+    ),
+    (
         "arrival skew",
         "For one collective instance matched across ranks: last arrival − first arrival "
         "(aligned kernel starts). View: collectives.",

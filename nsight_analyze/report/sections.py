@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from . import figures
-from .collect import PARTITION_COLUMNS, Part, ReportInputs
+from .collect import PARTITION_COLUMNS, Part, ReportInputs, StepRange
 from .definitions import DEFINITIONS
 from .html import esc, fmt, kpi, missing, notes, plain, section, table
 from .timeline import Timeline
@@ -46,6 +46,8 @@ def _rows_of(summary: Any) -> list[dict] | None:
 
 def partition_frame(inp: ReportInputs) -> Part:
     """Per-rank partition: summary(con, by='rank') records when present, else the time_partition view."""
+    if inp.steps:  # summary() covers the whole capture; the chosen steps' rows are summed instead
+        return inp.partition
     rows = _rows_of(inp.summary_rank.value) if inp.summary_rank.ok else None
     if rows and all("rank" in r and "window_ns" in r for r in rows):
         df = pd.DataFrame(rows)
@@ -201,16 +203,17 @@ def headline(inp: ReportInputs, part: Part, figs: dict) -> str:
     return section("headline", "Headline", "".join(body))
 
 
-def partition(part: Part, figs: dict) -> str:
+def partition(part: Part, figs: dict, steps: StepRange | None = None) -> str:
     if not part.ok:
         return section("partition", "Time partition per rank", missing(part.missing or ""))
     figs["partition"] = figures.partition_bars(part.value)
+    scope = f"steps {steps} summed per rank" if steps else "whole capture, the numbers of `summary`"
     body = figures_div("partition") + table(part.value, PARTITION_TABLE, "partition-table", row_key="rank")
     return section(
         "partition",
         "Time partition per rank",
         body,
-        "Exclusive parts of each rank's window (same definitions and numbers as `summary`); "
+        f"Exclusive parts of each rank's window ({scope}; same definitions as `summary`); "
         "hover a bar for exact nanoseconds.",
     )
 
@@ -270,6 +273,23 @@ def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
     else:
         body.append(missing(part.missing or ""))
     body.append("<h3>Per collective</h3>")
+    if inp.comm_overlap.ok and len(inp.comm_overlap.value):
+        body.append(
+            table(
+                inp.comm_overlap.value,
+                [
+                    ("op", "operation", "text"),
+                    ("operations", "operations (all ranks)", ""),
+                    ("comms_ns", "comms time", "ns"),
+                    ("exposed_ns", "exposed", "ns"),
+                    ("exposed_wait_ns", "exposed while waiting for the last rank", "ns"),
+                    ("overlap_pct", "overlap", "pct"),
+                ],
+                "comm-overlap-table",
+            )
+        )
+    else:
+        body.append(missing(inp.comm_overlap.missing or "no communication operations"))
     if inp.collectives.ok and len(inp.collectives.value):
         c = inp.collectives.value
         per = (
@@ -339,23 +359,9 @@ def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
 
 def kernels(inp: ReportInputs, figs: dict) -> str:
     body = ["<h3>Top kernels</h3>"]
-    if inp.kernel_summary.ok and len(inp.kernel_summary.value):
-        ks = inp.kernel_summary.value
-        top = (
-            ks.groupby("name", sort=False)
-            .agg(
-                category=("category", "first"),
-                instances=("instances", "sum"),
-                total_ns=("total_ns", "sum"),
-                ranks=("rank", "nunique"),
-                max_ns=("max_ns", "max"),
-            )
-            .sort_values("total_ns", ascending=False)
-            .head(20)
-            .reset_index()
-        )
-        top["avg_ns"] = top["total_ns"] / top["instances"]
-        top["pct"] = 100.0 * top["total_ns"] / float(ks["total_ns"].sum())
+    if inp.top_kernels.ok and inp.top_kernels.value:
+        top = pd.DataFrame(inp.top_kernels.value)
+        top["avg_ns"] = top["total_ns"] / top["instances"].where(top["instances"] > 0)
         figs["kernels"] = figures.top_kernels(top.head(15))
         body.append(figures_div("kernels"))
         body.append(
@@ -366,16 +372,14 @@ def kernels(inp: ReportInputs, figs: dict) -> str:
                     ("category", "category", "text"),
                     ("instances", "count", ""),
                     ("total_ns", "time", "ns"),
-                    ("pct", "share", "pct"),
+                    ("pct", "share of kernel time", "pct"),
                     ("avg_ns", "average", "ns"),
-                    ("max_ns", "max", "ns"),
-                    ("ranks", "ranks", ""),
                 ],
                 "kernels-table",
             )
         )
     else:
-        body.append(missing(inp.kernel_summary.missing or "no kernels"))
+        body.append(missing(inp.top_kernels.missing or "no kernels"))
     body.append("<h3>Idle gaps by cause</h3>")
     if inp.gaps.ok and len(inp.gaps.value):
         figs["gaps"] = figures.idle_causes(inp.gaps.value)
@@ -481,7 +485,24 @@ def capture(inp: ReportInputs) -> str:
     body.append("<h3>Clock alignment</h3>")
     body.append(_generic(inp.alignment, "alignment-table"))
     body.append("<h3>Captured environment (allow-listed)</h3>")
-    body.append(_generic(inp.env, "env-table", 200))
+    if inp.env.ok and len(inp.env.value):
+        env = (
+            inp.env.value.groupby("name", sort=True)
+            .agg(
+                files=("file_id", "nunique"),
+                values=("value", lambda v: ", ".join(sorted(set(map(str, v)))[:8])),
+            )
+            .reset_index()
+        )
+        body.append(
+            table(
+                env,
+                [("name", "name", "text"), ("files", "files", ""), ("values", "values", "text")],
+                "env-table",
+            )
+        )
+    else:
+        body.append(missing(inp.env.missing) if not inp.env.ok else "<p>None captured.</p>")
     return section(
         "capture",
         "Capture quality",

@@ -23,7 +23,7 @@ import pandas as pd
 from .collect import StepRange
 
 # Operations (GPU ops + idle pieces) drawn one by one; above it, fewer steps, then buckets.
-MAX_TIMELINE_OPS = 50_000
+MAX_TIMELINE_OPS = 20_000
 # Buckets per lane across the window when aggregating (about one per screen pixel).
 AGG_BUCKETS = 2_000
 # Steps shown when the capture has enough of them.
@@ -199,7 +199,7 @@ def pack(df: pd.DataFrame, t0: int, t1: int, ranks: list[int], mode: str, shown:
     for cat, g in df.groupby("category", sort=False):
         row = ROW_OF.get(str(cat), len(ROWS) - 1)
         lane = g["rank"].map(lane_of_rank).fillna(0).astype("int64") * len(ROWS) + row
-        series[str(cat)] = {
+        series[escape(cat)] = {
             "s": g["s"].astype("int64").tolist(),
             "e": g["e"].astype("int64").tolist(),
             "lane": lane.tolist(),

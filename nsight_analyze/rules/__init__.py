@@ -5,7 +5,7 @@ The order of RULES does not matter: `diagnose()` ranks the findings by recoverab
 
 from __future__ import annotations
 
-from . import capture, comms, idle, kernels, nsys
+from . import capture, comms, efficiency, idle, kernels, nsys
 
 RULES = [
     idle.input_stall,
@@ -21,6 +21,7 @@ RULES = [
     nsys.low_utilisation,
     capture.clock_skew,
     capture.cuda_graphs,
+    efficiency.compute_efficiency,
 ]
 
 __all__ = ["RULES"]

@@ -111,9 +111,11 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
                       round(avg(intensity), 3) AS intensity, round(avg(ridge_flop_per_byte), 1) AS ridge
                FROM roofline WHERE bound = 'memory' GROUP BY name ORDER BY ncu_duration_ns DESC""",
         )
+        # by profiled time; by launch count when the export has no durations
         share = ctx.scalar(
-            "SELECT 100.0 * sum(duration_ns) FILTER (WHERE bound = 'memory') / nullif(sum(duration_ns), 0) "
-            "FROM roofline"
+            "SELECT coalesce(100.0 * sum(duration_ns) FILTER (WHERE bound = 'memory') "
+            "/ nullif(sum(duration_ns), 0), "
+            "100.0 * count(*) FILTER (WHERE bound = 'memory') / nullif(count(*), 0)) FROM roofline"
         )
         headroom = ctx.scalar(
             "SELECT sum(greatest(duration_ns - dram_bytes / mem_bw_bps * 1e9, 0)) / "

@@ -36,6 +36,40 @@ def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
     ]
 
 
+_FINDING_OF_CAUSE = {
+    "input_stall": "input-stall",
+    "sync_stall": "excessive-sync",
+    "launch_gap": "launch-bound / host-bound",
+    "host_bound": "launch-bound / host-bound",
+    "idle_other": "none (GPU waited on a dependency)",
+}
+
+
+def _cause_mix(ctx: Ctx, intervals_sql: str, where: str) -> list[Signal]:
+    """What the idle time inside the intervals was, by cause (gaps view, whole-capture pieces).
+
+    Why: starvation and low utilisation are symptoms; the idle causes say which finding explains them.
+    """
+    if not ctx.has("gaps"):
+        return []
+    mix = ctx.df(
+        f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
+            FROM gaps g JOIN ({intervals_sql}) s
+              ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
+            WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC"""
+    )
+    return [
+        Signal(
+            f"idle cause in {where}: {cause}",
+            int(ns),
+            "ns (all ranks)",
+            "supports" if cause != "idle_other" else "neutral",
+            f"explained by finding: {_FINDING_OF_CAUSE.get(cause, cause)} (gaps view)",
+        )
+        for cause, ns in zip(mix["cause"], mix["ns"])
+    ]
+
+
 def gpu_starvation(ctx: Ctx) -> list[Finding]:
     """Idle gaps longer than gpu_starv_gap_ms between GPU operations (nsys gpu-starv)."""
     if not ctx.has("diag_gpu_starvation"):
@@ -52,24 +86,7 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
         return []
     rec = _clipped_per_step(ctx, src)
     ranks = sorted({int(r["rank"]) for r in ev.rows})
-    signals = []
-    if ctx.has("gaps"):
-        mix = ctx.df(
-            f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
-                FROM gaps g JOIN ({src}) s ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns >
-                    s.start_ns
-                WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC"""
-        )
-        for cause, ns in zip(mix["cause"], mix["ns"]):
-            signals.append(
-                Signal(
-                    f"idle cause during the gaps: {cause}",
-                    int(ns),
-                    "ns",
-                    "supports" if cause != "idle_other" else "neutral",
-                    "what the host was doing while the GPU starved (gaps view)",
-                )
-            )
+    signals = _cause_mix(ctx, src, "the gaps")
     return [
         Finding(
             id="gpu-starvation",
@@ -147,7 +164,8 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
                 "threshold_pct": pct,
             },
             evidence=[ev],
-            signals=[
+            signals=_cause_mix(ctx, src, "the low-utilisation windows")
+            + [
                 Signal(
                     "utilisation definition",
                     "sum of op time / chunk",

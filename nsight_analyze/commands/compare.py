@@ -1,0 +1,225 @@
+"""`nsight-analyze compare BEFORE AFTER`: what changed between two runs, is it real, and a CI gate.
+
+Thin by design: `nsight_analyze.compare.compare()` computes everything; this module renders it as
+terminal tables, markdown (PR comments) or JSON (CI), writes the HTML diff, and turns the gate
+into the exit status (1 = regression beyond --fail-on-regression, 0 otherwise).
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+
+from ..compare import DEFAULTS, PARTS, compare
+from ..errors import UserError
+from ..render import format_value, print_table, to_json
+
+NAME_WIDTH = 70
+
+
+def _ms(ns: Any) -> float | None:
+    return None if ns is None or pd.isna(ns) else ns / 1e6
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
+
+
+def _step_table(r: dict[str, Any]) -> pd.DataFrame:
+    st = r["step_time"]
+    rows = [("slowest", st["slowest"])] + [(f"rank {p['rank']}", p) for p in st["per_rank"]]
+    out = []
+    for label, s in rows:
+        ci = s["ci_pct"] or [None, None]
+        out.append({
+            "series": label,
+            "before_med_ms": _ms(s["before"]["median_ns"]), "before_p10_ms": _ms(s["before"]["p10_ns"]),
+            "before_p90_ms": _ms(s["before"]["p90_ns"]),
+            "after_med_ms": _ms(s["after"]["median_ns"]), "after_p10_ms": _ms(s["after"]["p10_ns"]),
+            "after_p90_ms": _ms(s["after"]["p90_ns"]),
+            "delta_pct": s["delta_pct"], "ci_low_pct": ci[0], "ci_high_pct": ci[1],
+            "p_value": None if s["p_value"] is None else f"{s['p_value']:.2g}",
+        })
+    return pd.DataFrame(out)
+
+
+def _partition_table(r: dict[str, Any]) -> pd.DataFrame:
+    total = r["partition"]["total"]
+    if not total:
+        return pd.DataFrame()
+    b, a = total["before"], total["after"]
+    rows = []
+    for part in PARTS + ("window_ns",):
+        rows.append({
+            "part": part.removesuffix("_ns"), "before_ms": _ms(b[part]), "after_ms": _ms(a[part]),
+            "delta_ms": _ms(a[part] - b[part]),
+            "before_pct": 100 * b[part] / b["window_ns"] if b["window_ns"] else None,
+            "after_pct": 100 * a[part] / a["window_ns"] if a["window_ns"] else None,
+        })
+    rows.append({"part": "overlap_pct", "before_pct": b["overlap_pct"], "after_pct": a["overlap_pct"]})
+    return pd.DataFrame(rows)
+
+
+def _rank_partition_table(r: dict[str, Any]) -> pd.DataFrame:
+    """Per rank: the window, the change of each exclusive part, and the overlap before/after."""
+    rows = []
+    for p in r["partition"]["per_rank"]:
+        b, a, d = p["before"], p["after"], p["delta"]
+        rows.append({
+            "rank": p["rank"],
+            "window_before_ms": _ms(b["window_ns"]), "window_after_ms": _ms(a["window_ns"]),
+            "compute_delta_ms": _ms(d["compute_ns"]), "memory_delta_ms": _ms(d["memory_ns"]),
+            "comms_exposed_delta_ms": _ms(d["comms_exposed_ns"]), "idle_delta_ms": _ms(d["idle_ns"]),
+            "overlap_before_pct": b["overlap_pct"], "overlap_after_pct": a["overlap_pct"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _diff_table(block: dict[str, Any], keys: list[str], top: int) -> pd.DataFrame:
+    rows = [row for row in block["rows"] if row["status"] != "unchanged"][:top]
+    out = []
+    for row in rows:
+        label = {k: (_short(str(row[k])) if k == "name" else row[k]) for k in keys}
+        out.append({
+            "status": row["status"], **label,
+            "before_ms_per_step": _ms(row["before_per_step_ns"]),
+            "after_ms_per_step": _ms(row["after_per_step_ns"]),
+            "delta_ms_per_step": _ms(row["delta_per_step_ns"]), "delta_ms_total": _ms(row["delta_ns"]),
+        })
+    return pd.DataFrame(out)
+
+
+def _findings_table(r: dict[str, Any]) -> pd.DataFrame:
+    f = r["findings"]
+    rows = [{"change": change, "id": x["id"], "severity": x["severity"], "title": x["title"]}
+            for change in ("resolved", "new") for x in f[change]]
+    return pd.DataFrame(rows)
+
+
+def _lines(r: dict[str, Any]) -> list[str]:
+    """One-line facts under the tables: runs, ranks, imbalance, MFU/HFU, notes, gate."""
+    lines = []
+    for side in ("before", "after"):
+        run = r["runs"][side]
+        imb = r["imbalance"][side]
+        mfu = r["mfu"][side]
+        text = (f"{side}: {run['input']}: {run['ranks']} ranks, {run['steps']} step windows "
+                f"({run['step_source']}); imbalance {imb['verdict']}")
+        if imb["ratio"] is not None:
+            text += f" (compute max/mean {imb['ratio']:.3f}, slowest rank {imb['slowest_rank']})"
+        if imb["straggler_ranks"]:
+            text += f", straggler rank {', '.join(map(str, imb['straggler_ranks']))}"
+        for key in ("mfu", "hfu"):
+            if mfu.get(key) is not None:
+                text += f"; {key.upper()} {100 * mfu[key]:.1f}%"
+        lines.append(text)
+    rk = r["ranks"]
+    if rk["only_before"] or rk["only_after"]:
+        lines.append(f"ranks only before: {rk['only_before']}; only after: {rk['only_after']}")
+    k, c = r["kernels"]["totals"], r["collectives"]["totals"]
+    lines.append(f"kernel time {_ms(k['before_ns']):,.3f} -> {_ms(k['after_ns']):,.3f} ms "
+                 f"({_ms(k['delta_ns']):+,.3f} ms); NCCL kernel time {_ms(c['before_ns']):,.3f} -> "
+                 f"{_ms(c['after_ns']):,.3f} ms ({_ms(c['delta_ns']):+,.3f} ms)")
+    lines += [f"note: {n}" for n in r["notes"]]
+    if "gate" in r:
+        g = r["gate"]
+        lines.append(f"gate --fail-on-regression {g['threshold_pct']:g}: {'FAIL' if g['failed'] else 'pass'} "
+                     f"({g['reason']})")
+    return lines
+
+
+def sections(r: dict[str, Any], top: int) -> list[tuple[str, pd.DataFrame]]:
+    """The titled tables every text format shows, in order."""
+    return [
+        ("Step time (slowest rank = the job's pace; per rank)", _step_table(r)),
+        ("Time partition, ms per step window summed over ranks", _partition_table(r)),
+        ("Time partition per rank, ms per step window", _rank_partition_table(r)),
+        (f"Kernels: largest changes per step (top {top})",
+         _diff_table(r["kernels"], ["name", "category"], top)),
+        ("Collectives by type and size", _diff_table(r["collectives"], ["op", "bytes"], top)),
+        ("Findings resolved and new", _findings_table(r)),
+    ]
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table; trace text cannot add markup (`<>&` as entities, `|` escaped)."""
+    cols = [str(c) for c in df.columns]
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for row in df.astype(object).itertuples(index=False):
+        cells = [html.escape(format_value(v), quote=False).replace("|", "\\|").replace("\n", " ")
+                 for v in row]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def markdown(r: dict[str, Any], top: int) -> str:
+    parts = [f"## nsight-analyze compare: **{r['verdict']['verdict']}**", "", r["verdict"]["reason"], ""]
+    for title, df in sections(r, top):
+        if df.empty:
+            continue
+        parts += [f"### {title}", "", markdown_table(df), ""]
+    parts += ["- " + line for line in _lines(r)]
+    return "\n".join(parts)
+
+
+def _settings(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise UserError(f"--set {pair!r}: use NAME=VALUE (names: {', '.join(DEFAULTS)})")
+        out[name.strip()] = value.strip()
+    return out
+
+
+@click.command("compare")
+@click.argument("before", type=click.Path(exists=True))
+@click.argument("after", type=click.Path(exists=True))
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
+              show_default=True, help="Output format (json: the stable document of docs/compare.md).")
+@click.option("-o", "--output", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML diff here.")
+@click.option("--fail-on-regression", "fail_pct", type=float, default=None, metavar="PCT",
+              help="Exit 1 when the slowest rank's median step time got worse by more than PCT % "
+              "with confidence.")
+@click.option("--no-findings", is_flag=True, help="Skip diagnose on both runs (faster).")
+@click.option("--model-flops-per-step", type=float, default=None, help="Model FLOPs per step, for MFU.")
+@click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE",
+              help=f"Statistics setting ({', '.join(f'{k}={v}' for k, v in DEFAULTS.items())}).")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="Rows of kernel/collective changes shown.")
+def command(before: str, after: str, fmt: str, html_out: str | None, fail_pct: float | None,
+            no_findings: bool, model_flops_per_step: float | None, overrides: tuple[str, ...],
+            top: int) -> None:
+    """Compare two runs. BEFORE and AFTER are workspaces (.duckdb) or trace folders/files.
+
+    Ranks are matched by number, steps by index, kernels by name, collectives by type and size.
+    The verdict (improvement / regression / neutral) is about the slowest rank's median step time,
+    with a seeded bootstrap confidence interval and a Mann-Whitney test (docs/compare.md).
+    """
+    result = compare(before, after, settings=_settings(overrides), findings=not no_findings,
+                     model_flops_per_step=model_flops_per_step, fail_on_regression_pct=fail_pct)
+    if html_out:
+        from ..compare_html import write_html
+
+        write_html(result, Path(html_out))
+    if fmt == "json":
+        print(to_json(result))
+    elif fmt == "markdown":
+        print(markdown(result, top))
+    else:
+        click.echo(result["verdict"]["reason"])
+        for title, df in sections(result, top):
+            if not df.empty:
+                print_table(df, title)
+        for line in _lines(result):
+            click.echo("  " + line)
+    if html_out:
+        click.echo(f"wrote {html_out}", err=True)
+    if result.get("gate", {}).get("failed"):
+        sys.exit(1)
