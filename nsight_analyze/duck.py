@@ -28,6 +28,7 @@ def offline(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Forbid DuckDB from fetching extensions: air-gapped clusters have no network."""
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
+    con.execute("SET enable_progress_bar = false")  # our own output stays readable
     return con
 
 

@@ -30,6 +30,7 @@ from .workspace import open_workspace
 
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
+MAX_FILENAME_RANK = 100_000
 
 
 def source_modules() -> list[ModuleType]:
@@ -224,8 +225,13 @@ def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, st
 
 
 def _file_number(path: Path) -> int | None:
+    """The rank a file name suggests: digits after 'rank', else its last number when it is
+    small enough to be a rank (not a job id or a timestamp)."""
+    tagged = re.search(r"rank[_\-.]?(\d+)", path.stem, re.I)
+    if tagged:
+        return int(tagged.group(1))
     groups = re.findall(r"\d+", path.stem)
-    return int(groups[-1]) if groups else None
+    return int(groups[-1]) if groups and int(groups[-1]) < MAX_FILENAME_RANK else None
 
 
 def ingest(
@@ -421,13 +427,17 @@ def _insert_ranks(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> None:
         con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
-EVENT_TABLES = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads", "gpus")
+EVENT_TABLES = (
+    "kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads", "gpus",
+    "kineto_collectives", "kineto_gpu_annotations",
+)
 
 
 def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
     ranks = [r[0] for r in con.execute("SELECT rank FROM ranks WHERE file_id = ?", [file_id]).fetchall()]
+    existing = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     for table in EVENT_TABLES:
-        if ranks:
+        if ranks and table in existing:
             con.execute(f"DELETE FROM {table} WHERE rank IN (SELECT unnest(?::INTEGER[]))", [ranks])
     for table in ("env", "ranks", "files"):
         con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])

@@ -149,4 +149,6 @@ CREATE TABLE IF NOT EXISTS threads (
 CREATE TABLE IF NOT EXISTS settings (key VARCHAR PRIMARY KEY, value VARCHAR, description VARCHAR);
 INSERT OR IGNORE INTO settings VALUES
     ('step_pattern', '(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b', 'regex: NVTX ranges that delimit training steps'),
-    ('input_pattern', '(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)', 'regex: NVTX ranges of the input pipeline');
+    ('input_pattern', '(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)', 'regex: NVTX ranges of the input pipeline'),
+    ('imbalance_balanced_ratio', '1.05', 'median over steps of max/mean compute below which the job is balanced'),
+    ('straggler_persistent_share', '0.5', 'share of imbalanced steps one rank must be slowest in to be a persistent straggler');

@@ -13,7 +13,7 @@
 --   segment runs from one distinct event time to the next. Segments tile the whole-capture window
 --   [min start, max end) exactly. A segment is in the step window that started last before it,
 --   if that window ends after the segment starts. (Exact below 32768 overlapping operations of
---   one category on one rank, and for non-negative step-window ends.)
+--   one category on one rank.)
 CREATE OR REPLACE VIEW tp_segments AS
 WITH ev AS (
     -- One running sum carries everything: the four category counters, 15 bits each (compute,
@@ -46,18 +46,18 @@ run AS (
 ),
 decoded AS (
     SELECT rank, start_ns, end_ns,
-           (p % 1152921504606846976)::BIGINT AS counters,
-           (p // 1152921504606846976)::BIGINT AS cur_step_end
+           (p & 1152921504606846975::HUGEINT)::BIGINT AS counters,  -- bit operations: HUGEINT
+           (p >> 60)::BIGINT AS cur_step_end                        -- division is slow
     FROM run
     WHERE end_ns > start_ns
 )
 SELECT s.rank,
        w.step,
        s.start_ns::BIGINT AS start_ns, s.end_ns::BIGINT AS end_ns,
-       (s.counters % 32768)::INTEGER AS c,
-       ((s.counters // 32768) % 32768)::INTEGER AS m,
-       ((s.counters // 1073741824) % 32768)::INTEGER AS o,
-       (s.counters // 35184372088832)::INTEGER AS n,
+       (s.counters & 32767)::INTEGER AS c,
+       ((s.counters >> 15) & 32767)::INTEGER AS m,
+       ((s.counters >> 30) & 32767)::INTEGER AS o,
+       (s.counters >> 45)::INTEGER AS n,
        w.end_ns AS step_end_ns
 FROM decoded AS s
 LEFT JOIN (SELECT rank, step, end_ns FROM steps WHERE step IS NOT NULL) AS w

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nsight_analyze.workspace import load_queries, open_workspace
+from nsight_analyze.workspace import open_workspace
 
 T_MAX = 40
 
@@ -20,9 +20,6 @@ T_MAX = 40
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
     con = open_workspace(tmp_path_factory.mktemp("iv") / "w.duckdb")
-    for _ in range(10):  # tolerate a one-pass loader: repeat until every view resolves
-        if not load_queries(con):
-            break
     yield con
     con.close()
 

@@ -26,7 +26,7 @@ from conftest import TRACES, requires_shared
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources import kineto
 from nsight_analyze.sources.base import BadInput
-from nsight_analyze.workspace import load_queries, open_workspace
+from nsight_analyze.workspace import open_workspace
 
 HTA = TRACES / "oracles" / "hta-0.5"
 KINETO = TRACES / "kineto"
@@ -60,25 +60,8 @@ def num(text: str) -> float:
     return float(text) if text not in ("", None) else 0.0
 
 
-def make_workspace(db: Path):
-    """A workspace with every view loaded.
-
-    Works around workspace.load_queries stopping after its first round (its no-progress
-    check compares the failures with the still-pending files, which are the same set), which
-    leaves views with dependencies missing; harmless once that is fixed.
-    """
-    con = open_workspace(db)
-    previous = None
-    while True:
-        errors = load_queries(con)
-        if not errors or (previous is not None and len(errors) >= previous):
-            break
-        previous = len(errors)
-    con.close()
-
-
 def ingest_fresh(paths: list[Path], db: Path):
-    make_workspace(db)
+    """Ingest into a new workspace; returns the report and a read-only connection."""
     report = ingest(paths, db)
     return report, open_workspace(db, read_only=True)
 

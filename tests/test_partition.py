@@ -18,7 +18,7 @@ from conftest import TRACES, nsys_traces, requires_shared
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nsight_analyze.workspace import load_queries, open_workspace
+from nsight_analyze.workspace import open_workspace
 
 STEP_RE = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
 INPUT_RE = re.compile(r"(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)")
@@ -33,11 +33,7 @@ TP_COLUMNS = ["window_ns", *PARTS, *IDLE_PARTS, "comms_total_ns", "comms_hidden_
 
 
 def fresh(path):
-    con = open_workspace(path)
-    for _ in range(10):  # tolerate a one-pass loader: repeat until every view resolves
-        if not load_queries(con):
-            break
-    return con
+    return open_workspace(path)
 
 
 @pytest.fixture(scope="module")
@@ -399,9 +395,6 @@ def check_invariants(con) -> pd.DataFrame:
 @pytest.mark.parametrize("trace", TRACE_IDS)
 def test_invariants_on_real_trace(workspace_of, trace):
     con = workspace_of(TRACES / "nsys" / trace)
-    for _ in range(10):
-        if not load_queries(con):
-            break
     tp = check_invariants(con)
     ranks_with_ops = {r for (r,) in con.execute("SELECT DISTINCT rank FROM gpu_ops").fetchall()}
     assert set(tp.loc[tp["step"].isna(), "rank"]) == ranks_with_ops
@@ -434,9 +427,6 @@ def test_synthetic_partition_equals_ground_truth(tmp_path, workspace_of, job):
     synth = pytest.importorskip("nsight_analyze.synth")
     truth = synth.generate(tmp_path / "job", **SYNTH_JOBS[job])
     con = workspace_of(*sorted((tmp_path / "job").glob("*.sqlite")))
-    for _ in range(10):
-        if not load_queries(con):
-            break
     tp = check_invariants(con)
     got = {(int(r["rank"]), None if pd.isna(r["step"]) else int(r["step"])): r for _, r in tp.iterrows()}
     windows = {(r, s): (a, b) for r, s, a, b in con.execute(

@@ -203,6 +203,10 @@ def test_timeline_over_budget_is_windowed_then_aggregated(hostile):
     assert any("aggregated" in n for n in tiny.notes) and any("windowed" in n for n in tiny.notes)
     merged = sum(sum(s["n"]) for s in tiny.payload["series"].values())
     assert merged == tiny.ops_in_window
+    bars = sum(len(s["n"]) for s in tiny.payload["series"].values())
+    series = len({(cat, r) for cat, s in tiny.payload["series"].items() for r in s["rank"]})
+    assert bars < tiny.ops_in_window
+    assert bars <= 27 * series  # MIN_BUCKETS per series (+ ops that began before the window)
 
 
 def test_timeline_uses_aligned_times(hostile):

@@ -24,8 +24,11 @@ from .collect import StepRange
 
 # Operations (GPU ops + idle pieces) drawn one by one; above it, fewer steps, then buckets.
 MAX_TIMELINE_OPS = 20_000
-# Buckets per lane across the window when aggregating (about one per screen pixel).
+# Buckets per (rank, category) series across the window when aggregating: at most about one
+# per screen pixel, fewer so that all series together stay within the budget ...
 AGG_BUCKETS = 2_000
+# ... but at least this many per series, however many ranks share the budget.
+MIN_BUCKETS = 25
 # Steps shown when the capture has enough of them.
 WINDOW_STEPS = 3
 ROWS = ("compute", "memory", "comms", "idle")
@@ -146,9 +149,17 @@ def _exact(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> pd.
     ).df()
 
 
-def _aggregated(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> pd.DataFrame:
+def bucket_width(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int, budget: int) -> int:
+    """Bucket length (ns) that keeps the bars of all (rank, category) series within the budget."""
+    series = con.execute(
+        f"SELECT count(DISTINCT (rank, category)) FROM ({source}) WHERE a1 > ? AND a0 < ?", [t0, t1]
+    ).fetchone()[0]
+    buckets = min(AGG_BUCKETS, max(MIN_BUCKETS, budget // max(1, int(series))))
+    return max(1, -(-(t1 - t0) // buckets))
+
+
+def _aggregated(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int, width: int) -> pd.DataFrame:
     """Operations merged per (rank, category, time bucket): span, count, busy time, longest name."""
-    width = max(1, (t1 - t0) // AGG_BUCKETS)
     return con.execute(
         f"""SELECT rank, category, NULL::BIGINT AS stream_id,
                    min(a0) - ? AS s, max(a1) - ? AS e, arg_max(name, a1 - a0) AS name,
@@ -177,10 +188,12 @@ def build(
     tl.window, tl.steps_shown, tl.ops_in_window = (t0, t1), shown, count
     if count > budget:
         tl.mode = "aggregated"
-        df = _aggregated(con, source, t0, t1)
+        width = bucket_width(con, source, t0, t1, budget)
+        df = _aggregated(con, source, t0, t1, width)
         tl.notes.append(
             f"aggregated: the window holds {count:,} operations (budget {budget:,}); each bar merges the "
-            f"operations of one lane that start in the same {(t1 - t0) / AGG_BUCKETS / 1e3:,.1f} µs bucket"
+            f"operations of one kind on one rank that start in the same {width / 1e3:,.1f} µs bucket "
+            "(hover: count, busy time, longest operation); zooming does not split bars"
         )
     else:
         df = _exact(con, source, t0, t1)
