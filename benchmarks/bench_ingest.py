@@ -30,7 +30,7 @@ SCAN = {
 }
 
 CHILD = r"""
-import json, resource, sqlite3, sys, time
+import json, sqlite3, sys, time
 from pathlib import Path
 mode, trace, db = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 scan = json.loads(sys.argv[4])
@@ -47,8 +47,9 @@ else:
     assert report.outcomes[0].status == "ok", report.outcomes
     rows = sum(report.outcomes[0].counts.values())
 seconds = time.perf_counter() - t
-print(json.dumps({"seconds": seconds, "rows": rows,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM, not ru_maxrss: Linux carries a parent's high-water mark into ru_maxrss across exec.
+hwm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(json.dumps({"seconds": seconds, "rows": rows, "rss_mb": hwm_kb / 1024}))
 """
 
 

@@ -167,7 +167,8 @@ def register_name_map(con: duckdb.DuckDBPyConnection, view: str, names_sql: str)
     Sources join it while inserting kernels: classifying the few distinct names up front
     is far cheaper than an UPDATE of millions of freshly inserted rows.
     """
-    names = [r[0] for r in con.execute(f"SELECT DISTINCT * FROM ({names_sql})").fetchall() if r[0] is not None]
+    rows = con.execute(f"SELECT DISTINCT * FROM ({names_sql})").fetchall()
+    names = [r[0] for r in rows if r[0] is not None]
     con.register(view, classify_names(con, names)[["name", "category", "subcategory"]])
 
 

@@ -24,6 +24,11 @@ def sqlite_extension_path() -> Path:
     return candidates[-1]
 
 
+# Passed at connect time too: opening a file DuckDB takes for SQLite would otherwise try to
+# download the reader before any SET could run.
+OFFLINE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
 def offline(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Forbid DuckDB from fetching extensions: air-gapped clusters have no network."""
     con.execute("SET autoinstall_known_extensions = false")

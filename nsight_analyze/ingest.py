@@ -31,6 +31,7 @@ from .workspace import open_workspace
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
 MAX_FILENAME_RANK = 100_000
+INGEST_MEMORY_LIMIT = "1GB"
 
 
 def source_modules() -> list[ModuleType]:
@@ -251,6 +252,9 @@ def ingest(
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
     con = open_workspace(db)
+    # A file loads in one transaction; past this much memory DuckDB spills it to disk, so
+    # peak memory does not grow with the size of the export.
+    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     try:
         if rules is not None:
             classify.store_user_rules(con, rules)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from .duck import offline
+from .duck import OFFLINE_CONFIG, offline
 from .errors import UserError, WorkspaceBusy
 
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
@@ -48,8 +48,12 @@ def queries_hash() -> str:
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    if path.is_file():
+        with open(path, "rb") as fh:
+            if fh.read(16) == b"SQLite format 3\x00":
+                raise UserError(f"{path} is an SQLite file, not a workspace: ingest it first")
     try:
-        return offline(duckdb.connect(str(path), read_only=read_only))
+        return offline(duckdb.connect(str(path), read_only=read_only, config=OFFLINE_CONFIG))
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

@@ -335,7 +335,10 @@ def _real_nsys_report(folder: Path) -> Path:
     stream = folder / "rank0.qdstrm"
     if not report.exists() and stream.exists():  # Debian's nsys leaves the import to QdstrmImporter
         nsys_root = Path(shutil.which("nsys")).resolve().parents[1]
-        candidates = [*nsys_root.glob("host-linux-*/QdstrmImporter"), *Path("/usr/lib").glob("nsight-systems/host-*/Q*")]
+        candidates = [
+            *nsys_root.glob("host-linux-*/QdstrmImporter"),
+            *Path("/usr/lib").glob("nsight-systems/host-*/QdstrmImporter"),
+        ]
         for importer in candidates:
             if importer.exists():
                 subprocess.run([str(importer), "-i", str(stream)], capture_output=True, timeout=180)
@@ -360,3 +363,28 @@ def test_nsys_report_is_exported_and_ingested(tmp_path):
     assert any("OSRT_API" in s for s in con.execute("SELECT skipped FROM files").fetchone()[0])
     # the export is cached beside the workspace, never beside the user's report
     assert list((tmp_path / "w.duckdb.exports").glob("*.sqlite")) and not list(folder.glob("*.sqlite"))
+
+
+@requires_shared
+def test_rank_from_nccl_init_payload(tmp_path):
+    """Two processes in one file without rank variables: NCCL's ncclCommInitRank payload decides."""
+    copy = tmp_path / "job.sqlite"
+    shutil.copy(TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite", copy)
+    con = sqlite3.connect(copy)
+    rows = con.execute("SELECT deviceId, globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1").fetchall()
+    by_device = dict(rows)
+    for device, rank in ((0, 1), (1, 0)):  # deliberately not the device order
+        con.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, jsonText) "
+            "VALUES (1, 2, 59, 'ncclCommInitRank', ?, 1, ?)",
+            [by_device[device] + 7, f'{{"NCCL communicator ID": 42, "Rank": {rank}, "No. of ranks": 2}}'],
+        )
+    con.commit()
+    con.close()
+    db = tmp_path / "w.duckdb"
+    ingest([copy], db)
+    ws = open_workspace(db, read_only=True)
+    assert ws.execute("SELECT device_id, rank, rank_source FROM ranks ORDER BY device_id").fetchall() == [
+        (0, 1, "nccl"),
+        (1, 0, "nccl"),
+    ]

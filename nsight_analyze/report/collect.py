@@ -81,7 +81,6 @@ class ReportInputs:
     steps: StepRange | None
     info: Part = field(default_factory=Part)
     summary_rank: Part = field(default_factory=Part)
-    summary_step: Part = field(default_factory=Part)
     partition: Part = field(default_factory=Part)  # DataFrame: one row per rank
     rank_step: Part = field(default_factory=Part)  # DataFrame: time_partition step rows
     verdict: Part = field(default_factory=Part)
@@ -169,7 +168,6 @@ def collect(
     inp = ReportInputs(steps=steps)
     inp.info = library("commands.info", "workspace_info", con)
     inp.summary_rank = library("summary", "summary", con, by="rank", **step_kw)
-    inp.summary_step = library("summary", "summary", con, by="step", **step_kw)
     if steps:
         inp.partition = _partition_of_steps(con, steps)
     else:

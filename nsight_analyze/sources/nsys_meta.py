@@ -80,6 +80,7 @@ class NsysMeta:
     hostname: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # full parsed environment (never stored whole)
     mpi_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> MPI rank
+    nccl_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> rank in NCCL's init payload
     gpu_processes: dict[int, int | None] = field(default_factory=dict)  # globalPid -> main deviceId
     api_only_processes: list[int] = field(default_factory=list)
     api_rows: dict[int, int] = field(default_factory=dict)  # globalPid -> CUDA API rows
@@ -174,6 +175,7 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
         finally:
             census.close()
         _read_gpus(con, meta)
+        _read_nccl_ranks(con, meta)
     except sqlite3.DatabaseError as exc:
         raise BadInput(f"corrupt or truncated SQLite database ({exc})") from None
     except Exception as exc:  # DuckDB's reader on a damaged file
@@ -181,6 +183,32 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
             raise BadInput(f"corrupt or truncated SQLite database ({str(exc).splitlines()[0]})") from None
         raise
     return meta
+
+
+NCCL_RANK_IN_PAYLOAD = re.compile(r'"Rank"\s*:\s*(\d+)')
+
+
+def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta) -> None:
+    """Rank of each process from NCCL's `ncclCommInitRank` NVTX payload (NCCL >= 2.19,
+    exported with --include-json). The smallest rank a process initialised wins: with
+    several communicators it is the world communicator's rank, at worst a consistent guess."""
+    cols = meta.tables.get("NVTX_EVENTS", [])
+    if "globalTid" not in cols or not {"jsonText", "jsonTextId"} & set(cols):
+        return
+    text = "COALESCE(t.value, e.text)" if "textId" in cols else "e.text"
+    join_text = "LEFT JOIN StringIds t ON t.id = e.textId" if "textId" in cols else ""
+    payload = "COALESCE(j.value, e.jsonText)" if "jsonTextId" in cols else "e.jsonText"
+    join_json = "LEFT JOIN StringIds j ON j.id = e.jsonTextId" if "jsonTextId" in cols else ""
+    if "jsonText" not in cols:
+        payload = "j.value"
+    sql = f"""SELECT e.globalTid / {PID_DIVISOR}, {payload} FROM NVTX_EVENTS e {join_text} {join_json}
+              WHERE {text} = 'ncclCommInitRank' AND {payload} IS NOT NULL"""
+    for pid, body in con.execute(sql):
+        match = NCCL_RANK_IN_PAYLOAD.search(_decode(body) or "")
+        if match:
+            gpid = int(pid) * PID_DIVISOR
+            rank = int(match.group(1))
+            meta.nccl_ranks[gpid] = min(rank, meta.nccl_ranks.get(gpid, rank))
 
 
 def _kv(con: sqlite3.Connection, table: str) -> dict[str, str]:

@@ -86,10 +86,12 @@ def probe(path: Path) -> Probe:
     single = len(meta.gpu_processes) == 1
     for gpid, dev in sorted(meta.gpu_processes.items(), key=lambda kv: (kv[1] is None, kv[1], kv[0])):
         claimed, source = None, None
-        if gpid in meta.mpi_ranks:
-            claimed, source = meta.mpi_ranks[gpid], "mpi"
-        elif single and env_rank is not None:
+        if single and env_rank is not None:
             claimed, source = env_rank, env_source
+        elif gpid in meta.mpi_ranks:
+            claimed, source = meta.mpi_ranks[gpid], "mpi"
+        elif gpid in meta.nccl_ranks:
+            claimed, source = meta.nccl_ranks[gpid], "nccl"
         processes.append(
             Process(
                 key=gpid,
@@ -249,32 +251,45 @@ class _Loader:
         table = "CUPTI_ACTIVITY_KIND_KERNEL"
         if not self.meta.has(table):
             return
-        name, j1 = self.string(table, "demangledName")
-        short, j2 = self.string(table, "shortName")
+        names = self.kernel_names(table)
         graph_id = self.col(table, "graphId", cast="BIGINT")
-        frm = f"{self.ranked(table)}{j1}{j2}"
-        names = f"kernel_names_{self.alias}"
-        # Classified per distinct name before the insert, joined on the way in.
-        ids = ", ".join(f'"{c}"' for c in ("demangledName", "shortName") if self.meta.has(table, c))
-        classify.register_name_map(
-            self.con,
-            names,
-            f"SELECT COALESCE({name}, {short}) FROM (SELECT DISTINCT {ids} FROM {self.t(table)}) x{j1}{j2}",
-        )
+        dn, sn = (self.col(table, c, "-1") for c in ("demangledName", "shortName"))
         try:
             sql = f"""
                 SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
                        CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                       COALESCE({name}, {short}), {short}, CAST(x.correlationId AS BIGINT),
+                       c.name, c.short_name, CAST(x.correlationId AS BIGINT),
                        x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
                        {self.col(table, "registersPerThread", cast="INTEGER")},
                        {self.col(table, "staticSharedMemory", cast="BIGINT")},
                        {self.col(table, "dynamicSharedMemory", cast="BIGINT")},
                        {graph_id}, {self.col(table, "graphNodeId", cast="BIGINT")}, c.category, c.subcategory
-                {frm} LEFT JOIN {names} c ON c.name = COALESCE({name}, {short})"""
+                {self.ranked(table)}
+                LEFT JOIN {names} c ON c.dn = coalesce({dn}, -1) AND c.sn = coalesce({sn}, -1)"""
             self.insert("kernels", sql)
         finally:
             self.con.unregister(names)
+
+    def kernel_names(self, table: str) -> str:
+        """Register the file's distinct kernel name ids with their text and category.
+
+        Names are resolved and classified once per distinct (demangled, short) id pair, so
+        the insert of millions of kernels needs one small join instead of three.
+        """
+        view = f"kernel_names_{self.alias}"
+        name, j1 = self.string(table, "demangledName")
+        short, j2 = self.string(table, "shortName")
+        dn, sn = (self.col(table, c, "-1") for c in ("demangledName", "shortName"))
+        present = ", ".join(f'"{c}"' for c in ("demangledName", "shortName") if self.meta.has(table, c))
+        pairs = self.con.execute(
+            f"""SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
+                       COALESCE({name}, {short}) AS name, {short} AS short_name
+                FROM (SELECT DISTINCT {present} FROM {self.t(table)}) x{j1}{j2}"""
+        ).df()
+        categories = classify.classify_names(self.con, [n for n in pairs["name"] if n is not None])
+        merged = pairs.merge(categories[["name", "category", "subcategory"]], on="name", how="left")
+        self.con.register(view, merged)
+        return view
 
     def load_memcpy(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_MEMCPY"
