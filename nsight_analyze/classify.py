@@ -183,35 +183,34 @@ def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
 
 
 def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = None) -> None:
-    """Fill category/subcategory of kernels whose category IS NULL.
+    """Fill category/subcategory of kernels whose category IS NULL (those just loaded by a
+    source that does not classify on insert).
 
-    Without `rules_path`, the user rules stored in the workspace by `nsight-analyze
-    classify --rules` still apply, so files ingested later are classified like earlier ones.
+    The rows are moved out and back in, joined to a per-name map: DuckDB's UPDATE of
+    millions of fresh rows is an order of magnitude slower. Without `rules_path`, the user
+    rules stored by `--rules` apply, so later files are classified like earlier ones.
     """
-    user_text = _read_rules_file(rules_path) if rules_path else _stored_user_rules(con)
-    rules = ordered_rules(user_text, str(rules_path) if rules_path else "stored user rules")
-    _check_patterns(con, rules)
-    con.register("_classify_rules", _rules_frame(rules))
+    if not con.execute("SELECT count(*) FROM kernels WHERE category IS NULL").fetchone()[0]:
+        return
+    names = con.execute(
+        "SELECT DISTINCT coalesce(name, short_name) FROM kernels WHERE category IS NULL"
+    ).fetchall()
+    con.register("_fresh_map", classify_names(con, [n for (n,) in names if n is not None], rules_path))
     try:
-        # by name (the usual case; a plain column join keeps the update fast), then by short
-        # name where the demangled name is missing, then whatever is left is 'other'
-        for column, where in (("name", "name IS NOT NULL"), ("short_name", "name IS NULL")):
-            con.execute(
-                f"""
-                UPDATE kernels SET category = coalesce(m.category, 'other'), subcategory = m.subcategory
-                FROM (
-                    SELECT d.key, r.category, r.subcategory
-                    FROM (SELECT key, {_rule_index_sql(rules, "key")} AS rule_idx
-                          FROM (SELECT DISTINCT {column} AS key FROM kernels
-                                WHERE category IS NULL AND {where} AND {column} IS NOT NULL)) d
-                    LEFT JOIN _classify_rules r USING (rule_idx)
-                ) m
-                WHERE kernels.category IS NULL AND kernels.{where} AND kernels.{column} = m.key
-                """
-            )
-        con.execute("UPDATE kernels SET category = 'other', subcategory = NULL WHERE category IS NULL")
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE category IS NULL"
+        )
+        con.execute("DELETE FROM kernels WHERE category IS NULL")
+        con.execute(
+            """
+            INSERT INTO kernels
+            SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
+            FROM _fresh_kernels k LEFT JOIN _fresh_map m ON m.name = coalesce(k.name, k.short_name)
+            """
+        )
+        con.execute("DROP TABLE _fresh_kernels")
     finally:
-        con.unregister("_classify_rules")
+        con.unregister("_fresh_map")
 
 
 def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:

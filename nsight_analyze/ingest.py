@@ -24,7 +24,8 @@ import duckdb
 
 from . import classify
 from .errors import UserError
-from .sources import nsys_sqlite
+from .ranks import align_clocks
+from .sources import kineto, ncu, nsys_sqlite
 from .sources.base import BadInput, Probe
 from .workspace import open_workspace
 
@@ -36,13 +37,7 @@ INGEST_MEMORY_LIMIT = "1GB"
 
 def source_modules() -> list[ModuleType]:
     """Input formats in the order they are tried; nsys SQLite first."""
-    modules = [nsys_sqlite]
-    for name in ("kineto", "ncu"):
-        try:
-            modules.append(__import__(f"nsight_analyze.sources.{name}", fromlist=["sniff"]))
-        except ImportError:
-            pass
-    return modules
+    return [nsys_sqlite, kineto, ncu]
 
 
 @dataclass
@@ -453,22 +448,5 @@ def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
 
 
 def _post_ingest(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
-    """Coarse clock alignment by session start (UTC), then the merger's refinement."""
-    con.execute(
-        """
-        UPDATE ranks
-        SET clock_offset_ns = session_start_utc_ns - (SELECT min(session_start_utc_ns) FROM ranks),
-                         alignment_method = 'session-start'
-        WHERE session_start_utc_ns IS NOT NULL AND alignment_method IS DISTINCT FROM 'collectives'
-        """
-    )
-    con.execute(
-        "UPDATE ranks SET clock_offset_ns = 0, alignment_method = 'none' WHERE session_start_utc_ns IS NULL"
-    )
-    try:
-        from . import ranks as rank_merger
-    except ImportError:
-        return
-    align = getattr(rank_merger, "align_clocks", None)
-    if align is not None:
-        report.notes.extend(align(con) or [])
+    """Place every rank on the job's clock: session start (UTC), refined from collectives."""
+    report.notes.extend(align_clocks(con))
