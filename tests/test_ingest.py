@@ -388,3 +388,32 @@ def test_rank_from_nccl_init_payload(tmp_path):
         (0, 1, "nccl"),
         (1, 0, "nccl"),
     ]
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="the nsys CLI is not installed (it is optional)")
+def test_nsys_stats_reads_a_generated_trace_like_our_ingest(tmp_path):
+    """NVIDIA's own `nsys stats` on a synthetic 2022.4-schema export agrees with our ingest."""
+    from nsight_analyze.synth import generate
+
+    generate(tmp_path / "t", ranks=1, gpus_per_node=1, steps=2, schema="2022.4", injections=("sync-stall",))
+    trace = tmp_path / "t" / "report_rank0.sqlite"
+    subprocess.run(
+        ["nsys", "stats", "-r", "gpukernsum,cudaapisum", "-f", "csv", "-o", str(tmp_path / "st"), str(trace)],
+        capture_output=True, timeout=300, check=True,
+    )
+    expected = collections.Counter()
+    for row in csv.DictReader(open(tmp_path / "st_gpukernsum.csv")):
+        expected[row["Name"], "n"] += int(row["Instances"])
+        expected[row["Name"], "ns"] += int(row["Total Time (ns)"])
+    api = collections.Counter()
+    for row in csv.DictReader(open(tmp_path / "st_cudaapisum.csv")):
+        api[strip_abi(row["Name"])] += int(row["Num Calls"])
+    db = tmp_path / "w.duckdb"
+    ingest([trace], db)
+    con = open_workspace(db, read_only=True)
+    got = collections.Counter()
+    rows = con.execute("SELECT name, count(*), sum(duration_ns) FROM kernels GROUP BY 1").fetchall()
+    for name, n, ns in rows:
+        got[name, "n"], got[name, "ns"] = n, ns
+    assert got == expected
+    assert dict(con.execute("SELECT name, count(*) FROM cuda_api GROUP BY 1").fetchall()) == dict(api)
