@@ -422,7 +422,13 @@ SYNTH_JOBS = {
                                          "exposed-comm", "straggler=1:+15"]),
     "gemm-2022.4": dict(ranks=2, gpus_per_node=2, steps=3, seed=3, schema="2022.4", workload="gemm",
                         injections=["cuda-graph"]),
+    "clean-2025.1": dict(ranks=2, gpus_per_node=1, steps=3, seed=11, kernels_per_step=120),
 }
+# ... and every injection on its own (small jobs: 2 nodes of 1 GPU, 3 steps)
+for _spec in ("straggler=1:+20", "clock-skew=1:+3", "input-stall=2:5", "exposed-comm", "launch-bound=2-2",
+              "sync-stall", "cuda-graph"):
+    SYNTH_JOBS[f"only-{_spec}"] = dict(ranks=2, gpus_per_node=1, steps=3, seed=5, kernels_per_step=120,
+                                       injections=[_spec])
 
 
 @pytest.mark.parametrize("job", sorted(SYNTH_JOBS))
