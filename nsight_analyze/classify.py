@@ -161,17 +161,6 @@ def classify_names(
         con.unregister("_classify_rules")
 
 
-def register_name_map(con: duckdb.DuckDBPyConnection, view: str, names_sql: str) -> None:
-    """Register `view(name, category, subcategory)` for the distinct names `names_sql` returns.
-
-    Sources join it while inserting kernels: classifying the few distinct names up front
-    is far cheaper than an UPDATE of millions of freshly inserted rows.
-    """
-    rows = con.execute(f"SELECT DISTINCT * FROM ({names_sql})").fetchall()
-    names = [r[0] for r in rows if r[0] is not None]
-    con.register(view, classify_names(con, names)[["name", "category", "subcategory"]])
-
-
 def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
     """Keep the user's rules in the workspace so that every later ingest applies them too."""
     text = _read_rules_file(rules_path)
@@ -184,23 +173,31 @@ def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
 
 def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = None) -> None:
     """Fill category/subcategory of kernels whose category IS NULL (those just loaded by a
-    source that does not classify on insert).
+    source that does not classify on insert). Without `rules_path`, the user rules stored
+    by `--rules` apply, so later files are classified like earlier ones."""
+    _classify_rows(con, "category IS NULL", rules_path)
 
-    The rows are moved out and back in, joined to a per-name map: DuckDB's UPDATE of
-    millions of fresh rows is an order of magnitude slower. Without `rules_path`, the user
-    rules stored by `--rules` apply, so later files are classified like earlier ones.
+
+def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:
+    """Re-apply the rules to every kernel; a given rules file is stored for later ingests.
+
+    With `rules_path=None` the stored user rules (if any) are kept and re-applied.
     """
-    if not con.execute("SELECT count(*) FROM kernels WHERE category IS NULL").fetchone()[0]:
+    if rules_path is not None:
+        store_user_rules(con, rules_path)
+    _classify_rows(con, "true", None)
+
+
+def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path | None) -> None:
+    """Classify the kernels matching `where` by moving them out and back in, joined to a
+    per-name map: DuckDB's UPDATE of millions of rows is an order of magnitude slower."""
+    if not con.execute(f"SELECT count(*) FROM kernels WHERE {where}").fetchone()[0]:
         return
-    names = con.execute(
-        "SELECT DISTINCT coalesce(name, short_name) FROM kernels WHERE category IS NULL"
-    ).fetchall()
+    names = con.execute(f"SELECT DISTINCT coalesce(name, short_name) FROM kernels WHERE {where}").fetchall()
     con.register("_fresh_map", classify_names(con, [n for (n,) in names if n is not None], rules_path))
     try:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE category IS NULL"
-        )
-        con.execute("DELETE FROM kernels WHERE category IS NULL")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE {where}")
+        con.execute(f"DELETE FROM kernels WHERE {where}")
         con.execute(
             """
             INSERT INTO kernels
@@ -211,24 +208,3 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
         con.execute("DROP TABLE _fresh_kernels")
     finally:
         con.unregister("_fresh_map")
-
-
-def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:
-    """Re-apply the rules to every kernel; a given rules file is stored for later ingests.
-
-    With `rules_path=None` the stored user rules (if any) are kept and re-applied. The
-    table is rebuilt rather than updated: an UPDATE of millions of rows is far slower.
-    """
-    if rules_path is not None:
-        store_user_rules(con, rules_path)
-    register_name_map(con, "_reclassify_map", "SELECT coalesce(name, short_name) FROM kernels")
-    try:
-        con.execute(
-            """
-            CREATE OR REPLACE TABLE kernels AS
-            SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
-            FROM kernels k LEFT JOIN _reclassify_map m ON m.name = coalesce(k.name, k.short_name)
-            """
-        )
-    finally:
-        con.unregister("_reclassify_map")

@@ -39,3 +39,10 @@ def offline(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 def load_sqlite_reader(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"LOAD '{sqlite_extension_path()}'")
+
+
+def attach_sqlite(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> None:
+    """Attach an SQLite file read-only under `alias`, through the offline reader."""
+    load_sqlite_reader(con)
+    escaped = str(path.resolve()).replace("'", "''")
+    con.execute(f"ATTACH '{escaped}' AS {alias} (TYPE sqlite, READ_ONLY)")

@@ -97,13 +97,17 @@ def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
     for item in inputs:
         if not item.exists():
             raise UserError(f"{item}: no such file or directory")
-        files.extend(
-            p for p in item.rglob("*") if p.is_file() or p.is_symlink()
-        ) if item.is_dir() else files.append(item)
-    db_names = {db.resolve()} | {Path(str(db.resolve()) + s) for s in (".wal",)}
+        if item.is_dir():
+            files.extend(p for p in item.rglob("*") if p.is_file() or p.is_symlink())  # dangling: reported
+        else:
+            files.append(item)
+    workspace = {db.resolve(), Path(f"{db.resolve()}.wal")}
     exports = export_cache(db).resolve()
-    keep = [p for p in files if p.resolve() not in db_names and exports not in p.resolve().parents]
-    keep = [p for p in keep if not p.name.endswith(WORKSPACE_SUFFIXES)]
+    keep = [
+        p for p in files
+        if p.resolve() not in workspace and exports not in p.resolve().parents
+        and not p.name.endswith(WORKSPACE_SUFFIXES)
+    ]
     return sorted(keep, key=natural_key)
 
 
@@ -137,7 +141,7 @@ def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
     return out
 
 
-def _classify_candidates(paths: list[Path], db: Path, report: IngestReport) -> list[_Candidate]:
+def _classify_candidates(paths: list[Path], report: IngestReport) -> list[_Candidate]:
     modules = source_modules()
     candidates: list[_Candidate] = []
     reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
@@ -174,10 +178,10 @@ def _prepare(cand: _Candidate, db: Path) -> None:
 def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, str]:
     """Number the ranks of all new files; returns {candidate index: error} for conflicts.
 
-    Order of evidence: a rank claimed inside the file (MPI_RANKS, captured environment,
-    Kineto distributedInfo); then digits in the file name, when every unclaimed file has
-    a distinct number; then natural file order (rank2 before rank10), device order
-    within a file.
+    Order of evidence: a rank claimed inside the file (captured environment, MPI_RANKS,
+    NCCL's init payload, Kineto distributedInfo: the source's probe decides); then digits
+    in the file name, when every unclaimed file has a distinct number; then natural file
+    order (rank2 before rank10), device order within a file.
     """
     errors: dict[int, str] = {}
     owners = dict(taken)  # rank -> path
@@ -188,8 +192,7 @@ def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, st
             if proc.claimed_rank in owners:
                 errors[i] = (
                     f"rank {proc.claimed_rank} ({proc.rank_source}) is claimed by both "
-                    f"{owners[proc.claimed_rank]} "
-                    f"and {cand.path}"
+                    f"{owners[proc.claimed_rank]} and {cand.path}"
                 )
                 break
         else:
@@ -243,7 +246,7 @@ def ingest(
     db = Path(db)
     report = IngestReport(db=db)
     paths = discover(inputs, db)
-    candidates = _classify_candidates(paths, db, report)
+    candidates = _classify_candidates(paths, report)
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
     con = open_workspace(db)
@@ -310,7 +313,6 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[_Candidate], replace: bo
             continue
         cand.replaces = sorted({r[0] for r in same + same_path}) if replace else []
         if same_path and not replace and not same:
-            report.notes.append(f"{cand.path} changed since it was ingested: use --replace to reload it")
             report.outcomes.append(
                 FileOutcome(cand.path, "failed", "content changed since last ingest (use --replace)")
             )
@@ -426,25 +428,21 @@ def _insert_ranks(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> None:
         con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
-EVENT_TABLES = (
+# What a file owns, keyed by its ranks or by its file_id (schema.sql and schema_*.sql).
+RANK_TABLES = (
     "kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads", "gpus",
     "kineto_collectives", "kineto_gpu_annotations",
 )
+FILE_TABLES = ("env", "ncu_kernels", "ncu_metrics", "ncu_peaks", "ranks", "files")
 
 
 def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
     ranks = [r[0] for r in con.execute("SELECT rank FROM ranks WHERE file_id = ?", [file_id]).fetchall()]
-    existing = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    for table in EVENT_TABLES:
-        if ranks and table in existing:
+    if ranks:
+        for table in RANK_TABLES:
             con.execute(f"DELETE FROM {table} WHERE rank IN (SELECT unnest(?::INTEGER[]))", [ranks])
-    for table in ("env", "ranks", "files"):
+    for table in FILE_TABLES:
         con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
-    try:
-        for table in ("ncu_kernels", "ncu_metrics", "ncu_peaks"):
-            con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
-    except duckdb.CatalogException:
-        pass
 
 
 def _post_ingest(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:

@@ -10,6 +10,8 @@ its own transaction. A source module defines:
     def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> LoadResult
         # inserts canonical rows inside the caller's open transaction; `ranks` maps
         # Process.key -> assigned rank number
+    def release(con) -> None         # optional: undo what load() could not undo inside the
+                                     # transaction (nsys: DETACH the export); called after it
 """
 
 from __future__ import annotations

@@ -139,12 +139,10 @@ class _Census:
     def __init__(self, path: Path):
         import duckdb
 
-        from ..duck import load_sqlite_reader, offline
+        from ..duck import attach_sqlite, offline
 
         self.con = offline(duckdb.connect())
-        load_sqlite_reader(self.con)
-        escaped = str(path.resolve()).replace("'", "''")
-        self.con.execute(f"ATTACH '{escaped}' AS src (TYPE sqlite, READ_ONLY)")
+        attach_sqlite(self.con, path, "src")
 
     def rows(self, sql: str) -> list[tuple]:
         return self.con.execute(sql).fetchall()

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from .. import classify
-from ..duck import load_sqlite_reader
+from ..duck import attach_sqlite
 from . import nsys_meta
 from .base import BadInput, LoadResult, Probe, Process
 from .nsys_meta import PID_DIVISOR, NsysMeta
@@ -138,9 +138,8 @@ def load(
     meta: NsysMeta = probe.context
     result = LoadResult(warnings=list(probe.warnings))
     alias = f"nsys_src_{next(_attach_counter)}"
-    load_sqlite_reader(con)
     try:
-        con.execute(f"ATTACH '{_sql_str(str(path.resolve()))}' AS {alias} (TYPE sqlite, READ_ONLY)")
+        attach_sqlite(con, path, alias)
     except duckdb.Error as exc:
         raise BadInput(f"DuckDB cannot read the export ({str(exc).splitlines()[0]})") from None
     _attached.append((con, alias))
@@ -159,10 +158,6 @@ def release(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"DETACH {item[1]}")
         except duckdb.Error:
             pass
-
-
-def _sql_str(text: str) -> str:
-    return text.replace("'", "''")
 
 
 class _Loader:
