@@ -26,11 +26,14 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
 
 from .errors import UserError
+
+if TYPE_CHECKING:  # pandas costs 0.2 s to import; the ingest path never needs it
+    import pandas as pd
 
 BUILTIN_RULES = Path(__file__).parent / "data" / "kernel_rules.csv"
 CATEGORIES = ("compute", "memory", "comms", "other")
@@ -121,44 +124,51 @@ def _rule_index_sql(rules: list[Rule], column: str) -> str:
     return f"CASE {whens} END"
 
 
-def _rules_frame(rules: list[Rule]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "rule_idx": list(range(len(rules))),
-            "category": [r.category for r in rules],
-            "subcategory": [r.subcategory for r in rules],
-            "rule": [r.origin for r in rules],
-        }
+def _rules_values(rules: list[Rule]) -> str:
+    """The rules as an inline VALUES table (rule_idx, category, subcategory, rule)."""
+    rows = [(i, r.category, r.subcategory, r.origin) for i, r in enumerate(rules)]
+    values = ", ".join(
+        f"({i}, {_literal(c)}, {'NULL' if s is None else _literal(s)}, {_literal(o)})" for i, c, s, o in rows
     )
+    empty = "SELECT NULL::INTEGER, NULL::VARCHAR, NULL::VARCHAR, NULL::VARCHAR WHERE false"
+    return f"(VALUES {values})" if rows else f"({empty})"
 
 
-def classify_names(
-    con: duckdb.DuckDBPyConnection, names: list[str], rules_path: Path | None = None
-) -> pd.DataFrame:
-    """Category, subcategory and deciding rule of each given name.
+def build_name_map(
+    con: duckdb.DuckDBPyConnection, names_sql: str, table: str, rules_path: Path | None = None
+) -> None:
+    """Create TEMP TABLE `table` (name, category, subcategory, rule): one row per distinct
+    name of `names_sql` (a query with a `name` column), classified in one regex pass.
 
     Without `rules_path` the user rules stored in the workspace apply, like at ingest.
     """
     user_text = _read_rules_file(rules_path) if rules_path else _stored_user_rules(con)
     rules = ordered_rules(user_text, str(rules_path) if rules_path else "stored user rules")
     _check_patterns(con, rules)
-    frame = pd.DataFrame({"name": pd.Series(list(dict.fromkeys(names)), dtype="object")})
-    rule_frame = _rules_frame(rules)
-    con.register("_classify_input", frame)
-    con.register("_classify_rules", rule_frame)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {table} AS
+        WITH m AS (SELECT name, {_rule_index_sql(rules, "coalesce(name, '')")} AS rule_idx
+                   FROM (SELECT DISTINCT name FROM ({names_sql})))
+        SELECT m.name, coalesce(r.category, 'other') AS category, r.subcategory, r.rule
+        FROM m LEFT JOIN {_rules_values(rules)} r(rule_idx, category, subcategory, rule) USING (rule_idx)
+        """
+    )
+
+
+def classify_names(
+    con: duckdb.DuckDBPyConnection, names: list[str], rules_path: Path | None = None
+) -> pd.DataFrame:
+    """Category, subcategory and deciding rule of each given name (sorted by name)."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _classify_input AS SELECT unnest(?::VARCHAR[]) AS name", [names]
+    )
     try:
-        return con.execute(
-            f"""
-            WITH m AS (SELECT name, {_rule_index_sql(rules, "coalesce(name, '')")} AS rule_idx
-                       FROM _classify_input)
-            SELECT m.name, coalesce(r.category, 'other') AS category, r.subcategory, r.rule
-            FROM m LEFT JOIN _classify_rules r USING (rule_idx)
-            ORDER BY m.name
-            """
-        ).df()
+        build_name_map(con, "SELECT name FROM _classify_input", "_classify_map", rules_path)
+        return con.execute("SELECT * FROM _classify_map ORDER BY name").df()
     finally:
-        con.unregister("_classify_input")
-        con.unregister("_classify_rules")
+        con.execute("DROP TABLE IF EXISTS _classify_input")
+        con.execute("DROP TABLE IF EXISTS _classify_map")
 
 
 def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
@@ -193,18 +203,17 @@ def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path 
     per-name map: DuckDB's UPDATE of millions of rows is an order of magnitude slower."""
     if not con.execute(f"SELECT count(*) FROM kernels WHERE {where}").fetchone()[0]:
         return
-    names = con.execute(f"SELECT DISTINCT coalesce(name, short_name) FROM kernels WHERE {where}").fetchall()
-    con.register("_fresh_map", classify_names(con, [n for (n,) in names if n is not None], rules_path))
-    try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE {where}")
-        con.execute(f"DELETE FROM kernels WHERE {where}")
-        con.execute(
-            """
-            INSERT INTO kernels
-            SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
-            FROM _fresh_kernels k LEFT JOIN _fresh_map m ON m.name = coalesce(k.name, k.short_name)
-            """
-        )
-        con.execute("DROP TABLE _fresh_kernels")
-    finally:
-        con.unregister("_fresh_map")
+    build_name_map(
+        con, f"SELECT coalesce(name, short_name) AS name FROM kernels WHERE {where}", "_fresh_map", rules_path
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE {where}")
+    con.execute(f"DELETE FROM kernels WHERE {where}")
+    con.execute(
+        """
+        INSERT INTO kernels
+        SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
+        FROM _fresh_kernels k LEFT JOIN _fresh_map m ON m.name = coalesce(k.name, k.short_name)
+        """
+    )
+    con.execute("DROP TABLE _fresh_kernels")
+    con.execute("DROP TABLE _fresh_map")

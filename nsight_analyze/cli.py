@@ -1,8 +1,9 @@
 """The `nsight-analyze` command line: parse, call the library, render.
 
-Each subcommand lives in its own module under `nsight_analyze/commands/` and exposes a
-click command named `command`; this module only assembles them and turns errors into
-one clear line and a non-zero exit.
+Each subcommand lives in its own module under `nsight_analyze/commands/`, named like the
+command, and exposes a click command named `command`. Modules are imported only when their
+command runs (or --help lists them), so `ingest` does not pay for pandas and plotly. This
+module only assembles them and turns errors into one clear line and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ from .errors import UserError
 
 class _Group(click.Group):
     """Prints user errors as one line; a traceback only with NSIGHT_ANALYZE_DEBUG=1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.list_commands(ctx):
+            return None
+        return importlib.import_module(f"{commands.__name__}.{cmd_name}").command
 
     def invoke(self, ctx: click.Context):
         try:
@@ -46,12 +55,3 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="nsight-analyze")
 def main() -> None:
     """Where each rank's GPU time goes, whether NCCL hides behind compute, who straggles, MFU/HFU."""
-
-
-def _register_commands() -> None:
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        main.add_command(module.command)
-
-
-_register_commands()

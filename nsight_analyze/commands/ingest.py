@@ -6,10 +6,8 @@ import sys
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from ..ingest import FileOutcome, ingest
-from ..render import print_table
 from ..workspace import open_workspace
 
 
@@ -104,9 +102,11 @@ class _Progress:
 
 
 def _closing_table(db: Path) -> None:
+    from ..render import print_table  # pandas: imported after the ingest, not before
+
     con = open_workspace(db, read_only=True)
     try:
-        df: pd.DataFrame = con.execute(
+        df = con.execute(
             """
             SELECT r.rank, r.hostname AS host, r.device_id AS dev, coalesce(r.gpu_name, '?') AS gpu,
                    (SELECT count(*) FROM kernels k WHERE k.rank = r.rank) AS kernels,

@@ -82,8 +82,6 @@ class NsysMeta:
     mpi_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> MPI rank
     nccl_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> rank in NCCL's init payload
     gpu_processes: dict[int, int | None] = field(default_factory=dict)  # globalPid -> main deviceId
-    api_only_processes: list[int] = field(default_factory=list)
-    api_rows: dict[int, int] = field(default_factory=dict)  # globalPid -> CUDA API rows
     gpus: dict[tuple[int, int | None], GpuInfo] = field(default_factory=dict)  # (globalPid, deviceId)
     warnings: list[str] = field(default_factory=list)
 
@@ -266,23 +264,24 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
                 f"process {gpid // PID_DIVISOR % PID_DIVISOR} used {len(counts)} GPUs; "
                 f"rank attributed to device {meta.gpu_processes[gpid]}"
             )
+    if meta.gpu_processes:
+        return  # API-only processes (launchers) are found and reported by the load, for free
+    api_pids = []
     if meta.has("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"):
-        meta.api_rows = {
-            int(p) * PID_DIVISOR: n
-            for p, n in census.rows(
-                f"SELECT globalTid // {PID_DIVISOR}, count(*) FROM src.CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1"
+        api_pids = sorted(
+            int(p) * PID_DIVISOR
+            for (p,) in census.rows(
+                f"SELECT DISTINCT globalTid // {PID_DIVISOR} FROM src.CUPTI_ACTIVITY_KIND_RUNTIME "
+                "WHERE globalTid IS NOT NULL"
             )
-        }
-    api_pids = sorted(meta.api_rows)
-    if not meta.gpu_processes:
-        if api_pids:
-            meta.gpu_processes = {p: None for p in api_pids}
-            meta.warnings.append("CUDA API calls but no GPU activity in this export")
-        else:
-            pid = _any_process(con, meta)
-            meta.gpu_processes = {pid: None}
-            meta.warnings.append("no CUDA activity in this export (CPU-only capture)")
-    meta.api_only_processes = [p for p in api_pids if p not in meta.gpu_processes]
+        )
+    if api_pids:
+        meta.gpu_processes = {p: None for p in api_pids}
+        meta.warnings.append("CUDA API calls but no GPU activity in this export")
+    else:
+        pid = _any_process(con, meta)
+        meta.gpu_processes = {pid: None}
+        meta.warnings.append("no CUDA activity in this export (CPU-only capture)")
 
 
 def _any_process(con: sqlite3.Connection, meta: NsysMeta) -> int:

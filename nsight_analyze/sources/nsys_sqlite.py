@@ -263,28 +263,32 @@ class _Loader:
                 LEFT JOIN {names} c ON c.dn = coalesce({dn}, -1) AND c.sn = coalesce({sn}, -1)"""
             self.insert("kernels", sql)
         finally:
-            self.con.unregister(names)
+            self.con.execute(f"DROP TABLE IF EXISTS {names}")
 
     def kernel_names(self, table: str) -> str:
-        """Register the file's distinct kernel name ids with their text and category.
+        """A temp table of the file's distinct kernel name id pairs with their text and category.
 
         Names are resolved and classified once per distinct (demangled, short) id pair, so
         the insert of millions of kernels needs one small join instead of three.
         """
-        view = f"kernel_names_{self.alias}"
+        names = f"kernel_names_{self.alias}"
         name, j1 = self.string(table, "demangledName")
         short, j2 = self.string(table, "shortName")
         dn, sn = (self.col(table, c, "-1") for c in ("demangledName", "shortName"))
         present = ", ".join(f'"{c}"' for c in ("demangledName", "shortName") if self.meta.has(table, c))
-        pairs = self.con.execute(
-            f"""SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
+        self.con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE {names} AS
+                SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
                        COALESCE({name}, {short}) AS name, {short} AS short_name
                 FROM (SELECT DISTINCT {present} FROM {self.t(table)}) x{j1}{j2}"""
-        ).df()
-        categories = classify.classify_names(self.con, [n for n in pairs["name"] if n is not None])
-        merged = pairs.merge(categories[["name", "category", "subcategory"]], on="name", how="left")
-        self.con.register(view, merged)
-        return view
+        )
+        classify.build_name_map(self.con, f"SELECT name FROM {names}", f"{names}_map")
+        self.con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE {names} AS
+                SELECT n.*, m.category, m.subcategory FROM {names} n LEFT JOIN {names}_map m USING (name)"""
+        )
+        self.con.execute(f"DROP TABLE {names}_map")
+        return names
 
     def load_memcpy(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -321,25 +325,54 @@ class _Loader:
         table = "CUPTI_ACTIVITY_KIND_RUNTIME"
         if not self.meta.has(table):
             return
-        name, jn = self.string(table, "nameId")
-        if self.meta.has(table, "name") and name == "NULL":
-            name = 'x."name"'
         api_class = self.col(table, "eventClass", "NULL")
         class_case = (
             "CASE "
             + " ".join(f"WHEN {api_class} = {k} THEN '{v}'" for k, v in API_CLASSES.items())
             + " ELSE 'other' END"
         )
+        if self.meta.has(table, "nameId"):
+            # the ABI suffix is cut once per distinct name, not once per call
+            names = f"api_names_{self.alias}"
+            self.con.execute(
+                f"""CREATE OR REPLACE TEMP TABLE {names} AS
+                    SELECT s.id, regexp_replace(s.value, '_v[0-9]{{4,}}$', '') AS name
+                    FROM (SELECT DISTINCT nameId FROM {self.t(table)}) n JOIN {self.t("StringIds")} s
+                    ON s.id = n.nameId"""
+            )
+            name, join = "n.name", f" LEFT JOIN {names} n ON n.id = x.nameId"
+        else:
+            names, join = None, ""
+            name = "NULL"
+            if self.meta.has(table, "name"):
+                name = "regexp_replace(x.\"name\", '_v[0-9]{4,}$', '')"
         sql = f"""
             SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
                    CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   regexp_replace({name}, '_v[0-9]{{4,}}$', ''), CAST(x.correlationId AS BIGINT),
+                   {name}, CAST(x.correlationId AS BIGINT),
                    {self.col(table, "returnValue", cast="BIGINT")}, {class_case}
-            {self.ranked(table, "globalTid")}{jn}"""
-        self.insert("cuda_api", sql)
-        skipped = sum(self.meta.api_rows.get(p, 0) for p in self.meta.api_only_processes)
-        if skipped:
-            self.result.skipped.append(f"cuda_api: {skipped} rows of processes without GPU activity")
+            {self.ranked(table, "globalTid")}{join}"""
+        try:
+            loaded = self.insert("cuda_api", sql)
+        finally:
+            if names:
+                self.con.execute(f"DROP TABLE IF EXISTS {names}")
+        if self.count(table) > loaded:
+            self.report_api_only(table)
+
+    def report_api_only(self, table: str) -> None:
+        """Calls of processes that ran no GPU work (launchers) are not ranks: count them."""
+        pid = self.pid_expr("globalTid")
+        rows = self.con.execute(
+            f"""SELECT {pid} AS gpid, count(*) FROM {self.t(table)} x
+                WHERE gpid IS NULL OR gpid NOT IN (SELECT global_pid FROM {self.rank_map})
+                GROUP BY 1 ORDER BY 1"""
+        ).fetchall()
+        self.result.skipped.append(
+            f"cuda_api: {sum(n for _, n in rows)} rows of processes without GPU activity"
+        )
+        pids = ", ".join("?" if p is None else str(p // PID_DIVISOR % PID_DIVISOR) for p, _ in rows)
+        self.result.warnings.append(f"process(es) {pids} made CUDA API calls but ran no GPU work: not ranks")
 
     def load_sync(self) -> None:
         table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
@@ -467,11 +500,6 @@ class _Loader:
                 self.result.warnings.append(
                     f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)"
                 )
-        if self.meta.api_only_processes:
-            pids = ", ".join(str(p // PID_DIVISOR % PID_DIVISOR) for p in self.meta.api_only_processes)
-            self.result.warnings.append(
-                f"process(es) {pids} made CUDA API calls but ran no GPU work: not ranks"
-            )
 
 
 def _enum_pretty_sql(name_col: str, label_col: str) -> str:
