@@ -32,7 +32,7 @@ from .workspace import open_workspace
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
 MAX_FILENAME_RANK = 100_000
-INGEST_MEMORY_LIMIT = "1GB"
+INGEST_MEMORY_LIMIT = "512MB"
 
 
 def source_modules() -> list[ModuleType]:

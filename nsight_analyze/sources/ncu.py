@@ -9,23 +9,69 @@ measured (`ncu_metrics`); the FLOP arithmetic is SQL (queries/hfu_ncu_flops.sql)
 is visible and testable. `.ncu-rep` files need NVIDIA's `ncu_report` module, an optional
 extra (`pip install ncu-report`); without it they fail with one clear line.
 
-The layouts are described in ../shared/docs/nsys-sqlite-schema.md §10.5-10.6. This module only
-recognises the files; `ncu_load` (pandas) reads them, imported when one is loaded.
+The layouts are described in ../shared/docs/nsys-sqlite-schema.md §10.5-10.6.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 
+from .. import gpus
 from .base import BadInput, LoadResult, Probe
 
 FORMAT = "ncu-csv"
 REP_FORMAT = "ncu-rep"
 REP_MAGIC = b"NVR\x00"
 HEADER_SCAN_BYTES = 1 << 20
+
+# Identification columns of the CSV layouts; every other column of the raw page is a metric.
+ID_COLUMNS = (
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Kernel Time",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+    "Function Name",
+    "Demangled Name",
+)
+LONG_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
+
+# Counters HFU needs, grouped for the "missing" report (any one metric of a group suffices).
+REQUIRED_GROUPS = {
+    "CUDA-core FLOP counters (sm[sp]__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on)": (
+        r"^(sm|smsp)__sass_thread_inst_executed_op_[dfh](add|mul|fma)_pred_on\.sum(\.per_cycle_elapsed)?$"
+    ),
+    "tensor FLOP counters (sm__ops_path_tensor_src_* or sm__inst_executed_pipe_tensor)": (
+        r"^(sm|smsp)__(ops_path_tensor_src_|inst_executed_pipe_tensor\.sum)"
+    ),
+    "DRAM bytes (dram__bytes.sum or dram__bytes_read/write.sum)": r"^dram__bytes(_read|_write)?\.sum$",
+}
+
+_TIME_UNITS = {
+    "nsecond": 1.0,
+    "ns": 1.0,
+    "usecond": 1e3,
+    "us": 1e3,
+    "msecond": 1e6,
+    "ms": 1e6,
+    "second": 1e9,
+    "s": 1e9,
+}
+_PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_BASE_WORDS = r"(byte|inst|cycle|hz|thread|warp|sector|request|block|flop|op)"
+
 
 def sniff(path: Path) -> bool:
     """An .ncu-rep (suffix or magic NVR\\0), or a CSV/log whose header row is Nsight Compute's."""
@@ -40,10 +86,10 @@ def sniff(path: Path) -> bool:
             head = fh.read(HEADER_SCAN_BYTES)
     except OSError:
         return False
-    return head.startswith(REP_MAGIC) or header_offset(head) is not None
+    return head.startswith(REP_MAGIC) or _header_offset(head) is not None
 
 
-def header_offset(head: bytes) -> int | None:
+def _header_offset(head: bytes) -> int | None:
     """Byte offset of the `"ID","Process ID",...` header line (program output may precede it)."""
     match = re.search(rb'(?m)^(\xef\xbb\xbf)?"ID","Process ID",.*"Kernel Name"', head)
     return None if match is None else match.start()
@@ -52,20 +98,255 @@ def header_offset(head: bytes) -> int | None:
 def probe(path: Path) -> Probe:
     """ncu files carry no ranks; the probe only checks that the file is readable as ncu output."""
     path = Path(path)
-    if is_rep(path):
+    if _is_rep(path):
         return Probe(format=REP_FORMAT, processes=[], version=None)
     with open(path, "rb") as fh:
         head = fh.read(HEADER_SCAN_BYTES)
-    if header_offset(head) is None:
+    if _header_offset(head) is None:
         raise BadInput(f'{path.name}: no Nsight Compute CSV header (a line starting with "ID","Process ID")')
     return Probe(format=FORMAT, processes=[])
 
 
-def is_rep(path: Path) -> bool:
+def _is_rep(path: Path) -> bool:
     if path.suffix == ".ncu-rep":
         return True
     with open(path, "rb") as fh:
         return fh.read(4) == REP_MAGIC
+
+
+# ---------------------------------------------------------------------------------------
+# Values and units
+
+
+def _decimal_comma(values: pd.Series) -> bool:
+    """A European-locale capture (`3.769,74`, `0,75`) writes the decimal separator as a comma."""
+    text = values.dropna().astype(str).str.strip()
+    pattern = r"^-?\d{1,3}(\.\d{3})+(,\d+)?$|^-?\d+,(\d{1,2}|\d{4,})$"
+    return bool(text.str.match(pattern).any()) and not bool(text.str.match(r"^-?\d+\.\d+$").any())
+
+
+def parse_numbers(values: pd.Series, decimal_comma: bool | None = None) -> pd.Series:
+    """Quoted ncu numbers -> float: thousands separators removed, `n/a` and text -> NaN."""
+    if decimal_comma is None:
+        decimal_comma = _decimal_comma(values)
+    text = values.fillna("").astype(str).str.strip()
+    if decimal_comma:
+        text = text.str.replace(".", "", regex=False).str.replace(",", ".", regex=False)
+    else:
+        text = text.str.replace(",", "", regex=False)
+    return pd.to_numeric(text, errors="coerce")
+
+
+def normalise_units(units: pd.Series, values: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Kbyte -> byte (x1e3), usecond -> ns (x1e3), ...: every stored value is in base units."""
+    units = units.fillna("").astype(str).str.strip()
+    factor = pd.Series(1.0, index=units.index)
+    out_units = units.copy()
+    time_mask = units.isin(list(_TIME_UNITS))
+    factor[time_mask] = units[time_mask].map(_TIME_UNITS)
+    out_units[time_mask] = "ns"
+    prefixed = units.str.match(r"^[KMGT]" + _BASE_WORDS) & ~time_mask
+    factor[prefixed] = units[prefixed].str[0].map(_PREFIX)
+    out_units[prefixed] = units[prefixed].str[1:]
+    return out_units, values * factor
+
+
+# ---------------------------------------------------------------------------------------
+# CSV layouts -> (launches, metrics)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    raw = Path(path).read_bytes()
+    offset = _header_offset(raw[:HEADER_SCAN_BYTES])
+    if offset is None:
+        raise BadInput(f"{Path(path).name}: no Nsight Compute CSV header")
+    text = raw[offset:].decode("utf-8-sig", errors="replace")
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, on_bad_lines="skip")
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise BadInput(
+            f"{Path(path).name}: unreadable Nsight Compute CSV: {str(exc).splitlines()[0]}"
+        ) from None
+    return df.fillna("")  # rows shorter than the header (rule rows) leave NaN
+
+
+def _launch_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """First row per ID of the identification columns."""
+    cols = [c for c in ID_COLUMNS if c in df.columns]
+    return df[cols].drop_duplicates("ID").reset_index(drop=True)
+
+
+def _long_metrics(df: pd.DataFrame) -> pd.DataFrame:
+    rows = df[df["Metric Name"].astype(str).str.len() > 0]
+    return pd.DataFrame(
+        {
+            "launch_id": rows["ID"],
+            "section": rows["Section Name"],
+            "metric": rows["Metric Name"],
+            "unit": rows["Metric Unit"],
+            "value_text": rows["Metric Value"],
+        }
+    )
+
+
+def _wide_metrics(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Raw page: one row per launch, one column per metric, the first data row holds units."""
+    units_row = None
+    if len(df) and str(df.iloc[0]["ID"]).strip() == "":
+        units_row = df.iloc[0]
+        df = df.iloc[1:]
+    metric_cols = [c for c in df.columns if c not in ID_COLUMNS]
+    long = df.melt(id_vars=["ID"], value_vars=metric_cols, var_name="metric", value_name="value_text")
+    units = {c: ("" if units_row is None else str(units_row[c])) for c in metric_cols}
+    long["unit"] = long["metric"].map(units)
+    long["section"] = None
+    long = long.rename(columns={"ID": "launch_id"})
+    return df, long[["launch_id", "section", "metric", "unit", "value_text"]]
+
+
+def read_csv_export(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(launches, metrics, layout) of an `ncu --csv` file; layout is 'long' or 'wide'."""
+    df = _read_csv(path)
+    if "ID" not in df.columns or "Kernel Name" not in df.columns:
+        raise BadInput(f"{Path(path).name}: Nsight Compute CSV without ID/Kernel Name columns")
+    if all(c in df.columns for c in LONG_COLUMNS):
+        df = df[df["ID"].astype(str).str.strip().str.match(r"^\d+$")]
+        return _launch_columns(df), _long_metrics(df), "long"
+    df, metrics = _wide_metrics(df)
+    df = df[df["ID"].astype(str).str.strip().str.match(r"^\d+$")]
+    metrics = metrics[metrics["launch_id"].astype(str).str.strip().str.match(r"^\d+$")]
+    return _launch_columns(df), metrics, "wide"
+
+
+# ---------------------------------------------------------------------------------------
+# .ncu-rep through ncu_report
+
+
+def _ncu_report():
+    try:
+        import ncu_report  # type: ignore[import-not-found]
+    except ImportError:
+        raise BadInput(
+            "reading .ncu-rep needs NVIDIA's ncu_report module: pip install 'nsight-analyze[ncu]' "
+            "(or pip install ncu-report), or export with `ncu --import X.ncu-rep --csv --page raw`"
+        ) from None
+    return ncu_report
+
+
+def read_rep(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(launches, metrics) of an .ncu-rep. The loop is over profiled launches and their
+    metrics through NVIDIA's object API; there is no columnar access."""
+    ncu_report = _ncu_report()
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as exc:  # noqa: BLE001 - the module raises plain exceptions
+        raise BadInput(f"{Path(path).name}: ncu_report cannot read it: {str(exc).splitlines()[0]}") from None
+    launches: list[dict] = []
+    ids: list[int] = []
+    names: list[str] = []
+    units: list[str] = []
+    numbers: list[float | None] = []
+    texts: list[str | None] = []
+    launch_id = 0
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a in range(rng.num_actions()):
+            action = rng.action_by_idx(a)
+            launches.append(
+                {
+                    "ID": str(launch_id),
+                    "Kernel Name": action.name(ncu_report.IAction.NameBase_DEMANGLED),
+                    "Function Name": action.name(ncu_report.IAction.NameBase_FUNCTION),
+                }
+            )
+            for metric_name in action.metric_names():
+                metric = action[metric_name]
+                try:
+                    value = metric.value()
+                except Exception:  # noqa: BLE001 - instanced/unsupported kinds
+                    value = None
+                ids.append(launch_id)
+                names.append(metric_name)
+                units.append(metric.unit() or "")
+                if isinstance(value, bool):
+                    value = int(value)
+                if isinstance(value, (int, float)):
+                    numbers.append(float(value))
+                    texts.append(None)
+                else:
+                    numbers.append(None)
+                    texts.append(None if value is None else str(value))
+            launch_id += 1
+    metrics = pd.DataFrame(
+        {
+            "launch_id": ids,
+            "section": None,
+            "metric": names,
+            "unit": units,
+            "value": numbers,
+            "value_text": texts,
+        }
+    )
+    return pd.DataFrame(launches), metrics
+
+
+# ---------------------------------------------------------------------------------------
+# Load
+
+
+def _dims(series: pd.Series | None, index: pd.Index) -> pd.DataFrame:
+    """'(256, 1, 1)' -> three integer columns (NULL when the column is absent or a scalar)."""
+    if series is None:
+        return pd.DataFrame({"x": pd.NA, "y": pd.NA, "z": pd.NA}, index=index)
+    parts = series.astype(str).str.extract(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
+    parts.columns = ["x", "y", "z"]
+    return parts.apply(pd.to_numeric, errors="coerce").astype("Int64")
+
+
+def short_name(name: str) -> str:
+    """Function name without namespace, template arguments or parameters (what nsys calls shortName).
+
+    `void ns::<unnamed>::kern<(int)4, F<float>>(int, T2)` -> `kern`. Scans one kernel
+    name's characters, tracking <> and () depth; called once per profiled launch.
+    """
+    depth_angle = depth_paren = 0
+    cut = len(name)
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth_angle += 1
+        elif ch == ">" and depth_angle:
+            depth_angle -= 1
+        elif ch == "(" and depth_angle == 0:
+            if depth_paren == 0 and not name.startswith("(anonymous", i):
+                cut = i
+                break
+            depth_paren += 1
+        elif ch == ")" and depth_paren:
+            depth_paren -= 1
+    head = name[:cut]
+    out, depth = [], 0
+    for ch in head:  # drop template arguments
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    match = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", "".join(out))
+    return match.group(1) if match else name
+
+
+def _frames(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    if _is_rep(path):
+        launches, metrics = read_rep(path)
+        metrics["unit"], metrics["value"] = normalise_units(metrics["unit"], metrics["value"])
+        return launches, metrics, "rep"
+    launches, metrics, layout = read_csv_export(path)
+    numbers = parse_numbers(metrics["value_text"])
+    metrics = metrics.assign(value=numbers)
+    metrics["unit"], metrics["value"] = normalise_units(metrics["unit"], metrics["value"])
+    metrics["value_text"] = metrics["value_text"].astype(str)
+    return launches, metrics, layout
 
 
 def load(
@@ -75,7 +356,178 @@ def load(
     ranks: dict | None = None,
     probe_result: Probe | None = None,
 ) -> LoadResult:
-    """ncu files carry no ranks: only the path and file id matter."""
-    from . import ncu_load  # pandas costs 0.2 s: paid only when an ncu file is loaded
+    """Insert ncu_kernels, ncu_metrics and ncu_peaks rows for one file (caller's transaction)."""
+    path = Path(path)
+    result = LoadResult()
+    launches, metrics, layout = _frames(path)
+    if launches.empty:
+        result.warnings.append(f"{path.name}: no profiled kernel launches")
+        return result
+    metrics = metrics.assign(launch_id=pd.to_numeric(metrics["launch_id"]).astype("int64"), file_id=file_id)
+    metrics = metrics[["file_id", "launch_id", "section", "metric", "unit", "value", "value_text"]]
+    index = launches.index
+    grid = _dims(launches.get("Grid Size"), index)
+    block = _dims(launches.get("Block Size"), index)
+    cc = launches.get("CC", pd.Series([None] * len(launches), index=index)).astype(str)
+    meta = pd.DataFrame(
+        {
+            "launch_id": pd.to_numeric(launches["ID"]).astype("int64"),
+            "name": launches["Kernel Name"].astype(str),
+            "function_name": launches.get("Function Name", pd.Series([None] * len(launches), index=index)),
+            "short_name": launches["Kernel Name"].astype(str).map(short_name),
+            "process_id": pd.to_numeric(launches.get("Process ID"), errors="coerce"),
+            "process_name": launches.get("Process Name"),
+            "host_name": launches.get("Host Name"),
+            "context_id": pd.to_numeric(launches.get("Context"), errors="coerce"),
+            "stream_id": pd.to_numeric(launches.get("Stream"), errors="coerce"),
+            "device_text": launches.get("Device"),
+            "grid_x": grid["x"],
+            "grid_y": grid["y"],
+            "grid_z": grid["z"],
+            "block_x": block["x"],
+            "block_y": block["y"],
+            "block_z": block["z"],
+            "cc_major": pd.to_numeric(cc.str.extract(r"^(\d+)\.")[0], errors="coerce"),
+            "cc_minor": pd.to_numeric(cc.str.extract(r"^\d+\.(\d+)")[0], errors="coerce"),
+        }
+    )
+    for col in ("function_name", "process_name", "host_name", "device_text"):
+        if meta[col].isna().all():
+            meta[col] = meta[col].astype(object)
+    con.register("_ncu_metrics_in", metrics)
+    con.register("_ncu_meta_in", meta)
+    try:
+        con.execute("INSERT INTO ncu_metrics SELECT * FROM _ncu_metrics_in")
+        con.execute(_KERNELS_SQL, [file_id, file_id])
+    finally:
+        con.unregister("_ncu_metrics_in")
+        con.unregister("_ncu_meta_in")
+    _insert_peaks(con, file_id, result)
+    _report_missing(con, file_id, path, result)
+    result.counts = {
+        "ncu_kernels": len(meta),
+        "ncu_metrics": len(metrics),
+    }
+    return result
 
-    return ncu_load.load_file(con, path, file_id)
+
+# Launch attributes: from metrics where present (raw page, .ncu-rep, details-page sections),
+# else from the identification columns.
+_KERNELS_SQL = r"""
+INSERT INTO ncu_kernels
+WITH m AS (
+    SELECT launch_id,
+        max(value) FILTER (WHERE metric = 'launch__grid_size'
+                           OR (section = 'Launch Statistics' AND metric = 'Grid Size')) AS grid_size,
+        max(value) FILTER (WHERE metric = 'launch__block_size'
+                           OR (section = 'Launch Statistics' AND metric = 'Block Size')) AS block_size,
+        max(value) FILTER (WHERE metric = 'launch__grid_dim_x') AS gx,
+        max(value) FILTER (WHERE metric = 'launch__grid_dim_y') AS gy,
+        max(value) FILTER (WHERE metric = 'launch__grid_dim_z') AS gz,
+        max(value) FILTER (WHERE metric = 'launch__block_dim_x') AS bx,
+        max(value) FILTER (WHERE metric = 'launch__block_dim_y') AS by_,
+        max(value) FILTER (WHERE metric = 'launch__block_dim_z') AS bz,
+        max(value) FILTER (WHERE metric = 'launch__registers_per_thread'
+                           OR (section = 'Launch Statistics' AND metric = 'Registers Per Thread')) AS regs,
+        max(value) FILTER (WHERE metric = 'gpu__time_duration.sum'
+                           OR (section = 'GPU Speed Of Light Throughput' AND metric = 'Duration')) AS dur,
+        max(value_text) FILTER (WHERE metric = 'device__attribute_display_name') AS gpu_name,
+        max(value) FILTER (WHERE metric = 'device__attribute_multiprocessor_count') AS sms,
+        max(value) FILTER (WHERE metric = 'device__attribute_max_gpu_frequency_khz') AS khz,
+        max(value) FILTER (WHERE metric = 'device__attribute_clock_rate') AS clock_khz,
+        max(value) FILTER (WHERE metric = 'device__attribute_compute_capability_major') AS ccmaj,
+        max(value) FILTER (WHERE metric = 'device__attribute_compute_capability_minor') AS ccmin,
+        max(value) FILTER (WHERE metric = 'launch__device_id') AS dev,
+        max(value) FILTER (WHERE metric = 'launch__stream_id') AS stream
+    FROM ncu_metrics WHERE file_id = ? GROUP BY launch_id
+)
+SELECT ?, k.launch_id, k.name,
+    coalesce(nullif(k.function_name, ''), k.short_name),
+    hfu_canon_name(k.name),
+    k.process_id, k.process_name, k.host_name, k.context_id, coalesce(m.stream, k.stream_id),
+    m.dev::INTEGER,
+    coalesce(m.gx, k.grid_x)::INTEGER, coalesce(m.gy, k.grid_y)::INTEGER, coalesce(m.gz, k.grid_z)::INTEGER,
+    coalesce(m.bx, k.block_x)::INTEGER, coalesce(m.by_, k.block_y)::INTEGER,
+    coalesce(m.bz, k.block_z)::INTEGER,
+    coalesce(m.grid_size, k.grid_x * k.grid_y * k.grid_z)::BIGINT,
+    coalesce(m.block_size, k.block_x * k.block_y * k.block_z)::BIGINT,
+    m.regs::INTEGER, round(m.dur)::BIGINT,
+    coalesce(m.gpu_name, nullif(nullif(k.device_text, ''), 'nan')),
+    m.sms::INTEGER, (coalesce(m.khz, m.clock_khz) * 1000)::BIGINT,
+    coalesce(m.ccmaj, k.cc_major)::INTEGER, coalesce(m.ccmin, k.cc_minor)::INTEGER
+FROM _ncu_meta_in k LEFT JOIN m USING (launch_id)
+ORDER BY k.launch_id
+"""
+
+
+def _insert_peaks(con: duckdb.DuckDBPyConnection, file_id: int, result: LoadResult) -> None:
+    """Resolve the file's GPU once (device attributes, else kernel-name family) for the roofline."""
+    dev = con.execute(
+        f"""
+        SELECT any_value(gpu_name) FILTER (WHERE gpu_name IS NOT NULL), any_value(sm_count),
+               any_value(clock_hz), any_value(compute_major), any_value(compute_minor),
+               {gpus.families_sql()}
+        FROM ncu_kernels WHERE file_id = ?
+        """,
+        [file_id],
+    ).fetchone()
+    assert dev is not None
+    name, sms, clock, cmaj, cmin = dev[:5]
+    families = [f for (f, _p, _m), hit in zip(gpus.KERNEL_FAMILIES, dev[5:], strict=True) if hit]
+    # DRAM bandwidth for a derived peak: 2 transfers/clock x max memory clock x bus width / 8
+    # (gives 504.05 GB/s for the RTX 4070 SUPER report, which nsys also reports).
+    mem = con.execute(
+        """
+        SELECT 2 * max(value) FILTER (WHERE metric = 'device__attribute_max_mem_frequency_khz') * 1000
+                 * max(value) FILTER (WHERE metric = 'device__attribute_global_memory_bus_width') / 8
+        FROM ncu_metrics WHERE file_id = ?
+        """,
+        [file_id],
+    ).fetchone()
+    peak = gpus.resolve(
+        name=name,
+        sm_count=sms,
+        clock_hz=clock,
+        compute_major=cmaj,
+        compute_minor=cmin,
+        mem_bw_bps=mem[0] if mem else None,
+        families=families,
+    )
+    if peak.source in ("assumed", "unknown"):
+        result.warnings.append(f"ncu GPU: {peak.reason}")
+    bw = None if peak.mem_bw_gbs is None else peak.mem_bw_gbs * 1e9
+    rows = [
+        (
+            file_id,
+            p,
+            None if peak.tflops.get(p) is None else peak.tflops[p] * 1e12,
+            bw,
+            peak.source,
+            peak.reason,
+        )
+        for p in gpus.PRECISIONS
+    ]
+    con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def _report_missing(con: duckdb.DuckDBPyConnection, file_id: int, path: Path, result: LoadResult) -> None:
+    """Say which counter groups HFU needs are absent, and for how many launches."""
+    total = con.execute("SELECT count(*) FROM ncu_kernels WHERE file_id = ?", [file_id]).fetchone()[0]
+    for label, pattern in REQUIRED_GROUPS.items():
+        have = con.execute(
+            "SELECT count(DISTINCT launch_id) FROM ncu_metrics"
+            " WHERE file_id = ? AND regexp_matches(metric, ?) AND value IS NOT NULL",
+            [file_id, pattern],
+        ).fetchone()[0]
+        if have < total:
+            result.warnings.append(f"{path.name}: {total - have} of {total} launches lack {label}")
+    unknown = con.execute(
+        "SELECT count(*) FROM hfu_ncu_flops"
+        " WHERE file_id = ? AND tensor_flops IS NULL AND missing LIKE '%sm__inst%'",
+        [file_id],
+    ).fetchone()[0]
+    if unknown:
+        result.warnings.append(
+            f"{path.name}: {unknown} launches have tensor-pipe instructions but no sm__ops_path_tensor_* "
+            "counters: their tensor FLOPs are not counted (collect sm__ops_path_tensor_src_*_dst_*.sum)"
+        )

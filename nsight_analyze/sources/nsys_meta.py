@@ -71,6 +71,11 @@ class GpuInfo:
     source: str = "unknown"
 
 
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+KERNEL_NAME_IDS = ("demangledName", "shortName")
+COUNTED_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME",)  # the loader compares what it kept with these
+
+
 @dataclass
 class NsysMeta:
     tables: dict[str, list[str]]  # table -> column names
@@ -83,6 +88,8 @@ class NsysMeta:
     nccl_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> rank in NCCL's init payload
     gpu_processes: dict[int, int | None] = field(default_factory=dict)  # globalPid -> main deviceId
     gpus: dict[tuple[int, int | None], GpuInfo] = field(default_factory=dict)  # (globalPid, deviceId)
+    kernel_name_ids: list[tuple[int, int]] = field(default_factory=list)  # KERNEL_NAME_IDS, -1: none
+    row_counts: dict[str, int] = field(default_factory=dict)  # of the tables in COUNTED_TABLES
     warnings: list[str] = field(default_factory=list)
 
     def has(self, table: str, column: str | None = None) -> bool:
@@ -171,6 +178,9 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
         finally:
             census.close()
         _read_gpus(con, meta)
+        for table in COUNTED_TABLES:
+            if meta.has(table):  # sqlite3 counts B-tree cells without decoding rows: fast
+                meta.row_counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         _read_nccl_ranks(con, meta)
     except sqlite3.DatabaseError as exc:
         raise BadInput(f"corrupt or truncated SQLite database ({exc})") from None
@@ -250,13 +260,20 @@ def _read_session(con: sqlite3.Connection, meta: NsysMeta) -> None:
 def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) -> None:
     """Processes with GPU activity are ranks; API-only processes (launchers) are reported."""
     device_rows: dict[int, dict[int | None, int]] = {}
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
-        if meta.has(table, "globalPid"):
-            for gpid, dev, n in census.rows(
-                f'SELECT globalPid, deviceId, count(*) FROM src."{table}" GROUP BY 1, 2'
-            ):
-                counts = device_rows.setdefault(int(gpid), {})
-                counts[dev] = counts.get(dev, 0) + n
+    for table in (KERNEL_TABLE, "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        if not meta.has(table, "globalPid"):
+            continue
+        # the kernels' distinct name ids come with the same scan, for the loader
+        ids = [f'coalesce("{c}", -1)' if meta.has(table, c) else "-1" for c in KERNEL_NAME_IDS]
+        pairs = set()
+        for gpid, dev, dn, sn, n in census.rows(
+            f'SELECT globalPid, deviceId, {", ".join(ids)}, count(*) FROM src."{table}" GROUP BY ALL'
+        ):
+            counts = device_rows.setdefault(int(gpid), {})
+            counts[dev] = counts.get(dev, 0) + n
+            pairs.add((dn, sn))
+        if table == KERNEL_TABLE:
+            meta.kernel_name_ids = sorted(pairs)
     for gpid, counts in device_rows.items():
         meta.gpu_processes[gpid] = max(counts, key=lambda d: counts[d])
         if len(counts) > 1:

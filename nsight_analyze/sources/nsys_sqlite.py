@@ -17,7 +17,7 @@ from .. import classify
 from ..duck import attach_sqlite
 from . import nsys_meta
 from .base import BadInput, LoadResult, Probe, Process
-from .nsys_meta import PID_DIVISOR, NsysMeta
+from .nsys_meta import KERNEL_NAME_IDS, PID_DIVISOR, NsysMeta
 
 FORMAT = "nsys-sqlite"
 SUFFIXES = (".sqlite", ".sqlite3")
@@ -248,7 +248,7 @@ class _Loader:
             return
         names = self.kernel_names(table)
         graph_id = self.col(table, "graphId", cast="BIGINT")
-        dn, sn = (self.col(table, c, "-1") for c in ("demangledName", "shortName"))
+        dn, sn = (self.col(table, c, "-1") for c in KERNEL_NAME_IDS)
         try:
             sql = f"""
                 SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
@@ -274,13 +274,15 @@ class _Loader:
         names = f"kernel_names_{self.alias}"
         name, j1 = self.string(table, "demangledName")
         short, j2 = self.string(table, "shortName")
-        dn, sn = (self.col(table, c, "-1") for c in ("demangledName", "shortName"))
-        present = ", ".join(f'"{c}"' for c in ("demangledName", "shortName") if self.meta.has(table, c))
+        dn, sn = (self.col(table, c, "-1") for c in KERNEL_NAME_IDS)
+        pairs = self.meta.kernel_name_ids  # found by the probe's census of the kernels
         self.con.execute(
             f"""CREATE OR REPLACE TEMP TABLE {names} AS
                 SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
                        COALESCE({name}, {short}) AS name, {short} AS short_name
-                FROM (SELECT DISTINCT {present} FROM {self.t(table)}) x{j1}{j2}"""
+                FROM (SELECT unnest(?::BIGINT[]) AS demangledName, unnest(?::BIGINT[]) AS shortName) x
+                {j1}{j2}""",
+            [[p[0] for p in pairs], [p[1] for p in pairs]],
         )
         classify.build_name_map(self.con, f"SELECT name FROM {names}", f"{names}_map")
         self.con.execute(
@@ -332,32 +334,21 @@ class _Loader:
             + " ELSE 'other' END"
         )
         if self.meta.has(table, "nameId"):
-            # the ABI suffix is cut once per distinct name, not once per call
-            names = f"api_names_{self.alias}"
-            self.con.execute(
-                f"""CREATE OR REPLACE TEMP TABLE {names} AS
-                    SELECT s.id, regexp_replace(s.value, '_v[0-9]{{4,}}$', '') AS name
-                    FROM (SELECT DISTINCT nameId FROM {self.t(table)}) n JOIN {self.t("StringIds")} s
-                    ON s.id = n.nameId"""
-            )
-            name, join = "n.name", f" LEFT JOIN {names} n ON n.id = x.nameId"
+            # the ABI suffix is cut once per string (far fewer than calls), not once per call
+            cut = "regexp_replace(value, '_v[0-9]{4,}$', '')"
+            names = f"SELECT id, {cut} AS name FROM {self.t('StringIds')}"
+            name, join = "n.name", f" LEFT JOIN ({names}) n ON n.id = x.nameId"
+        elif self.meta.has(table, "name"):
+            name, join = "regexp_replace(x.\"name\", '_v[0-9]{4,}$', '')", ""
         else:
-            names, join = None, ""
-            name = "NULL"
-            if self.meta.has(table, "name"):
-                name = "regexp_replace(x.\"name\", '_v[0-9]{4,}$', '')"
+            name, join = "NULL", ""
         sql = f"""
             SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
                    CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
                    {name}, CAST(x.correlationId AS BIGINT),
                    {self.col(table, "returnValue", cast="BIGINT")}, {class_case}
             {self.ranked(table, "globalTid")}{join}"""
-        try:
-            loaded = self.insert("cuda_api", sql)
-        finally:
-            if names:
-                self.con.execute(f"DROP TABLE IF EXISTS {names}")
-        if self.count(table) > loaded:
+        if self.meta.row_counts.get(table, 0) > self.insert("cuda_api", sql):
             self.report_api_only(table)
 
     def report_api_only(self, table: str) -> None:
