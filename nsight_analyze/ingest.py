@@ -280,6 +280,8 @@ def ingest(
         _number_ranks(con, ready, report)
         to_load = [c for c in ready if c.file_id is not None]
         for done, cand in enumerate(to_load, 1):
+            if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):
+                to_load[done].source.prefetch(to_load[done].readable)  # parsed while this one loads
             outcome = _load_one(con, cand)
             report.outcomes.append(outcome)
             if progress:

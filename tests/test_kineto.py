@@ -74,9 +74,9 @@ def hta_workspaces(tmp_path_factory):
     for name in SETS:
         files = set_files(name)
         report, con = ingest_fresh(files, root / f"{name}.duckdb")
-        by_path = dict(con.execute(
-            "SELECT f.path, r.rank FROM ranks r JOIN files f USING (file_id)"
-        ).fetchall())
+        by_path = dict(
+            con.execute("SELECT f.path, r.rank FROM ranks r JOIN files f USING (file_id)").fetchall()
+        )
         ranks = {i: by_path[str(f.resolve())] for i, f in enumerate(files)}
         out[name] = (report, con, ranks)
     yield out
@@ -197,8 +197,12 @@ def test_probe_reads_rank_and_gpu(rel, rank, world, gpu):
 
 
 def test_probe_rejects_truncated_and_non_kineto(tmp_path):
-    full = write_trace(tmp_path / "t.json", [json.loads(kernel_event("10", "5"))] * 50,
-                       traceName="x", distributedInfo={"rank": 2})
+    full = write_trace(
+        tmp_path / "t.json",
+        [json.loads(kernel_event("10", "5"))] * 50,
+        traceName="x",
+        distributedInfo={"rank": 2},
+    )
     cut = tmp_path / "cut.json"
     cut.write_bytes(full.read_bytes()[:-40])
     with pytest.raises(BadInput):
@@ -233,13 +237,22 @@ def test_bad_files_fail_in_one_line_and_leave_the_workspace_usable(tmp_path):
 # ------------------------------------------------------------------------------------------
 # exact times
 # ------------------------------------------------------------------------------------------
-def test_fractional_us_keep_ns_exactly(tmp_path):
-    events = ",".join([
-        kernel_event("1712188298123.456", "0.789", corr=1),
-        kernel_event("1712188298123456.001", "1.5", corr=2),  # 19 significant digits in ns
-        kernel_event("17", "3", corr=3),
-        kernel_event("17.0", "3.0", corr=4),
-    ])
+@pytest.fixture(params=[True, False], ids=["duckdb", "ijson"])
+def kineto_path(request, monkeypatch):
+    """Run a test with each Kineto parser: DuckDB's JSON reader (default) and the ijson stream."""
+    monkeypatch.setattr(kineto, "FAST_PATH", request.param)
+    return request.param
+
+
+def test_fractional_us_keep_ns_exactly(tmp_path, kineto_path):
+    events = ",".join(
+        [
+            kernel_event("1712188298123.456", "0.789", corr=1),
+            kernel_event("1712188298123456.001", "1.5", corr=2),  # 19 significant digits in ns
+            kernel_event("17", "3", corr=3),
+            kernel_event("17.0", "3.0", corr=4),
+        ]
+    )
     path = tmp_path / "r.json"
     path.write_text('{"schemaVersion": 1, "distributedInfo": {"rank": 0}, "traceEvents": [' + events + "]}")
     _, con = ingest_fresh([path], tmp_path / "ws.duckdb")
@@ -255,7 +268,7 @@ def test_fractional_us_keep_ns_exactly(tmp_path):
 
 
 @requires_shared
-def test_ns_resolution_trace_is_exact_to_the_decimal_text(tmp_path):
+def test_ns_resolution_trace_is_exact_to_the_decimal_text(tmp_path, kineto_path):
     """Every kernel start/end equals the decimal text × 1000, which float64 cannot hold."""
     path = KINETO / "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
     doc = json.loads(gzip.open(path).read(), parse_float=Decimal)
@@ -276,7 +289,9 @@ def test_ns_resolution_trace_is_exact_to_the_decimal_text(tmp_path):
 
 
 def test_small_batches_give_the_same_workspace(tmp_path, monkeypatch):
-    """Flushing every few rows (bounded memory) must not change what is loaded."""
+    """Flushing every few rows (bounded memory) must not change what is loaded (ijson path;
+    test_kineto_paths.py cuts the fast path's input into small pieces)."""
+    monkeypatch.setattr(kineto, "FAST_PATH", False)
     events = ",".join(kernel_event(str(100 + 10 * i), "4.5", corr=i) for i in range(1000))
     path = tmp_path / "r.json"
     path.write_text('{"schemaVersion": 1, "traceEvents": [' + events + "]}")
@@ -310,25 +325,37 @@ def test_counts_equal_hta(hta_workspaces, name):
         q = con.execute(
             """SELECT count(*), count(*) FILTER (WHERE category = 'comms'),
                       count(DISTINCT stream_id) FILTER (WHERE stream_id IS NOT NULL)
-               FROM kernels WHERE rank = ?""", [rank]).fetchone()
+               FROM kernels WHERE rank = ?""",
+            [rank],
+        ).fetchone()
         pattern, extra = NON_NCCL_COMMS.get(name, ("", 0))
         assert q == (int(k["n_cat_kernel"]), int(k["n_nccl_kernels"]) + extra, int(k["n_streams"]))
         # HTA COMPUTATION kernels = our non-comms kernels + the non-NCCL comms kernels
         assert int(k["n_type_computation"]) == q[0] - q[1] + extra
         memcpy, memset = con.execute(
             "SELECT count(*) FILTER (WHERE kind <> 'memset'), count(*) FILTER (WHERE kind = 'memset') "
-            "FROM memops WHERE rank = ?", [rank]).fetchone()
+            "FROM memops WHERE rank = ?",
+            [rank],
+        ).fetchone()
         assert (memcpy, memset) == (int(g["n_cat_gpu_memcpy"]), int(g["n_cat_gpu_memset"]))
         assert con.execute("SELECT count(*) FROM sync WHERE rank = ?", [rank]).fetchone()[0] == int(
-            g["n_cat_cuda_sync"])
+            g["n_cat_cuda_sync"]
+        )
         # our 'comms' category holds every NCCL kernel, plus only the known non-NCCL collectives
-        assert con.execute(
-            f"SELECT count(*) FROM kernels WHERE rank = ? AND {NCCL} AND category <> 'comms'", [rank]
-        ).fetchone()[0] == 0
-        assert con.execute(
-            f"SELECT count(*) FROM kernels WHERE rank = ? AND NOT {NCCL} AND category = 'comms' "
-            "AND (? = '' OR NOT contains(name, ?))", [rank, pattern, pattern]
-        ).fetchone()[0] == 0
+        assert (
+            con.execute(
+                f"SELECT count(*) FROM kernels WHERE rank = ? AND {NCCL} AND category <> 'comms'", [rank]
+            ).fetchone()[0]
+            == 0
+        )
+        assert (
+            con.execute(
+                f"SELECT count(*) FROM kernels WHERE rank = ? AND NOT {NCCL} AND category = 'comms' "
+                "AND (? = '' OR NOT contains(name, ?))",
+                [rank, pattern, pattern],
+            ).fetchone()[0]
+            == 0
+        )
 
 
 @requires_shared
@@ -339,8 +366,7 @@ def test_instances_per_kernel_name_equal_hta(hta_workspaces, name):
     if not path.exists():  # HTA wrote none: the trace has no GPU rows (cupti_profiler)
         assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 0
         return
-    rows = [r for r in _csv(path)
-            if r["view"] == "all_events" and r["category"] == "kernel"]
+    rows = [r for r in _csv(path) if r["view"] == "all_events" and r["category"] == "kernel"]
     for hta_rank, rank in ranks.items():
         expected = {r["name"]: int(r["count"]) for r in rows if int(r["rank"]) == hta_rank}
         sql = "SELECT name, count(*) FROM kernels WHERE rank = ? GROUP BY name"
@@ -426,7 +452,8 @@ def test_time_partition_vs_hta_temporal_breakdown(hta_workspaces, name):
         assert gpu[hta_rank]["n_cat_cuda_sync"] == "0" and gpu[hta_rank]["n_cat_other"] == "0"
         p = con.execute(
             "SELECT window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, comms_total_ns, "
-            "comms_hidden_ns FROM time_partition WHERE rank = ? AND step IS NULL", [rank]
+            "comms_hidden_ns FROM time_partition WHERE rank = ? AND step IS NULL",
+            [rank],
         ).fetchone()
         window, compute, memory, other, exposed, idle, total, hidden = p
         assert window == h["span_us"]
@@ -451,16 +478,21 @@ def test_two_rank_job_is_one_workspace(hta_workspaces):
     sql = "SELECT rank, list(step ORDER BY step) FROM steps GROUP BY rank ORDER BY rank"
     steps = con.execute(sql).fetchall()
     assert steps == [(0, [551, 552]), (1, [551, 552])]
-    assert con.execute(
-        "SELECT count(*) FROM nvtx WHERE domain = 'pytorch' AND event_type = 'push_pop' "
-        "AND text LIKE 'ProfilerStep#%'"
-    ).fetchone()[0] == 4
+    assert (
+        con.execute(
+            "SELECT count(*) FROM nvtx WHERE domain = 'pytorch' AND event_type = 'push_pop' "
+            "AND text LIKE 'ProfilerStep#%'"
+        ).fetchone()[0]
+        == 4
+    )
 
 
 @requires_shared
 def test_gpu_of_the_rank_is_known_after_load(hta_workspaces):
-    for name, gpu in [("tracelens__b200__eager_trace", "NVIDIA B200"),
-                      ("hta__negative_queue_length_values_check", "NVIDIA A100-SXM4-80GB")]:
+    for name, gpu in [
+        ("tracelens__b200__eager_trace", "NVIDIA B200"),
+        ("hta__negative_queue_length_values_check", "NVIDIA A100-SXM4-80GB"),
+    ]:
         _, con, _ = hta_workspaces[name]
         assert con.execute("SELECT device_id, gpu_name FROM ranks").fetchall() == [(0, gpu)]
         assert con.execute("SELECT name, source FROM gpus").fetchall() == [(gpu, "kineto")]
@@ -474,13 +506,19 @@ def test_nccl_metadata_gives_bytes(hta_workspaces):
         "bool_and(pg_ranks = [0, 1]), bool_and(group_size = 2) "
         "FROM kineto_collectives GROUP BY ALL ORDER BY 1, 2"
     ).fetchall()
-    assert rows == [("allreduce", "Float", 15, True, True, True), ("broadcast", "Float", 3, True, True, True),
-                    ("broadcast", "Long", 3, True, True, True)]
+    assert rows == [
+        ("allreduce", "Float", 15, True, True, True),
+        ("broadcast", "Float", 3, True, True, True),
+        ("broadcast", "Long", 3, True, True, True),
+    ]
     # every row is an NCCL kernel of the kernels table (same rank and correlation id)
-    assert con.execute(
-        "SELECT count(*) FROM kineto_collectives c JOIN kernels k USING (rank, correlation_id) "
-        "WHERE k.category = 'comms' AND k.start_ns = c.start_ns"
-    ).fetchone()[0] == 21
+    assert (
+        con.execute(
+            "SELECT count(*) FROM kineto_collectives c JOIN kernels k USING (rank, correlation_id) "
+            "WHERE k.category = 'comms' AND k.start_ns = c.start_ns"
+        ).fetchone()[0]
+        == 21
+    )
     _, con, _ = hta_workspaces["tracelens__b200__eager_trace"]
     assert con.execute(
         "SELECT collective, dtype_bytes, in_nelems, out_nelems, in_bytes, out_bytes, len(pg_ranks), source "
@@ -490,12 +528,32 @@ def test_nccl_metadata_gives_bytes(hta_workspaces):
 
 def test_nccl_metadata_from_record_param_comms(tmp_path):
     """Older PyTorch puts the metadata only on the CPU op; the kernel shares its External id."""
-    op = {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 9, "tid": 9, "ts": 5, "dur": 2,
-          "args": {"External id": 42, "Collective name": "allreduce", "dtype": "BFloat16",
-                   "In msg nelems": 1000, "Out msg nelems": 1000, "Group size": 4,
-                   "Process Group Ranks": "[0, 1, 2, 3]"}}
-    events = [op, json.loads(kernel_event("10", "5", name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)",
-                                          corr=7, **{"External id": 42}))]
+    op = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "record_param_comms",
+        "pid": 9,
+        "tid": 9,
+        "ts": 5,
+        "dur": 2,
+        "args": {
+            "External id": 42,
+            "Collective name": "allreduce",
+            "dtype": "BFloat16",
+            "In msg nelems": 1000,
+            "Out msg nelems": 1000,
+            "Group size": 4,
+            "Process Group Ranks": "[0, 1, 2, 3]",
+        },
+    }
+    events = [
+        op,
+        json.loads(
+            kernel_event(
+                "10", "5", name="ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", corr=7, **{"External id": 42}
+            )
+        ),
+    ]
     path = write_trace(tmp_path / "r.json", events, distributedInfo={"rank": 0, "world_size": 4})
     _, con = ingest_fresh([path], tmp_path / "ws.duckdb")
     assert con.execute(
@@ -504,19 +562,34 @@ def test_nccl_metadata_from_record_param_comms(tmp_path):
 
 
 def test_memop_names_parse(tmp_path):
-    names = ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)",
-             "Memcpy DtoD (Device -> Device)", "Memcpy PtoP (Device -> Device)", "Memset (Device)"]
+    names = [
+        "Memcpy HtoD (Pageable -> Device)",
+        "Memcpy DtoH (Device -> Pinned)",
+        "Memcpy DtoD (Device -> Device)",
+        "Memcpy PtoP (Device -> Device)",
+        "Memset (Device)",
+    ]
     events = [
-        {"ph": "X", "cat": "gpu_memset" if n.startswith("Memset") else "gpu_memcpy", "name": n, "pid": 0,
-         "tid": 7, "ts": 10 * i, "dur": 1,
-         "args": {"device": 0, "stream": 7, "correlation": i, "bytes": 64}}
+        {
+            "ph": "X",
+            "cat": "gpu_memset" if n.startswith("Memset") else "gpu_memcpy",
+            "name": n,
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 * i,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7, "correlation": i, "bytes": 64},
+        }
         for i, n in enumerate(names)
     ]
     _, con = ingest_fresh([write_trace(tmp_path / "r.json", events)], tmp_path / "ws.duckdb")
     sql = "SELECT kind, src_kind, dst_kind, bytes FROM memops ORDER BY correlation_id"
     assert con.execute(sql).fetchall() == [
-        ("HtoD", "Pageable", "Device", 64), ("DtoH", "Device", "Pinned", 64),
-        ("DtoD", "Device", "Device", 64), ("PtoP", "Device", "Device", 64), ("memset", None, "Device", 64),
+        ("HtoD", "Pageable", "Device", 64),
+        ("DtoH", "Device", "Pinned", 64),
+        ("DtoD", "Device", "Device", 64),
+        ("PtoP", "Device", "Device", 64),
+        ("memset", None, "Device", 64),
     ]
 
 
@@ -540,24 +613,32 @@ def test_launch_calls_join_gpu_work(hta_workspaces):
 
 
 @requires_shared
-@pytest.mark.parametrize("name", [
-    "hta__trace_filter",
-    pytest.param("hta__cupti_profiler", marks=pytest.mark.slow),  # no GPU rows at all
-    pytest.param("hta__nccl_parser_config", marks=pytest.mark.slow),  # NCCL metadata, 3 steps
-    pytest.param("hta__critical_path", marks=pytest.mark.slow),  # cuda_sync rows, no steps
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta__trace_filter",
+        pytest.param("hta__cupti_profiler", marks=pytest.mark.slow),  # no GPU rows at all
+        pytest.param("hta__nccl_parser_config", marks=pytest.mark.slow),  # NCCL metadata, 3 steps
+        pytest.param("hta__critical_path", marks=pytest.mark.slow),  # cuda_sync rows, no steps
+    ],
+)
 def test_every_view_runs_on_a_kineto_workspace(hta_workspaces, name):
     """Every view of queries/ answers on a Kineto workspace (the analyses know no file format)."""
     _, con, _ = hta_workspaces[name]
-    views = [r[0] for r in con.execute(
-        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'").fetchall()]
+    views = [
+        r[0]
+        for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
+        ).fetchall()
+    ]
     assert "time_partition" in views and "steps" in views
     for view in views:
         con.execute(f'SELECT count(*) FROM "{view}"').fetchone()
     if name == "hta__trace_filter":
         parts = con.execute(
             "SELECT count(*), bool_and(window_ns = compute_ns + memory_ns + other_ns + comms_exposed_ns "
-            "+ idle_ns) FROM time_partition").fetchone()
+            "+ idle_ns) FROM time_partition"
+        ).fetchone()
         assert parts[0] >= 6 and parts[1]
 
 
@@ -578,7 +659,8 @@ def test_no_distributed_info_falls_back_to_ingest_numbering(tmp_path):
     shutil.copy(src, data / "trace.json.gz")  # a name without digits: numbered by order
     _, con = ingest_fresh([data], tmp_path / "ws.duckdb")
     assert con.execute("SELECT rank, rank_source, gpu_name FROM ranks").fetchall() == [
-        (0, "order", "NVIDIA H100 80GB HBM3")]
+        (0, "order", "NVIDIA H100 80GB HBM3")
+    ]
 
 
 def test_regex_helpers_are_anchored():

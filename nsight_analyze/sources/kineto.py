@@ -2,25 +2,34 @@
 
 A Kineto trace is one JSON object: metadata keys (`distributedInfo`, `deviceProperties`,
 `baseTimeNanoseconds`, ...) around one huge `traceEvents` array of Chrome-trace events.
-Files of 1 GB and more exist, so the array is streamed with ijson (C backend) and never
-held in memory: each event is dispatched on its `cat` into per-table row lists that are
-flushed every `BATCH_ROWS` rows as a pyarrow table and inserted by DuckDB (`INSERT ...
-SELECT` over a registered Arrow table). Python's memory is bounded by the batch size, not
-the file size (measured: ~110 MiB above the interpreter's baseline for a 353 MiB, 1M-event
-file); what grows beyond that is DuckDB's buffer pool holding the file's uncommitted rows
-(the ingest loads a file in one transaction), which DuckDB's `memory_limit` caps. The
-per-event loop is the only Python loop; everything else is SQL.
+Files of 1 GB and more exist, so the array is never held in memory. Two parsers read it:
+
+* the fast path (default; kineto_duck.py): one streaming pass decompresses the file and cuts
+  the array's text into pieces of whole events (`EventText`, ~32 MiB each); DuckDB's JSON
+  reader parses each piece in C++ (two at a time, while the next is decompressed) and SQL
+  maps the events to the row sets below. Memory is bounded by a few pieces, not the file.
+* the ijson path (C backend), the fallback when DuckDB cannot read a piece (a non-JSON
+  file, a cut that was not between two events, no FIFO support): each event is dispatched
+  on its `cat` into per-table row lists that are flushed every `BATCH_ROWS` rows as a
+  pyarrow table. Its bad-input messages are the ones users see.
+
+Both give the same rows (tests/test_kineto_paths.py compares them on every shared trace);
+rows go in by `INSERT ... SELECT` over registered Arrow tables. Python's memory is bounded
+by pieces / batches, not the file size; what grows beyond that is DuckDB's buffer pool
+holding the file's uncommitted rows (the ingest loads a file in one transaction), which
+DuckDB's `memory_limit` caps. No Python loop runs per event on the fast path.
 
 Times: Kineto writes `ts`/`dur` in µs, as integers or as decimals with up to 3 fractional
 digits (ns resolution). Epoch-µs values near 1.7e15 have 19 significant digits in ns, more
-than a double holds, so numbers are parsed as `decimal.Decimal` (ijson's default) and
-converted exactly to integer ns (`ts × 1000`). Times stay on the file's own timeline; the
-wall clock of the file is `ts_ns + baseTimeNanoseconds` (newer traces) or `ts_ns` itself
-(older traces whose ts are Unix-epoch µs), which is what `session_start_utc_ns` encodes for
-the ingest's coarse clock alignment.
+than a double holds, so they are converted exactly to integer ns (`ts × 1000`) from their
+decimal text: `decimal.Decimal` on the ijson path, integer arithmetic on the literal's
+digits on the fast path (kineto_duck.py says how it gets the literal). Times stay on the
+file's own timeline; the wall clock of the file is `ts_ns + baseTimeNanoseconds` (newer
+traces) or `ts_ns` itself (older traces whose ts are Unix-epoch µs), which is what
+`session_start_utc_ns` encodes for the ingest's coarse clock alignment.
 
 What goes where (docs/nsys-sqlite-schema.md §12):
-  kernel                          -> kernels (category filled later by classify_kernels)
+  kernel                          -> kernels (classified when the file is read, like nsys files)
   gpu_memcpy / gpu_memset         -> memops (kind, src/dst kinds parsed from the name)
   cuda_runtime / cuda_driver      -> cuda_api (api_class runtime / driver)
   cuda_sync                       -> sync
@@ -36,12 +45,17 @@ Everything else (cpu_op, python_function, flows, instant events, ...) is counted
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import queue
 import re
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import count
@@ -51,28 +65,57 @@ from typing import IO, Any
 import duckdb
 import pyarrow as pa
 
+from .. import classify
+from . import kineto_duck
 from .base import BadInput, LoadResult, Probe, Process
+from .kineto_duck import NoFastPath
 
 FORMAT = "kineto-json"
 SUFFIXES = (".json", ".json.gz")
 SNIFF_BYTES = 4 << 20  # metadata before traceEvents (TraceLens puts a whole environment there)
 TAIL_BYTES = 4 << 20  # metadata after traceEvents (INFO log lines, distributedInfo in old traces)
 BATCH_ROWS = 16384  # rows per table kept in Python before an Arrow flush (~100 MiB at most)
+ARROW_BATCH_ROWS = 1 << 17  # rows per table of the fast path's Arrow pieces before an INSERT
 READ_CHUNK = 1 << 20
+# Parse traceEvents with DuckDB's JSON reader (kineto_duck.py); False: the ijson path only.
+FAST_PATH = True
+FIRST_PIECE_BYTES = 4 << 20  # then doubling up to kineto_duck.PIECE_BYTES: the parsers start early
+MAX_PIECE_FACTOR = 4  # no event boundary within this many pieces' bytes: leave the file to ijson
 
 # Epoch µs above this (2001-09-09) mean the trace's ts are Unix-epoch µs themselves.
 EPOCH_US_THRESHOLD = 10**15
 
 # PyTorch scalar type names as written in NCCL op args -> element size in bytes.
 DTYPE_BYTES = {
-    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1,
-    "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "ComplexHalf": 4,
-    "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2,
-    "UInt32": 4, "UInt64": 8, "QInt8": 1, "QUInt8": 1, "QInt32": 4,
+    "Float": 4,
+    "Double": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Long": 8,
+    "Int": 4,
+    "Short": 2,
+    "Char": 1,
+    "Byte": 1,
+    "Bool": 1,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "ComplexHalf": 4,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fnuz": 1,
+    "Float8_e5m2fnuz": 1,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+    "QInt8": 1,
+    "QUInt8": 1,
+    "QInt32": 4,
 }
 
 SYNC_KINDS = {
-    "Stream Sync": "stream", "Event Sync": "event", "Context Sync": "context",
+    "Stream Sync": "stream",
+    "Event Sync": "event",
+    "Context Sync": "context",
     "Stream Wait Event": "stream_wait_event",
 }
 
@@ -137,6 +180,7 @@ class KinetoMeta:
     device_id: int | None = None
     base_time_ns: int | None = None
     first_ts_us: Decimal | None = None  # first event ts in the head: epoch µs or relative
+    tail_pending: bool = False  # deviceProperties may follow traceEvents: read by the load's pass
     warnings: list[str] = field(default_factory=list)
 
     def device_properties(self) -> dict[int, dict]:
@@ -228,6 +272,99 @@ def _read_tail(path: Path, limit: int) -> bytes:
     return tail
 
 
+_ARRAY_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
+_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")  # between two events (or inside a string: then parsing fails)
+_ARRAY_CLOSE = re.compile(rb"\}\s*\]")  # the last event's `}` and the array's `]`
+_REST_END = re.compile(rb"\s*\}\s*")
+_REST_MORE = re.compile(rb"\s*,\s*")
+
+
+class EventText:
+    """The text of the traceEvents array, in one streaming pass, as pieces of whole events.
+
+    A piece is cut after an event's `}` followed by `, {`; such a cut inside a string would
+    leave an unterminated string, and one inside a nested value unbalanced brackets, so a
+    piece that DuckDB parses was cut between two events. At the end, the array closes at the
+    first `}]` whose remainder is the object's closing keys (`, "key": value ... }`).
+    `tail` is then the text from that `]` to the end of the file.
+    """
+
+    def __init__(self, path: Path, piece_bytes: int):
+        self.path, self.piece_bytes = path, piece_bytes
+        self.tail: bytes | None = None
+        self.size = min(FIRST_PIECE_BYTES, piece_bytes)  # the next piece's; a small first one starts early
+        self.searched = 0  # how far the buffer holds no event gap
+
+    def pieces(self) -> Iterator[bytes]:
+        with _open(self.path) as fh:
+            buf = self._open_array(fh)
+            if buf[:1] == b"]":  # empty array
+                self.tail = self._rest(fh, buf)
+                if _tail_meta(self.tail) is None:
+                    raise NoFastPath("the text after an empty traceEvents is not the object's end")
+                return
+            while block := fh.read(4 * READ_CHUNK):
+                buf += block
+                # the last TAIL_BYTES may hold the keys after the array (deviceProperties: `}, {`)
+                yield from self._cut(buf, len(buf) - TAIL_BYTES)
+                if len(buf) > MAX_PIECE_FACTOR * self.piece_bytes + TAIL_BYTES:
+                    raise NoFastPath("no event boundary found")
+            end = self._array_end(buf)
+            self.tail = bytes(buf[end:])
+            del buf[end:]
+            yield from self._cut(buf, end)
+            if buf:
+                yield bytes(buf)
+
+    def _cut(self, buf: bytearray, limit: int) -> Iterator[bytes]:
+        """Pieces of whole events from the front of buf, cut at event gaps before `limit`."""
+        while limit - 1 > self.size:
+            gap = _EVENT_GAP.search(buf, max(self.size, self.searched), limit)
+            if gap is None:
+                self.searched = max(self.searched, limit - 64)  # a gap may straddle `limit`
+                return
+            yield bytes(buf[: gap.start() + 1])
+            del buf[: gap.end() - 1]
+            limit -= gap.end() - 1
+            self.searched = 0
+            self.size = min(2 * self.size, self.piece_bytes)
+
+    def _open_array(self, fh: IO[bytes]) -> bytearray:
+        """Read up to the array's first element; the buffer then starts there."""
+        buf = bytearray()
+        while block := fh.read(READ_CHUNK):
+            buf += block
+            at = buf.find(b'"traceEvents"')
+            if at >= 0 and (m := _ARRAY_OPEN.match(buf, at)) is not None and m.end() < len(buf):
+                if _head_meta(bytes(buf[: at + 13])) is None:  # the key is not the top level's
+                    break
+                del buf[: m.end()]
+                return buf
+            if len(buf) > SNIFF_BYTES:
+                break
+        raise NoFastPath("traceEvents array not found in the head")
+
+    @staticmethod
+    def _rest(fh: IO[bytes], buf: bytearray) -> bytes:
+        tail = bytes(buf)
+        while block := fh.read(8 * READ_CHUNK):
+            tail = (tail + block)[-TAIL_BYTES:]
+        return tail
+
+    @staticmethod
+    def _array_end(buf: bytearray) -> int:
+        """Offset of the `]` that closes traceEvents in the last bytes of the file."""
+        text = buf.decode("latin-1")  # one char per byte: offsets agree with buf
+        for close in _ARRAY_CLOSE.finditer(buf):
+            rest = close.end()
+            if _REST_END.fullmatch(buf, rest):
+                return rest - 1
+            more = _REST_MORE.match(buf, rest)
+            if more is not None and _members(text, more.end()) is not None:
+                return rest - 1
+        raise NoFastPath("end of the traceEvents array not found")
+
+
 def probe(path: Path) -> Probe:
     meta = read_meta(path)
     top = meta.top
@@ -274,32 +411,51 @@ def read_meta(path: Path) -> KinetoMeta:
         meta.warnings.append("metadata before traceEvents could not be read")
         top = {}
     complete = len(head) < SNIFF_BYTES
-    if "distributedInfo" not in top or not top.get("deviceProperties"):
+    meta.top = top
+    if "distributedInfo" not in top or (complete and not top.get("deviceProperties")):
         try:
             tail = head if complete else _read_tail(path, TAIL_BYTES)
         except (OSError, EOFError, zlib.error) as exc:
             raise BadInput(f"the Kineto trace is truncated or corrupt ({exc})") from None
-        extra = _tail_meta(tail)
-        if extra is None:
+        if not _merge_tail(meta, tail):
             raise BadInput("the Kineto trace is truncated: its JSON does not end after traceEvents")
-        for key, value in extra.items():
-            if key not in top or (key == "deviceProperties" and not top.get(key)):
-                top[key] = value
-    meta.top = top
+    else:
+        # Only deviceProperties may follow: the load's single pass reads them (a gzip's tail
+        # costs a decompression of the whole file), and load() completes the Process.
+        meta.tail_pending = not top.get("deviceProperties")
     if (m := _GPU_EVENT_PID.search(head)) is not None:
         meta.gpu_pid = int(m.group(1))
     if (m := _HOST_API_PID.search(head)) is not None:
         meta.host_pid = int(m.group(1))
+    _derive(meta)
+    if (m := _FIRST_TS.search(head[head.find(b'"traceEvents"') :])) is not None:
+        meta.first_ts_us = Decimal(m.group(1).decode())
+    return meta
+
+
+def _merge_tail(meta: KinetoMeta, tail: bytes) -> bool:
+    """Add the keys written after traceEvents; False when the text does not end there."""
+    extra = _tail_meta(tail)
+    if extra is None:
+        return False
+    top = meta.top
+    for key, value in extra.items():
+        if key not in top or (key == "deviceProperties" and not top.get(key)):
+            top[key] = value
+    meta.tail_pending = False
+    return True
+
+
+def _derive(meta: KinetoMeta) -> None:
+    """The rank's device and time base from the metadata (and the head's first events)."""
     props = meta.device_properties()
+    meta.device_id = None
     if meta.gpu_pid is not None and (meta.gpu_pid in props or not props):
         meta.device_id = meta.gpu_pid  # Kineto's GPU "pid" is the CUDA device ordinal
     elif len(props) == 1:
         meta.device_id = next(iter(props))
-    base = top.get("baseTimeNanoseconds")
+    base = meta.top.get("baseTimeNanoseconds")
     meta.base_time_ns = int(base) if isinstance(base, (int, Decimal)) else None
-    if (m := _FIRST_TS.search(head[head.find(b'"traceEvents"') :])) is not None:
-        meta.first_ts_us = Decimal(m.group(1).decode())
-    return meta
 
 
 def _session_start(meta: KinetoMeta) -> int | None:
@@ -351,13 +507,15 @@ def _text(value: Any) -> str | None:
 class _Batch:
     """Rows of one target, flushed into DuckDB as an Arrow table every BATCH_ROWS rows.
 
-    Rows are kept as tuples (one append per event) and transposed into columns at flush time
-    by zip(*rows), which runs in C.
+    The ijson path adds rows as tuples (one append per event), transposed into columns at
+    flush time by zip(*rows), which runs in C; the fast path adds Arrow tables.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, schema: pa.Schema, insert_sql: str):
         self.con, self.schema, self.insert_sql = con, schema, insert_sql
         self.pending: list[tuple] = []
+        self.tables: list[pa.Table] = []
+        self.table_rows = 0
         self.total = 0
 
     def add(self, *values: Any) -> None:
@@ -365,22 +523,35 @@ class _Batch:
         if len(self.pending) >= BATCH_ROWS:
             self.flush()
 
+    def add_table(self, table: pa.Table) -> None:
+        """Rows with this batch's columns (by name; types are cast), inserted with later ones."""
+        if table.num_rows:
+            self.tables.append(table)
+            self.table_rows += table.num_rows
+            if self.table_rows >= ARROW_BATCH_ROWS:
+                self.flush()
+
     def flush(self) -> None:
-        if not self.pending:
+        if self.pending:
+            columns = zip(*self.pending, strict=True)
+            self.tables.append(
+                pa.Table.from_arrays(
+                    [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)],
+                    schema=self.schema,
+                )
+            )
+            self.pending = []
+        if not self.tables:
             return
-        columns = zip(*self.pending, strict=True)
-        table = pa.Table.from_arrays(
-            [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)],
-            schema=self.schema,
-        )
+        table = pa.concat_tables(self.tables, promote_options="permissive")
+        self.tables, self.table_rows = [], 0
         name = f"kineto_batch_{next(_batch_counter)}"
         self.con.register(name, table)
         try:
             self.con.execute(self.insert_sql.replace("{src}", name))
         finally:
             self.con.unregister(name)
-        self.total += len(self.pending)
-        self.pending = []
+        self.total += table.num_rows
 
 
 def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
@@ -390,32 +561,72 @@ def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
 I64, I32, STR = pa.int64(), pa.int32(), pa.string()
 
 KERNEL_SCHEMA = _schema(
-    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR),
-    ("correlation_id", I64), ("grid_x", I32), ("grid_y", I32), ("grid_z", I32), ("block_x", I32),
-    ("block_y", I32), ("block_z", I32), ("registers_per_thread", I32),
+    ("device_id", I32),
+    ("stream_id", I64),
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("name", STR),
+    ("correlation_id", I64),
+    ("grid_x", I32),
+    ("grid_y", I32),
+    ("grid_z", I32),
+    ("block_x", I32),
+    ("block_y", I32),
+    ("block_z", I32),
+    ("registers_per_thread", I32),
 )
 MEMOP_SCHEMA = _schema(
-    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR),
-    ("bytes", I64), ("correlation_id", I64),
+    ("device_id", I32),
+    ("stream_id", I64),
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("name", STR),
+    ("bytes", I64),
+    ("correlation_id", I64),
 )
 API_SCHEMA = _schema(
-    ("tid", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR), ("correlation_id", I64),
+    ("tid", I64),
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("name", STR),
+    ("correlation_id", I64),
     ("api_class", STR),
 )
 SYNC_SCHEMA = _schema(
-    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("kind", STR),
+    ("device_id", I32),
+    ("stream_id", I64),
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("kind", STR),
     ("correlation_id", I64),
 )
 NVTX_SCHEMA = _schema(("tid", I64), ("start_ns", I64), ("end_ns", I64), ("text", STR))
 GPU_ANNOTATION_SCHEMA = _schema(
-    ("device_id", I32), ("stream_id", I64), ("start_ns", I64), ("end_ns", I64), ("text", STR),
+    ("device_id", I32),
+    ("stream_id", I64),
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("text", STR),
     ("external_id", I64),
 )
 COMM_SCHEMA = _schema(
-    ("kind", STR), ("correlation_id", I64), ("external_id", I64), ("stream_id", I64), ("start_ns", I64),
-    ("end_ns", I64), ("kernel_name", STR), ("collective", STR), ("dtype", STR), ("in_nelems", I64),
-    ("out_nelems", I64), ("in_split_size", STR), ("out_split_size", STR), ("group_size", I32),
-    ("pg_name", STR), ("pg_desc", STR), ("pg_ranks", STR),
+    ("kind", STR),
+    ("correlation_id", I64),
+    ("external_id", I64),
+    ("stream_id", I64),
+    ("start_ns", I64),
+    ("end_ns", I64),
+    ("kernel_name", STR),
+    ("collective", STR),
+    ("dtype", STR),
+    ("in_nelems", I64),
+    ("out_nelems", I64),
+    ("in_split_size", STR),
+    ("out_split_size", STR),
+    ("group_size", I32),
+    ("pg_name", STR),
+    ("pg_desc", STR),
+    ("pg_ranks", STR),
 )
 THREAD_SCHEMA = _schema(("pid", I64), ("tid", I64), ("name", STR))
 
@@ -448,25 +659,35 @@ class _TailKeeper:
 class _Loader:
     """One file's streaming parse: events -> column batches -> canonical tables."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, rank: int, meta: KinetoMeta,
-                 result: LoadResult):
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, path: Path, rank: int, meta: KinetoMeta, result: LoadResult
+    ):
         self.con, self.path, self.rank, self.meta, self.result = con, path, rank, meta, result
         self.tmp = f"kineto_comm_{next(_batch_counter)}"
         self.skipped: Counter[str] = Counter()
         self.devices: Counter[int] = Counter()
         self.host_pids: Counter[int] = Counter()
         self.reader: _TailKeeper | None = None
+        self.tail: bytes | None = None  # text after the array, when the fast path read the file
+        self.probe_device = meta.device_id  # the device probe() would have found (tail_pending)
         self.bad = 0
         r = int(rank)
-        self.kernels = _Batch(con, KERNEL_SCHEMA, f"""
-            INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name, short_name,
-                                 correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-                                 registers_per_thread)
+        self.kernels = _Batch(
+            con,
+            KERNEL_SCHEMA,
+            f"""
+            INSERT INTO {self.tmp}_kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name,
+                                 short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y,
+                                 block_z, registers_per_thread)
             SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns, name,
                    regexp_replace(regexp_replace(name, '^void\\s+', ''), '[(<].*$', ''),
                    correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread
-            FROM {{src}}""")
-        self.memops = _Batch(con, MEMOP_SCHEMA, f"""
+            FROM {{src}}""",
+        )
+        self.memops = _Batch(
+            con,
+            MEMOP_SCHEMA,
+            f"""
             INSERT INTO memops (rank, device_id, stream_id, start_ns, end_ns, duration_ns, kind, bytes,
                                 src_kind, dst_kind, correlation_id)
             SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns,
@@ -479,24 +700,41 @@ class _Loader:
                         THEN nullif(trim(regexp_extract(name, '\\(([^()]*)\\)', 1)), '')
                         ELSE nullif(trim(regexp_extract(name, '->\\s*([^()]*)\\)', 1)), '') END,
                    correlation_id
-            FROM {{src}}""")
-        self.api = _Batch(con, API_SCHEMA, f"""
+            FROM {{src}}""",
+        )
+        self.api = _Batch(
+            con,
+            API_SCHEMA,
+            f"""
             INSERT INTO cuda_api (rank, tid, start_ns, end_ns, duration_ns, name, correlation_id,
                                   return_value, api_class)
             SELECT {r}, tid, start_ns, end_ns, end_ns - start_ns, regexp_replace(name, '_v[0-9]{{4,}}$', ''),
                    correlation_id, NULL, api_class
-            FROM {{src}}""")
-        self.sync = _Batch(con, SYNC_SCHEMA, f"""
+            FROM {{src}}""",
+        )
+        self.sync = _Batch(
+            con,
+            SYNC_SCHEMA,
+            f"""
             INSERT INTO sync (rank, device_id, stream_id, start_ns, end_ns, duration_ns, sync_type, event_id,
                               correlation_id)
             SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns, kind, NULL, correlation_id
-            FROM {{src}}""")
-        self.nvtx = _Batch(con, NVTX_SCHEMA, f"""
+            FROM {{src}}""",
+        )
+        self.nvtx = _Batch(
+            con,
+            NVTX_SCHEMA,
+            f"""
             INSERT INTO nvtx (rank, tid, start_ns, end_ns, text, domain, event_type, payload)
-            SELECT {r}, tid, start_ns, end_ns, text, 'pytorch', 'push_pop', NULL FROM {{src}}""")
-        self.gpu_ann = _Batch(con, GPU_ANNOTATION_SCHEMA, f"""
+            SELECT {r}, tid, start_ns, end_ns, text, 'pytorch', 'push_pop', NULL FROM {{src}}""",
+        )
+        self.gpu_ann = _Batch(
+            con,
+            GPU_ANNOTATION_SCHEMA,
+            f"""
             INSERT INTO kineto_gpu_annotations
-            SELECT {r}, device_id, stream_id, start_ns, end_ns, text, external_id FROM {{src}}""")
+            SELECT {r}, device_id, stream_id, start_ns, end_ns, text, external_id FROM {{src}}""",
+        )
         self.comm = _Batch(con, COMM_SCHEMA, f"INSERT INTO {self.tmp} SELECT * FROM {{src}}")
         self.threads = _Batch(con, THREAD_SCHEMA, f"INSERT INTO {self.tmp}_threads SELECT * FROM {{src}}")
         self.handlers = {
@@ -535,21 +773,51 @@ class _Loader:
         corr = _int(a.get("correlation"))
         stream = _int(a.get("stream"))
         self.kernels.add(
-            device, stream, span[0], span[1], name, corr,
-            _dim(grid, 0), _dim(grid, 1), _dim(grid, 2), _dim(block, 0), _dim(block, 1), _dim(block, 2),
+            device,
+            stream,
+            span[0],
+            span[1],
+            name,
+            corr,
+            _dim(grid, 0),
+            _dim(grid, 1),
+            _dim(grid, 2),
+            _dim(block, 0),
+            _dim(block, 1),
+            _dim(block, 2),
             _int(a.get("registers per thread")),
         )
         if "Collective name" in a or (isinstance(name, str) and "nccl" in name):
             self._comm("kernel", a, corr, _int(a.get("External id")), stream, span, name)
 
-    def _comm(self, kind: str, a: dict, corr: int | None, ext: int | None, stream: int | None,
-              span: tuple[int, int] | None, name: str | None) -> None:
+    def _comm(
+        self,
+        kind: str,
+        a: dict,
+        corr: int | None,
+        ext: int | None,
+        stream: int | None,
+        span: tuple[int, int] | None,
+        name: str | None,
+    ) -> None:
         self.comm.add(
-            kind, corr, ext, stream, span[0] if span else None, span[1] if span else None, name,
-            _text(a.get("Collective name")), _text(a.get("dtype")), _int(a.get("In msg nelems")),
-            _int(a.get("Out msg nelems")), _text(a.get("In split size")), _text(a.get("Out split size")),
-            _int(a.get("Group size")), _text(a.get("Process Group Name")),
-            _text(a.get("Process Group Description")), _text(a.get("Process Group Ranks")),
+            kind,
+            corr,
+            ext,
+            stream,
+            span[0] if span else None,
+            span[1] if span else None,
+            name,
+            _text(a.get("Collective name")),
+            _text(a.get("dtype")),
+            _int(a.get("In msg nelems")),
+            _int(a.get("Out msg nelems")),
+            _text(a.get("In split size")),
+            _text(a.get("Out split size")),
+            _int(a.get("Group size")),
+            _text(a.get("Process Group Name")),
+            _text(a.get("Process Group Description")),
+            _text(a.get("Process Group Ranks")),
         )
 
     def on_memop(self, ev: dict) -> None:
@@ -561,7 +829,12 @@ class _Loader:
         if device is not None:
             self.devices[device] += 1
         self.memops.add(
-            device, _int(a.get("stream")), span[0], span[1], ev.get("name"), _int(a.get("bytes")),
+            device,
+            _int(a.get("stream")),
+            span[0],
+            span[1],
+            ev.get("name"),
+            _int(a.get("bytes")),
             _int(a.get("correlation")),
         )
 
@@ -574,7 +847,11 @@ class _Loader:
         if type(pid) is int:
             self.host_pids[pid] += 1
         self.api.add(
-            _int(ev.get("tid")), span[0], span[1], ev.get("name"), _int(a.get("correlation")),
+            _int(ev.get("tid")),
+            span[0],
+            span[1],
+            ev.get("name"),
+            _int(a.get("correlation")),
             "runtime" if ev.get("cat") == "cuda_runtime" else "driver",
         )
 
@@ -585,7 +862,11 @@ class _Loader:
         a = ev.get("args") or {}
         kind = a.get("cuda_sync_kind") or ev.get("name")
         self.sync.add(
-            _int(a.get("device")), _int(a.get("stream")), span[0], span[1], SYNC_KINDS.get(kind, "unknown"),
+            _int(a.get("device")),
+            _int(a.get("stream")),
+            span[0],
+            span[1],
+            SYNC_KINDS.get(kind, "unknown"),
             _int(a.get("correlation")),
         )
 
@@ -603,8 +884,9 @@ class _Loader:
         device = _int(a.get("device"))
         if device is None:
             device = _int(ev.get("pid"))
-        self.gpu_ann.add(device, _int(ev.get("tid")), span[0], span[1], _text(ev.get("name")),
-                         _int(a.get("External id")))
+        self.gpu_ann.add(
+            device, _int(ev.get("tid")), span[0], span[1], _text(ev.get("name")), _int(a.get("External id"))
+        )
 
     def on_cpu_op(self, ev: dict) -> None:
         name = ev.get("name")
@@ -640,15 +922,76 @@ class _Loader:
         columns = ", ".join(f"{f.name} {_duck(f.type)}" for f in COMM_SCHEMA)
         self.con.execute(f"CREATE TEMP TABLE {self.tmp} ({columns})")
         self.con.execute(f"CREATE TEMP TABLE {self.tmp}_threads (pid BIGINT, tid BIGINT, name VARCHAR)")
+        # kernels wait here until the file is read, then go to `kernels` classified (as nsys
+        # files do): classify.classify_kernels would otherwise move them out and back again
+        self.con.execute(f"CREATE TEMP TABLE {self.tmp}_kernels AS SELECT * FROM kernels LIMIT 0")
         try:
-            self._stream()
-            for batch in (self.kernels, self.memops, self.api, self.sync, self.nvtx, self.gpu_ann,
-                          self.comm, self.threads):
+            if not self._scan():
+                self._stream()
+            for batch in self.batches().values():
                 batch.flush()
             self._finish()
         finally:
-            self.con.execute(f"DROP TABLE IF EXISTS {self.tmp}")
-            self.con.execute(f"DROP TABLE IF EXISTS {self.tmp}_threads")
+            for suffix in ("", "_threads", "_kernels", "_kernels_map"):
+                self.con.execute(f"DROP TABLE IF EXISTS {self.tmp}{suffix}")
+
+    def batches(self) -> dict[str, _Batch]:
+        """The row sets, by the names kineto_duck.TARGETS uses."""
+        return {
+            "kernels": self.kernels,
+            "memops": self.memops,
+            "api": self.api,
+            "sync": self.sync,
+            "nvtx": self.nvtx,
+            "gpu_ann": self.gpu_ann,
+            "comm": self.comm,
+            "threads": self.threads,
+        }
+
+    def _scan(self) -> bool:
+        """The fast path: pieces of the array parsed by DuckDB (kineto_duck) while the next ones
+        are decompressed. False, with nothing loaded, when it cannot read the file; the ijson
+        pass then loads it or says why it cannot."""
+        if not FAST_PATH or not hasattr(os, "mkfifo"):
+            return False
+        ahead = _take_read_ahead(self.path)
+        text = ahead.text if ahead else EventText(self.path, kineto_duck.PIECE_BYTES)
+        try:
+            with closing(ahead.pieces()) if ahead else _parsed(text) as pieces:
+                for piece in pieces:
+                    self._add(piece)
+        except (NoFastPath, OSError, EOFError, zlib.error):
+            self._undo()
+            return False
+        self.tail = text.tail
+        return True
+
+    def _add(self, parsed: kineto_duck.Piece) -> None:
+        batches = self.batches()
+        for name, table in parsed.tables.items():
+            batches[name].add_table(table)
+        self.skipped.update(parsed.skipped)
+        self.bad += parsed.bad
+        for device, n in parsed.devices:
+            self.devices[device] += n
+        for pid, n in parsed.host_pids:
+            self.host_pids[pid] += n
+
+    def _undo(self) -> None:
+        """Forget what the fast path loaded (this rank's rows are only this file's)."""
+        batches = self.batches()
+        if any(b.total for b in batches.values()):
+            for table in ("memops", "cuda_api", "sync", "nvtx", "kineto_gpu_annotations"):
+                self.con.execute(f"DELETE FROM {table} WHERE rank = ?", [self.rank])
+            for suffix in ("", "_threads", "_kernels"):
+                self.con.execute(f"DELETE FROM {self.tmp}{suffix}")
+        for batch in batches.values():
+            batch.total = batch.table_rows = 0
+            batch.tables = []
+        self.skipped.clear()
+        self.devices.clear()
+        self.host_pids.clear()
+        self.bad = 0
 
     def _stream(self) -> None:
         try:
@@ -677,7 +1020,17 @@ class _Loader:
 
     def _finish(self) -> None:
         r = int(self.rank)
-        self.con.execute(f"""
+        if self.kernels.total:
+            kernels = f"{self.tmp}_kernels"
+            classify.build_name_map(
+                self.con, f"SELECT coalesce(name, short_name) AS name FROM {kernels}", f"{kernels}_map"
+            )
+            self.con.execute(f"""
+                INSERT INTO kernels
+                SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
+                FROM {kernels} k LEFT JOIN {kernels}_map m ON m.name = coalesce(k.name, k.short_name)""")
+        self.con.execute(
+            f"""
             INSERT INTO kineto_collectives
             WITH ops AS (
                 SELECT * FROM {self.tmp} WHERE kind = 'cpu_op' AND external_id IS NOT NULL
@@ -698,7 +1051,9 @@ class _Loader:
                    a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source
             FROM m LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS dtype, unnest(?::INTEGER[]) AS bytes) d
               ON d.dtype = a.dtype
-            """, [list(DTYPE_BYTES), list(DTYPE_BYTES.values())])
+            """,
+            [list(DTYPE_BYTES), list(DTYPE_BYTES.values())],
+        )
         if self.meta.host_pid is None and self.host_pids:
             self.meta.host_pid = self.host_pids.most_common(1)[0][0]
         host_pid = self.meta.host_pid
@@ -706,18 +1061,25 @@ class _Loader:
         self.con.execute(
             f"INSERT INTO threads SELECT DISTINCT {r}, tid, name FROM {self.tmp}_threads {where}"
         )
-        self._gpus()
         self._tail_metadata()
+        self._gpus()
         self._report()
 
     def _tail_metadata(self) -> None:
         """Keys after traceEvents that probe() did not read (it reads a gzip's tail only when needed)."""
-        if self.reader is None or self.meta.base_time_ns is not None:
+        tail = self.tail if self.tail is not None else self.reader.tail() if self.reader else None
+        meta = self.meta
+        if tail is None or (meta.base_time_ns is not None and not meta.tail_pending):
             return
-        extra = _tail_meta(self.reader.tail()) or {}
+        if meta.tail_pending:  # what probe() would have derived with the whole metadata
+            if _merge_tail(meta, tail):
+                _derive(meta)
+            self.probe_device = meta.device_id
+            return
+        extra = _tail_meta(tail) or {}
         base = extra.get("baseTimeNanoseconds")
         if isinstance(base, int):
-            self.meta.base_time_ns = base
+            meta.base_time_ns = base
 
     def _gpus(self) -> None:
         proc_device = self.meta.device_id
@@ -734,19 +1096,36 @@ class _Loader:
         rows = []
         for dev in sorted(set(self.devices) | ({proc_device} if proc_device is not None else set())):
             p = props.get(dev, {})
-            rows.append((
-                self.rank, dev, p.get("name"), _int(p.get("numSms")), None, None,
-                _int(p.get("totalGlobalMem")), _int(p.get("computeMajor")), _int(p.get("computeMinor")),
-                None, None, "kineto" if p else "unknown",
-            ))
+            rows.append(
+                (
+                    self.rank,
+                    dev,
+                    p.get("name"),
+                    _int(p.get("numSms")),
+                    None,
+                    None,
+                    _int(p.get("totalGlobalMem")),
+                    _int(p.get("computeMajor")),
+                    _int(p.get("computeMinor")),
+                    None,
+                    None,
+                    "kineto" if p else "unknown",
+                )
+            )
         if not rows:
             rows.append((self.rank, None, None, None, None, None, None, None, None, None, None, "unknown"))
         self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def _report(self) -> None:
         counts = self.result.counts
-        batches = (("kernels", self.kernels), ("memops", self.memops), ("cuda_api", self.api),
-                   ("sync", self.sync), ("nvtx", self.nvtx), ("kineto_gpu_annotations", self.gpu_ann))
+        batches = (
+            ("kernels", self.kernels),
+            ("memops", self.memops),
+            ("cuda_api", self.api),
+            ("sync", self.sync),
+            ("nvtx", self.nvtx),
+            ("kineto_gpu_annotations", self.gpu_ann),
+        )
         for table, batch in batches:
             counts[table] = counts.get(table, 0) + batch.total
         counts["kineto_collectives"] = self.con.execute(
@@ -762,6 +1141,98 @@ def _duck(t: pa.DataType) -> str:
     return {I64: "BIGINT", I32: "INTEGER", STR: "VARCHAR"}[t]
 
 
+@contextlib.contextmanager
+def _parsed(text: EventText) -> Iterator[Iterator[kineto_duck.Piece]]:
+    """The pieces of a file parsed by DuckDB, in order (kineto_duck.Parser.parse_all)."""
+    with kineto_duck.Parser(SYNC_KINDS) as parser, closing(parser.parse_all(text.pieces())) as pieces:
+        yield pieces
+
+
+# ---------------------------------------------------------------------------------------------
+# read-ahead: the next file is parsed while the ingest inserts and commits this one
+# ---------------------------------------------------------------------------------------------
+READ_AHEAD_FILES = 2  # files parsed ahead of their load (the ingest asks for the next one)
+READ_AHEAD_PIECES = 8  # parsed pieces a read-ahead keeps before its load takes them
+READ_AHEAD_WAIT_S = 600  # a read-ahead nobody takes for this long gives up (frees its memory)
+
+
+class _ReadAhead:
+    """The fast path's pipeline on one file, run before its load(), which takes its pieces."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.text = EventText(path, kineto_duck.PIECE_BYTES)
+        self.queue: queue.Queue = queue.Queue(maxsize=READ_AHEAD_PIECES)
+        self.cancelled = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"kineto-read-ahead {path.name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with _parsed(self.text) as pieces:
+                for piece in pieces:
+                    if not self._put(piece):
+                        return
+            self._put(None)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the load that takes it
+            self._put(exc)
+
+    def _put(self, item: Any) -> bool:
+        waited = 0.0
+        while not self.cancelled.is_set() and waited < READ_AHEAD_WAIT_S:
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                waited += 0.1
+        self.cancelled.set()
+        return False
+
+    def pieces(self) -> Iterator[kineto_duck.Piece]:
+        try:
+            while (item := self.queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        with contextlib.suppress(queue.Empty):
+            while True:  # a _put blocked on a full queue sees `cancelled` at its next try
+                self.queue.get_nowait()
+        self.thread.join()
+
+
+_read_ahead: dict[Path, _ReadAhead] = {}
+_read_ahead_lock = threading.Lock()
+
+
+def prefetch(path: Path) -> None:
+    """Start parsing `path` in the background for a load() of it that follows soon: the ingest
+    calls this for its next file before it loads the current one, so that parsing one file
+    overlaps with inserting and committing the other. Memory stays bounded: at most
+    READ_AHEAD_FILES files are read ahead, each up to READ_AHEAD_PIECES parsed pieces."""
+    if not FAST_PATH or not hasattr(os, "mkfifo"):
+        return
+    with _read_ahead_lock:
+        if path in _read_ahead:
+            return
+        while len(_read_ahead) >= READ_AHEAD_FILES:  # the oldest was not loaded after all
+            _read_ahead.pop(next(iter(_read_ahead))).cancel()
+        _read_ahead[path] = _ReadAhead(path)
+
+
+def _take_read_ahead(path: Path) -> _ReadAhead | None:
+    with _read_ahead_lock:
+        ahead = _read_ahead.pop(path, None)
+    if ahead is not None and ahead.cancelled.is_set():  # gave up waiting: parse again
+        ahead.cancel()
+        return None
+    return ahead
+
+
 def load(
     con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[int, int], probe: Probe
 ) -> LoadResult:
@@ -770,8 +1241,10 @@ def load(
         raise BadInput("a Kineto trace holds exactly one rank")
     rank = next(iter(ranks.values()))
     result = LoadResult(warnings=list(probe.warnings))
+    pending = meta.tail_pending
+    loader = _Loader(con, path, rank, meta, result)
     try:
-        _Loader(con, path, rank, meta, result).run()
+        loader.run()
     except duckdb.Error as exc:
         raise BadInput(f"failed while loading events ({str(exc).splitlines()[0]})") from None
     except OSError as exc:
@@ -780,6 +1253,12 @@ def load(
     # the ranks row after load(), from this Process.
     if probe.processes:
         proc = probe.processes[0]
+        if pending:  # probe() left deviceProperties to this pass
+            proc.device_id = loader.probe_device
+            gpu = (
+                meta.device_properties().get(loader.probe_device) if loader.probe_device is not None else None
+            )
+            proc.gpu_name = gpu.get("name") if gpu else None
         if proc.pid is None:
             proc.pid = meta.host_pid
         if meta.base_time_ns is not None:

@@ -1,0 +1,456 @@
+"""Kineto `traceEvents` parsed by DuckDB's JSON reader: the fast path of sources/kineto.py.
+
+kineto.py cuts the array's text into pieces of whole events (`PIECE_BYTES` each, so memory
+stays bounded for any file size). Each piece is written into a FIFO that `read_json` of a
+private in-memory DuckDB reads (C++ parse, nothing written to disk); one SELECT maps every
+event to one row of a wide Arrow table (`target` says which canonical row set it feeds, or
+`skipped` why none), which pyarrow splits into the row sets of kineto.py's batches. Two
+pieces are parsed at once while kineto.py decompresses the next one and inserts the last.
+Parse errors stay in the private database, so they never abort the ingest's transaction: the
+caller falls back to the ijson path, which loads the file or reports the exact reason.
+
+Exact times: DuckDB's JSON reader keeps a number as a double, and a fractional epoch-µs
+value (1.7e15 µs = 19 digits in ns) does not fit in one. Integer literals are exact, and
+so is a double's shortest text with at most 15 significant digits and 3 decimals, which
+the reader writes back for a JSON-typed column; both become ns with integer arithmetic
+(`k_ns`). A piece holding any other number (e.g. 1712188298123456.001) is parsed again in
+"raw" mode, where `read_json_objects` keeps each event's text and the `ts`/`dur` literals
+are cut from it (`k_ns_raw`): exact to the decimal text, sub-ns digits rounded half-even
+like the ijson path.
+
+The meaning of each field is kineto.py's (`_Loader.on_*`), and the SQL follows it:
+  * integers (`_int`): an integer literal, or a float literal with an integral value;
+  * strings (`_text`): the string, or the JSON text of a non-string value (compact:
+    `[0,1]` where the ijson path writes `[0, 1]`);
+  * an event is "bad" (counted, not loaded) when its ts or dur is not a number;
+  * a key whose value is null counts as absent (so does the ijson path, but for
+    `"Collective name": null`, which there makes a non-NCCL kernel a collective's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..duck import OFFLINE_CONFIG, offline
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: kineto.py uses the ijson path
+    fcntl = None  # type: ignore[assignment]
+
+PIECE_BYTES = 32 << 20  # JSON text per DuckDB parse: bounds memory, amortises per-query cost
+WORKERS = 2  # pieces parsed at once (each read_json of a FIFO runs on one core)
+THREADS = 1  # DuckDB threads of the parsing database (a FIFO is read by one anyway)
+PARSE_MEMORY_LIMIT = "1GB"
+PIPE_BYTES = 1 << 20  # FIFO buffer (Linux default 64 KiB; 1 MiB is the unprivileged maximum)
+
+# Fields read from each event: (JSON key, DuckDB type); the event's own keys, then args'.
+# JSON-typed fields keep the literal's type (integer vs float vs string) for `_int`.
+EVENT_FIELDS = [
+    ("ph", "VARCHAR"),
+    ("cat", "VARCHAR"),
+    ("name", "VARCHAR"),
+    ("pid", "JSON"),
+    ("tid", "JSON"),
+    ("ts", "JSON"),
+    ("dur", "JSON"),
+]
+ARG_FIELDS = [
+    ("device", "JSON"),
+    ("stream", "JSON"),
+    ("correlation", "JSON"),
+    ("External id", "JSON"),
+    ("grid", "JSON"),
+    ("block", "JSON"),
+    ("registers per thread", "JSON"),
+    ("bytes", "JSON"),
+    ("cuda_sync_kind", "VARCHAR"),
+    ("Collective name", "VARCHAR"),
+    ("dtype", "VARCHAR"),
+    ("In msg nelems", "JSON"),
+    ("Out msg nelems", "JSON"),
+    ("In split size", "VARCHAR"),
+    ("Out split size", "VARCHAR"),
+    ("Group size", "JSON"),
+    ("Process Group Name", "VARCHAR"),
+    ("Process Group Description", "VARCHAR"),
+    ("Process Group Ranks", "VARCHAR"),
+    ("name", "VARCHAR"),
+]
+HANDLED = (
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cuda_driver",
+    "cuda_sync",
+    "user_annotation",
+    "gpu_user_annotation",
+    "cpu_op",
+)
+
+MACROS = [
+    # kineto._int: an integer literal, or an integral float literal
+    # (the reader writes a float with a '.', or with an exponent when too large for BIGINT)
+    "k_int(v) AS CASE WHEN NOT contains(v, '.') THEN TRY_CAST(v AS BIGINT) "
+    "WHEN TRY_CAST(v AS DOUBLE) = floor(TRY_CAST(v AS DOUBLE)) "
+    "THEN TRY_CAST(TRY_CAST(v AS DOUBLE) AS BIGINT) END",
+    # µs text '-?digits(.d{1,3})?' -> exact ns, in integers (DuckDB's DECIMAL casts are slow)
+    "k_digits(t) AS TRY_CAST(TRY_CAST(replace(t, '.', '') AS HUGEINT) * CASE "
+    "WHEN NOT contains(t, '.') THEN 1000 WHEN length(t) - strpos(t, '.') = 1 THEN 100 "
+    "WHEN length(t) - strpos(t, '.') = 2 THEN 10 ELSE 1 END AS BIGINT)",
+    # a JSON number written back by the reader -> exact ns; NULL when it is not a number, or
+    # when the double may not be the literal (> 15 significant digits, > 3 decimals, exponent)
+    "k_ns(v) AS CASE WHEN contains(v, 'e') OR contains(v, 'E') THEN NULL "
+    "WHEN NOT contains(v, '.') OR (length(v) - strpos(v, '.') <= 3 "
+    "AND length(v) - starts_with(v, '-')::INT <= 16) THEN k_digits(v) END",
+    # raw mode: t is the literal cut from the event's text, v the reader's value of the same key;
+    # when they disagree the regex met a nested key of that name first: fall back to the double
+    "k_ns_raw(t, v) AS CASE WHEN v IS NULL OR contains(v, '\"') OR TRY_CAST(v AS DOUBLE) IS NULL "
+    "THEN NULL WHEN TRY_CAST(t AS DOUBLE) IS DISTINCT FROM TRY_CAST(v AS DOUBLE) "
+    "THEN round(TRY_CAST(v AS DOUBLE) * 1000)::BIGINT "
+    "WHEN regexp_full_match(t, '-?[0-9]+(\\.[0-9]{1,3})?') THEN k_digits(t) "
+    "ELSE TRY_CAST(round_even(TRY_CAST(t AS DECIMAL(38, 15)) * 1000, 0) AS BIGINT) END",
+]
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_COLUMNS = (
+    "{"
+    + ", ".join(f'"{k}": {_sql_str(t)}' for k, t in EVENT_FIELDS)
+    + ", args: "
+    + _sql_str("STRUCT(" + ", ".join(f'"{k}" {t}' for k, t in ARG_FIELDS) + ")")
+    + "}"
+)
+_STRUCTURE = _sql_str(
+    "{"
+    + ", ".join(f'"{k}": "{t}"' for k, t in EVENT_FIELDS)
+    + ', "args": {'
+    + ", ".join(f'"{k}": "{t}"' for k, t in ARG_FIELDS)
+    + "}}"
+)
+_FIELDS = "ph, cat, name, pid::VARCHAR AS pid, tid::VARCHAR AS tid, args AS a"
+SOURCE_FAST = f"""
+    SELECT true AS is_obj, {_FIELDS}, k_ns(ts::VARCHAR) AS ts_ns, k_ns(dur::VARCHAR) AS dur_ns,
+           (ts_ns IS NULL AND TRY_CAST(ts::VARCHAR AS DOUBLE) IS NOT NULL)
+           OR (dur_ns IS NULL AND TRY_CAST(dur::VARCHAR AS DOUBLE) IS NOT NULL) AS lossy
+    FROM read_json({{src}}, format = 'array', compression = 'uncompressed', columns = {_COLUMNS})
+"""
+_RAW_NUMBER = "regexp_extract(raw, '\"{key}\"\\s*:\\s*(-?[0-9][0-9.eE+-]*)', 1)"
+SOURCE_RAW = f"""
+    SELECT starts_with(ltrim(raw), '{{') AS is_obj, {_FIELDS},
+           k_ns_raw({_RAW_NUMBER.format(key="ts")}, ts::VARCHAR) AS ts_ns,
+           k_ns_raw({_RAW_NUMBER.format(key="dur")}, dur::VARCHAR) AS dur_ns, false AS lossy
+    FROM (SELECT raw, unnest(json_transform(raw, {_STRUCTURE}))
+          FROM (SELECT json AS raw
+                FROM read_json_objects({{src}}, format = 'array', compression = 'uncompressed')))
+"""
+
+# Targets (row sets of kineto.py's batches) an event feeds; an NCCL kernel also feeds `comm`.
+KERNEL, MEMOP, API, SYNC, NVTX, GPU_ANN, THREAD, COMM_OP = range(1, 9)
+_STEP = "starts_with(name, 'ProfilerStep#') AND regexp_matches(name, '^ProfilerStep#[0-9]')"
+_HANDLED = "(" + ", ".join(_sql_str(c) for c in HANDLED) + ")"
+_DIMS = ", ".join(
+    f"CASE WHEN target = {KERNEL} THEN k_int({arg}[{i + 1}]::VARCHAR) END AS {arg}_{axis}"
+    for arg in ("grid", "block")
+    for i, axis in enumerate("xyz")
+)
+EVENTS_SQL = f"""
+WITH e AS ({{source}}),
+k AS (
+    SELECT *,
+        CASE WHEN NOT is_obj THEN NULL
+             WHEN cat = 'kernel' THEN {KERNEL}
+             WHEN cat IN ('gpu_memcpy', 'gpu_memset') THEN {MEMOP}
+             WHEN cat IN ('cuda_runtime', 'cuda_driver') THEN {API}
+             WHEN cat = 'cuda_sync' THEN {SYNC}
+             WHEN cat = 'user_annotation' OR (cat = 'cpu_op' AND {_STEP}) THEN {NVTX}
+             WHEN cat = 'gpu_user_annotation' THEN {GPU_ANN}
+             WHEN cat = 'cpu_op' THEN CASE WHEN name = 'record_param_comms'
+                                             AND a."Collective name" IS NOT NULL THEN {COMM_OP} END
+             WHEN ph = 'M' AND name = 'thread_name' THEN {THREAD} END AS handler,
+        CASE WHEN cat = 'kernel' THEN TRY_CAST(a.grid AS JSON[]) END AS grid,
+        CASE WHEN cat = 'kernel' THEN TRY_CAST(a.block AS JSON[]) END AS block
+    FROM e
+),
+t AS (
+    SELECT *,
+        handler BETWEEN {KERNEL} AND {GPU_ANN} AND (ts_ns IS NULL OR dur_ns IS NULL) AS bad,
+        CASE WHEN handler BETWEEN {KERNEL} AND {GPU_ANN} AND (ts_ns IS NULL OR dur_ns IS NULL) THEN NULL
+             ELSE handler END AS target
+    FROM k
+)
+SELECT target, bad, lossy,
+    CASE WHEN NOT is_obj THEN 'non-object entries'
+         WHEN cat = 'cpu_op' THEN CASE WHEN handler IS DISTINCT FROM {NVTX} THEN 'cpu_op' END
+         WHEN cat IN {_HANDLED} THEN NULL
+         WHEN ph = 'M' THEN CASE WHEN name IS DISTINCT FROM 'thread_name' THEN 'metadata (ph M)' END
+         ELSE coalesce(nullif(cat, ''), 'ph ' || coalesce(ph, 'None')) END AS skipped,
+    target = {KERNEL} AND (a."Collective name" IS NOT NULL OR contains(name, 'nccl')) AS is_comm,
+    CASE WHEN target IN ({KERNEL}, {GPU_ANN}) THEN coalesce(k_int(a.device::VARCHAR), k_int(pid))
+         WHEN target IN ({MEMOP}, {SYNC}) THEN k_int(a.device::VARCHAR) END AS device_id,
+    CASE WHEN target IN ({KERNEL}, {MEMOP}, {SYNC}) THEN k_int(a.stream::VARCHAR)
+         WHEN target = {GPU_ANN} THEN k_int(tid) END AS stream_id,
+    CASE WHEN target <= {GPU_ANN} THEN ts_ns END AS start_ns,
+    CASE WHEN target <= {GPU_ANN} THEN ts_ns + dur_ns END AS end_ns,
+    CASE WHEN target <= {GPU_ANN} THEN name WHEN target = {THREAD} THEN a.name END AS name,
+    CASE WHEN target IN ({KERNEL}, {MEMOP}, {API}, {SYNC}) THEN k_int(a.correlation::VARCHAR) END
+        AS correlation_id,
+    {_DIMS},
+    CASE WHEN target = {KERNEL} THEN k_int(a."registers per thread"::VARCHAR) END AS registers_per_thread,
+    CASE WHEN target = {MEMOP} THEN k_int(a.bytes::VARCHAR) END AS bytes,
+    CASE WHEN target IN ({API}, {NVTX}, {THREAD}) THEN k_int(tid) END AS tid,
+    CASE WHEN target = {THREAD} THEN k_int(pid)
+         WHEN target = {API} AND regexp_full_match(pid, '-?[0-9]+') THEN k_int(pid) END AS pid,
+    CASE WHEN target = {API} THEN CASE cat WHEN 'cuda_runtime' THEN 'runtime' ELSE 'driver' END
+         WHEN target = {SYNC} THEN CASE coalesce(nullif(a.cuda_sync_kind, ''), name) {{sync_kinds}}
+                                       ELSE 'unknown' END END AS kind,
+    CASE WHEN target IN ({GPU_ANN}, {COMM_OP}) OR is_comm THEN k_int(a."External id"::VARCHAR) END
+        AS external_id,
+    CASE WHEN target = {COMM_OP} OR is_comm THEN struct_pack(
+        collective := a."Collective name", dtype := a.dtype,
+        in_nelems := k_int(a."In msg nelems"::VARCHAR), out_nelems := k_int(a."Out msg nelems"::VARCHAR),
+        in_split_size := a."In split size", out_split_size := a."Out split size",
+        group_size := k_int(a."Group size"::VARCHAR), pg_name := a."Process Group Name",
+        pg_desc := a."Process Group Description", pg_ranks := a."Process Group Ranks") END AS comm
+FROM t
+"""
+
+# The batches' columns (kineto.py schemas), taken from the wide table: (batch, target, columns).
+_SPAN = ["start_ns", "end_ns"]
+SPLITS = [
+    (
+        "kernels",
+        KERNEL,
+        [
+            "device_id",
+            "stream_id",
+            *_SPAN,
+            "name",
+            "correlation_id",
+            "grid_x",
+            "grid_y",
+            "grid_z",
+            "block_x",
+            "block_y",
+            "block_z",
+            "registers_per_thread",
+        ],
+    ),
+    ("memops", MEMOP, ["device_id", "stream_id", *_SPAN, "name", "bytes", "correlation_id"]),
+    ("api", API, ["tid", *_SPAN, "name", "correlation_id", "kind"]),
+    ("sync", SYNC, ["device_id", "stream_id", *_SPAN, "kind", "correlation_id"]),
+    ("nvtx", NVTX, ["tid", *_SPAN, "name"]),
+    ("gpu_ann", GPU_ANN, ["device_id", "stream_id", *_SPAN, "name", "external_id"]),
+    ("threads", THREAD, ["pid", "tid", "name"]),
+]
+RENAMES = {("api", "kind"): "api_class", ("nvtx", "name"): "text", ("gpu_ann", "name"): "text"}
+COMM_FIELDS = [
+    "collective",
+    "dtype",
+    "in_nelems",
+    "out_nelems",
+    "in_split_size",
+    "out_split_size",
+    "group_size",
+    "pg_name",
+    "pg_desc",
+    "pg_ranks",
+]
+
+
+class NoFastPath(Exception):
+    """This path cannot read the file; the ijson path will (or will say why not)."""
+
+
+@dataclass
+class Piece:
+    """What one piece of events gives: a row set per batch and the counters."""
+
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    skipped: Counter[str] = field(default_factory=Counter)
+    bad: int = 0
+    devices: list[tuple[int, int]] = field(default_factory=list)  # (device, events), first seen first
+    host_pids: list[tuple[int, int]] = field(default_factory=list)
+
+
+def split(wide: pa.Table) -> Piece:
+    """The wide table of one piece -> the batches' row sets and the counters (pyarrow, in C++)."""
+    out = Piece()
+    target = wide["target"]
+    for batch, code, columns in SPLITS:
+        rows = wide.select(columns).filter(pc.equal(target, code))
+        out.tables[batch] = rows.rename_columns([RENAMES.get((batch, c), c) for c in columns])
+    comm_columns = ["target", "correlation_id", "external_id", "stream_id", *_SPAN, "name", "comm"]
+    comm = wide.select(comm_columns).filter(
+        pc.fill_null(pc.or_(wide["is_comm"], pc.equal(target, COMM_OP)), False)
+    )
+    is_kernel = pc.equal(comm["target"], KERNEL)
+    fields = pc.struct_field  # comm's struct columns
+    out.tables["comm"] = pa.table(
+        {
+            "kind": pc.if_else(is_kernel, "kernel", "cpu_op"),
+            "correlation_id": comm["correlation_id"],
+            "external_id": comm["external_id"],
+            "stream_id": comm["stream_id"],
+            "start_ns": comm["start_ns"],
+            "end_ns": comm["end_ns"],
+            "kernel_name": pc.if_else(is_kernel, comm["name"], pa.scalar(None, pa.string())),
+            **{f: fields(comm["comm"], f) for f in COMM_FIELDS},
+        }
+    )
+    out.skipped.update(_counts(wide["skipped"]))
+    out.bad = pc.sum(wide["bad"]).as_py() or 0
+    gpu_work = pc.is_in(target, pa.array([KERNEL, MEMOP]))
+    out.devices = list(_counts(wide["device_id"].filter(gpu_work)).items())
+    out.host_pids = list(_counts(wide["pid"].filter(pc.equal(target, API))).items())
+    return out
+
+
+def _counts(values: pa.ChunkedArray) -> dict:
+    """value -> count, non-null values only, in the order of first occurrence."""
+    counts = pc.value_counts(values.drop_null()) if len(values) else []
+    return {c["values"].as_py(): c["counts"].as_py() for c in counts}
+
+
+class Parser:
+    """Private in-memory DuckDB cursors, each with a FIFO: parse pieces of the traceEvents array."""
+
+    def __init__(self, sync_kinds: dict[str, str], workers: int = WORKERS):
+        self.dir = Path(tempfile.mkdtemp(prefix="nsight_analyze_kineto_"))
+        self.slots: queue.Queue[tuple[duckdb.DuckDBPyConnection, Path]] = queue.Queue()
+        self.con = offline(duckdb.connect(":memory:", config=dict(OFFLINE_CONFIG)))
+        try:
+            self._setup(sync_kinds, workers)
+        except BaseException:
+            self.close()
+            raise
+        self.workers = workers
+
+    def _setup(self, sync_kinds: dict[str, str], workers: int) -> None:
+        self.con.execute(f"SET memory_limit = '{PARSE_MEMORY_LIMIT}'")
+        self.con.execute("SET preserve_insertion_order = true")  # rows in the file's order
+        self.con.execute(f"SET threads = {THREADS}")
+        for macro in MACROS:
+            self.con.execute(f"CREATE MACRO {macro}")
+        cases = " ".join(f"WHEN {_sql_str(k)} THEN {_sql_str(v)}" for k, v in sync_kinds.items())
+        self.sql = EVENTS_SQL.replace("{sync_kinds}", cases)
+        for i in range(workers):
+            fifo = self.dir / f"events{i}.json"
+            os.mkfifo(fifo, 0o600)
+            self.slots.put((self.con.cursor(), fifo))
+
+    def close(self) -> None:
+        while not self.slots.empty():
+            self.slots.get_nowait()[0].close()
+        self.con.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Parser:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def parse_all(self, pieces: Iterator[bytes]) -> Iterator[Piece]:
+        """Parse pieces, `workers` at a time, while the next ones are read; results in order.
+
+        Raises duckdb.Error (a piece DuckDB cannot read) and whatever reading the pieces raises."""
+        pending: queue.Queue[Future | BaseException | None] = queue.Queue(maxsize=self.workers)
+        stop = threading.Event()
+        with ThreadPoolExecutor(self.workers) as pool:
+            reader = threading.Thread(target=self._read, args=(pieces, pool, pending, stop), daemon=True)
+            reader.start()
+            try:
+                while (item := pending.get()) is not None:
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item.result()
+            finally:
+                stop.set()
+                while reader.is_alive():  # let a reader blocked on a full queue see `stop`
+                    with contextlib.suppress(queue.Empty):
+                        pending.get(timeout=0.05)
+                reader.join()
+
+    def _read(
+        self, pieces: Iterator[bytes], pool: ThreadPoolExecutor, pending: queue.Queue, stop: threading.Event
+    ) -> None:
+        try:
+            for piece in pieces:
+                if stop.is_set():
+                    return
+                pending.put(pool.submit(self.parse, piece))
+            pending.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
+            pending.put(exc)
+        finally:
+            pieces.close()
+
+    def parse(self, text: bytes) -> Piece:
+        """Events of one piece (the text between the array's brackets, whole events only)."""
+        cur, fifo = self.slots.get()
+        try:
+            try:
+                wide = self._query(cur, fifo, text, SOURCE_FAST)
+                if pc.any(wide["lossy"]).as_py():
+                    wide = self._query(cur, fifo, text, SOURCE_RAW)
+            except duckdb.Error:  # e.g. a non-object entry: the raw reader takes any JSON value
+                try:
+                    wide = self._query(cur, fifo, text, SOURCE_RAW)
+                except duckdb.Error as exc:
+                    raise NoFastPath(str(exc).splitlines()[0]) from None
+            return split(wide)
+        finally:
+            self.slots.put((cur, fifo))
+
+    def _query(self, cur: duckdb.DuckDBPyConnection, fifo: Path, text: bytes, source: str) -> pa.Table:
+        """Run the events query while a thread writes `[text]` into the FIFO it reads."""
+        writer = threading.Thread(target=_feed, args=(fifo, text), daemon=True)
+        writer.start()
+        try:
+            sql = self.sql.replace("{source}", source).replace("{src}", _sql_str(str(fifo)))
+            return cur.execute(sql).to_arrow_table()
+        finally:
+            if writer.is_alive():
+                _unblock(fifo)
+            writer.join()
+
+
+def _feed(fifo: Path, text: bytes) -> None:
+    try:
+        with open(fifo, "wb") as fh:
+            if hasattr(fcntl, "F_SETPIPE_SZ"):  # fewer, larger reads for DuckDB
+                with contextlib.suppress(OSError):
+                    fcntl.fcntl(fh.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+            fh.write(b"[")
+            fh.write(text)
+            fh.write(b"]")
+    except OSError:
+        pass  # the reader stopped early (EPIPE): its error is what the caller sees
+
+
+def _unblock(fifo: Path) -> None:
+    """Let a writer blocked in open() (DuckDB failed before opening the FIFO) run into EPIPE."""
+    try:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    os.close(fd)
