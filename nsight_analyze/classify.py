@@ -32,7 +32,7 @@ import duckdb
 
 from .errors import UserError
 
-if TYPE_CHECKING:  # pandas costs 0.2 s to import; the ingest path never needs it
+if TYPE_CHECKING:  # classification is SQL; only classify_names hands back a DataFrame
     import pandas as pd
 
 BUILTIN_RULES = Path(__file__).parent / "data" / "kernel_rules.csv"

@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module under `nsight_analyze/commands/`, named like the
 command, and exposes a click command named `command`. Modules are imported only when their
-command runs (or --help lists them), so `ingest` does not pay for pandas and plotly. This
+command runs (or --help lists them), so `ingest` does not load plotly and the report. This
 module only assembles them and turns errors into one clear line and a non-zero exit.
 """
 

@@ -95,8 +95,8 @@ def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dic
 
 def _in_dependency_order(sql_by_file: dict[str, str]) -> dict[str, str]:
     """Files ordered so that each comes after the files whose object (named like the file)
-    it mentions: one pass then creates everything, which halves the time to open a new
-    workspace. Comments are ignored: headers cite related views in both directions."""
+    it mentions: one pass then creates everything, with no failing retries (0.37 -> 0.28 s
+    for a new workspace). Comments are ignored: headers cite related views in both directions."""
     stems = {name: name.removesuffix(".sql") for name in sql_by_file}
     code = {name: re.sub(r"--[^\n]*", "", sql) for name, sql in sql_by_file.items()}
     graph = {

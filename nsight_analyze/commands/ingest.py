@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..ingest import FileOutcome, ingest
+from ..render import print_table
 from ..workspace import open_workspace
 
 
@@ -102,8 +103,6 @@ class _Progress:
 
 
 def _closing_table(db: Path) -> None:
-    from ..render import print_table  # pandas: imported after the ingest, not before
-
     con = open_workspace(db, read_only=True)
     try:
         df = con.execute(

@@ -52,6 +52,7 @@ MEM_KINDS = {
 SYNC_TYPES = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
 NVTX_TYPES = {59: "push_pop", 60: "start_end", 70: "push_pop", 71: "start_end", 34: "mark"}
 API_CLASSES = {0: "runtime", 1: "driver"}
+ABI_SUFFIX = "'_v[0-9]{4,}$'"  # cudaLaunchKernel_v7000 -> cudaLaunchKernel
 
 # Tables that are read elsewhere or deliberately not loaded; their row counts are reported.
 REPORTED_UNUSED = (
@@ -335,11 +336,10 @@ class _Loader:
         )
         if self.meta.has(table, "nameId"):
             # the ABI suffix is cut once per string (far fewer than calls), not once per call
-            cut = "regexp_replace(value, '_v[0-9]{4,}$', '')"
-            names = f"SELECT id, {cut} AS name FROM {self.t('StringIds')}"
+            names = f"SELECT id, regexp_replace(value, {ABI_SUFFIX}, '') AS name FROM {self.t('StringIds')}"
             name, join = "n.name", f" LEFT JOIN ({names}) n ON n.id = x.nameId"
         elif self.meta.has(table, "name"):
-            name, join = "regexp_replace(x.\"name\", '_v[0-9]{4,}$', '')", ""
+            name, join = f"regexp_replace(x.\"name\", {ABI_SUFFIX}, '')", ""
         else:
             name, join = "NULL", ""
         sql = f"""
