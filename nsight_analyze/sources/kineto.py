@@ -952,7 +952,7 @@ class _Loader:
         """The fast path: pieces of the array parsed by DuckDB (kineto_duck) while the next ones
         are decompressed. False, with nothing loaded, when it cannot read the file; the ijson
         pass then loads it or says why it cannot."""
-        if not FAST_PATH or not hasattr(os, "mkfifo"):
+        if not _fast_path_available():
             return False
         ahead = _take_read_ahead(self.path)
         text = ahead.text if ahead else EventText(self.path, kineto_duck.PIECE_BYTES)
@@ -1021,14 +1021,7 @@ class _Loader:
     def _finish(self) -> None:
         r = int(self.rank)
         if self.kernels.total:
-            kernels = f"{self.tmp}_kernels"
-            classify.build_name_map(
-                self.con, f"SELECT coalesce(name, short_name) AS name FROM {kernels}", f"{kernels}_map"
-            )
-            self.con.execute(f"""
-                INSERT INTO kernels
-                SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
-                FROM {kernels} k LEFT JOIN {kernels}_map m ON m.name = coalesce(k.name, k.short_name)""")
+            classify.insert_classified(self.con, f"{self.tmp}_kernels")
         self.con.execute(
             f"""
             INSERT INTO kineto_collectives
@@ -1137,6 +1130,11 @@ class _Loader:
             self.result.warnings.append(f"{self.bad} events without ts/dur were not loaded")
 
 
+def _fast_path_available() -> bool:
+    """kineto_duck feeds DuckDB through FIFOs (POSIX); FAST_PATH = False forces ijson."""
+    return FAST_PATH and hasattr(os, "mkfifo")
+
+
 def _duck(t: pa.DataType) -> str:
     return {I64: "BIGINT", I32: "INTEGER", STR: "VARCHAR"}[t]
 
@@ -1214,7 +1212,7 @@ def prefetch(path: Path) -> None:
     calls this for its next file before it loads the current one, so that parsing one file
     overlaps with inserting and committing the other. Memory stays bounded: at most
     READ_AHEAD_FILES files are read ahead, each up to READ_AHEAD_PIECES parsed pieces."""
-    if not FAST_PATH or not hasattr(os, "mkfifo"):
+    if not _fast_path_available():
         return
     with _read_ahead_lock:
         if path in _read_ahead:
