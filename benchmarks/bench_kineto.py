@@ -4,7 +4,8 @@ Why: PyTorch-profiler traces of real jobs are 100 MB to > 1 GB per rank; the ing
 fast and bounded in memory (peak RSS must not grow with the file). This tiles a shared Kineto
 trace in time until each rank has M GPU events (kernels + memcpy/memset), writes one gzip file
 per rank with `distributedInfo.rank` rewritten, then, in a fresh subprocess per measurement,
-runs ingest + the breakdown/overlap SQL, and HolisticTraceAnalysis (HTA) on the same files
+runs ingest + `summary()` (what `nsight-analyze summary` computes: the partition with overlap
+and idle causes, per rank and step), and HolisticTraceAnalysis (HTA) on the same files
 (TraceAnalysis load + get_temporal_breakdown + get_comm_comp_overlap), and prints both with
 their ratios. HTA runs when it is importable here or when --hta-python names an interpreter
 that has it (HTA is not a dependency of this project: install it in a venv of its own).
@@ -43,16 +44,6 @@ DEFAULT_SOURCE = ROOT.parent / "shared/traces/kineto/hta/trace_filter/sampled_ra
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 ID_STRIDE = 10**8  # per-tile offset of correlation / External ids (source ids are < 1e8)
 
-ANALYSIS_SQL = {
-    # what HTA's get_temporal_breakdown + get_comm_comp_overlap give: per rank, the whole
-    # capture's breakdown and the share of communication hidden under compute (one partition)
-    "breakdown_overlap": (
-        "SELECT rank, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, "
-        "comms_hidden_ns * 100.0 / nullif(comms_total_ns, 0) AS overlap_pct "
-        "FROM time_partition WHERE step IS NULL"
-    ),
-    "kernel_summary": "SELECT count(*) FROM kernel_summary",
-}
 HTA_SCRIPT = """
 import json, logging, sys, time, warnings
 warnings.simplefilter("ignore")
@@ -135,6 +126,7 @@ def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     """Ingest the folder and run the analysis SQL; print timings as one JSON line."""
     sys.path.insert(0, str(ROOT))
     from nsight_analyze.ingest import ingest
+    from nsight_analyze.summary import summary
     from nsight_analyze.workspace import open_workspace
 
     open_workspace(db).close()  # schema and views exist before the clock starts
@@ -153,19 +145,21 @@ def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     result["kernels"] = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
     result["gpu_ops"] = result["kernels"] + con.execute("SELECT count(*) FROM memops").fetchone()[0]
     if analyse:
-        for name, sql in ANALYSIS_SQL.items():
-            t = time.perf_counter()
-            timer = threading.Timer(sql_timeout, con.interrupt)
-            timer.start()
-            try:
-                con.execute(sql).fetchall()
-                result[f"{name}_s"] = time.perf_counter() - t
-            except Exception as exc:  # noqa: BLE001 - a broken or slow view is reported, not fatal
-                first = str(exc).splitlines()[0][:100]
-                timed_out = "nterrupt" in first
-                result[f"{name}_s"] = f"timeout > {sql_timeout:.0f} s" if timed_out else f"error: {first}"
-            finally:
-                timer.cancel()
+        # what `nsight-analyze summary` computes: per rank the whole capture's and every step's
+        # partition (compute / memory / other / exposed comms / idle and its causes), the
+        # communication hidden under compute (overlap), step sources and the top kernels
+        t = time.perf_counter()
+        timer = threading.Timer(sql_timeout, con.interrupt)
+        timer.start()
+        try:
+            summary(con)
+            result["summary_s"] = time.perf_counter() - t
+        except Exception as exc:  # noqa: BLE001 - a broken or slow view is reported, not fatal
+            first = str(exc).splitlines()[0][:100]
+            timed_out = "nterrupt" in first
+            result["summary_s"] = f"timeout > {sql_timeout:.0f} s" if timed_out else f"error: {first}"
+        finally:
+            timer.cancel()
     con.close()
     print(json.dumps(result))
 
@@ -289,7 +283,7 @@ def main() -> None:
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-analysis", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--sql-timeout", type=float, default=120, help="seconds per analysis query (default 120)")
+    ap.add_argument("--sql-timeout", type=float, default=120, help="analysis time limit, s (default 120)")
     ap.add_argument("cmd", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:

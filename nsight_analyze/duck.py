@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -46,3 +49,41 @@ def attach_sqlite(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> Non
     load_sqlite_reader(con)
     escaped = str(path.resolve()).replace("'", "''")
     con.execute(f"ATTACH '{escaped}' AS {alias} (TYPE sqlite, READ_ONLY)")
+
+
+MEMORY_ENV = "NSIGHT_ANALYZE_MEMORY_LIMIT"
+MEMORY_PER_THREAD = 1 << 30  # DuckDB's guidance for joins and windows: 1-4 GB per thread
+_spill_dirs = itertools.count()
+
+
+def analysis_memory_limit(threads: int) -> str:
+    """$NSIGHT_ANALYZE_MEMORY_LIMIT, else 1 GiB per DuckDB thread, at most half the machine's memory.
+
+    Why not DuckDB's default (80% of RAM): the partition of thousands of ranks would take what
+    it finds on a shared login node, and a few GB more buy little; past the limit DuckDB spills.
+    """
+    configured = os.environ.get(MEMORY_ENV, "").strip()
+    if configured:
+        return configured
+    limit = max(1, threads) * MEMORY_PER_THREAD
+    try:
+        limit = min(limit, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (AttributeError, ValueError, OSError):  # not POSIX: no cap
+        pass
+    return f"{max(limit, 256 << 20) >> 20}MiB"
+
+
+def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """Cap the connection's memory (analysis_memory_limit) and let it spill to a private folder.
+
+    The spill folder is under the system temporary directory, not beside the workspace, which
+    may be read-only; DuckDB creates it only when it spills and removes it when it closes.
+    """
+    threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])
+    limit = analysis_memory_limit(threads)
+    try:
+        con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+    except duckdb.Error:
+        raise UserError(f"{MEMORY_ENV}={limit!r} is not a memory size DuckDB accepts (e.g. 4GB)") from None
+    spill = Path(tempfile.gettempdir()) / f"nsight_analyze_spill_{os.getpid()}_{next(_spill_dirs)}"
+    con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")

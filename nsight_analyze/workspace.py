@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from .duck import OFFLINE_CONFIG, offline
+from .duck import OFFLINE_CONFIG, bound_memory, offline
 from .errors import UserError, WorkspaceBusy
 
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
@@ -55,7 +55,7 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
             if fh.read(16) == b"SQLite format 3\x00":
                 raise UserError(f"{path} is an SQLite file, not a workspace: ingest it first")
     try:
-        return offline(duckdb.connect(str(path), read_only=read_only, config=OFFLINE_CONFIG))
+        con = offline(duckdb.connect(str(path), read_only=read_only, config=OFFLINE_CONFIG))
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
@@ -66,6 +66,12 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise UserError(f"cannot open workspace {path}: {text.splitlines()[0]}") from None
     except duckdb.Error as exc:
         raise UserError(f"{path} is not a usable DuckDB workspace: {str(exc).splitlines()[0]}") from None
+    try:
+        bound_memory(con)
+    except UserError:
+        con.close()
+        raise
+    return con
 
 
 def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dict[str, str]:

@@ -18,15 +18,18 @@
 --   variable input_pattern equals the setting, see tp_nvtx_step_ranges). Range tests are ASOF joins against
 --   start-sorted intervals carrying a running max of their ends (exact, no pairwise joins).
 CREATE OR REPLACE VIEW tp_gaps AS
-WITH nxt AS (
-    SELECT g.rank, g.step, g.g0, g.g1, g.at_window_end,
+WITH spans AS (
+    SELECT DISTINCT rank, g0, g1, at_window_end FROM tp_gap_spans
+),
+nxt AS (
+    SELECT g.rank, g.g0, g.g1, g.at_window_end,
            min(o.correlation_id) AS correlation_id, count(o.rank) AS n_ops
-    FROM tp_gap_spans AS g
+    FROM spans AS g
     LEFT JOIN gpu_ops AS o ON o.rank = g.rank AND o.start_ns = (CASE WHEN NOT g.at_window_end THEN g.g1 END)
     GROUP BY ALL
 ),
 launch AS (
-    SELECT x.rank, x.step, x.g0, x.g1, x.correlation_id, x.n_ops,
+    SELECT x.rank, x.g0, x.g1, x.at_window_end, x.correlation_id, x.n_ops,
            min(a.start_ns) AS a_start, arg_min(a.end_ns, a.start_ns) AS a_end,
            arg_min(a.tid, a.start_ns) AS a_tid, arg_min(a.name, a.start_ns) AS a_name
     FROM nxt AS x
@@ -49,31 +52,33 @@ classified AS (
         FROM launch
     )
 ),
-input_idx AS (
-    SELECT rank, start_ns,
-           max(end_ns) OVER w AS run_end,
-           arg_max(text, end_ns) OVER w AS run_text
-    FROM (
-        SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max(text, end_ns) AS text
-        FROM nvtx
-        WHERE end_ns IS NOT NULL AND end_ns > start_ns AND text IS NOT NULL
-          AND CASE WHEN getvariable('input_pattern') = (SELECT value FROM settings WHERE key = 'input_pattern')
-                   THEN regexp_matches(text, getvariable('input_pattern'))
-                   ELSE regexp_matches(text, (SELECT value FROM settings WHERE key = 'input_pattern')) END
-        GROUP BY rank, start_ns
-    )
-    WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
-),
 sync_all AS (
     SELECT rank, start_ns, end_ns, name FROM tp_sync_api
 ),
-sync_idx AS (
+host_idx AS (
+    -- input ranges and synchronising calls in one start-sorted index, each kind with its own
+    -- running max of ends (arg_max ignores the other kind's NULL ends): one ASOF join, not two
     SELECT rank, start_ns,
-           max(end_ns) OVER w AS run_end,
-           arg_max(call, end_ns) OVER w AS run_call
+           max(input_end) OVER w AS input_run_end,
+           arg_max(input_text, input_end) OVER w AS input_run_text,
+           max(sync_end) OVER w AS sync_run_end,
+           arg_max(sync_call, sync_end) OVER w AS sync_run_call
     FROM (
-        SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max({'name': name, 'start_ns': start_ns}, end_ns) AS call
-        FROM sync_all
+        SELECT rank, start_ns,
+               max(input_end) AS input_end, arg_max(input_text, input_end) AS input_text,
+               max(sync_end) AS sync_end, arg_max(sync_call, sync_end) AS sync_call
+        FROM (
+            SELECT rank, start_ns, end_ns AS input_end, text AS input_text,
+                   NULL::BIGINT AS sync_end, NULL::STRUCT(name VARCHAR, start_ns BIGINT) AS sync_call
+            FROM nvtx
+            WHERE end_ns IS NOT NULL AND end_ns > start_ns AND text IS NOT NULL
+              AND CASE WHEN getvariable('input_pattern') = (SELECT value FROM settings WHERE key = 'input_pattern')
+                       THEN regexp_matches(text, getvariable('input_pattern'))
+                       ELSE regexp_matches(text, (SELECT value FROM settings WHERE key = 'input_pattern')) END
+            UNION ALL
+            SELECT rank, start_ns, NULL, NULL, end_ns, {'name': name, 'start_ns': start_ns}
+            FROM sync_all
+        )
         GROUP BY rank, start_ns
     )
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
@@ -84,34 +89,39 @@ sync_zero AS (
 ),
 evidence AS (
     SELECT c.*,
-           CASE WHEN i.run_end > c.g0 THEN i.run_text END AS input_text,
-           coalesce(CASE WHEN s.run_end >= c.g0 THEN s.run_call END, z.call) AS sync_call,
+           CASE WHEN h.input_run_end > c.g0 THEN h.input_run_text END AS input_text,
+           coalesce(CASE WHEN h.sync_run_end >= c.g0 THEN h.sync_run_call END, z.call) AS sync_call,
            CASE WHEN n.end_ns >= c.host_end THEN n.text END AS thread_text
     FROM classified AS c
-    ASOF LEFT JOIN input_idx AS i ON i.rank = c.rank AND c.host_end > i.start_ns
-    ASOF LEFT JOIN sync_idx AS s ON s.rank = c.rank AND c.host_end > s.start_ns
+    ASOF LEFT JOIN host_idx AS h ON h.rank = c.rank AND c.host_end > h.start_ns
     LEFT JOIN sync_zero AS z ON z.rank = c.rank AND z.start_ns = c.host_end
     ASOF LEFT JOIN (SELECT rank, tid, start_ns, end_ns, text FROM nvtx WHERE end_ns IS NOT NULL) AS n
         ON n.rank = c.rank AND n.tid = c.a_tid AND c.host_end >= n.start_ns
+),
+per_span AS (
+    -- the cause of each distinct gap; a gap of the capture and of a step often is the same
+    SELECT
+        rank, g0, g1, at_window_end,
+        CASE WHEN other_reason IS NULL THEN a_ns END AS a_ns,
+        CASE WHEN other_reason IS NULL THEN 'host' ELSE 'idle_other' END AS kind,
+        CASE
+            WHEN host_end IS NULL THEN NULL
+            WHEN input_text IS NOT NULL THEN 'input_stall'
+            WHEN sync_call IS NOT NULL THEN 'sync_stall'
+            ELSE 'host_bound'
+        END AS host_cause,
+        CASE
+            WHEN host_end IS NULL THEN NULL
+            WHEN input_text IS NOT NULL THEN input_text
+            WHEN sync_call IS NOT NULL THEN sync_call.name
+            ELSE thread_text
+        END AS host_activity,
+        CASE WHEN host_end IS NOT NULL AND input_text IS NULL THEN sync_call.start_ns END AS sync_start_ns,
+        a_name AS launch_name,
+        other_reason,
+        correlation_id
+    FROM evidence
 )
-SELECT
-    rank, step, g0, g1,
-    CASE WHEN other_reason IS NULL THEN a_ns END AS a_ns,
-    CASE WHEN other_reason IS NULL THEN 'host' ELSE 'idle_other' END AS kind,
-    CASE
-        WHEN host_end IS NULL THEN NULL
-        WHEN input_text IS NOT NULL THEN 'input_stall'
-        WHEN sync_call IS NOT NULL THEN 'sync_stall'
-        ELSE 'host_bound'
-    END AS host_cause,
-    CASE
-        WHEN host_end IS NULL THEN NULL
-        WHEN input_text IS NOT NULL THEN input_text
-        WHEN sync_call IS NOT NULL THEN sync_call.name
-        ELSE thread_text
-    END AS host_activity,
-    CASE WHEN host_end IS NOT NULL AND input_text IS NULL THEN sync_call.start_ns END AS sync_start_ns,
-    a_name AS launch_name,
-    other_reason,
-    correlation_id
-FROM evidence;
+SELECT s.rank, s.step, s.g0, s.g1, p.* EXCLUDE (rank, g0, g1, at_window_end)
+FROM tp_gap_spans AS s
+JOIN per_span AS p USING (rank, g0, g1, at_window_end);

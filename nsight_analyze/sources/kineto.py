@@ -9,7 +9,7 @@ Files of 1 GB and more exist, so the array is never held in memory. Two parsers 
   reader parses each piece in C++ (two at a time, while the next is decompressed) and SQL
   maps the events to the row sets below. Memory is bounded by a few pieces, not the file.
 * the ijson path (C backend), the fallback when DuckDB cannot read a piece (a non-JSON
-  file, a cut that was not between two events, no FIFO support): each event is dispatched
+  file, a cut that was not between two events): each event is dispatched
   on its `cat` into per-table row lists that are flushed every `BATCH_ROWS` rows as a
   pyarrow table. Its bad-input messages are the ones users see.
 
@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
-import os
 import queue
 import re
 import threading
@@ -1131,8 +1130,8 @@ class _Loader:
 
 
 def _fast_path_available() -> bool:
-    """kineto_duck feeds DuckDB through FIFOs (POSIX); FAST_PATH = False forces ijson."""
-    return FAST_PATH and hasattr(os, "mkfifo")
+    """FAST_PATH = False forces the ijson path (tests compare both)."""
+    return FAST_PATH
 
 
 def _duck(t: pa.DataType) -> str:

@@ -1,8 +1,8 @@
 """Kineto `traceEvents` parsed by DuckDB's JSON reader: the fast path of sources/kineto.py.
 
 kineto.py cuts the array's text into pieces of whole events (`PIECE_BYTES` each, so memory
-stays bounded for any file size). Each piece is written into a FIFO that `read_json` of a
-private in-memory DuckDB reads (C++ parse, nothing written to disk); one SELECT maps every
+stays bounded for any file size). Each piece is written into a private temporary file that
+`read_json` of a private in-memory DuckDB reads (C++ parse); one SELECT maps every
 event to one row of a wide Arrow table (`target` says which canonical row set it feeds, or
 `skipped` why none), which pyarrow splits into the row sets of kineto.py's batches. Two
 pieces are parsed at once while kineto.py decompresses the next one and inserts the last.
@@ -30,7 +30,6 @@ The meaning of each field is kineto.py's (`_Loader.on_*`), and the SQL follows i
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import shutil
 import tempfile
@@ -47,16 +46,10 @@ import pyarrow.compute as pc
 
 from ..duck import OFFLINE_CONFIG, offline
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: kineto.py uses the ijson path
-    fcntl = None  # type: ignore[assignment]
-
 PIECE_BYTES = 32 << 20  # JSON text per DuckDB parse: bounds memory, amortises per-query cost
-WORKERS = 2  # pieces parsed at once (each read_json of a FIFO runs on one core)
-THREADS = 1  # DuckDB threads of the parsing database (a FIFO is read by one anyway)
+WORKERS = 2  # pieces parsed at once (read_json of one JSON array runs on one core)
+THREADS = 1  # DuckDB threads per parse (one array is read by one thread anyway)
 PARSE_MEMORY_LIMIT = "1GB"
-PIPE_BYTES = 1 << 20  # FIFO buffer (Linux default 64 KiB; 1 MiB is the unprivileged maximum)
 
 # Fields read from each event: (JSON key, DuckDB type); the event's own keys, then args'.
 # JSON-typed fields keep the literal's type (integer vs float vs string) for `_int`.
@@ -331,7 +324,7 @@ def _counts(values: pa.ChunkedArray) -> dict:
 
 
 class Parser:
-    """Private in-memory DuckDB cursors, each with a FIFO: parse pieces of the traceEvents array."""
+    """Private in-memory DuckDB cursors, each with its own file: parse pieces of the traceEvents array."""
 
     def __init__(self, sync_kinds: dict[str, str], workers: int = WORKERS):
         self.dir = Path(tempfile.mkdtemp(prefix="nsight_analyze_kineto_"))
@@ -353,9 +346,7 @@ class Parser:
         cases = " ".join(f"WHEN {_sql_str(k)} THEN {_sql_str(v)}" for k, v in sync_kinds.items())
         self.sql = EVENTS_SQL.replace("{sync_kinds}", cases)
         for i in range(workers):
-            fifo = self.dir / f"events{i}.json"
-            os.mkfifo(fifo, 0o600)
-            self.slots.put((self.con.cursor(), fifo))
+            self.slots.put((self.con.cursor(), self.dir / f"events{i}.json"))
 
     def close(self) -> None:
         while not self.slots.empty():
@@ -406,51 +397,31 @@ class Parser:
 
     def parse(self, text: bytes) -> Piece:
         """Events of one piece (the text between the array's brackets, whole events only)."""
-        cur, fifo = self.slots.get()
+        cur, file = self.slots.get()
         try:
             try:
-                wide = self._query(cur, fifo, text, SOURCE_FAST)
+                wide = self._query(cur, file, text, SOURCE_FAST)
                 if pc.any(wide["lossy"]).as_py():
-                    wide = self._query(cur, fifo, text, SOURCE_RAW)
+                    wide = self._query(cur, file, text, SOURCE_RAW)
             except duckdb.Error:  # e.g. a non-object entry: the raw reader takes any JSON value
                 try:
-                    wide = self._query(cur, fifo, text, SOURCE_RAW)
+                    wide = self._query(cur, file, text, SOURCE_RAW)
                 except duckdb.Error as exc:
                     raise NoFastPath(str(exc).splitlines()[0]) from None
             return split(wide)
         finally:
-            self.slots.put((cur, fifo))
+            self.slots.put((cur, file))
 
-    def _query(self, cur: duckdb.DuckDBPyConnection, fifo: Path, text: bytes, source: str) -> pa.Table:
-        """Run the events query while a thread writes `[text]` into the FIFO it reads."""
-        writer = threading.Thread(target=_feed, args=(fifo, text), daemon=True)
-        writer.start()
-        try:
-            sql = self.sql.replace("{source}", source).replace("{src}", _sql_str(str(fifo)))
-            return cur.execute(sql).to_arrow_table()
-        finally:
-            if writer.is_alive():
-                _unblock(fifo)
-            writer.join()
+    def _query(self, cur: duckdb.DuckDBPyConnection, file: Path, text: bytes, source: str) -> pa.Table:
+        """Run the events query on `[text]`, written to this slot's file first.
 
-
-def _feed(fifo: Path, text: bytes) -> None:
-    try:
-        with open(fifo, "wb") as fh:
-            if hasattr(fcntl, "F_SETPIPE_SZ"):  # fewer, larger reads for DuckDB
-                with contextlib.suppress(OSError):
-                    fcntl.fcntl(fh.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        Why a file: DuckDB reads a regular file with large positioned reads; through a FIFO the
+        same piece cost a third more time, most of it in the kernel. The file lives in the
+        parser's private temporary folder and is overwritten by the slot's next piece, so the
+        page cache holds at most `workers` pieces and nothing is left behind."""
+        with open(file, "wb") as fh:
             fh.write(b"[")
             fh.write(text)
             fh.write(b"]")
-    except OSError:
-        pass  # the reader stopped early (EPIPE): its error is what the caller sees
-
-
-def _unblock(fifo: Path) -> None:
-    """Let a writer blocked in open() (DuckDB failed before opening the FIFO) run into EPIPE."""
-    try:
-        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return
-    os.close(fd)
+        sql = self.sql.replace("{source}", source).replace("{src}", _sql_str(str(file)))
+        return cur.execute(sql).to_arrow_table()
