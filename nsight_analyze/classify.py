@@ -103,8 +103,15 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_valid_patterns: set[str] = set()  # checked in this process: RE2 accepts them
+
+
 def _check_patterns(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> None:
+    """One clear error for a rule RE2 rejects (checked once per pattern and process: the
+    ingest classifies every file's kernels with the same rules)."""
     for rule in rules:
+        if rule.pattern in _valid_patterns:
+            continue
         try:
             con.execute(f"SELECT regexp_matches('', {_literal(rule.pattern)})").fetchone()
         except duckdb.Error as exc:
@@ -112,6 +119,7 @@ def _check_patterns(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> None:
             raise UserError(
                 f"{rule.origin}: pattern {rule.pattern!r} is not a valid RE2 regex: {first}"
             ) from None
+        _valid_patterns.add(rule.pattern)
 
 
 def _rule_index_sql(rules: list[Rule], column: str) -> str:

@@ -52,8 +52,8 @@ import queue
 import re
 import threading
 import zlib
-from collections import Counter
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -76,6 +76,7 @@ TAIL_BYTES = 4 << 20  # metadata after traceEvents (INFO log lines, distributedI
 BATCH_ROWS = 16384  # rows per table kept in Python before an Arrow flush (~100 MiB at most)
 ARROW_BATCH_ROWS = 1 << 17  # rows per table of the fast path's Arrow pieces before an INSERT
 READ_CHUNK = 1 << 20
+BLOCK_BYTES = 4 << 20  # decompressed text read at once by EventText
 # Parse traceEvents with DuckDB's JSON reader (kineto_duck.py); False: the ijson path only.
 FAST_PATH = True
 FIRST_PIECE_BYTES = 4 << 20  # then doubling up to kineto_duck.PIECE_BYTES: the parsers start early
@@ -128,6 +129,7 @@ _FIRST_TS = re.compile(rb'"ts"\s*:\s*(\d+(?:\.\d*)?)')
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+")
 
 _batch_counter = count()
+_piece_counter = count()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,54 +281,52 @@ _REST_MORE = re.compile(rb"\s*,\s*")
 
 
 class EventText:
-    """The text of the traceEvents array, in one streaming pass, as pieces of whole events.
+    """The text of the traceEvents array, in one streaming pass, as files of whole events.
 
     A piece is cut after an event's `}` followed by `, {`; such a cut inside a string would
     leave an unterminated string, and one inside a nested value unbalanced brackets, so a
     piece that DuckDB parses was cut between two events. At the end, the array closes at the
     first `}]` whose remainder is the object's closing keys (`, "key": value ... }`).
     `tail` is then the text from that `]` to the end of the file.
+
+    Why files: DuckDB's JSON reader reads a piece from a file anyway, and writing each
+    decompressed block straight into it holds no piece in Python memory and copies no piece
+    (joining blocks into 32 MiB `bytes` cost more in page faults than the decompression).
     """
 
     def __init__(self, path: Path, piece_bytes: int):
         self.path, self.piece_bytes = path, piece_bytes
         self.tail: bytes | None = None
         self.size = min(FIRST_PIECE_BYTES, piece_bytes)  # the next piece's; a small first one starts early
-        self.searched = 0  # how far the buffer holds no event gap
 
-    def pieces(self) -> Iterator[bytes]:
+    def pieces(self, folder: Path) -> Iterator[Path]:
+        """Write the pieces as `[events]` files in `folder`; yield each when it is complete."""
         with _open(self.path) as fh:
-            buf = self._open_array(fh)
-            if buf[:1] == b"]":  # empty array
-                self.tail = self._rest(fh, buf)
+            head = self._open_array(fh)
+            if head[:1] == b"]":  # empty array
+                self.tail = self._rest(fh, head)
                 if _tail_meta(self.tail) is None:
                     raise NoFastPath("the text after an empty traceEvents is not the object's end")
                 return
-            while block := fh.read(4 * READ_CHUNK):
-                buf += block
-                # the last TAIL_BYTES may hold the keys after the array (deviceProperties: `}, {`)
-                yield from self._cut(buf, len(buf) - TAIL_BYTES)
-                if len(buf) > MAX_PIECE_FACTOR * self.piece_bytes + TAIL_BYTES:
-                    raise NoFastPath("no event boundary found")
-            end = self._array_end(buf)
-            self.tail = bytes(buf[end:])
-            del buf[end:]
-            yield from self._cut(buf, end)
-            if buf:
-                yield bytes(buf)
-
-    def _cut(self, buf: bytearray, limit: int) -> Iterator[bytes]:
-        """Pieces of whole events from the front of buf, cut at event gaps before `limit`."""
-        while limit - 1 > self.size:
-            gap = _EVENT_GAP.search(buf, max(self.size, self.searched), limit)
-            if gap is None:
-                self.searched = max(self.searched, limit - 64)  # a gap may straddle `limit`
-                return
-            yield bytes(buf[: gap.start() + 1])
-            del buf[: gap.end() - 1]
-            limit -= gap.end() - 1
-            self.searched = 0
-            self.size = min(2 * self.size, self.piece_bytes)
+            writer = _PieceWriter(self, folder)
+            try:
+                # the last TAIL_BYTES may hold the keys after the array (deviceProperties: `}, {`),
+                # so a block is written only once TAIL_BYTES more have been read after it
+                recent: deque[bytes] = deque([bytes(head)])
+                held = len(head)
+                while block := fh.read(BLOCK_BYTES):
+                    recent.append(block)
+                    held += len(block)
+                    while held - len(recent[0]) >= TAIL_BYTES:
+                        held -= len(recent[0])
+                        yield from writer.write(recent.popleft())
+                rest = b"".join(recent)
+                end = self._array_end(rest)
+                self.tail = rest[end:]
+                yield from writer.write(memoryview(rest)[:end])
+                yield from writer.finish()
+            finally:
+                writer.close()
 
     def _open_array(self, fh: IO[bytes]) -> bytearray:
         """Read up to the array's first element; the buffer then starts there."""
@@ -362,6 +362,57 @@ class EventText:
             if more is not None and _members(text, more.end()) is not None:
                 return rest - 1
         raise NoFastPath("end of the traceEvents array not found")
+
+
+class _PieceWriter:
+    """Writes blocks of event text into piece files, cutting at the first event gap past the
+    piece's size (EventText.size, which doubles from the first piece's up to piece_bytes)."""
+
+    def __init__(self, text: EventText, folder: Path):
+        self.text, self.folder = text, folder
+        self.out: IO[bytes] | None = None
+        self.path: Path | None = None
+        self.written = 0
+
+    def write(self, block: bytes | memoryview) -> Iterator[Path]:
+        view = memoryview(block)
+        pos = 0
+        while pos < len(view):
+            if self.out is None:
+                self._open()
+            gap = _EVENT_GAP.search(view, pos + max(self.text.size - self.written, 0))
+            if gap is None:
+                self._put(view[pos:])
+                if self.written > MAX_PIECE_FACTOR * self.text.piece_bytes:
+                    raise NoFastPath("no event boundary found")
+                return
+            self._put(view[pos : gap.start() + 1])
+            yield from self.finish()
+            self.text.size = min(2 * self.text.size, self.text.piece_bytes)
+            pos = gap.end() - 1
+
+    def finish(self) -> Iterator[Path]:
+        """Close the piece being written (if any) and yield it."""
+        if self.out is not None:
+            self.out.write(b"]")
+            self.out.close()
+            self.out = None
+            yield self.path
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.close()
+            self.out = None
+
+    def _open(self) -> None:
+        self.path = self.folder / f"piece{next(_piece_counter)}.json"
+        self.out = open(self.path, "wb")
+        self.out.write(b"[")
+        self.written = 0
+
+    def _put(self, data: memoryview) -> None:
+        self.out.write(data)
+        self.written += len(data)
 
 
 def probe(path: Path) -> Probe:
@@ -510,8 +561,11 @@ class _Batch:
     flush time by zip(*rows), which runs in C; the fast path adds Arrow tables.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, schema: pa.Schema, insert_sql: str):
-        self.con, self.schema, self.insert_sql = con, schema, insert_sql
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, schema: pa.Schema, insert: str | Callable[[str], None]
+    ):
+        """`insert`: an INSERT whose `{src}` names the registered Arrow table, or a function of it."""
+        self.con, self.schema, self.insert = con, schema, insert
         self.pending: list[tuple] = []
         self.tables: list[pa.Table] = []
         self.table_rows = 0
@@ -547,7 +601,10 @@ class _Batch:
         name = f"kineto_batch_{next(_batch_counter)}"
         self.con.register(name, table)
         try:
-            self.con.execute(self.insert_sql.replace("{src}", name))
+            if callable(self.insert):
+                self.insert(name)
+            else:
+                self.con.execute(self.insert.replace("{src}", name))
         finally:
             self.con.unregister(name)
         self.total += table.num_rows
@@ -671,18 +728,7 @@ class _Loader:
         self.probe_device = meta.device_id  # the device probe() would have found (tail_pending)
         self.bad = 0
         r = int(rank)
-        self.kernels = _Batch(
-            con,
-            KERNEL_SCHEMA,
-            f"""
-            INSERT INTO {self.tmp}_kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name,
-                                 short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y,
-                                 block_z, registers_per_thread)
-            SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns, name,
-                   regexp_replace(regexp_replace(name, '^void\\s+', ''), '[(<].*$', ''),
-                   correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread
-            FROM {{src}}""",
-        )
+        self.kernels = _Batch(con, KERNEL_SCHEMA, self._insert_kernels)
         self.memops = _Batch(
             con,
             MEMOP_SCHEMA,
@@ -747,6 +793,26 @@ class _Loader:
             "gpu_user_annotation": self.on_gpu_annotation,
             "cpu_op": self.on_cpu_op,
         }
+
+    def _insert_kernels(self, src: str) -> None:
+        """Kernels go to `kernels` classified, as nsys files' do (classify.classify_kernels would
+        otherwise move them out and back again): the rules and the short name are applied once
+        per distinct name of the batch, then joined."""
+        names = f"{self.tmp}_names"
+        classify.build_name_map(self.con, f"SELECT name FROM {src}", names)
+        self.con.execute(
+            f"""
+            INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name, short_name,
+                                 correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                                 registers_per_thread, category, subcategory)
+            SELECT {int(self.rank)}, k.device_id, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns,
+                   k.name, m.short_name, k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y,
+                   k.block_z, k.registers_per_thread, coalesce(m.category, 'other'), m.subcategory
+            FROM {src} AS k
+            LEFT JOIN (SELECT *, regexp_replace(regexp_replace(name, '^void\\s+', ''), '[(<].*$', '')
+                                 AS short_name
+                       FROM {names}) AS m ON m.name = k.name"""
+        )
 
     # -- per-event handlers (the only Python loop) ---------------------------------------------
     def _span(self, ev: dict) -> tuple[int, int] | None:
@@ -921,9 +987,6 @@ class _Loader:
         columns = ", ".join(f"{f.name} {_duck(f.type)}" for f in COMM_SCHEMA)
         self.con.execute(f"CREATE TEMP TABLE {self.tmp} ({columns})")
         self.con.execute(f"CREATE TEMP TABLE {self.tmp}_threads (pid BIGINT, tid BIGINT, name VARCHAR)")
-        # kernels wait here until the file is read, then go to `kernels` classified (as nsys
-        # files do): classify.classify_kernels would otherwise move them out and back again
-        self.con.execute(f"CREATE TEMP TABLE {self.tmp}_kernels AS SELECT * FROM kernels LIMIT 0")
         try:
             if not self._scan():
                 self._stream()
@@ -931,7 +994,7 @@ class _Loader:
                 batch.flush()
             self._finish()
         finally:
-            for suffix in ("", "_threads", "_kernels", "_kernels_map"):
+            for suffix in ("", "_threads", "_names"):
                 self.con.execute(f"DROP TABLE IF EXISTS {self.tmp}{suffix}")
 
     def batches(self) -> dict[str, _Batch]:
@@ -980,9 +1043,9 @@ class _Loader:
         """Forget what the fast path loaded (this rank's rows are only this file's)."""
         batches = self.batches()
         if any(b.total for b in batches.values()):
-            for table in ("memops", "cuda_api", "sync", "nvtx", "kineto_gpu_annotations"):
+            for table in ("kernels", "memops", "cuda_api", "sync", "nvtx", "kineto_gpu_annotations"):
                 self.con.execute(f"DELETE FROM {table} WHERE rank = ?", [self.rank])
-            for suffix in ("", "_threads", "_kernels"):
+            for suffix in ("", "_threads"):
                 self.con.execute(f"DELETE FROM {self.tmp}{suffix}")
         for batch in batches.values():
             batch.total = batch.table_rows = 0
@@ -1019,8 +1082,6 @@ class _Loader:
 
     def _finish(self) -> None:
         r = int(self.rank)
-        if self.kernels.total:
-            classify.insert_classified(self.con, f"{self.tmp}_kernels")
         self.con.execute(
             f"""
             INSERT INTO kineto_collectives
@@ -1141,8 +1202,9 @@ def _duck(t: pa.DataType) -> str:
 @contextlib.contextmanager
 def _parsed(text: EventText) -> Iterator[Iterator[kineto_duck.Piece]]:
     """The pieces of a file parsed by DuckDB, in order (kineto_duck.Parser.parse_all)."""
-    with kineto_duck.Parser(SYNC_KINDS) as parser, closing(parser.parse_all(text.pieces())) as pieces:
-        yield pieces
+    with kineto_duck.Parser(SYNC_KINDS) as parser:
+        with closing(parser.parse_all(text.pieces(parser.dir))) as pieces:
+            yield pieces
 
 
 # ---------------------------------------------------------------------------------------------

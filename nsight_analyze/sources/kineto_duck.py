@@ -1,8 +1,8 @@
 """Kineto `traceEvents` parsed by DuckDB's JSON reader: the fast path of sources/kineto.py.
 
 kineto.py cuts the array's text into pieces of whole events (`PIECE_BYTES` each, so memory
-stays bounded for any file size). Each piece is written into a private temporary file that
-`read_json` of a private in-memory DuckDB reads (C++ parse); one SELECT maps every
+stays bounded for any file size), each written into a file of the parser's private temporary
+folder, which `read_json` of a private in-memory DuckDB reads (C++ parse); one SELECT maps every
 event to one row of a wide Arrow table (`target` says which canonical row set it feeds, or
 `skipped` why none), which pyarrow splits into the row sets of kineto.py's batches. Two
 pieces are parsed at once while kineto.py decompresses the next one and inserts the last.
@@ -324,11 +324,14 @@ def _counts(values: pa.ChunkedArray) -> dict:
 
 
 class Parser:
-    """Private in-memory DuckDB cursors, each with its own file: parse pieces of the traceEvents array."""
+    """Private in-memory DuckDB cursors that parse the pieces (files) of the traceEvents array.
+
+    `dir` is the parser's private temporary folder: the pieces are written there (EventText)
+    and each is deleted once parsed; whatever is left goes with the folder at close()."""
 
     def __init__(self, sync_kinds: dict[str, str], workers: int = WORKERS):
         self.dir = Path(tempfile.mkdtemp(prefix="nsight_analyze_kineto_"))
-        self.slots: queue.Queue[tuple[duckdb.DuckDBPyConnection, Path]] = queue.Queue()
+        self.slots: queue.Queue[duckdb.DuckDBPyConnection] = queue.Queue()
         self.con = offline(duckdb.connect(":memory:", config=dict(OFFLINE_CONFIG)))
         try:
             self._setup(sync_kinds, workers)
@@ -345,12 +348,12 @@ class Parser:
             self.con.execute(f"CREATE MACRO {macro}")
         cases = " ".join(f"WHEN {_sql_str(k)} THEN {_sql_str(v)}" for k, v in sync_kinds.items())
         self.sql = EVENTS_SQL.replace("{sync_kinds}", cases)
-        for i in range(workers):
-            self.slots.put((self.con.cursor(), self.dir / f"events{i}.json"))
+        for _ in range(workers):
+            self.slots.put(self.con.cursor())
 
     def close(self) -> None:
         while not self.slots.empty():
-            self.slots.get_nowait()[0].close()
+            self.slots.get_nowait().close()
         self.con.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -360,7 +363,7 @@ class Parser:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def parse_all(self, pieces: Iterator[bytes]) -> Iterator[Piece]:
+    def parse_all(self, pieces: Iterator[Path]) -> Iterator[Piece]:
         """Parse pieces, `workers` at a time, while the next ones are read; results in order.
 
         Raises duckdb.Error (a piece DuckDB cannot read) and whatever reading the pieces raises."""
@@ -382,7 +385,7 @@ class Parser:
                 reader.join()
 
     def _read(
-        self, pieces: Iterator[bytes], pool: ThreadPoolExecutor, pending: queue.Queue, stop: threading.Event
+        self, pieces: Iterator[Path], pool: ThreadPoolExecutor, pending: queue.Queue, stop: threading.Event
     ) -> None:
         try:
             for piece in pieces:
@@ -395,33 +398,24 @@ class Parser:
         finally:
             pieces.close()
 
-    def parse(self, text: bytes) -> Piece:
-        """Events of one piece (the text between the array's brackets, whole events only)."""
-        cur, file = self.slots.get()
+    def parse(self, piece: Path) -> Piece:
+        """Events of one piece: a file holding `[` whole events `]`, deleted once parsed."""
+        cur = self.slots.get()
         try:
             try:
-                wide = self._query(cur, file, text, SOURCE_FAST)
+                wide = self._query(cur, piece, SOURCE_FAST)
                 if pc.any(wide["lossy"]).as_py():
-                    wide = self._query(cur, file, text, SOURCE_RAW)
+                    wide = self._query(cur, piece, SOURCE_RAW)
             except duckdb.Error:  # e.g. a non-object entry: the raw reader takes any JSON value
                 try:
-                    wide = self._query(cur, file, text, SOURCE_RAW)
+                    wide = self._query(cur, piece, SOURCE_RAW)
                 except duckdb.Error as exc:
                     raise NoFastPath(str(exc).splitlines()[0]) from None
             return split(wide)
         finally:
-            self.slots.put((cur, file))
+            self.slots.put(cur)
+            piece.unlink(missing_ok=True)
 
-    def _query(self, cur: duckdb.DuckDBPyConnection, file: Path, text: bytes, source: str) -> pa.Table:
-        """Run the events query on `[text]`, written to this slot's file first.
-
-        Why a file: DuckDB reads a regular file with large positioned reads; through a FIFO the
-        same piece cost a third more time, most of it in the kernel. The file lives in the
-        parser's private temporary folder and is overwritten by the slot's next piece, so the
-        page cache holds at most `workers` pieces and nothing is left behind."""
-        with open(file, "wb") as fh:
-            fh.write(b"[")
-            fh.write(text)
-            fh.write(b"]")
-        sql = self.sql.replace("{source}", source).replace("{src}", _sql_str(str(file)))
+    def _query(self, cur: duckdb.DuckDBPyConnection, piece: Path, source: str) -> pa.Table:
+        sql = self.sql.replace("{source}", source).replace("{src}", _sql_str(str(piece)))
         return cur.execute(sql).to_arrow_table()
