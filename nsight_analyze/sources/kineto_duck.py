@@ -357,12 +357,6 @@ class Parser:
         self.con.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> Parser:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def parse_all(self, pieces: Iterator[Path]) -> Iterator[Piece]:
         """Parse pieces, `workers` at a time, while the next ones are read; results in order.
 
