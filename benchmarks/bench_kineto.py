@@ -4,11 +4,14 @@ Why: PyTorch-profiler traces of real jobs are 100 MB to > 1 GB per rank; the ing
 fast and bounded in memory (peak RSS must not grow with the file). This tiles a shared Kineto
 trace in time until each rank has M GPU events (kernels + memcpy/memset), writes one gzip file
 per rank with `distributedInfo.rank` rewritten, then, in a fresh subprocess per measurement,
-runs ingest + `summary()` (what `nsight-analyze summary` computes: the partition with overlap
-and idle causes, per rank and step), and HolisticTraceAnalysis (HTA) on the same files
+runs ingest, then on fresh connections (a) the breakdown + overlap (view tp_breakdown: what
+HTA's get_temporal_breakdown + get_comm_comp_overlap give) and (b) `summary()` (what
+`nsight-analyze summary` computes: that breakdown per step too, with the causes of the idle
+time, which HTA's breakdown has not), and HolisticTraceAnalysis (HTA) on the same files
 (TraceAnalysis load + get_temporal_breakdown + get_comm_comp_overlap), and prints both with
-their ratios. HTA runs when it is importable here or when --hta-python names an interpreter
-that has it (HTA is not a dependency of this project: install it in a venv of its own).
+their ratios: like for like (ingest + breakdown vs HTA), and with our summary. HTA runs when
+it is importable here or when --hta-python names an interpreter that has it (HTA is not a
+dependency of this project: install it in a venv of its own).
 
     .venv/bin/python benchmarks/bench_kineto.py                      # 8 ranks + one big file (~2 min)
     .venv/bin/python benchmarks/bench_kineto.py --ranks 8,32,64 --hta-python /tmp/hta-venv/bin/python
@@ -129,7 +132,6 @@ def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     """Ingest the folder and run the analysis SQL; print timings as one JSON line."""
     sys.path.insert(0, str(ROOT))
     from nsight_analyze.ingest import ingest
-    from nsight_analyze.summary import summary
     from nsight_analyze.workspace import open_workspace
 
     open_workspace(db).close()  # schema and views exist before the clock starts
@@ -147,24 +149,46 @@ def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     con = open_workspace(db, read_only=True)
     result["kernels"] = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
     result["gpu_ops"] = result["kernels"] + con.execute("SELECT count(*) FROM memops").fetchone()[0]
-    if analyse:
-        # what `nsight-analyze summary` computes: per rank the whole capture's and every step's
-        # partition (compute / memory / other / exposed comms / idle and its causes), the
-        # communication hidden under compute (overlap), step sources and the top kernels
-        t = time.perf_counter()
-        timer = threading.Timer(sql_timeout, con.interrupt)
-        timer.start()
-        try:
-            summary(con)
-            result["summary_s"] = time.perf_counter() - t
-        except Exception as exc:  # noqa: BLE001 - a broken or slow view is reported, not fatal
-            first = str(exc).splitlines()[0][:100]
-            timed_out = "nterrupt" in first
-            result["summary_s"] = f"timeout > {sql_timeout:.0f} s" if timed_out else f"error: {first}"
-        finally:
-            timer.cancel()
     con.close()
+    if analyse:
+        for name, analysis in ANALYSES.items():  # each on a fresh connection: nothing cached
+            con = open_workspace(db, read_only=True)
+            t = time.perf_counter()
+            timer = threading.Timer(sql_timeout, con.interrupt)
+            timer.start()
+            try:
+                analysis(con)
+                result[f"{name}_s"] = time.perf_counter() - t
+            except Exception as exc:  # noqa: BLE001 - a broken or slow view is reported, not fatal
+                first = str(exc).splitlines()[0][:100]
+                timed_out = "nterrupt" in first
+                result[f"{name}_s"] = f"timeout > {sql_timeout:.0f} s" if timed_out else f"error: {first}"
+            finally:
+                timer.cancel()
+                con.close()
     print(json.dumps(result))
+
+
+def _breakdown(con) -> None:
+    """What HTA's get_temporal_breakdown + get_comm_comp_overlap give: per rank, the whole
+    capture's compute / non-compute / idle time and the share of communication hidden under
+    compute (tp_breakdown has them per step too)."""
+    con.execute(
+        "SELECT rank, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, overlap_pct "
+        "FROM tp_breakdown WHERE step IS NULL ORDER BY rank"
+    ).fetchall()
+
+
+def _summary(con) -> None:
+    """Everything `nsight-analyze summary` computes: the breakdown per rank and step with the
+    causes of the idle time (every gap joined to its launch call and the host's ranges), step
+    sources and the top kernels."""
+    from nsight_analyze.summary import summary
+
+    summary(con)
+
+
+ANALYSES = {"breakdown": _breakdown, "summary": _summary}
 
 
 def _tree_pss_kib(root: int) -> int:
@@ -250,17 +274,13 @@ def run_hta(python: str, folder: Path) -> dict:
     return run_measure([python, "-c", HTA_SCRIPT, str(folder)])
 
 
-def _ours_row(r: dict) -> tuple[float, str]:
-    """(ingest + analysis seconds, errors) of one of our measurements."""
-    analysis = sum(
-        v
-        for k, v in r.items()
-        if k.endswith("_s") and k not in ("ingest_s", "load_s") and isinstance(v, float)
-    )
+def _errors(r: dict) -> str:
     errors = [f"{k}: {v}" for k, v in r.items() if isinstance(v, str) and k.endswith("_s")]
-    return r["ingest_s"] + analysis, (f"  [{errors}]" if errors else "") + (
-        f"  [failed: {r['failed']}]" if r["failed"] else ""
-    )
+    return (f"  [{errors}]" if errors else "") + (f"  [failed: {r['failed']}]" if r["failed"] else "")
+
+
+def _seconds(r: dict, key: str) -> float:
+    return r[key] if isinstance(r.get(key), float) else float("nan")
 
 
 def main() -> None:
@@ -309,8 +329,9 @@ def main() -> None:
             f"{len(body) / 2**20:.1f} MiB gz ({time.perf_counter() - t:.1f} s)"
         )
         print(
-            f"{'':>18} {'ingest s':>8} {'load s':>7} {'analysis s':>10} {'total s':>8} {'RSS MiB':>8} "
-            f"{'GPU ev/s':>9}  {'ingest RSS':>10}   (HTA: load s, analysis s; ratios: HTA time / ours, "
+            f"{'':>18} {'ingest s':>8} {'load s':>7} {'breakdown s':>11} {'summary s':>9} {'total s':>8} "
+            f"{'RSS MiB':>8} {'GPU ev/s':>9}  {'ingest RSS':>10}\n"
+            f"{'':>18} (total = ingest + breakdown; HTA: load s, analysis s; ratios: HTA time / ours, "
             "our RSS / HTA's)"
         )
     for ranks in rank_counts:
@@ -321,11 +342,12 @@ def main() -> None:
         if "error" in r:
             print(f"{label:>18} failed: {r['error']}")
             continue
-        total, notes = _ours_row(r)
+        total = r["ingest_s"] + _seconds(r, "breakdown_s")
+        with_summary = r["ingest_s"] + _seconds(r, "summary_s")
         print(
-            f"{label:>18} {r['ingest_s']:>8.1f} {r['load_s']:>7.1f} {total - r['ingest_s']:>10.1f} "
-            f"{total:>8.1f} {r['peak_rss_mib']:>8.0f} {ranks * gpu_per_rank / r['ingest_s']:>9.0f}  "
-            f"{r['ingest_rss_mib']:>10.0f}{notes}",
+            f"{label:>18} {r['ingest_s']:>8.1f} {r['load_s']:>7.1f} {_seconds(r, 'breakdown_s'):>11.1f} "
+            f"{_seconds(r, 'summary_s'):>9.1f} {total:>8.1f} {r['peak_rss_mib']:>8.0f} "
+            f"{ranks * gpu_per_rank / r['ingest_s']:>9.0f}  {r['ingest_rss_mib']:>10.0f}{_errors(r)}",
             flush=True,
         )
         if hta:
@@ -336,14 +358,15 @@ def main() -> None:
             else:
                 hta_total = h["load_s"] + h["analysis_s"]
                 print(
-                    f"{label:>18} {h['load_s']:>8.1f} {'':>7} {h['analysis_s']:>10.1f} {hta_total:>8.1f} "
-                    f"{h['peak_rss_mib']:>8.0f}"
+                    f"{label:>18} {h['load_s']:>8.1f} {'':>7} {h['analysis_s']:>11.1f} {'':>9} "
+                    f"{hta_total:>8.1f} {h['peak_rss_mib']:>8.0f}"
                 )
                 memory, ingest_memory = (r[k] / h["peak_rss_mib"] for k in ("peak_rss_mib", "ingest_rss_mib"))
+                load_ratio = h["load_s"] / r["ingest_s"]
                 print(
-                    f"{'ratio':>18} time {hta_total / total:.1f}x faster (ingest alone vs HTA's load "
-                    f"{h['load_s'] / r['ingest_s']:.1f}x), memory {memory:.2f} of HTA's (ingest alone "
-                    f"{ingest_memory:.2f})",
+                    f"{'ratio':>18} time {hta_total / total:.1f}x faster (ingest + summary with idle causes "
+                    f"{hta_total / with_summary:.1f}x; ingest alone vs HTA's load {load_ratio:.1f}x), "
+                    f"memory {memory:.2f} of HTA's (ingest alone {ingest_memory:.2f})",
                     flush=True,
                 )
         if not args.keep:

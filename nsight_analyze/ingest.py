@@ -279,6 +279,10 @@ def ingest(
         _refuse_mixed_formats(con, ready)
         _number_ranks(con, ready, report)
         to_load = [c for c in ready if c.file_id is not None]
+        if to_load and all(getattr(c.source, "PARSES_IN_OWN_THREADS", False) for c in to_load):
+            # the sources' parsers keep the cores busy; a second worker thread of this connection
+            # only spins and contends with them (16 Kineto files: 8.7 s -> 7.7 s on 2 cores)
+            con.execute("SET threads = 1")
         for done, cand in enumerate(to_load, 1):
             if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):
                 to_load[done].source.prefetch(to_load[done].readable)  # parsed while this one loads

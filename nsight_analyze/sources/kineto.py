@@ -71,6 +71,7 @@ from .base import BadInput, LoadResult, Probe, Process
 from .kineto_duck import NoFastPath
 
 FORMAT = "kineto-json"
+PARSES_IN_OWN_THREADS = True  # kineto_duck's parsers: the ingest's own connection needs one thread
 SUFFIXES = (".json", ".json.gz")
 SNIFF_BYTES = 4 << 20  # metadata before traceEvents (TraceLens puts a whole environment there)
 TAIL_BYTES = 4 << 20  # metadata after traceEvents (INFO log lines, distributedInfo in old traces)
