@@ -96,6 +96,8 @@ def test_small_pieces_give_the_same_workspace(tmp_path, monkeypatch):
     cut = workspace([path], tmp_path / "cut.duckdb", True, monkeypatch)
     assert cut == whole
     assert whole["kernels"]
+    # every piece file was deleted once parsed: the parser's private folder is empty again
+    assert list(kineto._shared_parser().dir.iterdir()) == []
 
 
 def test_fractional_epoch_us_are_exact_on_both_paths(tmp_path, monkeypatch):

@@ -299,6 +299,12 @@ def test_partition_matches_reference(con, trs):
         assert got_pieces.get(rank, []) == order, f"rank {rank}"
         assert [r[1:] for r in got_steps if r[0] == rank] == ref_steps(tr, rank), f"rank {rank}"
     assert 999 not in got_tp and 999 not in got_pieces
+    # tp_breakdown is time_partition without the idle split: the same rows and values
+    shared = "rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, " \
+        "comms_total_ns, comms_hidden_ns, overlap_pct"
+    assert con.execute(f"SELECT {shared} FROM tp_breakdown ORDER BY ALL").fetchall() == con.execute(
+        f"SELECT {shared} FROM time_partition ORDER BY ALL"
+    ).fetchall()
 
 
 def test_hand_example(con):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ import duckdb
 import pytest
 from conftest import TRACES, requires_shared
 
+from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit
 from nsight_analyze.ingest import ingest
 from nsight_analyze.workspace import open_workspace, query_files
 
@@ -90,3 +92,56 @@ def test_corrupt_workspace_is_one_clear_line(tmp_path, junk):
     started = time.time()
     out = subprocess.run([*CLI, "info", "--db", str(db)], capture_output=True, text=True)
     assert out.returncode != 0 and "Traceback" not in out.stderr and time.time() - started < 60
+
+
+def _limit_of(size: str) -> str:
+    """How DuckDB reports a memory_limit of `size` (its own parse and rounding)."""
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{size}'")
+    return con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+
+def test_analysis_memory_is_capped_and_spills_outside_the_workspace(tmp_path, monkeypatch):
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    monkeypatch.delenv(MEMORY_ENV, raising=False)
+    con = open_workspace(db, read_only=True)
+    threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == _limit_of(
+        analysis_memory_limit(threads)
+    )
+    spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
+    assert not spill.startswith(str(tmp_path)), "spilling beside a (maybe read-only) workspace"
+    con.close()
+    monkeypatch.setenv(MEMORY_ENV, "3GB")
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == _limit_of("3GB")
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("ram_gib", "threads", "expected"),
+    [(1024, 4, "4096MiB"), (1024, 1, "1024MiB"), (2, 4, "1024MiB"), (0.25, 2, "256MiB")],
+)
+def test_default_memory_cap_is_per_thread_and_half_the_machine_at_most(
+    monkeypatch, ram_gib, threads, expected
+):
+    monkeypatch.delenv(MEMORY_ENV, raising=False)
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": int(ram_gib * 2**30 / 4096)}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    assert analysis_memory_limit(threads) == expected
+    monkeypatch.setenv(MEMORY_ENV, "12GB")
+    assert analysis_memory_limit(threads) == "12GB"
+
+
+def test_bad_memory_limit_is_one_clear_line(tmp_path):
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    out = subprocess.run(
+        [*CLI, "info", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, MEMORY_ENV: "lots"},
+    )
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and MEMORY_ENV in out.stderr
