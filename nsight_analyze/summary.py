@@ -176,14 +176,16 @@ def print_summary(
         print_table(kernels, title="Top kernels (all ranks)")
 
 
-MATERIALIZED = ("steps", "tp_segments", "tp_gap_spans", "tp_gaps")
+# Not tp_gaps: time_partition reads it once, and as a temporary table its millions of rows
+# took a third of the analysis' memory cap (DuckDB then spilled) for no reuse.
+MATERIALIZED = ("steps", "tp_segments", "tp_gap_spans")
 
 
 def materialize(con: duckdb.DuckDBPyConnection) -> None:
     """Compute the partition's shared intermediates once, as session-temporary tables.
 
-    Why: views are recomputed by every query that reads them, and time_partition, gaps and
-    sync_calls all rest on the same sweep (tp_segments) and steps; at 64 ranks x 200k kernels
+    Why: views are recomputed by every query that reads them, and the partition, its gaps and
+    sync_calls all rest on the same sweep (tp_segments), gaps and steps; at 64 ranks x 200k kernels
     recomputing them per view costs more than the analysis itself. A TEMP table of the same name
     shadows the view for this connection only (read-only workspaces included) and is dropped with
     it; the workspace file is not changed. Call `dematerialize()` (or reconnect) after changing

@@ -88,15 +88,22 @@ sync_zero AS (
     FROM sync_all WHERE end_ns = start_ns GROUP BY rank, start_ns
 ),
 evidence AS (
+    -- only gaps with a host stall (host_end) need the host's ranges; in launch-bound traces most
+    -- gaps are dependencies (idle_other) and skip these joins
     SELECT c.*,
            CASE WHEN h.input_run_end > c.g0 THEN h.input_run_text END AS input_text,
            coalesce(CASE WHEN h.sync_run_end >= c.g0 THEN h.sync_run_call END, z.call) AS sync_call,
            CASE WHEN n.end_ns >= c.host_end THEN n.text END AS thread_text
-    FROM classified AS c
+    FROM (SELECT * FROM classified WHERE host_end IS NOT NULL) AS c
     ASOF LEFT JOIN host_idx AS h ON h.rank = c.rank AND c.host_end > h.start_ns
     LEFT JOIN sync_zero AS z ON z.rank = c.rank AND z.start_ns = c.host_end
     ASOF LEFT JOIN (SELECT rank, tid, start_ns, end_ns, text FROM nvtx WHERE end_ns IS NOT NULL) AS n
         ON n.rank = c.rank AND n.tid = c.a_tid AND c.host_end >= n.start_ns
+    UNION ALL BY NAME
+    SELECT *, NULL::VARCHAR AS input_text, NULL::STRUCT(name VARCHAR, start_ns BIGINT) AS sync_call,
+           NULL::VARCHAR AS thread_text
+    FROM classified
+    WHERE host_end IS NULL
 ),
 per_span AS (
     -- the cause of each distinct gap; a gap of the capture and of a step often is the same
