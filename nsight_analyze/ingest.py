@@ -259,6 +259,27 @@ def ingest(
     candidates = _classify_candidates(paths, report)
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
+    sources = {c.source for c in candidates}
+    first = candidates[0] if candidates else None
+    if first is not None and hasattr(first.source, "prefetch") and first.readable == first.path:
+        first.source.prefetch(first.path)  # the first file is parsed while all are prepared
+    try:
+        return _ingest(candidates, db, report, jobs, rules, replace, progress)
+    finally:
+        for source in sources:
+            if hasattr(source, "cancel_prefetch"):
+                source.cancel_prefetch()
+
+
+def _ingest(
+    candidates: list[_Candidate],
+    db: Path,
+    report: IngestReport,
+    jobs: int,
+    rules: Path | None,
+    replace: bool,
+    progress: Callable[[FileOutcome, int, int], None] | None,
+) -> IngestReport:
     # the pool is left (all files prepared) before the hasher its tasks submit to
     with ThreadPoolExecutor(max_workers=1) as hasher, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         prepared = [pool.submit(_prepare_one, cand, db, hasher) for cand in candidates]

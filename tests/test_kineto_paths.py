@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -261,15 +262,28 @@ def _rank_files(folder: Path, ranks: int, events: int = 3000) -> list[Path]:
 
 
 def test_the_next_file_is_read_ahead_while_one_loads(tmp_path, monkeypatch):
-    """The ingest asks the source to read its next file ahead; each load after the first takes
-    that read-ahead, and the workspace is the one the ijson path gives."""
+    """The ingest asks the source to read its first file ahead while it prepares them all, and
+    each next file while one loads; every load takes its read-ahead, and the workspace is the
+    one the ijson path gives."""
     paths = _rank_files(tmp_path / "job", 3)
     taken = []
     original = kineto._take_read_ahead
     monkeypatch.setattr(kineto, "_take_read_ahead", lambda path: taken.append(original(path)) or taken[-1])
     out = assert_same(paths, tmp_path, monkeypatch)
-    assert [t is not None for t in taken] == [False, True, True]
+    assert [t is not None for t in taken] == [True, True, True]
     assert len(out["kernels"]) == 9000 and not kineto._read_ahead
+
+
+def test_an_early_read_ahead_of_a_file_not_loaded_is_dropped(tmp_path):
+    """Ingesting the same files again loads nothing (same content): the first file's early
+    read-ahead is cancelled when the ingest ends, not left running."""
+    paths = _rank_files(tmp_path / "job", 2)
+    db = tmp_path / "w.duckdb"
+    ingest(paths, db)
+    report = ingest(paths, db)
+    assert [o.status for o in report.outcomes] == ["unchanged", "unchanged"]
+    assert not kineto._read_ahead
+    assert not [t for t in threading.enumerate() if t.name.startswith("kineto-read-ahead")]
 
 
 def test_read_ahead_of_a_file_never_loaded_is_dropped(tmp_path):

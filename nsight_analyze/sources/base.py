@@ -12,6 +12,10 @@ its own transaction. A source module defines:
         # Process.key -> assigned rank number
     def release(con) -> None         # optional: undo what load() could not undo inside the
                                      # transaction (nsys: DETACH the export); called after it
+    def prefetch(path: Path) -> None # optional: start reading a file whose load() follows soon
+    def cancel_prefetch() -> None    # optional: drop what prefetch() read and no load() took
+    PARSES_IN_OWN_THREADS: bool      # optional: its parsers keep the cores busy, so the
+                                     # ingest's connection runs on one thread
 """
 
 from __future__ import annotations

@@ -167,10 +167,18 @@ def sniff(path: Path) -> bool:
     name = path.name.lower()
     if not name.endswith(SUFFIXES):
         return False
+    key = b'"traceEvents"'
     try:
-        return b'"traceEvents"' in _head(path, SNIFF_BYTES)
+        with _open(path) as fh:  # stops at the key: every file of a job is sniffed, then probed
+            window, read = b"", 0
+            while read < SNIFF_BYTES and (chunk := fh.read(1 << 16)):
+                read += len(chunk)
+                window = window[-len(key) :] + chunk  # a key cut between two chunks is found too
+                if key in window:
+                    return True
     except (OSError, EOFError, zlib.error):
         return False
+    return False
 
 
 @dataclass
@@ -1301,6 +1309,16 @@ def prefetch(path: Path) -> None:
         while len(_read_ahead) >= READ_AHEAD_FILES:  # the oldest was not loaded after all
             _read_ahead.pop(next(iter(_read_ahead))).cancel()
         _read_ahead[path] = _ReadAhead(path)
+
+
+def cancel_prefetch() -> None:
+    """Stop and forget every read-ahead no load() took (the ingest calls this when it ends:
+    a file prefetched early may have turned out a duplicate or failed its probe)."""
+    with _read_ahead_lock:
+        pending = list(_read_ahead.values())
+        _read_ahead.clear()
+    for ahead in pending:
+        ahead.cancel()
 
 
 def _take_read_ahead(path: Path) -> _ReadAhead | None:
