@@ -17,6 +17,8 @@
 --   [g0, a] or overlaps [g0, a), else host_bound (the input regex is compiled once when the session
 --   variable input_pattern equals the setting, see tp_nvtx_step_ranges). Range tests are ASOF joins against
 --   start-sorted intervals carrying a running max of their ends (exact, no pairwise joins).
+--   Each distinct gap (rank, g0, g1, at_window_end) is classified once, then given to every
+--   window that has it (a capture gap and its step's gap are usually the same).
 CREATE OR REPLACE VIEW tp_gaps AS
 WITH spans AS (
     SELECT DISTINCT rank, g0, g1, at_window_end FROM tp_gap_spans
