@@ -211,22 +211,17 @@ def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path 
     per-name map: DuckDB's UPDATE of millions of rows is an order of magnitude slower."""
     if not con.execute(f"SELECT count(*) FROM kernels WHERE {where}").fetchone()[0]:
         return
+    build_name_map(
+        con, f"SELECT coalesce(name, short_name) AS name FROM kernels WHERE {where}", "_fresh_map", rules_path
+    )
     con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE {where}")
     con.execute(f"DELETE FROM kernels WHERE {where}")
-    insert_classified(con, "_fresh_kernels", rules_path)
-    con.execute("DROP TABLE _fresh_kernels")
-
-
-def insert_classified(con: duckdb.DuckDBPyConnection, staged: str, rules_path: Path | None = None) -> None:
-    """INSERT INTO kernels the rows of table `staged` (the kernels table's columns), with the
-    category and subcategory the rules give their name (the short name where it is missing)."""
-    names = f"SELECT coalesce(name, short_name) AS name FROM {staged}"
-    build_name_map(con, names, f"{staged}_map", rules_path)
     con.execute(
-        f"""
+        """
         INSERT INTO kernels
         SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
-        FROM {staged} k LEFT JOIN {staged}_map m ON m.name = coalesce(k.name, k.short_name)
+        FROM _fresh_kernels k LEFT JOIN _fresh_map m ON m.name = coalesce(k.name, k.short_name)
         """
     )
-    con.execute(f"DROP TABLE {staged}_map")
+    con.execute("DROP TABLE _fresh_kernels")
+    con.execute("DROP TABLE _fresh_map")

@@ -82,7 +82,7 @@ def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])
     limit = analysis_memory_limit(threads)
     try:
-        con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+        con.execute("SET memory_limit = '" + limit.replace("'", "''") + "'")
     except duckdb.Error:
         raise UserError(f"{MEMORY_ENV}={limit!r} is not a memory size DuckDB accepts (e.g. 4GB)") from None
     spill = Path(tempfile.gettempdir()) / f"nsight_analyze_spill_{os.getpid()}_{next(_spill_dirs)}"

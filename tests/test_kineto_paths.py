@@ -286,7 +286,9 @@ def test_an_early_read_ahead_of_a_file_not_loaded_is_dropped(tmp_path):
     assert not [t for t in threading.enumerate() if t.name.startswith("kineto-read-ahead")]
 
 
-def test_read_ahead_of_a_file_never_loaded_is_dropped(tmp_path):
+def test_read_ahead_of_a_file_never_loaded_is_dropped(tmp_path, monkeypatch):
+    monkeypatch.setattr(kineto_duck, "PIECE_BYTES", 4 << 10)  # many pieces: cancelled mid-file
+    monkeypatch.setattr(kineto, "FIRST_PIECE_BYTES", 1 << 10)
     paths = _rank_files(tmp_path / "job", 3)
     for path in paths:
         kineto.prefetch(path)
@@ -296,6 +298,8 @@ def test_read_ahead_of_a_file_never_loaded_is_dropped(tmp_path):
         ahead.cancel()
         assert not ahead.thread.is_alive()
     assert not kineto._read_ahead
+    # no piece file is left in the folder every file's parse shares
+    assert list(kineto._shared_parser().dir.iterdir()) == []
 
 
 def test_empty_and_broken_arrays_on_both_paths(tmp_path, monkeypatch):

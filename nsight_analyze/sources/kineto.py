@@ -79,7 +79,8 @@ BATCH_ROWS = 16384  # rows per table kept in Python before an Arrow flush (~100 
 ARROW_BATCH_ROWS = 1 << 17  # rows per table of the fast path's Arrow pieces before an INSERT
 READ_CHUNK = 1 << 20
 BLOCK_BYTES = 4 << 20  # decompressed text read at once by EventText
-# Parse traceEvents with DuckDB's JSON reader (kineto_duck.py); False: the ijson path only.
+# Parse traceEvents with DuckDB's JSON reader (kineto_duck.py); False: the ijson path only
+# (read at each load, so tests can compare both paths).
 FAST_PATH = True
 FIRST_PIECE_BYTES = 4 << 20  # then doubling up to kineto_duck.PIECE_BYTES: the parsers start early
 MAX_PIECE_FACTOR = 4  # no event boundary within this many pieces' bytes: leave the file to ijson
@@ -410,9 +411,11 @@ class _PieceWriter:
             yield self.path
 
     def close(self) -> None:
+        """Stop early (the reader was closed or failed): the unfinished piece is deleted."""
         if self.out is not None:
             self.out.close()
             self.out = None
+            self.path.unlink(missing_ok=True)
 
     def _open(self) -> None:
         self.path = self.folder / f"piece{next(_piece_counter)}.json"
@@ -1024,7 +1027,7 @@ class _Loader:
         """The fast path: pieces of the array parsed by DuckDB (kineto_duck) while the next ones
         are decompressed. False, with nothing loaded, when it cannot read the file; the ijson
         pass then loads it or says why it cannot."""
-        if not _fast_path_available():
+        if not FAST_PATH:
             return False
         ahead = _take_read_ahead(self.path)
         text = ahead.text if ahead else EventText(self.path, kineto_duck.PIECE_BYTES)
@@ -1200,11 +1203,6 @@ class _Loader:
             self.result.warnings.append(f"{self.bad} events without ts/dur were not loaded")
 
 
-def _fast_path_available() -> bool:
-    """FAST_PATH = False forces the ijson path (tests compare both)."""
-    return FAST_PATH
-
-
 def _duck(t: pa.DataType) -> str:
     return {I64: "BIGINT", I32: "INTEGER", STR: "VARCHAR"}[t]
 
@@ -1298,10 +1296,11 @@ _read_ahead_lock = threading.Lock()
 
 def prefetch(path: Path) -> None:
     """Start parsing `path` in the background for a load() of it that follows soon: the ingest
-    calls this for its next file before it loads the current one, so that parsing one file
-    overlaps with inserting and committing the other. Memory stays bounded: at most
-    READ_AHEAD_FILES files are read ahead, each up to READ_AHEAD_PIECES parsed pieces."""
-    if not _fast_path_available():
+    calls this for its first file while it prepares them all, and for its next file before it
+    loads the current one, so that parsing one file overlaps with inserting the other. Memory
+    stays bounded: at most READ_AHEAD_FILES files are read ahead, each up to READ_AHEAD_PIECES
+    parsed pieces."""
+    if not FAST_PATH:
         return
     with _read_ahead_lock:
         if path in _read_ahead:

@@ -327,7 +327,8 @@ class Parser:
     """Private in-memory DuckDB cursors that parse the pieces (files) of the traceEvents array.
 
     `dir` is the parser's private temporary folder: the pieces are written there (EventText)
-    and each is deleted once parsed; whatever is left goes with the folder at close()."""
+    and each is deleted once parsed, or when reading stops before it is parsed; the folder
+    goes at close()."""
 
     def __init__(self, sync_kinds: dict[str, str], workers: int = WORKERS):
         self.dir = Path(tempfile.mkdtemp(prefix="nsight_analyze_kineto_"))
@@ -383,7 +384,8 @@ class Parser:
     ) -> None:
         try:
             for piece in pieces:
-                if stop.is_set():
+                if stop.is_set():  # the folder is shared by every file: leave nothing behind
+                    piece.unlink(missing_ok=True)
                     return
                 pending.put(pool.submit(self.parse, piece))
             pending.put(None)
