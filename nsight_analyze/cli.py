@@ -25,6 +25,12 @@ class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from commands.SHORT_HELP: --help imports no command module."""
+        rows = [(name, commands.SHORT_HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.list_commands(ctx):
             return None

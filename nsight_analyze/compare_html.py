@@ -149,21 +149,52 @@ def _summary_table(result: dict[str, Any]) -> str:
 
 def _diff_table(block: dict[str, Any], keys: list[str], table_id: str) -> str:
     rows = [[r["status"]] + [r[k] for k in keys] + [
+        _num(r["before_instances"]), _num(r["after_instances"]), _num(r.get("duration_delta_pct"), 2, "%"),
+        _num(r.get("duration_p_value"), 4),
         _num(_ms(r["before_per_step_ns"])), _num(_ms(r["after_per_step_ns"])),
         _num(_ms(r["delta_per_step_ns"])), _num(_ms(r["delta_ns"]))] for r in block["rows"][:TABLE_ROWS]]
-    return _table(["status"] + keys + ["before ms/step", "after ms/step", "Δ ms/step", "Δ ms total"],
-                  rows, table_id)
+    return _table(["status"] + keys + ["before n", "after n", "duration Δ", "duration p", "before ms/step",
+                                       "after ms/step", "Δ ms/step", "Δ ms total"], rows, table_id)
+
+
+def _rate_table(result: dict[str, Any]) -> str:
+    """Work per unit of time (the verdict's basis without steps)."""
+    wr = result.get("work_rate")
+    if not wr:
+        return ""
+    rows = [[side, _num(_ms(wr[side]["window_ns"])), _num(_ms(wr[side]["work_ns"])),
+             _num(None if wr[side]["rate"] is None else 100 * wr[side]["rate"], 2, "%"),
+             _num(wr[side]["busy_pct"], 2, "%"), _num(wr[side]["coverage_pct"], 1, "%")]
+            for side in ("before", "after")]
+    table = _table(["run", "window ms", "work ms", "work per window", "busy", "matched kernel time"], rows,
+                   "work-rate")
+    if wr["comparable"]:
+        lo, hi = wr["range_pct"]
+        note = (f"Change {_num(wr['delta_pct'], 2, '%')} ({_num(lo, 2, '%')} .. {_num(hi, 2, '%')} however "
+                "the windows are cut).")
+    else:
+        note = f"Not comparable: {wr['why']}"
+    return f"{table}<p>{esc(wr['basis'])}. {esc(note)}</p>"
+
+
+def _magnitude(value: Any, unit: str) -> str:
+    if value is None:
+        return "–"
+    return _num(_ms(value)) + " ms" if unit.startswith("ns") else _num(float(value), 2) + (
+        " %" if unit == "pct" else "")
 
 
 def _findings_table(result: dict[str, Any]) -> str:
     f = result["findings"]
     if not f["available"]:
         return "<p>Findings not computed (diagnose unavailable or skipped).</p>"
-    rows = [["resolved", x["id"], x["severity"], x["title"]] for x in f["resolved"]]
-    rows += [["new", x["id"], x["severity"], x["title"]] for x in f["new"]]
-    rows += [["persisting", x["id"], f"{x['severity_before']} → {x['severity_after']}", x["title"]]
-             for x in f["persisting"]]
-    return _table(["change", "id", "severity", "title"], rows, "findings")
+    rows = [[c["status"], c["cause"],
+             f"{', '.join(c['ids_before']) or '–'} → {', '.join(c['ids_after']) or '–'}",
+             _magnitude(c["magnitude_before"], c["unit"]), _magnitude(c["magnitude_after"], c["unit"]),
+             _num(c["delta_pct"], 1, "%"), f"{c['severity_before'] or '–'} → {c['severity_after'] or '–'}",
+             c["title"]] for c in f.get("causes", [])]
+    return _table(["change", "cause", "findings", "before", "after", "Δ", "severity", "what it measures"],
+                  rows, "findings")
 
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}
@@ -190,15 +221,20 @@ def render(result: dict[str, Any]) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in result["notes"])
     ids = safe_json([i for i, _ in figures])
     kernels = _diff_table(result["kernels"], ["name", "category"], "kernels")
+    basis = v.get("basis", "step_time")
+    step_title = ("Step time" if basis == "step_time"
+                  else "Step or capture window time (not the verdict's basis: a run has no steps)")
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>nsight-analyze compare: {esc(v['verdict'])}</title>
 <style>{CSS}</style><script>{get_plotlyjs()}</script></head><body>
 <h1>nsight-analyze compare</h1>
-<p class="verdict {esc(v['verdict'])}" data-verdict="{esc(v['verdict'])}">{esc(v['reason'])}</p>
+<p class="verdict {esc(v['verdict'])}" data-verdict="{esc(v['verdict'])}" data-basis="{esc(basis)}">\
+{esc(v['reason'])}</p>
 <ul>{runs}</ul>
-<h2>Step time</h2>{_summary_table(result)}
+<h2>Work per unit of time</h2>{_rate_table(result)}
+<h2>{esc(step_title)}</h2>{_summary_table(result)}
 {blocks}
-<h2>Kernels (ranked by time gained or lost per step)</h2>{kernels}
+<h2>Kernels (ranked by time gained or lost per step; faster/slower by per-instance durations)</h2>{kernels}
 <h2>Collectives (by type and size)</h2>{_diff_table(result['collectives'], ['op', 'bytes'], 'collectives')}
 <h2>Findings</h2>{_findings_table(result)}
 <h2>Notes</h2><ul>{notes}</ul>

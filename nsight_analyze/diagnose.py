@@ -268,30 +268,6 @@ def resolve_thresholds(overrides: dict[str, Any] | None) -> dict[str, float]:
     return th
 
 
-# Materialised for the run, dependencies first (temp tables shadow the views of the same name and are
-# dropped afterwards): the rules read them many times, and views that re-derive the partition inside
-# (gaps, imbalance) would otherwise recompute the sweep each time (20x faster on real traces).
-_CACHE = (
-    "gpu_ops",
-    "steps",
-    "tp_capture",
-    "tp_segments",
-    "tp_gaps",
-    "time_partition",
-    "gaps",
-    "imbalance",
-    "nccl_kernels",
-    "merge_nccl_kernels",
-    "merge_coll_members",
-    "kernel_summary",
-    "diag_windows",
-    "diag_window_bounds",
-    "diag_step_causes",
-    "diag_comm_exposure",
-    "diag_comm_recoverable",
-)
-
-
 def _sort_key(f: Finding) -> tuple:
     capture = 0 if f.kind == "capture" else 1
     rec = -1 if f.recoverable_ns_per_step is None else f.recoverable_ns_per_step
@@ -303,38 +279,14 @@ def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> 
     from .rules import RULES
 
     th = resolve_thresholds(thresholds)
-    cached: list[str] = []
-    db = con.execute("SELECT current_database()").fetchone()[0]
-    views = {
-        r[0]
-        for r in con.execute(
-            "SELECT view_name FROM duckdb_views() WHERE NOT temporary AND database_name = ?", [db]
-        ).fetchall()
-    }
-    # A caller (the report) may already shadow some views: keep its tables, never drop them.
-    temp = con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()
-    shadowed = {r[0] for r in temp}
-    try:
-        for name in _CACHE:
-            if name in views and name not in shadowed:
-                try:
-                    con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{db}".main."{name}"')
-                    cached.append(name)
-                except duckdb.Error:
-                    pass
-        ctx = Ctx(con, th)
-        found: list[Finding] = []
-        errors: list[str] = []
-        for rule in RULES:
-            try:
-                found.extend(rule(ctx))
-            except Exception as exc:  # noqa: BLE001 - one broken rule or view must not hide the others
-                errors.append(
-                    f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}: {str(exc).splitlines()[0]}"
-                )
-    finally:
-        for name in reversed(cached):
-            con.execute(f'DROP TABLE IF EXISTS temp.main."{name}"')
+    ctx = Ctx(con, th)
+    found: list[Finding] = []
+    errors: list[str] = []
+    for rule in RULES:
+        try:
+            found.extend(rule(ctx))
+        except Exception as exc:  # noqa: BLE001 - one broken rule or view must not hide the others
+            errors.append(f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}: {str(exc).splitlines()[0]}")
     found.sort(key=_sort_key)
     out = Findings(found)
     for i, f in enumerate(out, 1):

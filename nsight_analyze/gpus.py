@@ -9,8 +9,13 @@ matching that takes a GH200 for an H200 or an A10G for an A10. So:
   tokens, most specific (longest) alias first;
 * an unknown model is derived from SM count x clock x FLOP/clk/SM of its architecture
   (gpu-peaks.md §3), with the tensor-clock derate, and labelled ``derived``;
-* with no GPU information at all, an environment hint (``PEAK_FLOPS_PER_GPU``) or the
-  kernel-name family (``nvjet``/``sm90`` -> Hopper) is used and labelled ``assumed``;
+* with no GPU information at all, an environment hint (``PEAK_FLOPS_PER_GPU``) is used, or
+  kernel names that only one architecture runs (``sm90``/``wgmma`` -> Hopper, ``sm100``/
+  ``tcgen05`` -> Blackwell), labelled ``assumed``. Names that newer GPUs run too (``sm80``,
+  ``ampere_``: every Hopper trace has them; ``nvjet``: Hopper and Blackwell) identify nothing,
+  so the peak stays ``unknown`` and MFU/HFU are reported as unknown rather than guessed
+  (an A100 guess for an H100 made MFU 3x too high);
+* the user can state the model (``--gpu NAME``, a table name or alias), labelled ``given``;
 * a user override (``--peak-tflops``) beats everything and is labelled ``override``.
 
 Every result carries `source` and a human `reason`, so the report can say why.
@@ -21,7 +26,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +129,34 @@ HOPPER_DERATE_SXM = 1830 / 1980
 HOPPER_DERATE_PCIE = 1620 / 1755
 BLACKWELL_DERATE = 1856 / 1965
 
-# Kernel-name families, newest architecture first: newer GPUs also run older-arch
-# kernels (an H100 trace holds sm80_xmma GEMMs), never the reverse.
-KERNEL_FAMILIES: list[tuple[str, str, str]] = [
-    ("blackwell", r"(?i)(sm100|sm_100|_100a_|tcgen05|utcmma)", "NVIDIA B200"),
-    ("hopper", r"(?i)(nvjet|sm90|sm_90|_90a_|wgmma|hopper)", "NVIDIA H100 SXM"),
-    ("ampere", r"(?i)(ampere_|sm80_|cutlass_80|sm_80|_sm80)", "NVIDIA A100-SXM4-80GB"),
-    ("turing", r"(?i)(turing_|sm75_|cutlass_75)", "Tesla T4"),
-    ("volta", r"(?i)(volta_|sm70_|cutlass_70)", "Tesla V100-SXM2"),
+#: Architectures, oldest first (kernel-name evidence below is stated over these).
+ARCHS = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
+
+
+def _and_newer(arch: str) -> tuple[str, ...]:
+    """`arch` and every later one: libraries keep running older-named kernels on newer GPUs."""
+    return ARCHS[ARCHS.index(arch) :]
+
+
+# Kernel-name evidence: (family, pattern, architectures a kernel of that family runs on).
+# Only a family that fits one architecture identifies it. Newer GPUs run older-named kernels
+# (the nsys-ai H100 capture has only sm80_xmma GEMMs; TraceLens's H100 traces hold cutlass_80
+# kernels) and cuBLASLt's nvjet kernels run on Hopper (fuser H200 traces) and Blackwell
+# (TraceLens B200 trace) alike, so those narrow the choice without settling it.
+KERNEL_FAMILIES: list[tuple[str, str, tuple[str, ...]]] = [
+    ("blackwell", r"(?i)(sm100|sm_100|_100a_|tcgen05|utcmma)", ("blackwell",)),
+    ("hopper", r"(?i)(sm90|sm_90|_90a_|wgmma|hopper)", ("hopper",)),
+    ("nvjet", r"(?i)nvjet", ("hopper", "blackwell")),
+    ("ampere", r"(?i)(ampere_|sm80_|cutlass_80|sm_80|_sm80)", _and_newer("ampere")),
+    ("turing", r"(?i)(turing_|sm75_|cutlass_75)", _and_newer("turing")),
+    ("volta", r"(?i)(volta_|sm70_|cutlass_70)", _and_newer("volta")),
 ]
+
+#: The table row assumed when the kernel names leave exactly this architecture.
+ARCH_GUESS = {"hopper": "NVIDIA H100 SXM", "blackwell": "NVIDIA B200"}
+
+#: How a user finds the names --gpu accepts (said in every error and unknown-peak reason).
+LIST_HINT = "`nsight-analyze gpus --list-models` lists the names --gpu accepts"
 
 ENV_HINT_PATTERN = r"(?i)^PEAK_.*FLOP"
 
@@ -138,7 +165,7 @@ ENV_HINT_PATTERN = r"(?i)^PEAK_.*FLOP"
 class Peak:
     """Dense peaks of one GPU and how they were obtained."""
 
-    source: str  # table | derived | assumed | override | unknown
+    source: str  # table | derived | given | assumed | override | unknown
     reason: str
     model: str | None = None
     tflops: dict[str, float | None] = field(default_factory=dict)  # precision -> dense TFLOP/s
@@ -323,6 +350,85 @@ def with_override(peak: Peak | None, peak_tflops: float, precision: str) -> Peak
     )
 
 
+def infer_arch(families: list[str] | None) -> tuple[str | None, str]:
+    """The one architecture every matched kernel-name family runs on (or None), and why.
+
+    Each family narrows the candidates; a guess is made only when one architecture is left,
+    because a family that newer GPUs also run (sm80 on an H100) says nothing about the model.
+    """
+    seen = [(f, archs) for f, _pattern, archs in KERNEL_FAMILIES if f in (families or [])]
+    if not seen:
+        return None, "no architecture-specific kernel names"
+    fits = set(ARCHS)
+    for _family, archs in seen:
+        fits &= set(archs)
+    names = "/".join(f for f, _archs in seen) + " kernel names"
+    if len(fits) == 1:
+        arch = fits.pop()
+        return arch, f"{names} run only on {arch} GPUs"
+    if not fits:
+        return None, f"{names} contradict each other (no architecture runs them all)"
+    return None, f"{names} run on {', '.join(a for a in ARCHS if a in fits)} GPUs alike"
+
+
+def unknown_gpu_message(gpu: str) -> str:
+    """The one-line error for a --gpu name that matches no table row."""
+    return f"unknown GPU {gpu!r} for --gpu: {LIST_HINT} (or give the peak with --peak-tflops)"
+
+
+def validate_gpu(gpu: str | None) -> None:
+    """Raise UserError early for an unknown --gpu, before work whose errors would be swallowed."""
+    if gpu is not None and lookup(gpu) is None:
+        raise UserError(unknown_gpu_message(gpu))
+
+
+def given_peak(gpu: str, traced_name: str | None = None) -> Peak:
+    """The table row of a user-stated model (--gpu); says so when the trace names another GPU."""
+    peak = lookup(gpu)
+    if peak is None:
+        raise UserError(unknown_gpu_message(gpu))
+    reason = f"--gpu {gpu!r} -> table row {peak.model}"
+    traced = lookup(traced_name)
+    if traced_name and (traced is None or traced.model != peak.model):
+        reason += f" (the trace names {traced_name!r})"
+    return replace(peak, source="given", reason=reason)
+
+
+def _env_peak(env_hints: dict[str, str] | None, precision: str) -> Peak | None:
+    """An environment hint such as PEAK_FLOPS_PER_GPU=989e12, taken as the `precision` peak."""
+    for key, value in sorted((env_hints or {}).items()):
+        flops = parse_env_hint(key, value)
+        if flops is not None:
+            return Peak(
+                source="assumed",
+                reason=f"GPU model unknown; environment hint {key}={value} taken as the {precision} peak",
+                tflops={precision: flops / 1e12},
+                confidence="assumed",
+            )
+    return None
+
+
+def _family_peak(arch: str | None, why: str) -> Peak | None:
+    """The representative table row of an architecture the kernel names settle, labelled assumed."""
+    model = ARCH_GUESS.get(arch or "")
+    if model is None:
+        return None
+    row = model_peak(model)
+    return replace(
+        row, source="assumed", reason=f"GPU model unknown; {why} -> assumed {model}", confidence="assumed"
+    )
+
+
+def _unknown_peak(name: str | None, why: str) -> Peak:
+    """No peak: MFU/HFU stay unknown, and the reason says how to supply one."""
+    what = f"GPU {name!r} not in the peak table" if name else "no GPU model in the trace"
+    return Peak(
+        source="unknown",
+        reason=f"{what}, no SM count/clock/CC or env hint; {why}: peak and MFU/HFU unknown. "
+        "Pass --gpu NAME (see `nsight-analyze gpus --list-models`) or --peak-tflops",
+    )
+
+
 def resolve(
     name: str | None = None,
     sm_count: int | None = None,
@@ -334,53 +440,56 @@ def resolve(
     families: list[str] | None = None,
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
+    gpu: str | None = None,
 ) -> Peak:
-    """The algorithm of gpu-peaks.md §3: override, table, derivation, env hint, kernel family."""
-    peak = lookup(name)
+    """gpu-peaks.md §3: override, --gpu, table, derivation, env hint, exclusive kernel names, unknown."""
+    if gpu is not None:
+        peak: Peak | None = given_peak(gpu, name)
+    else:
+        peak = lookup(name) or derive(name, sm_count, clock_hz, compute_major, compute_minor, mem_bw_bps)
+        peak = peak or _env_peak(env_hints, precision)
+    why = ""
     if peak is None:
-        peak = derive(name, sm_count, clock_hz, compute_major, compute_minor, mem_bw_bps)
-    if peak is None:
-        for key, value in sorted((env_hints or {}).items()):
-            flops = parse_env_hint(key, value)
-            if flops is not None:
-                peak = Peak(
-                    source="assumed",
-                    reason=f"GPU model unknown; environment hint {key}={value} taken as the {precision} peak",
-                    tflops={precision: flops / 1e12},
-                    confidence="assumed",
-                )
-                break
-    if peak is None:
-        for family, _pattern, model in KERNEL_FAMILIES:
-            if family in (families or []):
-                row = model_peak(model)
-                peak = Peak(
-                    source="assumed",
-                    reason=f"GPU model unknown; {family} kernel names -> assumed {model}",
-                    model=model,
-                    tflops=row.tflops,
-                    mem_bw_gbs=row.mem_bw_gbs,
-                    sm_count=row.sm_count,
-                    boost_mhz=row.boost_mhz,
-                    tensor_mhz=row.tensor_mhz,
-                    confidence="assumed",
-                )
-                break
+        arch, why = infer_arch(families)
+        peak = _family_peak(arch, why)
     if peak_tflops is not None:
         return with_override(peak, peak_tflops, precision)
-    if peak is None:
-        what = f"GPU {name!r} is not in the peak table and" if name else "no GPU model in the trace,"
-        return Peak(
-            source="unknown",
-            reason=f"{what} no SM count/clock/CC, env hint or kernel family to go on: pass --peak-tflops",
-        )
-    return peak
+    return peak or _unknown_peak(name, why)
+
+
+_STATED_GPU: ContextVar[str | None] = ContextVar("stated_gpu", default=None)
+
+
+@contextmanager
+def stated_gpu(gpu: str | None) -> Iterator[None]:
+    """Apply --gpu to code that resolves peaks without taking it as an argument (diagnose rules)."""
+    validate_gpu(gpu)
+    token = _STATED_GPU.set(gpu)
+    try:
+        yield
+    finally:
+        _STATED_GPU.reset(token)
+
+
+def models() -> pd.DataFrame:
+    """The names --gpu accepts: each table model with its aliases and dense bf16 peak."""
+    df = table()
+    return pd.DataFrame(
+        {
+            "model": df["model"],
+            "aliases": df["match"].str.replace("|", ", ", regex=False),
+            "arch": df["arch"],
+            "bf16_tflops": df["bf16"],
+            "mem_bw_gbs": df["mem_bw_gbs"],
+            "confidence": df["confidence"],
+        }
+    )
 
 
 def families_sql(name_column: str = "name") -> str:
     """SQL expressions `bool_or(regexp_matches(name, ...)) AS fam_<family>` for a GROUP BY."""
     parts = []
-    for family, pattern, _model in KERNEL_FAMILIES:
+    for family, pattern, _archs in KERNEL_FAMILIES:
         parts.append(f"bool_or(regexp_matches({name_column}, '{pattern}')) AS fam_{family}")
     return ", ".join(parts)
 
@@ -397,14 +506,19 @@ def rank_peaks(
     con: duckdb.DuckDBPyConnection,
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
+    gpu: str | None = None,
 ) -> pd.DataFrame:
     """One row per rank: the GPU seen, the peak chosen for `precision`, its source and why.
 
     Inputs are the small per-rank tables (`ranks`, `gpus`, `env`) plus one aggregate over
-    kernel names for the family guess; the loop below is over ranks, not events.
+    kernel names for the architecture evidence; the loop below is over ranks, not events.
+    `gpu` (--gpu) states the model of every rank; when None, the GPU of an enclosing
+    `stated_gpu` block (if any) does.
     """
     if precision not in PRECISIONS:
         raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    gpu = gpu if gpu is not None else _STATED_GPU.get()
+    validate_gpu(gpu)
     ranks = con.execute(
         """
         WITH g AS (
@@ -433,7 +547,7 @@ def rank_peaks(
         }
         families: list[str] = []
         if len(fams) and rec["rank"] in fams.index:
-            families = [f for f, _p, _m in KERNEL_FAMILIES if bool(fams.loc[rec["rank"], f"fam_{f}"])]
+            families = [f for f, _p, _a in KERNEL_FAMILIES if bool(fams.loc[rec["rank"], f"fam_{f}"])]
         peak = resolve(
             name=_none(rec["name"]),
             sm_count=_none(rec["sm_count"]),
@@ -445,6 +559,7 @@ def rank_peaks(
             families=families,
             peak_tflops=peak_tflops,
             precision=precision,
+            gpu=gpu,
         )
         rows.append(peak_row(peak, precision, rank=int(rec["rank"]), gpu_name=_none(rec["name"])))
     return pd.DataFrame(rows, columns=PEAK_COLUMNS)

@@ -22,10 +22,9 @@ from types import ModuleType
 
 import duckdb
 
-from . import classify
-from .errors import UserError
-from .ranks import align_clocks
-from .sources import kineto, ncu, nsys_sqlite
+from . import analysis, classify
+from .errors import UserError, WorkspaceBusy
+from .sources import registry
 from .sources.base import BadInput, Probe
 from .workspace import open_workspace
 
@@ -33,11 +32,6 @@ NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
 MAX_FILENAME_RANK = 100_000
 INGEST_MEMORY_LIMIT = "512MB"
-
-
-def source_modules() -> list[ModuleType]:
-    """Input formats in the order they are tried; nsys SQLite first."""
-    return [nsys_sqlite, kineto, ncu]
 
 
 @dataclass
@@ -142,7 +136,6 @@ def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
 
 
 def _classify_candidates(paths: list[Path], report: IngestReport) -> list[_Candidate]:
-    modules = source_modules()
     candidates: list[_Candidate] = []
     reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
     nsys_cli = shutil.which("nsys")
@@ -156,14 +149,13 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[_Candi
             if not nsys_cli:
                 report.outcomes.append(FileOutcome(path, "skipped", "nsys CLI not on PATH"))
             else:
-                candidates.append(_Candidate(path, path, nsys_sqlite))
+                candidates.append(_Candidate(path, path, registry.module("nsys_sqlite")))
             continue
-        for module in modules:
-            if module.sniff(path):
-                candidates.append(_Candidate(path, path, module))
-                break
-        else:
+        module = registry.source_for(path)
+        if module is None:
             report.outcomes.append(FileOutcome(path, "ignored", "not a recognised trace format"))
+        else:
+            candidates.append(_Candidate(path, path, module))
     return candidates
 
 
@@ -260,15 +252,96 @@ def ingest(
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
     sources = {c.source for c in candidates}
+    hashes = {c.path: c for c in candidates}  # _ingest drops the failed ones from `candidates`
+    existed = db.exists() or Path(f"{db}.wal").exists()
+    exports_existed = export_cache(db).exists()
     first = candidates[0] if candidates else None
     if first is not None and hasattr(first.source, "prefetch") and first.readable == first.path:
         first.source.prefetch(first.path)  # the first file is parsed while all are prepared
     try:
-        return _ingest(candidates, db, report, jobs, rules, replace, progress)
+        _ingest(candidates, db, report, jobs, rules, replace, progress)
+    except BaseException as exc:
+        if not existed and not report.by_status("ok") and not isinstance(exc, WorkspaceBusy):
+            _discard_new_workspace(db, exports_existed)
+        raise
     finally:
         for source in sources:
             if hasattr(source, "cancel_prefetch"):
                 source.cancel_prefetch()
+    if not existed and not report.by_status("ok") and _discard_new_workspace(db, exports_existed):
+        return report
+    if existed or any(o.status in NOT_LOADED for o in report.outcomes):
+        try:
+            _record_not_loaded(db, report, hashes)
+        except UserError as exc:  # what loaded stays loaded; only the list of the others is missing
+            report.notes.append(f"files not loaded were not recorded in the workspace ({exc})")
+    return report
+
+
+NOT_LOADED = ("failed", "skipped", "ignored")
+
+
+def _shown(path: Path) -> Path:
+    """The absolute path a not-loaded file is recorded under: resolved like loaded files, except
+    a dangling link, which keeps its own name (its missing target would say nothing)."""
+    try:
+        return path.resolve(strict=True)
+    except OSError:
+        return path.absolute()
+
+
+def _discard_new_workspace(db: Path, exports_existed: bool) -> bool:
+    """Remove a workspace this ingest created but loaded nothing into (a failed ingest leaves
+    no file behind); False when it holds files after all (another process loaded them)."""
+    try:
+        con = open_workspace(db, read_only=True, analyse=False)
+    except UserError:  # not there, busy, or not a workspace: nothing of ours to remove
+        return not db.exists()
+    try:
+        if con.execute("SELECT count(*) FROM files").fetchone()[0]:
+            return False
+    finally:
+        con.close()
+    for path in (db, Path(f"{db}.wal")):
+        path.unlink(missing_ok=True)
+    if not exports_existed:
+        shutil.rmtree(export_cache(db), ignore_errors=True)
+    return True
+
+
+def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, _Candidate]) -> None:
+    """One `files` row per file this ingest did not load (status failed, skipped or ignored, the
+    reason in `warnings`), replacing earlier such rows of the paths seen, so `info` lists them."""
+    seen = [str(p) for o in report.outcomes for p in {o.path.resolve(), o.path.absolute(), _shown(o.path)}]
+    rows = [o for o in report.outcomes if o.status in NOT_LOADED]
+    con = open_workspace(db, analyse=False)  # no GPU data changes: the stored results stay valid
+    try:
+        con.execute("BEGIN TRANSACTION")
+        con.execute(
+            "DELETE FROM files WHERE status <> 'ok' AND path IN (SELECT unnest(?::VARCHAR[]))", [seen]
+        )
+        next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
+        for i, outcome in enumerate(rows):
+            cand = cands.get(outcome.path)
+            try:
+                size = outcome.path.stat().st_size
+            except OSError:
+                size = None
+            con.execute(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, NULL, NULL, now(), ?, ?, [])",
+                [
+                    next_id + i,
+                    str(_shown(outcome.path)),
+                    cand.sha256 if cand is not None else "",
+                    size,
+                    cand.probe.format if cand is not None and cand.probe is not None else None,
+                    outcome.status,
+                    [outcome.message] if outcome.message else [],
+                ],
+            )
+        con.execute("COMMIT")
+    finally:
+        con.close()
 
 
 def _ingest(
@@ -284,7 +357,7 @@ def _ingest(
     with ThreadPoolExecutor(max_workers=1) as hasher, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         prepared = [pool.submit(_prepare_one, cand, db, hasher) for cand in candidates]
         try:
-            con = open_workspace(db)  # meanwhile the files are hashed and probed
+            con = open_workspace(db, analyse=False)  # meanwhile the files are hashed and probed
         except BaseException:
             for future in prepared:
                 future.cancel()
@@ -347,9 +420,12 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[_Candidate], replace: bo
             )
             continue
         seen[cand.sha256] = cand.path
-        same = con.execute("SELECT file_id FROM files WHERE sha256 = ?", [cand.sha256]).fetchall()
+        # rows of files that were not loaded (status failed, skipped, ignored) are no content
+        same = con.execute(
+            "SELECT file_id FROM files WHERE sha256 = ? AND status = 'ok'", [cand.sha256]
+        ).fetchall()
         same_path = con.execute(
-            "SELECT file_id FROM files WHERE path = ?", [str(cand.path.resolve())]
+            "SELECT file_id FROM files WHERE path = ? AND status = 'ok'", [str(cand.path.resolve())]
         ).fetchall()
         if same and not replace:
             report.outcomes.append(
@@ -491,5 +567,6 @@ def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
 
 
 def _post_ingest(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
-    """Place every rank on the job's clock: session start (UTC), refined from collectives."""
-    report.notes.extend(align_clocks(con))
+    """Compute the stored results of the new and changed ranks, then the job's (clock
+    alignment included: session start (UTC), refined from collectives)."""
+    report.notes.extend(analysis.refresh(con))

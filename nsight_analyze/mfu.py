@@ -11,7 +11,8 @@
   (per-cycle and precision-blind, so never the headline).
 
 Windows come from the `steps` view (other engineers' time partition) when it exists, else the
-whole capture per rank, else windows passed in. Peaks come from nsight_analyze.gpus.
+whole capture per rank, else windows passed in. Peaks come from nsight_analyze.gpus; a rank whose
+peak is unknown (GPU not recorded and not stated with --gpu) has MFU/HFU unknown, never guessed.
 The computations are SQL; Python only assembles parameters and words.
 """
 
@@ -79,9 +80,16 @@ def n_gpus_of(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0] or row[1] or 0)
 
 
-def _peaks(con, peaks: pd.DataFrame | None, peak_tflops: float | None, precision: str) -> pd.DataFrame:
+def _peaks(
+    con: duckdb.DuckDBPyConnection,
+    peaks: pd.DataFrame | None,
+    peak_tflops: float | None,
+    precision: str,
+    gpu: str | None = None,
+) -> pd.DataFrame:
+    """Per-rank peaks (given, else resolved) with the clock the tensor-active estimate scales by."""
     if peaks is None:
-        peaks = gpus.rank_peaks(con, peak_tflops=peak_tflops, precision=precision)
+        peaks = gpus.rank_peaks(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
     peaks = peaks.copy()
     peaks["clock_ref_mhz"] = peaks["tensor_mhz"].where(peaks["tensor_mhz"].notna(), peaks["boost_mhz"])
     return peaks
@@ -144,10 +152,11 @@ def hfu_table(
     window_df: pd.DataFrame | None = None,
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
+    gpu: str | None = None,
 ) -> pd.DataFrame:
     """Counter-based HFU per rank and window (a kernel belongs to the window its start is in)."""
     wins, _source = windows(con, window_df)
-    peaks = _peaks(con, peaks, peak_tflops, precision)
+    peaks = _peaks(con, peaks, peak_tflops, precision, gpu)
     con.register("_hfu_windows", wins)
     con.register("_hfu_peaks", peaks[["rank", "peak_flops", "source", "clock_ref_mhz"]])
     try:
@@ -166,14 +175,15 @@ def hfu_mfu_table(
     precision: str = DEFAULT_PRECISION,
     n_gpus: int | None = None,
     steps_in_window: int | None = None,
+    gpu: str | None = None,
 ) -> pd.DataFrame:
-    """Per rank and window: MFU and HFU side by side.
+    """Per rank and window: MFU and HFU side by side (NaN where the rank's peak is unknown).
 
     A step window of rank r gets model_flops_per_step / n_gpus (data/tensor/pipeline
     parallel ranks share a step's work evenly on average); a whole-capture window gets
     that times `steps_in_window` when given, else no MFU.
     """
-    peaks = _peaks(con, peaks, peak_tflops, precision)
+    peaks = _peaks(con, peaks, peak_tflops, precision, gpu)
     df = hfu_table(con, peaks, window_df, precision=precision)
     world = n_gpus or n_gpus_of(con) or 1
     df["n_gpus"] = world
@@ -221,11 +231,13 @@ def hfu_mfu_summary(
     n_gpus: int | None = None,
     window_df: pd.DataFrame | None = None,
     steps_in_window: int | None = None,
+    gpu: str | None = None,
 ) -> dict[str, Any]:
     """MFU and HFU overall and per step, their ratio and the reasons for the gap (for summary/report).
 
-    Without a model description MFU is None and only HFU is reported. Never raises for
-    missing data; the `notes` say what is missing and how to get it.
+    Without a model description MFU is None and only HFU is reported; without a known peak
+    (see `gpus`; `gpu` states the model) both are None. Never raises for missing data (only
+    for an unknown `gpu` name); the `notes` say what is missing and how to get it.
     """
     model: ModelFlops | None = None
     notes: list[str] = []
@@ -238,7 +250,7 @@ def hfu_mfu_summary(
             "MFU needs the model FLOPs: pass --model-flops-per-step or a model description "
             "(--params, --tokens-per-step, --layers, --hidden, --seq-len)"
         )
-    peaks = _peaks(con, None, peak_tflops, precision)
+    peaks = _peaks(con, None, peak_tflops, precision, gpu)
     wins, win_source = windows(con, window_df)
     df = hfu_mfu_table(
         con, model, peaks, wins, precision=precision, n_gpus=n_gpus, steps_in_window=steps_in_window
@@ -291,8 +303,9 @@ def hfu_mfu_summary(
         )
     peak_rows = peaks[["rank", "gpu_name", "model", "source", "reason", "peak_tflops"]]
     for row in peak_rows.drop_duplicates(["source", "reason"]).to_dict("records"):
-        if row["source"] in ("assumed", "derived", "unknown", "override"):
+        if row["source"] in ("assumed", "derived", "given", "unknown", "override"):
             notes.append(f"peak ({row['source']}): {row['reason']}")
+    notes += _unknown_peak_notes(peaks)
     if mfu is not None and mfu > 1.0:
         notes.append(
             f"MFU {mfu:.0%} is above 100%: the model FLOPs are too high for these windows (are they for the "
@@ -322,7 +335,7 @@ def hfu_mfu_summary(
         "gap": explain_gap(mfu, hfu, ratio, coverage, model, hfu_ta),
         "notes": notes,
     }
-    if hfu is None or not stepped["kernels_counted"].sum():
+    if not stepped["kernels_counted"].sum():
         summary["hfu"] = None
         summary["hfu_over_mfu"] = None
         notes.append(
@@ -330,6 +343,17 @@ def hfu_mfu_summary(
             f"Collect it with: {NCU_HINT}"
         )
     return summary
+
+
+def _unknown_peak_notes(peaks: pd.DataFrame) -> list[str]:
+    """Say which ranks MFU/HFU leave out because their peak is unknown (they are not guessed)."""
+    unknown = peaks.loc[peaks["peak_flops"].isna(), "rank"]
+    if not len(unknown):
+        return []
+    if len(unknown) == len(peaks):
+        return ["GPU peak unknown for every rank: MFU and HFU are unknown (state the GPU with --gpu NAME)"]
+    ranks = ", ".join(str(int(r)) for r in unknown)
+    return [f"GPU peak unknown for rank(s) {ranks}: MFU and HFU cover only the other ranks"]
 
 
 def explain_gap(

@@ -147,27 +147,11 @@ def _mismatch_p50(con: duckdb.DuckDBPyConnection, corrected: bool) -> float | No
     ).fetchone()[0]
 
 
-def _ensure_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Load the merger's views if a partial load left them out (they depend on each other)."""
-    needed = ("merge_coll_members", "merge_nccl_kernels", "merge_rank_clock")
-    views = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
-    present = {r[0] for r in views}
-    if all(v in present for v in needed):
-        return
-    from .workspace import load_queries
-
-    previous = None
-    while True:
-        errors = load_queries(con)
-        if not errors or errors == previous:
-            return
-        previous = errors
-
-
 def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Set ranks.clock_offset_ns/alignment_method: session start, then per-host collective refinement.
 
-    Returns human-readable warnings (nothing could refine a host, suspicious results).
+    Returns human-readable warnings (nothing could refine a host, suspicious results). Runs inside
+    the analysis' job step (analysis.job_step), which provides the merger's views.
     Idempotent: the coarse offsets are recomputed from session starts every time. A failure
     of the refinement never fails the ingest: the session-start alignment stays, with a warning.
     """
@@ -175,7 +159,6 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
         return []
     warnings = _coarse_alignment(con)
     try:
-        _ensure_views(con)
         return warnings + _refine(con)
     except duckdb.Error as exc:
         try:

@@ -11,39 +11,32 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from .render import print_table, records
+from .render import UNKNOWN, echo, format_duration, format_pct, print_table, records
 
-PATTERN_SETTINGS = ("step_pattern", "input_pattern")
 PARTS = ["compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns"]
 IDLE_PARTS = ["launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns"]
 TP_COLUMNS = ["window_ns", *PARTS, *IDLE_PARTS, "comms_total_ns", "comms_hidden_ns"]
 TOP_KERNELS = 10
-NAME_WIDTH = 80  # kernel names in the terminal table (templates can run to thousands of characters)
+BY = ("rank", "step", "rank-step")
 
-# (heading, time_partition column) in display order; the idle split follows idle.
+# (heading, time_partition column) in display order: the partition (parts tile the window), then
+# the idle split and communication (a second table, so that each fits a terminal).
 DISPLAY = [
     ("compute", "compute_ns"),
     ("memory", "memory_ns"),
     ("other", "other_ns"),
     ("comms exposed", "comms_exposed_ns"),
     ("idle", "idle_ns"),
+]
+DISPLAY_IDLE = [  # idle (their sum) is in the first table
     ("launch gap", "launch_gap_ns"),
     ("input stall", "input_stall_ns"),
     ("sync stall", "sync_stall_ns"),
     ("host bound", "host_bound_ns"),
     ("idle other", "idle_other_ns"),
     ("comms total", "comms_total_ns"),
+    ("comms hidden", "comms_hidden_ns"),
 ]
-
-
-def prepare(con: duckdb.DuckDBPyConnection) -> None:
-    """Copy the regex settings into session variables so the views compile each regex once.
-
-    The views read `settings` either way; without these variables a regex taken from a table is
-    compiled for every row (~30 us each), which dominates on large NVTX tables.
-    """
-    for key in PATTERN_SETTINGS:
-        con.execute(f"SET VARIABLE {key} = (SELECT value FROM settings WHERE key = ?)", [key])
 
 
 def _has_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -62,10 +55,14 @@ def _with_percentages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def partition(con: duckdb.DuckDBPyConnection, by: str = "rank") -> list[dict[str, Any]]:
-    """time_partition rows: the whole capture per rank (by='rank'), or per step summed over ranks.
+    """time_partition rows: the whole capture per rank (by='rank'), one row per step (by='step')
+    or one per rank and step (by='rank-step', the time_partition step rows as they are).
 
-    by='step' sums each column over the ranks that have the step (rank-nanoseconds), so a step's
-    percentages are GPU-time shares across the job; `ranks` says how many ranks contributed.
+    by='step' sums each column over the ranks that have the step (rank-nanoseconds: a step's
+    percentages are GPU-time shares across the job; divided by `ranks` they are the mean rank's
+    times) and adds the job's step time: `job_step_ns` is the longest window over the ranks, that
+    of `slowest_rank` (the lowest such rank on ties), which holds the others back at the step's
+    end; `min_window_ns` is the shortest.
     """
     if by == "rank":
         df = con.execute(
@@ -77,10 +74,17 @@ def partition(con: duckdb.DuckDBPyConnection, by: str = "rank") -> list[dict[str
         df = con.execute(
             f"SELECT step, count(*) AS ranks, {sums}, "
             "CASE WHEN sum(comms_total_ns) > 0 THEN 100.0 * sum(comms_hidden_ns) / sum(comms_total_ns) END "
-            "AS overlap_pct FROM time_partition WHERE step IS NOT NULL GROUP BY step ORDER BY step"
+            "AS overlap_pct, max(window_ns)::BIGINT AS job_step_ns, "
+            "arg_max(rank, (window_ns, -rank)) AS slowest_rank, min(window_ns)::BIGINT AS min_window_ns "
+            "FROM time_partition WHERE step IS NOT NULL GROUP BY step ORDER BY step"
+        ).df()
+    elif by == "rank-step":
+        df = con.execute(
+            f"SELECT step, rank, {', '.join(TP_COLUMNS)}, overlap_pct FROM time_partition "
+            "WHERE step IS NOT NULL ORDER BY step, rank"
         ).df()
     else:
-        raise ValueError(f"by must be 'rank' or 'step', not {by!r}")
+        raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
     return _with_percentages(records(df))
 
 
@@ -110,13 +114,8 @@ def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     return dict(rows)
 
 
-def summary(con: duckdb.DuckDBPyConnection, by: str = "rank", refresh: bool = True) -> dict[str, Any]:
-    """Everything `nsight-analyze summary` shows, as plain data (JSON-ready).
-
-    refresh=False reuses what an earlier `materialize(con)` of this session computed.
-    """
-    if refresh:
-        materialize(con)
+def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
+    """Everything `nsight-analyze summary` shows, as plain data (JSON-ready), from stored results."""
     return {
         "by": by,
         "partition": partition(con, by),
@@ -125,35 +124,80 @@ def summary(con: duckdb.DuckDBPyConnection, by: str = "rank", refresh: bool = Tr
     }
 
 
-def _cell(ns: int, pct: float | None) -> str:
-    ms = f"{ns / 1e6:,.3f}"
-    return ms if pct is None else f"{ms} ({pct:.1f}%)"
+def _cell(ns: float | None, pct: float | None) -> str:
+    """A time in human units with its share of the window: '19.37 ms (2.0%)'."""
+    text = format_duration(ns)
+    return text if pct is None or text == UNKNOWN else f"{text} ({format_pct(pct)})"
+
+
+def _keys(row: dict[str, Any], by: str, ranks: bool = True) -> dict[str, Any]:
+    if by == "step":
+        return {"step": row["step"], "ranks": row["ranks"]} if ranks else {"step": row["step"]}
+    if by == "rank-step":
+        return {"step": row["step"], "rank": row["rank"]}
+    return {"rank": row["rank"]}
+
+
+def _per_rank(row: dict[str, Any], by: str, col: str) -> float | None:
+    """A partition value of the row: the mean per rank for by='step' (the row holds sums)."""
+    value = row.get(col)
+    if value is None or by != "step":
+        return value
+    return value / row["ranks"] if row["ranks"] else None
 
 
 def partition_table(rows: list[dict[str, Any]], by: str) -> pd.DataFrame:
-    """Display form of `partition()`: milliseconds with the share of the window in parentheses."""
+    """Display form of `partition()`: times in human units with the share of the window.
+
+    by='step': the job's step time (the slowest rank's window) and that rank, then the
+    partition of the mean rank (sums over ranks / ranks)."""
     out = []
     for row in rows:
-        line: dict[str, Any] = {by: row[by]}
+        line = _keys(row, by)
         if by == "step":
-            line["ranks"] = row["ranks"]
-        line["window ms"] = _cell(row["window_ns"], None)
+            line["job step time"] = format_duration(row.get("job_step_ns"))
+            line["slowest rank"] = row.get("slowest_rank")
+            line["mean window"] = format_duration(_per_rank(row, by, "window_ns"))
+        else:
+            line["window"] = format_duration(row["window_ns"])
         for heading, col in DISPLAY:
-            line[f"{heading} ms (%)"] = _cell(row[col], row.get(col.replace("_ns", "_pct")))
-        line["overlap %"] = "" if row["overlap_pct"] is None else f"{row['overlap_pct']:.1f}"
+            line[heading] = _cell(_per_rank(row, by, col), row.get(col.replace("_ns", "_pct")))
+        line["overlap"] = format_pct(row.get("overlap_pct"))
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def idle_table(rows: list[dict[str, Any]], by: str) -> pd.DataFrame:
+    """Display form of the idle split and communication of `partition()` (shares of the window)."""
+    out = []
+    for row in rows:
+        line = _keys(row, by, ranks=False)
+        for heading, col in DISPLAY_IDLE:
+            line[heading] = _cell(_per_rank(row, by, col), row.get(col.replace("_ns", "_pct")))
         out.append(line)
     return pd.DataFrame(out)
 
 
 def kernels_table(kernels: list[dict[str, Any]]) -> pd.DataFrame:
-    """Display form of `top_kernels()`: shortened names, milliseconds."""
+    """Display form of `top_kernels()` (the renderer elides names to the terminal's width)."""
     df = pd.DataFrame(kernels)
     if df.empty:
         return df
-    df["name"] = [n if len(n) <= NAME_WIDTH else n[: NAME_WIDTH - 3] + "..." for n in df["name"].astype(str)]
-    df["total ms"] = (df["total_ns"] / 1e6).round(3)
-    df["%"] = df["pct"].round(1)
-    return df[["name", "category", "instances", "total ms", "%"]]
+    df["%"] = [format_pct(v) for v in df["pct"]]
+    return df[["name", "category", "instances", "total_ns", "%"]]
+
+
+_TITLES = {
+    "rank": ("GPU time partition per rank, whole capture", "Idle time by cause and communication per rank"),
+    "step": (
+        "GPU time per step: job step time = the slowest rank's window; partition = mean per rank",
+        "Idle time by cause and communication per step (mean per rank)",
+    ),
+    "rank-step": (
+        "GPU time partition per rank and step",
+        "Idle time by cause and communication per rank and step",
+    ),
+}
 
 
 def print_summary(
@@ -163,41 +207,19 @@ def print_summary(
     result = result or summary(con, by=by)
     rows = result["partition"]
     if not rows:
-        print(
+        echo(
             "no GPU operations in this workspace (nothing to partition)"
             if by == "rank"
-            else "no steps found: use --by rank (the whole capture is one window)"
+            else "no steps found: use --by rank (the whole capture is one window), or --step-pattern"
         )
         return
     sources = ", ".join(sorted(set(result["step_source"].values())))
-    print_table(partition_table(rows, by), title=f"GPU time partition per {by} (steps from: {sources})")
+    keys = 2 if by == "rank-step" else 1
+    main_title, idle_title = _TITLES[by]
+    print_table(partition_table(rows, by), title=f"{main_title} (steps from: {sources})", keys=keys)
+    print()
+    print_table(idle_table(rows, by), title=f"{idle_title}; % of the window", keys=keys)
     kernels = kernels_table(result["top_kernels"])
     if not kernels.empty:
+        print()
         print_table(kernels, title="Top kernels (all ranks)")
-
-
-# Not tp_gaps: time_partition reads it once, and as a temporary table its millions of rows
-# took a third of the analysis' memory cap (DuckDB then spilled) for no reuse.
-MATERIALIZED = ("steps", "tp_segments", "tp_gap_spans")
-
-
-def materialize(con: duckdb.DuckDBPyConnection) -> None:
-    """Compute the partition's shared intermediates once, as session-temporary tables.
-
-    Why: views are recomputed by every query that reads them, and the partition, its gaps and
-    sync_calls all rest on the same sweep (tp_segments), gaps and steps; at 64 ranks x 200k kernels
-    recomputing them per view costs more than the analysis itself. A TEMP table of the same name
-    shadows the view for this connection only (read-only workspaces included) and is dropped with
-    it; the workspace file is not changed. Call `dematerialize()` (or reconnect) after changing
-    data or settings in the same session.
-    """
-    prepare(con)
-    catalog = con.execute("SELECT current_database()").fetchone()[0]
-    for name in MATERIALIZED:  # in dependency order: each reads the ones before it
-        con.execute(f'CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM "{catalog}".main.{name}')
-
-
-def dematerialize(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the temporary tables of `materialize()`: the views are live again."""
-    for name in reversed(MATERIALIZED):
-        con.execute(f"DROP TABLE IF EXISTS temp.main.{name}")

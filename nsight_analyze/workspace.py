@@ -6,15 +6,15 @@ too. They are recreated whenever the package's query files change (hash in `meta
 
 from __future__ import annotations
 
-import graphlib
-import hashlib
-import re
+import sys
 from pathlib import Path
 
 import duckdb
 
+from . import analysis, query_layer
 from .duck import OFFLINE_CONFIG, bound_memory, offline
 from .errors import UserError, WorkspaceBusy
+from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 
@@ -24,29 +24,14 @@ def schema_files() -> list[Path]:
     return [SCHEMA_FILE] + sorted(SCHEMA_FILE.parent.glob("schema_*.sql"))
 
 
-SCHEMA_VERSION = "1"
-
-
-def queries_dir() -> Path:
-    """queries/ at the repository root (editable install) or inside the wheel."""
-    for candidate in (Path(__file__).parent.parent / "queries", Path(__file__).parent / "queries"):
-        if candidate.is_dir():
-            return candidate
-    raise UserError("the queries/ folder of nsight-analyze is missing from this installation")
-
-
-def query_files() -> list[Path]:
-    return sorted(queries_dir().glob("*.sql"))
+SCHEMA_VERSION = "2"
 
 
 def queries_hash() -> str:
-    digest = hashlib.sha256()
-    for path in schema_files():
-        digest.update(path.read_bytes())
-    for path in query_files():
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    """The schema and queries/ files: the workspace's live views are recreated when it changes."""
+    from .analysis import layer_hash
+
+    return layer_hash()
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -74,50 +59,40 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def load_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dict[str, str]:
-    """Create every view/macro of queries/, resolving their order by retrying failures.
+# Views of earlier versions whose names are now private helpers or stored tables.
+LEGACY_VIEWS = (
+    "tp_nvtx_step_ranges", "tp_detected_steps", "tp_segments", "tp_gap_spans", "tp_sync_api", "tp_gaps",
+    "merge_nccl_payload", "merge_coll_arrivals",
+)  # fmt: skip
 
-    Returns {file: error} for files that do not load. A broken view must not stop an
-    ingest, so it is reported instead of raised; tests/test_workspace.py requires none.
+
+def load_live_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> None:
+    """Create the live views and macros of queries/ (the stored results are `analysis`'s job).
+
+    A query that fails to load fails the command: a half-loaded layer would answer wrongly.
     """
-    pending = _in_dependency_order({p.name: p.read_text() for p in query_files()})
-    errors: dict[str, str] = {}
-    while pending:
-        errors = {}
-        before = len(pending)
-        for name, sql in list(pending.items()):
-            if temporary:
-                sql = sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW")
-                sql = sql.replace("CREATE OR REPLACE MACRO", "CREATE OR REPLACE TEMP MACRO")
-            try:
-                con.execute(sql)
-                del pending[name]
-            except duckdb.Error as exc:
-                errors[name] = str(exc).splitlines()[0]
-        if len(pending) == before:  # a whole pass created nothing: the rest cannot load
-            break
-    return errors
+    for q in query_layer.of_stage("live"):
+        try:
+            con.execute(q.create("view", temporary=temporary))
+        except duckdb.Error as exc:
+            raise UserError(f"queries/{q.name}.sql does not load: {str(exc).splitlines()[0]}") from None
 
 
-def _in_dependency_order(sql_by_file: dict[str, str]) -> dict[str, str]:
-    """Files ordered so that each comes after the files whose object (named like the file)
-    it mentions: one pass then creates everything, with no failing retries (0.37 -> 0.28 s
-    for a new workspace). Comments are ignored: headers cite related views in both directions."""
-    stems = {name: name.removesuffix(".sql") for name in sql_by_file}
-    code = {name: re.sub(r"--[^\n]*", "", sql) for name, sql in sql_by_file.items()}
-    graph = {
-        name: {
-            other
-            for other, stem in stems.items()
-            if other != name and re.search(rf"\b{stem}\b", code[name], re.IGNORECASE)
-        }
-        for name in sql_by_file
-    }
-    try:
-        order = list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError:  # the retry loop of load_queries still resolves what it can
-        order = sorted(sql_by_file)
-    return {name: sql_by_file[name] for name in order}
+def _drop_stale_objects(con: duckdb.DuckDBPyConnection) -> None:
+    """Objects an older version left under a name whose kind changed: views where results are
+    now stored tables (or private helpers), stored tables where a query is now a live view."""
+    layer = query_layer.layer()
+    not_views = set(LEGACY_VIEWS) | {q.name for q in layer if q.stage != "live"}
+    not_tables = {q.name for q in layer if q.stage == "live"}
+    where = "NOT temporary AND database_name = current_database() AND schema_name = 'main'"
+    for (name,) in con.execute(
+        f"SELECT view_name FROM duckdb_views() WHERE {where} AND NOT internal"
+    ).fetchall():
+        if name in not_views:
+            con.execute(f'DROP VIEW "{name}"')
+    for (name,) in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE {where}").fetchall():
+        if name in not_tables:
+            con.execute(f'DROP TABLE "{name}"')
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -126,25 +101,62 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     current = queries_hash()
     stored = con.execute("SELECT value FROM meta WHERE key = 'queries_hash'").fetchone()
     if stored is None or stored[0] != current:
-        broken = load_queries(con)
+        _drop_stale_objects(con)
+        load_live_queries(con)
         con.execute(
-            "INSERT OR REPLACE INTO meta VALUES "
-            "('queries_hash', ?), ('schema_version', ?), ('broken_queries', ?)",
-            [current, SCHEMA_VERSION, "; ".join(f"{k}: {v}" for k, v in sorted(broken.items()))],
+            "INSERT OR REPLACE INTO meta VALUES ('queries_hash', ?), ('schema_version', ?)",
+            [current, SCHEMA_VERSION],
         )
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def open_workspace(
-    path: str | Path, read_only: bool = False, must_exist: bool = False
+    path: str | Path, read_only: bool = False, must_exist: bool = False, analyse: bool = True
 ) -> duckdb.DuckDBPyConnection:
-    """A connection with the canonical tables and current views in place."""
-    con = _open(Path(path), read_only, must_exist)
-    _settings_as_variables(con)
+    """A connection with the canonical tables, the live views and up-to-date stored results.
+
+    Stale results (the files, settings or queries changed since they were computed) are
+    recomputed once here, with one line on stderr saying why; analyse=False skips that (ingest
+    computes them itself, after loading).
+    """
+    path = Path(path)
+    con = _open(path, read_only, must_exist)
+    settings_as_variables(con)
+    if not analyse:
+        return con
+    if not read_only:
+        analysis.refresh(con, say=_say, progress=None)
+        return con
+    if not analysis.plan(con).needed:
+        return con
+    con.close()
+    try:
+        writer = _connect(path, read_only=False)
+        try:
+            _ensure_schema(writer)
+            settings_as_variables(writer)
+            progress, done = analysis.tty_progress("analysis")
+            try:
+                analysis.refresh(writer, say=_say, progress=progress)
+            finally:
+                done()
+        finally:
+            writer.close()
+        con = _connect(path, read_only=True)
+        settings_as_variables(con)
+    except (WorkspaceBusy, UserError):  # cannot write it: compute for this session only
+        con = _connect(path, read_only=True)
+        settings_as_variables(con)
+        _say("analysis out of date and the workspace cannot be written: computing it for this command only")
+        analysis.compute_in_session(con)
     return con
 
 
-def _settings_as_variables(con: duckdb.DuckDBPyConnection) -> None:
-    """Expose `settings` as session variables: the views then compile each regex once
+def settings_as_variables(con: duckdb.DuckDBPyConnection) -> None:
+    """Expose `settings` as session variables: the queries then compile each regex once
     instead of once per row (they still fall back to the table in a plain duckdb shell)."""
     try:
         rows = con.execute("SELECT key, value FROM settings").fetchall()
@@ -178,5 +190,5 @@ def _open(path: Path, read_only: bool, must_exist: bool) -> duckdb.DuckDBPyConne
             con = _connect(path, read_only=True)
         except WorkspaceBusy:
             con = _connect(path, read_only=True)
-            load_queries(con, temporary=True)
+            load_live_queries(con, temporary=True)
     return con

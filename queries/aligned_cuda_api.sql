@@ -4,6 +4,9 @@
 -- Columns: every column of `cuda_api`, plus
 --   aligned_start_ns BIGINT ns = start_ns + ranks.clock_offset_ns (0 when the rank is unknown)
 --   aligned_end_ns   BIGINT ns = end_ns + ranks.clock_offset_ns
+-- columns: rank, tid, start_ns, end_ns, duration_ns, name, correlation_id, return_value, api_class, aligned_start_ns, aligned_end_ns
+-- stage: live
+-- requires: ranks, cuda_api
 CREATE OR REPLACE VIEW aligned_cuda_api AS
 SELECT
     t.*,

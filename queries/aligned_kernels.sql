@@ -4,6 +4,9 @@
 -- Columns: every column of `kernels`, plus
 --   aligned_start_ns BIGINT ns = start_ns + ranks.clock_offset_ns (0 when the rank is unknown)
 --   aligned_end_ns   BIGINT ns = end_ns + ranks.clock_offset_ns
+-- columns: rank, device_id, stream_id, start_ns, end_ns, duration_ns, name, short_name, correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z, registers_per_thread, static_smem_bytes, dynamic_smem_bytes, graph_id, graph_node_id, category, subcategory, aligned_start_ns, aligned_end_ns
+-- stage: live
+-- requires: ranks, kernels
 CREATE OR REPLACE VIEW aligned_kernels AS
 SELECT
     t.*,

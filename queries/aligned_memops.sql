@@ -4,6 +4,9 @@
 -- Columns: every column of `memops`, plus
 --   aligned_start_ns BIGINT ns = start_ns + ranks.clock_offset_ns (0 when the rank is unknown)
 --   aligned_end_ns   BIGINT ns = end_ns + ranks.clock_offset_ns
+-- columns: rank, device_id, stream_id, start_ns, end_ns, duration_ns, kind, bytes, src_kind, dst_kind, correlation_id, graph_node_id, aligned_start_ns, aligned_end_ns
+-- stage: live
+-- requires: ranks, memops
 CREATE OR REPLACE VIEW aligned_memops AS
 SELECT
     t.*,

@@ -4,6 +4,9 @@
 -- Columns: every column of `nvtx`, plus
 --   aligned_start_ns BIGINT ns = start_ns + ranks.clock_offset_ns (0 when the rank is unknown)
 --   aligned_end_ns   BIGINT ns = end_ns + ranks.clock_offset_ns (NULL for marks)
+-- columns: rank, tid, start_ns, end_ns, text, domain, event_type, payload, aligned_start_ns, aligned_end_ns
+-- stage: live
+-- requires: ranks, nvtx
 CREATE OR REPLACE VIEW aligned_nvtx AS
 SELECT
     t.*,

@@ -13,6 +13,10 @@
 --                               refinement can use); 0 for a lone host
 --   method             VARCHAR  collectives | session-start | none
 --   ranks              BIGINT   ranks on the host
+-- columns: host, offset_ns, session_offset_ns, residual_p50_ns, residual_p95_ns, collectives_used, method, ranks
+-- stage: job
+-- result: stored
+-- requires: merge_coll_members, merge_rank_clock, ranks
 CREATE OR REPLACE VIEW alignment_quality AS
 WITH h AS (
     SELECT host, MAX(correction_ns) AS offset_ns, MIN(session_offset_ns) AS session_offset_ns,

@@ -11,6 +11,10 @@
 --   Differences from nsys 2022.4: per rank, not per file (processes that ran no GPU work are not
 --   ranks, so their calls are not here), and every `_vNNNN+` suffix is stripped where nsys strips
 --   exactly four digits (nsys keeps cudaEventRecordWithFlags_v11010).
+-- columns: rank, name, calls, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, pct, api_class
+-- stage: rank
+-- result: stored
+-- requires: cuda_api
 CREATE OR REPLACE VIEW api_summary AS
 WITH a AS (
     SELECT rank, name, api_class, end_ns - start_ns AS d

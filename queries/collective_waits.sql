@@ -9,6 +9,10 @@
 --   wait_ns        BIGINT   ns, last arrival in the instance - arrive_ns (0 for the last rank)
 --   last_rank      INTEGER  the rank everyone waited for (wait caused is charged to it)
 --   last_margin_ns BIGINT   ns, and ranks BIGINT: see `collectives`
+-- columns: coll_id, rank, arrive_ns, wait_ns, last_rank, last_margin_ns, ranks
+-- stage: job
+-- result: stored
+-- requires: merge_coll_members, ranks
 CREATE OR REPLACE VIEW collective_waits AS
 SELECT
     coll_id,

@@ -25,6 +25,10 @@
 --   last_margin_ns BIGINT   ns, last arrival - second-latest arrival: how much sooner the
 --                           instance could start without its last rank (NULL when unmatched)
 --   key_source     VARCHAR  nvtx-payload | stream-ordinal
+-- columns: coll_id, op, comm, seq, ranks, expected_ranks, hosts, bytes, start_ns, end_ns, start_skew_ns, end_skew_ns, transfer_ns, busbw_gbps, last_rank, last_margin_ns, key_source
+-- stage: job
+-- result: stored
+-- requires: _merge_coll_arrivals, merge_coll_group_of, ranks
 CREATE OR REPLACE VIEW collectives AS
 SELECT
     coll_id, op, comm, seq,
@@ -48,4 +52,4 @@ SELECT
     last_rank,
     last_arrive_ns - second_arrive_ns AS last_margin_ns,
     key_source
-FROM merge_coll_group_of('merge_coll_arrivals');
+FROM merge_coll_group_of('_merge_coll_arrivals');

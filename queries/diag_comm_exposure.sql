@@ -11,9 +11,13 @@
 --   (part of the operation covered by no compute/memory/other operation of the rank),
 --   exposed_wait_ns BIGINT ns (exposed part inside [start, start + wait)), is_last BOOLEAN (the
 --   operation ending last in its rank's step).
--- Definition: exposed segments = tp_segments with n > 0 and c = m = o = 0; each comms operation of
+-- Definition: exposed segments = _tp_segments with n > 0 and c = m = o = 0; each comms operation of
 --   gpu_ops is intersected with them (range join per rank). Concurrent comms operations each count
 --   the shared exposed time.
+-- columns: rank, step, bucket, op, name, start_ns, end_ns, duration_ns, wait_ns, exposed_ns, exposed_wait_ns, is_last
+-- stage: job
+-- result: stored
+-- requires: _tp_comm_exposed_segments, diag_window_bounds, gpu_ops, merge_coll_members, nccl_kernels
 CREATE OR REPLACE VIEW diag_comm_exposure AS
 WITH w AS (SELECT * FROM diag_window_bounds),
 ops AS (
@@ -28,7 +32,7 @@ ops AS (
     LEFT JOIN merge_coll_members mc ON mc.rank = g.rank AND mc.correlation_id = g.correlation_id
     WHERE g.category = 'comms' AND g.end_ns > g.start_ns
 ),
-seg AS (SELECT rank, start_ns, end_ns FROM tp_segments WHERE n > 0 AND c = 0 AND m = 0 AND o = 0),
+seg AS (SELECT rank, start_ns, end_ns FROM _tp_comm_exposed_segments),
 ex AS (
     SELECT o.rank, o.start_ns, o.end_ns, o.correlation_id,
            sum(least(s.end_ns, o.end_ns) - greatest(s.start_ns, o.start_ns)) AS exposed_ns,

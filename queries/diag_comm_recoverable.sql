@@ -9,6 +9,10 @@
 --   step's last comms operation), recoverable_ns BIGINT ns =
 --   max(comms_exposed - exposed_wait - last_transfer, 0), comms_total_ns BIGINT ns, overlap_pct DOUBLE %.
 -- Definition: diag_windows joined to diag_comm_exposure sums per (rank, step).
+-- columns: rank, step, window_ns, comms_exposed_ns, exposed_wait_ns, last_transfer_ns, recoverable_ns, comms_total_ns, overlap_pct
+-- stage: job
+-- result: stored
+-- requires: diag_comm_exposure, diag_windows
 CREATE OR REPLACE VIEW diag_comm_recoverable AS
 WITH e AS (
     SELECT rank, step, sum(exposed_wait_ns) AS exposed_wait_ns,

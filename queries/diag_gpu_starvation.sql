@@ -10,6 +10,8 @@
 --   (j+1)-th start, and the pair is a gap when start - end > min_gap_ms. Leading and trailing
 --   idle time are not gaps. nsys also counts its own profiler-overhead ranges as busy; those
 --   are not in the workspace, so a gap that nsys splits at such a range is listed whole here.
+-- stage: live
+-- requires: gpu_ops
 CREATE OR REPLACE MACRO diag_gpu_starvation(min_gap_ms := 500) AS TABLE
 WITH ops AS (
     SELECT rank, device_id, start_ns, end_ns FROM gpu_ops WHERE start_ns > 0

@@ -13,6 +13,8 @@
 --   kept chunks merge into one row whose in-use % is the length-weighted mean.
 --   Operations: kernels, memcpy, memset with start_ns > 0 (nsys also counts its own profiler
 --   overhead as busy; that is not in the workspace).
+-- stage: live
+-- requires: gpu_ops
 CREATE OR REPLACE MACRO diag_low_util(chunks := 30, max_util_pct := 50) AS TABLE
 WITH ops AS (
     SELECT rank, device_id, start_ns, end_ns FROM gpu_ops WHERE start_ns > 0

@@ -9,6 +9,10 @@
 --   share_pct DOUBLE % (100 * max_ns / step_ns), ranks INTEGER[] (ranks with a positive value),
 --   n_ranks BIGINT (ranks with a window in the step).
 -- Definition: diag_windows unpivoted; per step and cause: max, arg max (lowest rank on ties), mean.
+-- columns: step, cause, step_ns, max_ns, worst_rank, mean_ns, share_pct, ranks, n_ranks
+-- stage: job
+-- result: stored
+-- requires: diag_windows, ranks
 CREATE OR REPLACE VIEW diag_step_causes AS
 WITH u AS (
     UNPIVOT (
@@ -19,7 +23,7 @@ WITH u AS (
     ) ON input_stall, sync_stall, launch, comms_exposed, idle INTO NAME cause VALUE ns
 )
 SELECT step, cause, max(window_ns) AS step_ns, max(ns) AS max_ns,
-       arg_max(rank, ns * 100000 - rank) AS worst_rank, avg(ns) AS mean_ns,
+       arg_max(rank, ns::HUGEINT * 100000 - rank) AS worst_rank, avg(ns) AS mean_ns,
        100.0 * max(ns) / nullif(max(window_ns), 0) AS share_pct,
        coalesce(list(rank ORDER BY rank) FILTER (WHERE ns > 0), []) AS ranks,
        count(*) AS n_ranks

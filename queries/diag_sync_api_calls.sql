@@ -8,6 +8,10 @@
 -- Definition: every cuda_api row named cudaDeviceSynchronize or cudaStreamSynchronize (ABI suffix
 --   already stripped at ingest), as in nsys 2022.4 `cuda-sync-api`. nsys prints the 50 longest;
 --   this view lists all of them (order by duration_ns DESC to compare).
+-- columns: rank, tid, start_ns, end_ns, duration_ns, name, correlation_id, nsys_rule
+-- stage: rank
+-- result: stored
+-- requires: cuda_api, sync
 CREATE OR REPLACE VIEW diag_sync_api_calls AS
 SELECT rank, tid, start_ns, end_ns, end_ns - start_ns AS duration_ns, name, correlation_id,
        'cuda-sync-api' AS nsys_rule

@@ -18,6 +18,8 @@
 -- Definition: memops joined to their launch call (same rank and correlation_id). A copy issued by
 --   two API rows with the same correlation id (e.g. a wrapper and the runtime call) appears once
 --   per call, as in nsys.
+-- stage: live
+-- requires: memops, cuda_api, sync
 CREATE OR REPLACE MACRO diag_sync_copies(htod_min_bytes := 65536) AS TABLE
 WITH j AS (
     SELECT m.rank, m.device_id, m.stream_id, m.start_ns, m.end_ns - m.start_ns AS duration_ns,

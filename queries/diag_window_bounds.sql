@@ -5,6 +5,10 @@
 --   (half-open window on the rank's file timeline).
 -- Definition: `steps` rows (and tp_capture for the whole capture) of the (rank, step) pairs in
 --   diag_windows.
+-- columns: rank, step, start_ns, end_ns
+-- stage: job
+-- result: stored
+-- requires: diag_windows, steps, tp_capture
 CREATE OR REPLACE VIEW diag_window_bounds AS
 SELECT DISTINCT d.rank, d.step, s.start_ns, s.end_ns
 FROM diag_windows d

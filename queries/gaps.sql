@@ -9,18 +9,22 @@
 --   the launch (NULL if none); idle_other: why no host cause applies,
 --   gap_start_ns, gap_end_ns BIGINT ns (the whole gap), correlation_id BIGINT (the operation
 --   that ended the gap).
--- Definition: docs/metrics.md "Idle causes" (see tp_gaps). Per window, the pieces' durations sum
+-- Definition: docs/metrics.md "Idle causes" (see _tp_gaps). Per window, the pieces' durations sum
 --   to time_partition.idle_ns; zero-length pieces are left out.
+-- columns: rank, step, start_ns, end_ns, duration_ns, cause, host_activity, gap_start_ns, gap_end_ns, correlation_id
+-- stage: rank
+-- result: stored
+-- requires: _tp_gaps
 CREATE OR REPLACE VIEW gaps AS
 SELECT rank, step, g0 AS start_ns, g1 AS end_ns, g1 - g0 AS duration_ns, 'idle_other' AS cause,
        other_reason AS host_activity, g0 AS gap_start_ns, g1 AS gap_end_ns, correlation_id
-FROM tp_gaps
+FROM _tp_gaps
 WHERE kind = 'idle_other'
 UNION ALL
 SELECT rank, step, g0, a_ns, a_ns - g0, host_cause, host_activity, g0, g1, correlation_id
-FROM tp_gaps
+FROM _tp_gaps
 WHERE kind = 'host' AND a_ns > g0
 UNION ALL
 SELECT rank, step, a_ns, g1, g1 - a_ns, 'launch_gap', launch_name, g0, g1, correlation_id
-FROM tp_gaps
+FROM _tp_gaps
 WHERE kind = 'host' AND g1 > a_ns;

@@ -10,6 +10,9 @@
 --   correlation_id BIGINT (joins the launching call in cuda_api)
 -- Definition: kernels take kernels.category (NULL or unknown values count as 'other');
 --   memops are 'memory', except kind 'PtoP' (peer copies) which is 'comms'.
+-- columns: rank, device_id, stream_id, start_ns, end_ns, duration_ns, op, name, category, correlation_id
+-- stage: live
+-- requires: kernels, memops
 CREATE OR REPLACE VIEW gpu_ops AS
 SELECT
     rank, device_id, stream_id, start_ns, end_ns, end_ns - start_ns AS duration_ns,

@@ -3,6 +3,8 @@
 --   `(anonymous namespace)` vs `<unnamed>`, spacing), so both sides are compared on this key.
 -- Returns: VARCHAR, the demangled name with C-style integer/bool casts, the anonymous-namespace
 --   spelling and all whitespace removed.
+-- stage: live
+-- requires: (nothing)
 CREATE OR REPLACE MACRO hfu_canon_name(name) AS
     regexp_replace(
         regexp_replace(

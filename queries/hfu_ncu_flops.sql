@@ -25,6 +25,9 @@
 --   precision          the precision whose roof applies (largest FLOP component; CUDA-core FP16
 --                      uses the FP32 roof: the table has no FP16 non-tensor peak)
 --   missing            what could not be counted, comma separated ('' when complete)
+-- columns: file_id, launch_id, name, fp64_flops, fp32_flops, fp16_flops, tensor_flops, tensor_source, tensor_precision, flops, counts_from, dram_bytes, duration_ns, intensity, precision, missing
+-- stage: live
+-- requires: ncu_kernels, ncu_metrics
 CREATE OR REPLACE VIEW hfu_ncu_flops AS
 WITH cyc AS (
     SELECT file_id, launch_id,

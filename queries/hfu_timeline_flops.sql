@@ -14,6 +14,10 @@
 -- Columns: rank, start_ns, end_ns, duration_ns (ns), name, category, correlation_id, invocation,
 --   flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops (FLOP), dram_bytes (byte), match,
 --   ncu_launches (how many ncu launches the value came from).
+-- columns: rank, start_ns, end_ns, duration_ns, name, category, correlation_id, invocation, flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops, dram_bytes, match, ncu_launches
+-- stage: job
+-- result: stored
+-- requires: hfu_canon_name, hfu_ncu_flops, kernels, ncu_kernels
 CREATE OR REPLACE VIEW hfu_timeline_flops AS
 WITH ncu AS (
     SELECT f.*, k.match_key, k.grid_size, k.block_size,

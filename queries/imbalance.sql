@@ -7,5 +7,9 @@
 --   wait_gpu_ns BIGINT GPU-ns (sum over ranks of max - own compute), balanced BOOLEAN
 --   (ratio < settings.imbalance_balanced_ratio, default 1.05).
 -- Source: time_partition.compute_ns per (rank, step); steps are matched across ranks by number.
+-- columns: step, ranks, max_compute_ns, mean_compute_ns, ratio, slowest_rank, wait_gpu_ns, balanced
+-- stage: job
+-- result: stored
+-- requires: merge_imbalance_of, time_partition
 CREATE OR REPLACE VIEW imbalance AS
 SELECT * FROM merge_imbalance_of('time_partition');

@@ -4,6 +4,8 @@
 -- Columns: k, start_ns BIGINT ns, end_ns BIGINT ns (maximal, disjoint, non-touching).
 -- Definition: the segments of interval_sweep(a, b) covered by both sets, merged with interval_union.
 --   Keys present in only one set produce nothing.
+-- stage: live
+-- requires: interval_sweep, interval_union
 CREATE OR REPLACE MACRO interval_intersect(a, b) AS TABLE
 WITH ii_seg AS (
     SELECT k, start_ns, end_ns FROM interval_sweep(a, b) WHERE in_a > 0 AND in_b > 0

@@ -9,6 +9,8 @@
 -- Definition: zero-length and NULL intervals cover nothing and are dropped. Every boundary of
 --   either set is an event (+1 at start, -1 at end); counts are running sums over the events in
 --   time order; a segment runs from one event time to the next one of the same k.
+-- stage: live
+-- requires: (nothing)
 CREATE OR REPLACE MACRO interval_sweep(a, b) AS TABLE
 WITH is_a AS (
     SELECT k, start_ns, end_ns FROM query_table(a) WHERE end_ns > start_ns

@@ -8,6 +8,8 @@
 -- Definition: zero-length (end_ns <= start_ns) and NULL intervals cover nothing and are dropped.
 --   Sort by (start_ns, end_ns); a new group starts when start_ns > running max of the previous
 --   ends; each group's [min start, max end) is one output interval. Vectorised (window functions).
+-- stage: live
+-- requires: (nothing)
 CREATE OR REPLACE MACRO interval_union(tbl) AS TABLE
 WITH iu_src AS (
     SELECT k, start_ns, end_ns

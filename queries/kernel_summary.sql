@@ -11,6 +11,10 @@
 --   med = ordinary median (mean of the two middle values for even counts); stddev = sample
 --   standard deviation (n - 1), 0 for a single instance. Unlike nsys 2022.4, rows are per name,
 --   not per (name, grid, block), and per rank, not per file.
+-- columns: rank, name, category, instances, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, pct, subcategory
+-- stage: rank
+-- result: stored
+-- requires: kernels
 CREATE OR REPLACE VIEW kernel_summary AS
 WITH k AS (
     SELECT rank, name, category, subcategory, end_ns - start_ns AS d

@@ -14,6 +14,10 @@
 --   (as HTA): +1 at the start of the launch call of each GPU operation (kernels and memops),
 --   -1 when that operation starts on the GPU; its time-weighted mean = sum of (operation start -
 --   launch call start) / span. (The maximum would need a second sweep: not computed, for speed.)
+-- columns: rank, kernels, launched_kernels, launch_latency_p50_ns, launch_latency_p95_ns, cpu_launch_ns, gpu_kernel_ns, cpu_gpu_ratio, short_kernel_pct, launch_bound_pct, queue_depth_mean
+-- stage: rank
+-- result: stored
+-- requires: gpu_ops, kernels, cuda_api
 CREATE OR REPLACE VIEW launch_stats AS
 WITH launched AS MATERIALIZED (
     SELECT o.rank, o.op, o.duration_ns, o.start_ns, a.start_ns AS a_start, a.end_ns AS a_end

@@ -13,6 +13,10 @@
 --   '[CUDA memset]')
 -- Definition: duration = end_ns - start_ns; med = ordinary median; stddev = sample standard
 --   deviation (n - 1), 0 for a single operation. nsys prints sizes in MB = bytes / 10^6.
+-- columns: rank, kind, instances, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, total_bytes, avg_bytes, med_bytes, min_bytes, max_bytes, stddev_bytes, pct, label
+-- stage: rank
+-- result: stored
+-- requires: memops
 CREATE OR REPLACE VIEW memop_summary AS
 WITH m AS (
     SELECT rank, coalesce(kind, 'Unknown') AS kind, end_ns - start_ns AS d, bytes

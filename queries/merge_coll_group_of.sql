@@ -1,12 +1,14 @@
 -- merge_coll_group_of(tbl): per matched instance (op, comm, seq), its cross-rank aggregates.
 -- Why: shared by `collectives` (one row per instance) and merge_coll_members (joined back to
 -- every participant); a macro so that the caller decides whether its input is materialized.
--- Input: name (string) of a relation with the columns of merge_coll_arrivals.
+-- Input: name (string) of a relation with the columns of _merge_coll_arrivals.
 -- Columns: op, comm, seq, coll_id BIGINT (1-based, ordered by op, comm, seq), n_ranks,
 --   n_hosts, expected_ranks (max n_ranks over the same op, comm), first_arrive_ns,
 --   last_arrive_ns, second_arrive_ns (second-latest arrival; NULL when alone), last_rank
 --   (latest arrival; lowest rank on ties), first_end_ns, last_end_ns, median_end_ns DOUBLE,
 --   min_duration_ns, max_bytes, key_source. Times in ns on the aligned timeline.
+-- stage: live
+-- requires: (nothing)
 CREATE OR REPLACE MACRO merge_coll_group_of(tbl) AS TABLE
 WITH cg AS (
     SELECT

@@ -2,13 +2,17 @@
 -- Why: collective_waits, alignment_quality, clock alignment and the roll-up all need, per
 -- participant, the instance's id, last arrival and median end on the aligned timeline;
 -- one GROUP BY joined back (cheaper than window aggregates) serves them all.
--- Columns: those of merge_coll_arrivals (rank, host, op, comm, seq, stream_id, correlation_id,
+-- Columns: those of _merge_coll_arrivals (rank, host, op, comm, seq, stream_id, correlation_id,
 --   duration_ns, bytes, key_source, arrive_ns, aligned_end_ns) and of merge_coll_group_of
 --   (coll_id, n_ranks, n_hosts, expected_ranks, first/last/second_arrive_ns, last_rank,
 --   first/last/median_end_ns, min_duration_ns, max_bytes).
+-- columns: rank, host, op, comm, seq, stream_id, correlation_id, duration_ns, bytes, key_source, arrive_ns, aligned_end_ns, n_ranks, n_hosts, first_arrive_ns, last_arrive_ns, second_arrive_ns, last_rank, first_end_ns, last_end_ns, median_end_ns, min_duration_ns, max_bytes, coll_id, expected_ranks
+-- stage: job
+-- result: stored
+-- requires: _merge_coll_arrivals, merge_coll_group_of
 CREATE OR REPLACE VIEW merge_coll_members AS
 WITH cm_a AS MATERIALIZED (
-    SELECT * FROM merge_coll_arrivals
+    SELECT * FROM _merge_coll_arrivals
 )
 SELECT a.*, g.* EXCLUDE (op, comm, seq, key_source)
 FROM cm_a AS a

@@ -12,6 +12,8 @@
 --   wait_gpu_ns      BIGINT   GPU-ns the other ranks would wait for it at the next collective:
 --                             sum over ranks of (max_compute_ns - compute_ns)
 --   balanced         BOOLEAN  ratio < settings.imbalance_balanced_ratio (default 1.05)
+-- stage: live
+-- requires: ranks, settings
 CREATE OR REPLACE MACRO merge_imbalance_of(tbl) AS TABLE
 WITH src AS (
     SELECT rank, step, compute_ns FROM query_table(tbl) WHERE compute_ns IS NOT NULL

@@ -2,7 +2,7 @@
 -- Why: a collective is one operation seen on several ranks; matching needs a key that is
 -- the same on every participant without relying on clocks (which are what we align).
 -- Key = (op, comm, seq):
---   * with NCCL's NVTX payload (merge_nccl_payload): comm = communicator id, seq = the
+--   * with NCCL's NVTX payload (_merge_nccl_payload): comm = communicator id, seq = the
 --     payload's sequence number, else the ordinal of the kernel among the rank's kernels
 --     of the same op on that communicator (0-based, by start time);
 --   * without: comm = 'stream<i>' where i is the rank's i-th stream (by stream id) that
@@ -16,6 +16,10 @@
 --   bytes    BIGINT   message size from the payload (NULL when unknown)
 --   key_source VARCHAR nvtx-payload | stream-ordinal
 -- Kernels are NCCL's when the demangled name starts with 'nccl' (or 'void nccl').
+-- columns: rank, stream_id, start_ns, end_ns, duration_ns, correlation_id, op, comm, seq, bytes, key_source
+-- stage: rank
+-- result: stored
+-- requires: _merge_nccl_payload, kernels, nvtx
 CREATE OR REPLACE VIEW merge_nccl_kernels AS
 WITH k AS (
     SELECT
@@ -31,7 +35,7 @@ WITH k AS (
 keyed AS (
     SELECT k.*, p.comm AS payload_comm, p.payload_seq, p.bytes
     FROM k
-    LEFT JOIN merge_nccl_payload AS p ON p.rank = k.rank AND p.correlation_id = k.correlation_id
+    LEFT JOIN _merge_nccl_payload AS p ON p.rank = k.rank AND p.correlation_id = k.correlation_id
 ),
 streams AS (
     SELECT rank, op, stream_id, DENSE_RANK() OVER (PARTITION BY rank, op ORDER BY stream_id) - 1 AS stream_idx

@@ -9,6 +9,9 @@
 --   clock_offset_ns    BIGINT   ns; the offset in use (ranks.clock_offset_ns, else session_offset_ns)
 --   correction_ns      BIGINT   ns; clock_offset_ns - session_offset_ns = refinement from collectives
 --   alignment_method   VARCHAR  session-start | collectives | none
+-- columns: rank, host, session_offset_ns, clock_offset_ns, correction_ns, alignment_method
+-- stage: live
+-- requires: ranks
 CREATE OR REPLACE VIEW merge_rank_clock AS
 WITH base AS (
     SELECT

@@ -22,6 +22,8 @@
 --   times_slowest      BIGINT     steps (imbalance) where it had the most compute
 --   verdict            VARCHAR    job-wide: balanced | persistent | rotating | unknown
 --   straggler          BOOLEAN    it is the persistent straggler
+-- stage: job
+-- requires: collectives, merge_coll_members, merge_rank_clock, merge_verdict_of, ranks
 CREATE OR REPLACE MACRO merge_rank_rollup_of(tp, imb) AS TABLE
 WITH mr_m AS MATERIALIZED (
     SELECT rank, aligned_end_ns, median_end_ns, n_ranks, arrive_ns, last_arrive_ns, last_rank

@@ -19,6 +19,8 @@
 --     (its compute - mean compute of the other ranks) = wall time the job loses to it;
 --   straggler_cost_ns BIGINT GPU-ns: sum of wait_gpu_ns over the same steps = the time the other
 --     ranks lose to it (checked against a counterfactual simulation without the straggler).
+-- stage: job
+-- requires: steps, ranks, settings
 CREATE OR REPLACE MACRO merge_verdict_of(imb) AS TABLE
 WITH mv_stepped AS (
     SELECT * FROM query_table(imb) WHERE step IS NOT NULL AND ranks >= 2

@@ -21,6 +21,10 @@
 --   the redop and proto are those of the compiled kernel and NVLS/CollNet/PAT run inside RING;
 --   the collective, the dtype (signed ints fold to unsigned in 2.19+) and TREE vs not-TREE are
 --   reliable.
+-- columns: rank, device_id, stream_id, start_ns, end_ns, duration_ns, correlation_id, name, collective, redop, dtype, algo, proto, naming
+-- stage: rank
+-- result: stored
+-- requires: kernels
 CREATE OR REPLACE VIEW nccl_kernels AS
 WITH names AS (
     SELECT DISTINCT name,

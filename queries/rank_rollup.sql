@@ -5,6 +5,10 @@
 --   residual_p50_ns, residual_p95_ns (ns), compute_ns (ns, whole capture), collectives,
 --   unmatched, wait_suffered_ns, wait_caused_ns (ns), times_last, cost_ns (GPU-ns), times_slowest, verdict,
 --   straggler; definitions in merge_rank_rollup_of.sql. time_partition is evaluated once.
+-- columns: rank, host, device_id, gpu_name, clock_offset_ns, alignment_method, residual_p50_ns, residual_p95_ns, compute_ns, collectives, unmatched, wait_suffered_ns, wait_caused_ns, times_last, cost_ns, times_slowest, verdict, straggler
+-- stage: job
+-- result: stored
+-- requires: merge_imbalance_of, merge_rank_rollup_of, time_partition
 CREATE OR REPLACE VIEW rank_rollup AS
 WITH rr_tp AS MATERIALIZED (
     SELECT rank, step, compute_ns FROM time_partition

@@ -10,6 +10,9 @@
 --   achieved_flops       FLOP/s  flops / duration (ncu's replay clocks; compare shapes, not seconds)
 --   pct_of_roof          %       100 * achieved / attainable
 --   bound                'memory' when intensity < ridge, 'compute' otherwise, NULL when unknown
+-- columns: file_id, launch_id, name, fp64_flops, fp32_flops, fp16_flops, tensor_flops, tensor_source, tensor_precision, flops, counts_from, dram_bytes, duration_ns, intensity, precision, missing, peak_flops, mem_bw_bps, ridge_flop_per_byte, attainable_flops, achieved_flops, pct_of_roof, bound, peak_source, peak_reason
+-- stage: live
+-- requires: hfu_ncu_flops, ncu_peaks
 CREATE OR REPLACE VIEW roofline AS
 SELECT f.*,
     p.peak_flops, p.mem_bw_bps,

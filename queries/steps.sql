@@ -4,12 +4,16 @@
 -- Columns: rank INTEGER, step BIGINT (NULL = the whole capture is one window),
 --   start_ns BIGINT ns, end_ns BIGINT ns (half-open window), source VARCHAR:
 --   'nvtx' (NVTX ranges matching settings.step_pattern), 'detected' (optimizer bursts, see
---   tp_detected_steps) or 'capture' (neither: one window over the whole capture, step NULL).
+--   _tp_detected_steps) or 'capture' (neither: one window over the whole capture, step NULL).
 -- Definition (docs/metrics.md "Windows"): for NVTX steps, E_N / F_N = max end / min start of the
 --   operations belonging to step N (tp_step_ops), E'_N = running max of E_N in step order; step N's
 --   window is [E'_{N-1}, E'_N), the first step's [F_first, E'_first). Empty windows and steps
 --   without GPU operations have no row. A rank uses the first source that gives it a window, in
 --   the order nvtx, detected, capture. Ranks without GPU operations have no row.
+-- columns: rank, step, start_ns, end_ns, source
+-- stage: rank
+-- result: stored
+-- requires: _tp_detected_steps, tp_capture, tp_step_ops, nvtx
 CREATE OR REPLACE VIEW steps AS
 WITH per_step AS (
     SELECT rank, step, min(start_ns) AS f, max(end_ns) AS e
@@ -32,7 +36,7 @@ candidates AS (
     FROM nvtx_windows
     WHERE end_ns > start_ns
     UNION ALL
-    SELECT rank, step, start_ns, end_ns, 'detected', 2 FROM tp_detected_steps
+    SELECT rank, step, start_ns, end_ns, 'detected', 2 FROM _tp_detected_steps
     UNION ALL
     SELECT rank, NULL::BIGINT, start_ns, end_ns, 'capture', 3 FROM tp_capture
 )

@@ -6,20 +6,24 @@
 --   gpu_idle_ns BIGINT ns: GPU idle time (whole-capture gaps, any cause) during the call;
 --   sync_stall_ns BIGINT ns: sync_stall idle of the whole-capture partition attributed to this
 --   call (the call a gap's host stall names in `gaps.host_activity`).
--- Definition: the call list is tp_sync_api (docs/metrics.md). gpu_idle_ns = F(end) - F(start)
+-- Definition: the call list is _tp_sync_api (docs/metrics.md). gpu_idle_ns = F(end) - F(start)
 --   with F(t) the idle time of the rank before t (prefix sums over start-sorted gaps, ASOF join).
+-- columns: rank, tid, start_ns, end_ns, duration_ns, name, correlation_id, reason, gpu_idle_ns, sync_stall_ns
+-- stage: rank
+-- result: stored
+-- requires: _tp_gap_spans, _tp_gaps, _tp_sync_api
 CREATE OR REPLACE VIEW sync_calls AS
 WITH g AS (
     SELECT rank, g0, g1,
            coalesce(sum(g1 - g0) OVER (PARTITION BY rank ORDER BY g0 ROWS BETWEEN UNBOUNDED PRECEDING
                                        AND 1 PRECEDING), 0) AS idle_before
-    FROM tp_gap_spans
+    FROM _tp_gap_spans
     WHERE step IS NULL
 ),
 at_start AS (
     SELECT s.rank, s.tid, s.start_ns, s.end_ns, s.name, s.correlation_id, s.reason,
            coalesce(g.idle_before + least(greatest(s.start_ns - g.g0, 0), g.g1 - g.g0), 0) AS f_start
-    FROM tp_sync_api AS s
+    FROM _tp_sync_api AS s
     ASOF LEFT JOIN g ON g.rank = s.rank AND s.start_ns >= g.g0
 ),
 at_end AS (
@@ -30,7 +34,7 @@ at_end AS (
 ),
 stall AS (
     SELECT rank, sync_start_ns, host_activity AS name, sum(a_ns - g0) AS sync_stall_ns
-    FROM tp_gaps
+    FROM _tp_gaps
     WHERE step IS NULL AND host_cause = 'sync_stall'
     GROUP BY ALL
 )

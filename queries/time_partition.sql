@@ -7,16 +7,20 @@
 --   comms_exposed_ns = |N \ (C∪M∪O)|, idle_ns = |W| - |C∪M∪O∪N|
 --     (window_ns = compute + memory + other + comms_exposed + idle, exactly);
 --   idle split: launch_gap_ns, input_stall_ns, sync_stall_ns, host_bound_ns, idle_other_ns
---     (they sum to idle_ns; see gaps / tp_gaps);
+--     (they sum to idle_ns; see gaps / _tp_gaps);
 --   comms_total_ns = |N|, comms_hidden_ns = |N ∩ (C∪M∪O)|,
 --   overlap_pct DOUBLE = 100 * comms_hidden / comms_total (NULL when comms_total = 0).
 -- Definition: docs/metrics.md "Time partition". C, M, N, O = unions of the rank's compute,
 --   memory, comms and other operations (gpu_ops) clipped to the window W; windows from `steps`
---   (step rows) and tp_capture (step NULL). Computed from one sweep (tp_segments): a segment
+--   (step rows) and tp_capture (step NULL). Computed from one sweep (_tp_segments): a segment
 --   counts for the highest-priority category running in it, compute > memory > other > comms.
 --   window_ns is the summed length of the window's segments (they tile it exactly). Ranks without
 --   GPU operations, and windows of zero length, have no rows. The parts and the overlap come from
---   tp_breakdown (which has them alone, without the idle split); the idle split from tp_gaps.
+--   tp_breakdown (which has them alone, without the idle split); the idle split from _tp_gaps.
+-- columns: rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, launch_gap_ns, input_stall_ns, sync_stall_ns, host_bound_ns, idle_other_ns, comms_total_ns, comms_hidden_ns, overlap_pct
+-- stage: rank
+-- result: stored
+-- requires: _tp_gaps, tp_breakdown
 CREATE OR REPLACE VIEW time_partition AS
 WITH idle AS (
     SELECT
@@ -26,7 +30,7 @@ WITH idle AS (
         sum(CASE WHEN host_cause = 'sync_stall' THEN a_ns - g0 ELSE 0 END) AS sync_stall_ns,
         sum(CASE WHEN host_cause = 'host_bound' THEN a_ns - g0 ELSE 0 END) AS host_bound_ns,
         sum(CASE WHEN kind = 'idle_other' THEN g1 - g0 ELSE 0 END) AS idle_other_ns
-    FROM tp_gaps
+    FROM _tp_gaps
     GROUP BY rank, step
 )
 SELECT

@@ -8,9 +8,13 @@
 --   window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, comms_total_ns,
 --   comms_hidden_ns, overlap_pct DOUBLE; the same values as time_partition's columns of the
 --   same names (definitions there and in docs/metrics.md "Time partition").
--- Definition: one GROUP BY of tp_segments: a segment counts for the highest-priority category
+-- Definition: one GROUP BY of _tp_segments: a segment counts for the highest-priority category
 --   running in it, compute > memory > other > comms; ranks without GPU operations, and windows of
 --   zero length, have no rows.
+-- columns: rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, comms_total_ns, comms_hidden_ns, overlap_pct
+-- stage: rank
+-- result: stored
+-- requires: _tp_segments
 CREATE OR REPLACE VIEW tp_breakdown AS
 WITH parts AS (
     SELECT
@@ -24,7 +28,7 @@ WITH parts AS (
         sum(CASE WHEN c = 0 AND m = 0 AND o = 0 AND n = 0 THEN end_ns - start_ns ELSE 0 END) AS idle_ns,
         sum(CASE WHEN n > 0 THEN end_ns - start_ns ELSE 0 END) AS comms_total_ns,
         sum(CASE WHEN n > 0 AND c + m + o > 0 THEN end_ns - start_ns ELSE 0 END) AS comms_hidden_ns
-    FROM tp_segments
+    FROM _tp_segments
     GROUP BY GROUPING SETS ((rank), (rank, step))
 )
 SELECT

@@ -3,6 +3,10 @@
 -- Definition (docs/metrics.md "Windows"): [min(start_ns), max(end_ns)) over the rank's GPU
 --   operations (kernels and memops, zero-length ones included). Ranks without GPU operations
 --   have no row (and therefore no partition).
+-- columns: rank, start_ns, end_ns, ops
+-- stage: rank
+-- result: stored
+-- requires: gpu_ops
 CREATE OR REPLACE VIEW tp_capture AS
 SELECT rank, min(start_ns)::BIGINT AS start_ns, max(end_ns)::BIGINT AS end_ns, count(*) AS ops
 FROM gpu_ops

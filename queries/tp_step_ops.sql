@@ -8,10 +8,14 @@
 --   (the outermost; ties: the larger step number). Vectorised: ranges sorted by start carry a
 --   running arg-max of their end, and each launch ASOF-joins the last range started at or
 --   before it.
+-- columns: rank, step, start_ns, end_ns
+-- stage: rank
+-- result: stored
+-- requires: _tp_nvtx_step_ranges, gpu_ops, cuda_api
 CREATE OR REPLACE VIEW tp_step_ops AS
 WITH per_start AS (
     SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max(step, {'e': end_ns, 's': step}) AS step
-    FROM tp_nvtx_step_ranges
+    FROM _tp_nvtx_step_ranges
     GROUP BY rank, start_ns
 ),
 owner AS (
@@ -26,7 +30,7 @@ launched AS (
     SELECT o.rank, o.start_ns, o.end_ns, a.start_ns AS launch_ns
     FROM gpu_ops AS o
     JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
-    WHERE o.rank IN (SELECT DISTINCT rank FROM tp_nvtx_step_ranges)
+    WHERE o.rank IN (SELECT DISTINCT rank FROM _tp_nvtx_step_ranges)
 )
 SELECT l.rank, w.owner_step AS step, l.start_ns, l.end_ns
 FROM launched AS l

@@ -146,23 +146,21 @@ def test_nsys_analyze_parity(trace, tmp_path):
 
 
 @requires_shared
-def test_nsight_compute_only_workspace_gives_roofline_memory_finding(tmp_path):
-    """Without any timeline, the memory-bound rule still answers from the measured roofline."""
+def test_nsight_compute_only_workspace_without_a_known_gpu_invents_no_roofline(tmp_path):
+    """The CSV names no GPU and its ampere_* kernels run on every GPU since Ampere, so the ridge point
+    (peak / bandwidth) is unknown: no launch is called memory-bound from a guessed roofline."""
     csv_path = TRACES_NCU / "leleucas" / "bert_torch_nsight.csv"
     if not csv_path.exists():
         pytest.skip(f"{csv_path} is absent")
     con = _workspace([csv_path], tmp_path / "ws.duckdb")
     try:
-        expected = con.execute(
-            "SELECT 100.0 * count(*) FILTER (WHERE bound = 'memory') / count(*) FROM roofline"
-        ).fetchone()[0]
+        bounds = con.execute("SELECT DISTINCT bound FROM roofline").fetchall()
         findings = diagnose(con)
     finally:
         con.close()
     assert findings.job["rule_errors"] == []
-    mem = next(f for f in findings if f.id == "memory-bound")
-    assert mem.metrics["memory_bound_pct_of_profiled"] == pytest.approx(expected)
-    assert "Nsight Compute" in mem.title and mem.evidence[0].total_rows > 0
+    assert bounds == [(None,)]
+    assert not [f for f in findings if f.id == "memory-bound" and "Nsight Compute" in f.title]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -294,6 +292,20 @@ def test_injection_is_found_with_recoverable_time(synthetic, case, fid, ranks, s
     assert f.evidence and all(e.sql for e in f.evidence)
     assert f.fixes and all(x.trade_off for x in f.fixes)
     assert f.signals
+
+
+@pytest.mark.parametrize("case", ["straggler", "input-stall", "exposed-comm", "launch-bound", "sync-stall"])
+def test_affected_steps_match_recoverable_time(synthetic, case):
+    """A finding that recovers time counts the steps it lists (never 0 next to a non-zero time)."""
+    findings, _, _ = synthetic(case)
+    for f in findings:
+        if f.recoverable_ns_per_step:
+            n = f.metrics["affected_steps"]
+            assert (n == len(f.steps) and n >= 1) or (n is None and f.metrics["affected_steps_note"]), (
+                f.id,
+                n,
+                f.steps,
+            )
 
 
 def test_cuda_graph_coverage_is_reported(synthetic):

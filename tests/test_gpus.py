@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import SHARED, TRACES, requires_shared
@@ -167,6 +168,10 @@ def test_unknown_gpu_resolution_order() -> None:
     assert env.source == "assumed" and env.peak_flops() == pytest.approx(989e12)
     fam = gpus.resolve(None, families=["ampere", "hopper"])
     assert fam.source == "assumed" and fam.tflops["bf16"] == 989.4 and "hopper" in fam.reason
+    # sm80/ampere names alone identify nothing: Hopper and Blackwell run them too (the nsys-ai
+    # H100 capture has only sm80_xmma GEMMs), so no A100 is assumed and the peak stays unknown
+    ampere = gpus.resolve(None, families=["ampere"])
+    assert ampere.source == "unknown" and ampere.peak_flops() is None and "--gpu" in ampere.reason
     none = gpus.resolve(None)
     assert none.source == "unknown" and none.peak_flops() is None and "--peak-tflops" in none.reason
     override = gpus.resolve("NVIDIA H100 80GB HBM3", peak_tflops=500)
@@ -197,7 +202,11 @@ def test_rank_peaks_per_rank_with_reasons(tmp_path) -> None:
     con = _workspace(tmp_path)
     df = gpus.rank_peaks(con).set_index("rank")
     assert df.loc[0, "source"] == "table" and df.loc[0, "peak_tflops"] == pytest.approx(989.4)
-    assert df.loc[1, "source"] == "assumed" and "hopper" in df.loc[1, "reason"]
+    # rank 1 ran only an nvjet kernel. This used to assert an assumed Hopper peak, a wrong guess:
+    # cuBLASLt's nvjet kernels run on Blackwell too (the TraceLens B200 trace has nvjet_tst_*),
+    # where the peak is 2250, not 989.4; so the peak is unknown and the reason says why.
+    assert df.loc[1, "source"] == "unknown" and pd.isna(df.loc[1, "peak_tflops"])
+    assert "nvjet" in df.loc[1, "reason"] and "blackwell" in df.loc[1, "reason"]
     assert df.loc[2, "source"] == "assumed" and "PEAK_FLOPS_PER_GPU" in df.loc[2, "reason"]
     # rank 3 runs on device 1 of a file that lists two GPUs: the RTX 3080 row applies
     assert df.loc[3, "source"] == "derived" and df.loc[3, "peak_tflops"] == pytest.approx(59.5, abs=0.1)

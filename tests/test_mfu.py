@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from nsight_analyze import flops, mfu
+from nsight_analyze import analysis, flops, mfu
 from nsight_analyze.cli import main
 from nsight_analyze.sources import ncu
 from nsight_analyze.workspace import open_workspace
@@ -129,6 +129,8 @@ def build(tmp_path: Path, with_ncu: bool = True, with_metrics: bool = False):
         con.execute("BEGIN")
         ncu.load(con, path, 99, {}, ncu.probe(path))
         con.execute("COMMIT")
+    if hasattr(analysis, "refresh"):  # rows were inserted directly: compute the stored analysis (steps)
+        analysis.refresh(con)
     return con
 
 
@@ -405,6 +407,8 @@ def test_synth_gemm_workload_mfu_and_hfu(tmp_path: Path) -> None:
     con.execute("BEGIN")
     ncu.load(con, csv_path, 1000, {}, ncu.probe(csv_path))
     con.execute("COMMIT")
+    if hasattr(analysis, "refresh"):  # counters arrived after ingest: recompute the stored analysis
+        analysis.refresh(con, force=True)
     df = mfu.hfu_mfu_table(con, flops.model_flops(per_rank_flops * ranks), n_gpus=ranks)
     want = {(r["rank"], r["step"]): r["mfu"] for r in truth["partition"] if r["step"] is not None}
     got = df[df["step"].notna()]
@@ -414,3 +418,25 @@ def test_synth_gemm_workload_mfu_and_hfu(tmp_path: Path) -> None:
         assert row.mfu == pytest.approx(analytic, rel=1e-12)
         assert row.counted_flops == per_rank_flops
         assert row.hfu == pytest.approx(analytic, rel=1e-12)
+
+
+def test_unknown_peak_leaves_mfu_and_hfu_unknown_until_the_gpu_is_stated(tmp_path: Path, monkeypatch) -> None:
+    """A trace that records no GPU and runs only sm80-named GEMMs (Hopper runs those too, see
+    tests/test_gpu_identity.py): no peak is guessed, so MFU and HFU are None even though model
+    FLOPs and matched counters are there. Stating the GPU (--gpu) gives the exact H100 values."""
+    monkeypatch.setitem(globals(), "GEMM", GEMM.replace("sm90_", "sm80_"))
+    con = build(tmp_path)
+    con.execute("DELETE FROM gpus")
+    con.execute("UPDATE ranks SET gpu_name = NULL")
+    run = {"model_flops_per_step": MODEL_PER_STEP, "window_df": given_windows()}
+    summary = mfu.hfu_mfu_summary(con, **run)
+    assert summary["mfu"] is None and summary["hfu"] is None and summary["hfu_over_mfu"] is None
+    assert {p["source"] for p in summary["peaks"]} == {"unknown"}
+    assert any("MFU and HFU are unknown" in n for n in summary["notes"])
+    assert not any("ncu --metrics" in n for n in summary["notes"])  # counters matched; the peak is missing
+    assert summary["coverage_pct"] > 0
+    stated = mfu.hfu_mfu_summary(con, gpu="H100 SXM", **run)
+    total = sum(expected_windows().values()) * 1e-9
+    assert stated["mfu"] == pytest.approx(MODEL_PER_STEP * STEPS / (total * PEAK), rel=1e-12)
+    assert stated["hfu_over_mfu"] == pytest.approx(1.0)
+    assert {p["source"] for p in stated["peaks"]} == {"given"}

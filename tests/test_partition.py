@@ -18,6 +18,8 @@ from conftest import TRACES, nsys_traces, requires_shared
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from nsight_analyze import analysis, query_layer
+from nsight_analyze.analysis import refresh
 from nsight_analyze.workspace import open_workspace
 
 STEP_RE = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
@@ -182,6 +184,7 @@ def load_trace(con, tr: Trace) -> None:
             con.register("trace_rows", pd.DataFrame(rows, columns=[c.strip() for c in cols.split(",")]))
             con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM trace_rows")
             con.unregister("trace_rows")
+    refresh(con, force=True)  # the stored results of these rows
 
 
 def sql_partition(con) -> dict:
@@ -305,6 +308,7 @@ def test_partition_matches_reference(con, trs):
     assert con.execute(f"SELECT {shared} FROM tp_breakdown ORDER BY ALL").fetchall() == con.execute(
         f"SELECT {shared} FROM time_partition ORDER BY ALL"
     ).fetchall()
+    assert_rank_by_rank_equals_whole_job(con)
 
 
 def test_hand_example(con):
@@ -364,12 +368,14 @@ def test_step_pattern_comes_from_settings(con):
     assert con.execute("SELECT source FROM steps").fetchall() == [("capture",)]
     con.execute("UPDATE settings SET value = '^my_iter' WHERE key = 'step_pattern'")
     try:
+        refresh(con)  # not forced: a changed setting alone makes the results stale
         assert con.execute("SELECT step, source FROM steps").fetchall() == [(7, "nvtx")]
     finally:
         con.execute(
             "UPDATE settings SET value = '(?i)^(ProfilerStep#\\d+|train_step|step|iteration)\\b' "
             "WHERE key = 'step_pattern'"
         )
+        refresh(con)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,10 +406,7 @@ def check_invariants(con) -> pd.DataFrame:
 @pytest.mark.skipif(not TRACE_IDS, reason="no nsys traces in ../shared/traces/nsys")
 @pytest.mark.parametrize("trace", TRACE_IDS)
 def test_invariants_on_real_trace(workspace_of, trace):
-    from nsight_analyze.summary import prepare
-
     con = workspace_of(TRACES / "nsys" / trace)
-    prepare(con)  # compile the settings' regexes once (same answers, much faster on big NVTX tables)
     tp = check_invariants(con)
     ranks_with_ops = {r for (r,) in con.execute("SELECT DISTINCT rank FROM gpu_ops").fetchall()}
     assert set(tp.loc[tp["step"].isna(), "rank"]) == ranks_with_ops
@@ -454,17 +457,21 @@ def test_synthetic_partition_equals_ground_truth(tmp_path, workspace_of, job):
         if want["step"] is not None:
             assert windows[key] == (want["window_start_ns"], want["window_end_ns"]), key
     assert set(con.execute("SELECT DISTINCT source FROM steps").fetchall()) == {("nvtx",)}
-    # materialize() (temp tables shadowing the views) must not change any answer
-    from nsight_analyze.summary import dematerialize, materialize
+    assert_rank_by_rank_equals_whole_job(con)
 
-    live = con.execute("SELECT * FROM time_partition ORDER BY rank, step NULLS FIRST").fetchall()
-    live_gaps = con.execute("SELECT * FROM gaps ORDER BY ALL").fetchall()
-    materialize(con)
-    try:
-        assert con.execute("SELECT * FROM time_partition ORDER BY rank, step NULLS FIRST").fetchall() == live
-        assert con.execute("SELECT * FROM gaps ORDER BY ALL").fetchall() == live_gaps
-    finally:
-        dematerialize(con)
+
+def stored_tables(con) -> dict[str, list]:
+    """Every stored result table, rows sorted (the tables are sets of rows)."""
+    names = [*query_layer.stored("rank"), *query_layer.stored("job")]
+    return {n: sorted(con.execute(f"SELECT * FROM {n}").fetchall(), key=repr) for n in names}
+
+
+def assert_rank_by_rank_equals_whole_job(con) -> None:
+    """The rank-local step run one rank at a time gives the same tables as one batch of all ranks."""
+    whole = stored_tables(con)  # as computed: these small traces fit in one batch of every rank
+    assert len(analysis.batches(sorted(analysis.plan(con).sizes), analysis.plan(con).sizes)) <= 1
+    refresh(con, force=True, batch_events=1)  # every rank a batch of its own
+    assert stored_tables(con) == whole
 
 
 def test_summary_command(tmp_path):
@@ -490,7 +497,7 @@ def test_summary_command(tmp_path):
     assert doc["top_kernels"][0]["name"] == "gemm"
     res = runner.invoke(main, ["summary", "--db", str(db), "--by", "step"])
     assert res.exit_code == 0, res.output
-    assert "GPU time partition per step" in res.output and "compute ms (%)" in res.output
+    assert "GPU time per step" in res.output and "compute" in res.output
     assert "(55.9%)" in res.output  # step 1: 38 ns compute of a 68 ns window
     res = runner.invoke(main, ["summary", "--db", str(tmp_path / "missing.duckdb")])
     assert res.exit_code != 0 and "no workspace" in res.output

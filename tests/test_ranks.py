@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from nsight_analyze.ranks import align_clocks
-from nsight_analyze.workspace import load_queries, open_workspace
+from nsight_analyze.analysis import refresh
+from nsight_analyze.workspace import open_workspace
 from tests.conftest import TRACES, requires_shared
 
 NCCL_AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -28,10 +28,8 @@ EPOCH = 1_779_782_330_000_000_000
 
 
 def _views(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Make sure every view is loaded (tolerates a single-pass loader)."""
-    for _ in range(8):
-        if not load_queries(con):
-            break
+    """Compute the stored results over the rows the test wrote (analysis.refresh, forced)."""
+    refresh(con, force=True)
     return con
 
 
@@ -144,7 +142,7 @@ def recovered_error_ns(con: duckdb.DuckDBPyConnection, truth: dict) -> np.ndarra
 def test_alignment_recovers_per_host_skew(ws, skews):
     r, k, truth = timeline(ranks=16, gpus_per_node=4, skew_ns=skews, straggler=(5, 10))
     load(ws, r, k)
-    warnings = align_clocks(ws)
+    warnings = refresh(ws, force=True)
     assert warnings == []
     err = recovered_error_ns(ws, truth)
     assert np.abs(err).max() < 20_000, err
@@ -165,16 +163,16 @@ def test_alignment_recovers_per_host_skew(ws, skews):
 def test_alignment_is_idempotent(ws):
     r, k, truth = timeline(ranks=8, skew_ns={1: 2_000_000})
     load(ws, r, k)
-    align_clocks(ws)
+    refresh(ws, force=True)
     first = ws.sql("SELECT clock_offset_ns FROM ranks ORDER BY rank").fetchall()
-    align_clocks(ws)
+    refresh(ws, force=True)
     assert ws.sql("SELECT clock_offset_ns FROM ranks ORDER BY rank").fetchall() == first
 
 
 def test_alignment_without_collectives_keeps_session_start(ws):
     r, k, truth = timeline(ranks=8, skew_ns={1: 2_000_000})
     load(ws, r, k[k.category == "compute"])
-    warnings = align_clocks(ws)
+    warnings = refresh(ws, force=True)
     assert len(warnings) == 1 and "no NCCL kernels" in warnings[0] and "session-start" in warnings[0]
     got = ws.sql("SELECT clock_offset_ns FROM ranks ORDER BY rank").fetchnumpy()["clock_offset_ns"]
     assert (got == (r.session_start_utc_ns - r.session_start_utc_ns.min()).to_numpy()).all()
@@ -185,7 +183,7 @@ def test_alignment_without_collectives_keeps_session_start(ws):
 def test_alignment_single_host_needs_no_refinement(ws):
     r, k, truth = timeline(ranks=4, gpus_per_node=4)
     load(ws, r, k)
-    assert align_clocks(ws) == []
+    assert refresh(ws, force=True) == []
     q = ws.sql("SELECT * FROM alignment_quality").df()
     assert q.method.tolist() == ["session-start"] and q.offset_ns.tolist() == [0]
     assert q.residual_p95_ns.item() < 1_000  # ends agree within the model's +-300 ns
@@ -194,7 +192,7 @@ def test_alignment_single_host_needs_no_refinement(ws):
 def test_aligned_views_add_the_offset(ws):
     r, k, truth = timeline(ranks=8, skew_ns={1: 4_000_000})
     load(ws, r, k)
-    align_clocks(ws)
+    refresh(ws, force=True)
     bad = ws.sql(
         "SELECT COUNT(*) FROM aligned_kernels a JOIN ranks r USING (rank) "
         "WHERE a.aligned_start_ns - a.start_ns <> r.clock_offset_ns"
@@ -231,7 +229,7 @@ def test_alignment_ignores_series_mixing_groups(ws):
     tp["duration_ns"] = tp.end_ns - tp.start_ns
     tp["correlation_id"] = np.arange(len(tp)) + 10_000_000
     load(ws, r, pd.concat([k, tp], ignore_index=True))
-    warnings = align_clocks(ws)
+    warnings = refresh(ws, force=True)
     assert len(warnings) == 1 and "AllReduce/stream0" in warnings[0]
     assert np.abs(recovered_error_ns(ws, truth)).max() < 20_000
     q = ws.sql("SELECT method FROM alignment_quality").fetchall()
@@ -252,7 +250,7 @@ def test_different_collective_counts_do_not_derail(ws):
     sr[["start_ns", "end_ns"]] -= 2_000_000
     sr["correlation_id"] += 30_000_000
     load(ws, r, pd.concat([k, ar, ar2, sr], ignore_index=True))
-    assert align_clocks(ws) == []
+    assert refresh(ws, force=True) == []
     assert np.abs(recovered_error_ns(ws, truth)).max() < 20_000
     c = ws.sql(
         "SELECT op, ranks, expected_ranks, COUNT(*) AS n FROM collectives GROUP BY ALL ORDER BY ALL"
@@ -267,7 +265,7 @@ def test_different_collective_counts_do_not_derail(ws):
 def test_collectives_match_and_count_unmatched(ws):
     r, k, truth = timeline(ranks=8, steps=10, straggler=(3, 20), extra_unmatched=2)
     load(ws, r, k)
-    align_clocks(ws)
+    refresh(ws, force=True)
     c = ws.sql("SELECT * FROM collectives ORDER BY coll_id").df()
     assert len(c) == 12
     assert (c.op == "AllReduce").all() and (c.comm == "stream0").all()
@@ -304,7 +302,7 @@ def test_collective_bytes_and_busbw_from_nvtx_payload(ws):
                "SELECT * FROM api_df")
     ws.execute("INSERT INTO nvtx (rank, tid, start_ns, end_ns, text, domain, event_type, payload) "
                "SELECT * FROM nv_df")
-    align_clocks(ws)
+    refresh(ws, force=True)
     c = ws.sql("SELECT * FROM collectives ORDER BY coll_id").df()
     assert c.comm.tolist() == ["77"] * 3 and (c.key_source == "nvtx-payload").all()
     assert c.bytes.tolist() == [1_000_000] * 3

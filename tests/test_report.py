@@ -30,9 +30,10 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
     NVTX ranges get script/markup payloads; env gets a secret-looking value that the report must
     never show.
     """
+    from nsight_analyze.analysis import refresh
     from nsight_analyze.ingest import ingest
     from nsight_analyze.synth import generate
-    from nsight_analyze.workspace import load_queries, open_workspace
+    from nsight_analyze.workspace import open_workspace
 
     generate(
         tmp / "traces",
@@ -46,9 +47,6 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
     db = tmp / "ws.duckdb"
     ingest([tmp / "traces"], db)
     con = open_workspace(db)
-    for _ in range(10):  # tolerate a one-pass view loader: repeat until every view resolves
-        if not load_queries(con):
-            break
     if hostile:
         top = con.execute(
             "SELECT name FROM kernels WHERE category = 'compute' "
@@ -59,6 +57,7 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
         con.execute(
             "INSERT INTO env VALUES (0, 'MY_API_KEY', ?), (0, 'NCCL_FAKE_SETTING', ?)", [SECRET, SECRET]
         )
+        refresh(con, force=True)  # the stored results then carry the planted names
     con.execute("SET enable_progress_bar = false")
     return con
 

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from conftest import TRACES, requires_shared
 
+from nsight_analyze import query_layer
 from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit
 from nsight_analyze.ingest import ingest
 from nsight_analyze.workspace import open_workspace, query_files
@@ -20,9 +21,9 @@ CLI = [sys.executable, "-m", "nsight_analyze"]
 
 
 def test_every_query_file_loads_and_documents_itself(tmp_path):
-    con = open_workspace(tmp_path / "w.duckdb")
-    broken = con.execute("SELECT value FROM meta WHERE key = 'broken_queries'").fetchone()[0]
-    assert broken == ""
+    con = open_workspace(tmp_path / "w.duckdb")  # raises when a query does not load
+    stored = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert set(query_layer.stored("rank")) | set(query_layer.stored("job")) <= stored
     for path in query_files():
         text = path.read_text().lstrip()
         assert text.startswith("--"), f"{path.name} must open with a header comment"
@@ -35,7 +36,10 @@ def test_workspace_is_plain_duckdb_with_views(tmp_path):
     ingest([TRACES / "nsys/nsys-ai/mock.sqlite"], db)
     con = duckdb.connect(str(db), read_only=True)  # no nsight-analyze code involved
     views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-    assert {p.stem for p in query_files() if "CREATE OR REPLACE VIEW" in p.read_text()} <= views
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    public = [q for q in query_layer.layer() if not q.private and q.kind == "view"]
+    assert {q.name for q in public if q.stage == "live"} <= views
+    assert {q.name for q in public if q.result == "stored"} <= tables
     assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 2
 
 

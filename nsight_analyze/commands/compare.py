@@ -80,13 +80,40 @@ def _rank_partition_table(r: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _diff_table(block: dict[str, Any], keys: list[str], top: int) -> pd.DataFrame:
-    rows = [row for row in block["rows"] if row["status"] != "unchanged"][:top]
+def _rate_table(r: dict[str, Any]) -> pd.DataFrame:
+    """Work per unit of time (the verdict's basis without steps): per run, and the change per rank."""
+    wr = r.get("work_rate")
+    if not wr or wr["before"]["rate"] is None:
+        return pd.DataFrame()
+    rows = [{"series": side, "window_ms": _ms(wr[side]["window_ns"]), "work_ms": _ms(wr[side]["work_ns"]),
+             "work_per_window_pct": None if wr[side]["rate"] is None else 100 * wr[side]["rate"],
+             "busy_pct": wr[side]["busy_pct"], "matched_kernel_time_pct": wr[side]["coverage_pct"]}
+            for side in ("before", "after")]
+    if wr["comparable"]:
+        lo, hi = wr["range_pct"]
+        rows.append({"series": "change", "work_per_window_pct": wr["delta_pct"],
+                     "busy_pct": None if None in (wr["after"]["busy_pct"], wr["before"]["busy_pct"])
+                     else wr["after"]["busy_pct"] - wr["before"]["busy_pct"],
+                     "range_low_pct": lo, "range_high_pct": hi})
+        rows += [{"series": f"rank {p['rank']} change", "work_per_window_pct": p["delta_pct"]}
+                 for p in wr["per_rank"]]
+    return pd.DataFrame(rows)
+
+
+def _diff_table(block: dict[str, Any], keys: list[str], top: int, eff: float) -> pd.DataFrame:
+    """Largest changes of time per step; status is by per-instance duration (instances shown)."""
+    rows = [row for row in block["rows"]
+            if row["status"] != "unchanged"
+            or abs(row["delta_per_step_ns"]) > eff / 100 * row["before_per_step_ns"]]
     out = []
-    for row in rows:
+    for row in rows[:top]:
         label = {k: (_short(str(row[k])) if k == "name" else row[k]) for k in keys}
+        p = row.get("duration_p_value")
         out.append({
             "status": row["status"], **label,
+            "before_n": row["before_instances"], "after_n": row["after_instances"],
+            "duration_delta_pct": row.get("duration_delta_pct"),
+            "duration_p": None if p is None or pd.isna(p) else f"{p:.2g}",
             "before_ms_per_step": _ms(row["before_per_step_ns"]),
             "after_ms_per_step": _ms(row["after_per_step_ns"]),
             "delta_ms_per_step": _ms(row["delta_per_step_ns"]), "delta_ms_total": _ms(row["delta_ns"]),
@@ -94,10 +121,25 @@ def _diff_table(block: dict[str, Any], keys: list[str], top: int) -> pd.DataFram
     return pd.DataFrame(out)
 
 
+def _magnitude(value: Any, unit: str) -> Any:
+    if value is None:
+        return None
+    return _ms(value) if unit.startswith("ns") else value
+
+
 def _findings_table(r: dict[str, Any]) -> pd.DataFrame:
-    f = r["findings"]
-    rows = [{"change": change, "id": x["id"], "severity": x["severity"], "title": x["title"]}
-            for change in ("resolved", "new") for x in f[change]]
+    """Findings matched by cause: the change of what each measures (ms per step, or %)."""
+    rows = []
+    for c in r["findings"].get("causes", []):
+        unit = {"ns_per_step": "ms/step", "ns": "ms"}.get(c["unit"], c["unit"])
+        rows.append({
+            "change": c["status"], "cause": c["cause"],
+            "ids": f"{','.join(c['ids_before']) or '-'} -> {','.join(c['ids_after']) or '-'}",
+            "before": _magnitude(c["magnitude_before"], c["unit"]),
+            "after": _magnitude(c["magnitude_after"], c["unit"]), "unit": unit,
+            "delta_pct": c["delta_pct"],
+            "severity": f"{c['severity_before'] or '-'} -> {c['severity_after'] or '-'}",
+        })
     return pd.DataFrame(rows)
 
 
@@ -134,15 +176,21 @@ def _lines(r: dict[str, Any]) -> list[str]:
 
 
 def sections(r: dict[str, Any], top: int) -> list[tuple[str, pd.DataFrame]]:
-    """The titled tables every text format shows, in order."""
-    return [
-        ("Step time (slowest rank = the job's pace; per rank)", _step_table(r)),
+    """The titled tables every text format shows, in order (the verdict's basis first)."""
+    eff = r["settings"]["min_effect_pct"]
+    steps = ("Step time (slowest rank = the job's pace; per rank)", _step_table(r))
+    if r["verdict"].get("basis", "step_time") != "step_time":
+        steps = ("Step or capture window time (not the verdict's basis: a run has no steps)", _step_table(r))
+    rate = ("Work per unit of time (kernels both runs launch, valued at BEFORE's mean duration)",
+            _rate_table(r))
+    first = [steps, rate] if r["verdict"].get("basis", "step_time") == "step_time" else [rate, steps]
+    return first + [
         ("Time partition, ms per step window summed over ranks", _partition_table(r)),
         ("Time partition per rank, ms per step window", _rank_partition_table(r)),
-        (f"Kernels: largest changes per step (top {top})",
-         _diff_table(r["kernels"], ["name", "category"], top)),
-        ("Collectives by type and size", _diff_table(r["collectives"], ["op", "bytes"], top)),
-        ("Findings resolved and new", _findings_table(r)),
+        (f"Kernels: largest changes per step (top {top}); faster/slower = per-instance durations",
+         _diff_table(r["kernels"], ["name", "category"], top, eff)),
+        ("Collectives by type and size", _diff_table(r["collectives"], ["op", "bytes"], top, eff)),
+        ("Findings matched by cause", _findings_table(r)),
     ]
 
 
@@ -185,8 +233,8 @@ def _settings(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("-o", "--output", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML diff here.")
 @click.option("--fail-on-regression", "fail_pct", type=float, default=None, metavar="PCT",
-              help="Exit 1 when the slowest rank's median step time got worse by more than PCT % "
-              "with confidence.")
+              help="Exit 1 when the run got worse by more than PCT % with confidence (slowest rank's "
+              "median step time; without steps, work per unit of time).")
 @click.option("--no-findings", is_flag=True, help="Skip diagnose on both runs (faster).")
 @click.option("--model-flops-per-step", type=float, default=None, help="Model FLOPs per step, for MFU.")
 @click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE",
@@ -198,9 +246,11 @@ def command(before: str, after: str, fmt: str, html_out: str | None, fail_pct: f
             top: int) -> None:
     """Compare two runs. BEFORE and AFTER are workspaces (.duckdb) or trace folders/files.
 
-    Ranks are matched by number, steps by index, kernels by name, collectives by type and size.
-    The verdict (improvement / regression / neutral) is about the slowest rank's median step time,
-    with a seeded bootstrap confidence interval and a Mann-Whitney test (docs/compare.md).
+    Ranks are matched by number, steps by index, kernels by name, collectives by type and size,
+    findings by the cause they measure. The verdict (improvement / regression / neutral) is about
+    the slowest rank's median step time, with a seeded bootstrap confidence interval and a
+    Mann-Whitney test, when both runs have steps; otherwise about the work done per unit of time
+    (docs/compare.md). Kernels are faster/slower by their per-instance durations.
     """
     result = compare(before, after, settings=_settings(overrides), findings=not no_findings,
                      model_flops_per_step=model_flops_per_step, fail_on_regression_pct=fail_pct)

@@ -7,24 +7,40 @@ import sys
 import click
 import pandas as pd
 
-from ..clihelp import db_option, format_option
-from ..diagnose import SEVERITIES, THRESHOLDS, Finding, diagnose, findings_json
+from ..clihelp import NO_DATA_EXIT, db_option, format_option, gpu_option, require_workspace_data
+from ..diagnose import SEVERITIES, THRESHOLDS, Finding, diagnose, findings_json, resolve_thresholds
 from ..errors import UserError
-from ..render import print_table, table_text, to_json
+from ..gpus import stated_gpu
+from ..render import (
+    UNKNOWN,
+    format_duration,
+    format_pct,
+    format_quantity,
+    format_value,
+    print_table,
+    table_text,
+    terminal_width,
+    to_json,
+    wrap,
+    wrap_sql,
+)
 from ..workspace import open_workspace
 
 PREVIEW_ROWS = 5
 
 
-def _ms(ns: int | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1e6:,.3f}"
-
-
 def _short_list(values: list[int], limit: int = 12) -> str:
     if not values:
         return ""
-    text = ",".join(str(v) for v in values[:limit])
-    return text + (f",... ({len(values)})" if len(values) > limit else "")
+    text = ", ".join(str(v) for v in values[:limit])
+    return text + (f", … ({len(values)} in all)" if len(values) > limit else "")
+
+
+def _headline(job: dict) -> str:
+    return (
+        f"{format_value(job.get('ranks'))} rank(s), {format_value(job.get('steps'))} step(s), "
+        f"mean step {format_duration(job.get('mean_step_ns'))}"
+    )
 
 
 def _overview(findings: list[Finding]) -> pd.DataFrame:
@@ -34,8 +50,8 @@ def _overview(findings: list[Finding]) -> pd.DataFrame:
                 "#": f.rank,
                 "severity": f.severity,
                 "id": f.id,
-                "recoverable ms/step": _ms(f.recoverable_ns_per_step),
-                "% of step": "" if f.recoverable_pct is None else f"{f.recoverable_pct:.2f}",
+                "recoverable per step": format_duration(f.recoverable_ns_per_step),
+                "% of step": format_pct(f.recoverable_pct),
                 "ranks": _short_list(f.ranks),
                 "steps": _short_list(f.steps),
                 "title": f.title,
@@ -57,57 +73,75 @@ def _parse_thresholds(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _text(findings: list[Finding], evidence_rows: int) -> str:
+def _text(findings: list[Finding], evidence_rows: int, width: int | None = None) -> str:
+    """The findings as text wrapped to the terminal; evidence tables indented and fitted."""
+    width = width or terminal_width()
+
+    def para(text: str, indent: str = "    ", hang: str = "      ") -> str:
+        return wrap(text, width=width, indent=indent, hang=hang)
+
     lines = []
     for f in findings:
         lines.append("")
-        lines.append(f"[{f.rank}] {f.severity.upper()} {f.id}: {f.title}")
-        lines.append(f"    {f.summary}")
+        lines.append(para(f"[{f.rank}] {f.severity.upper()} {f.id}: {f.title}", indent="", hang="    "))
+        lines.append(para(f.summary, hang="    "))
         if f.ranks or f.steps:
-            lines.append(
-                f"    ranks: {_short_list(f.ranks, 32) or '-'}   steps: {_short_list(f.steps, 32) or '-'}"
-            )
+            ranks, steps = _short_list(f.ranks, 32) or UNKNOWN, _short_list(f.steps, 32) or UNKNOWN
+            lines.append(para(f"ranks: {ranks}   steps: {steps}"))
         lines.append(
-            f"    recoverable: {_ms(f.recoverable_ns_per_step)} ms/step (upper bound; {f.recoverable_method})"
+            para(
+                f"recoverable per step: {format_duration(f.recoverable_ns_per_step)} "
+                f"(upper bound; {f.recoverable_method})"
+            )
         )
         for s in f.signals:
-            lines.append(f"    signal [{s.verdict}] {s.name}: {s.value} {s.unit} - {s.note}")
+            value = format_quantity(s.value, s.unit)
+            lines.append(para(f"signal [{s.verdict}] {s.name}: {value} - {s.note}"))
         for fix in f.fixes:
-            lines.append(f"    fix: {fix.action} (trade-off: {fix.trade_off})")
+            lines.append(para(f"fix: {fix.action} (trade-off: {fix.trade_off})"))
         for ev in f.evidence:
-            lines.append(f"    evidence: {ev.name} ({ev.total_rows} rows) - re-run: {ev.sql}")
+            lines.append(para(f"evidence: {ev.name} ({ev.total_rows:,} rows) - re-run:"))
+            lines.append(wrap_sql(ev.sql, width=width, indent="      ", hang="        "))
             if ev.rows and evidence_rows:
-                table = table_text(pd.DataFrame(ev.rows[:evidence_rows], columns=ev.columns))
-                lines.extend("        " + line for line in table.splitlines())
+                df = pd.DataFrame(ev.rows[:evidence_rows], columns=ev.columns)
+                table = table_text(df, width=width - 8)
+                lines.extend(("        " + line).rstrip() for line in table.splitlines())
     return "\n".join(lines)
+
+
+def _md_cell(value: object, column: str | None = None) -> str:
+    return format_value(value, column).replace("|", "\\|").replace("\n", " ")
 
 
 def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
     out = ["# nsight-analyze diagnose", ""]
     job = doc["job"]
     out.append(
-        f"{job.get('ranks')} rank(s), {job.get('steps')} step(s), "
-        f"mean step {_ms(job.get('mean_step_ns'))} ms. "
+        f"{_headline(job)}. "
         "Findings are ranked by recoverable time per step (an upper bound); capture notes come first."
     )
     out.append("")
     if not findings:
         out.append("No findings above the thresholds.")
         return "\n".join(out)
-    out.append("| # | severity | finding | recoverable ms/step | % of step | ranks | steps |")
+    out.append("| # | severity | finding | recoverable per step | % of step | ranks | steps |")
     out.append("|---|---|---|---|---|---|---|")
     for f in findings:
-        pct = "" if f.recoverable_pct is None else f"{f.recoverable_pct:.2f}"
         out.append(
-            f"| {f.rank} | {f.severity} | {f.title} (`{f.id}`) | {_ms(f.recoverable_ns_per_step)} | {pct} "
+            f"| {f.rank} | {f.severity} | {_md_cell(f.title)} (`{f.id}`) "
+            f"| {format_duration(f.recoverable_ns_per_step)} | {format_pct(f.recoverable_pct)} "
             f"| {_short_list(f.ranks)} | {_short_list(f.steps)} |"
         )
     for f in findings:
         out += ["", f"## {f.rank}. {f.title} (`{f.id}`, {f.severity})", "", f.summary, ""]
-        out.append(f"**Recoverable:** {_ms(f.recoverable_ns_per_step)} ms/step. {f.recoverable_method}.")
+        out.append(
+            f"**Recoverable:** {format_duration(f.recoverable_ns_per_step)} per step. {f.recoverable_method}."
+        )
         if f.signals:
             out += ["", "**Signals checked:**", ""]
-            out += [f"- *{s.verdict}* {s.name}: {s.value} {s.unit} - {s.note}" for s in f.signals]
+            out += [
+                f"- *{s.verdict}* {s.name}: {format_quantity(s.value, s.unit)} - {s.note}" for s in f.signals
+            ]
         if f.fixes:
             out += ["", "**Fixes (trade-off):**", ""]
             out += [f"- {x.action} (*{x.trade_off}*)" for x in f.fixes]
@@ -122,9 +156,10 @@ def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
             ]
             if ev.rows and evidence_rows:
                 df = pd.DataFrame(ev.rows[:evidence_rows], columns=ev.columns)
-                out += ["", "| " + " | ".join(ev.columns) + " |", "|" + "---|" * len(ev.columns)]
+                out += ["", "| " + " | ".join(_md_cell(c) for c in ev.columns) + " |"]
+                out.append("|" + "---|" * len(ev.columns))
                 out += [
-                    "| " + " | ".join("" if v is None else str(v) for v in row) + " |"
+                    "| " + " | ".join(_md_cell(v, c) for v, c in zip(row, ev.columns, strict=True)) + " |"
                     for row in df.astype(object).itertuples(index=False)
                 ]
     return "\n".join(out)
@@ -152,8 +187,10 @@ def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
     "--fail-on",
     type=click.Choice(SEVERITIES[:3]),
     default=None,
-    help="Exit with status 1 when a finding of this severity or worse exists (for CI).",
+    help="Exit with status 1 when a finding of this severity or worse exists (for CI). "
+    f"A workspace without GPU data always exits {NO_DATA_EXIT}.",
 )
+@gpu_option
 def command(
     db: str,
     fmt: str,
@@ -161,6 +198,7 @@ def command(
     list_thresholds: bool,
     evidence_rows: int,
     fail_on: str | None,
+    gpu: str | None,
 ) -> None:
     """Ranked findings: evidence (with its SQL), recoverable time per step, fixes and their trade-offs."""
     if list_thresholds:
@@ -173,9 +211,13 @@ def command(
             print_table(df, title="thresholds")
         return
     overrides = _parse_thresholds(thresholds)
+    resolve_thresholds(overrides)  # bad input (exit 2) is said before "no data"
+    # no GPU operation: exit NO_DATA_EXIT with one line, never "no findings" (a CI gate must not pass)
+    require_workspace_data(db, "diagnose")
     con = open_workspace(db, read_only=True, must_exist=True)
     try:
-        findings = diagnose(con, overrides)
+        with stated_gpu(gpu):  # the HFU rule resolves peaks itself; --gpu states the model for it
+            findings = diagnose(con, overrides)
     finally:
         con.close()
     doc = findings_json(findings)
@@ -186,9 +228,10 @@ def command(
     else:
         job = doc["job"]
         print(
-            f"{job.get('ranks')} rank(s), {job.get('steps')} step(s), "
-            f"mean step {_ms(job.get('mean_step_ns'))} ms; "
-            "ranked by recoverable time per step (upper bound), capture notes first"
+            wrap(
+                f"{_headline(job)}; ranked by recoverable time per step (upper bound), capture notes first",
+                hang="    ",
+            )
         )
         if findings:
             print_table(_overview(findings), title="findings")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import click
+import pandas as pd
 
-from ..clihelp import db_option, format_option
-from ..gpus import DEFAULT_PRECISION, PRECISIONS, rank_peaks
+from ..clihelp import db_option, format_option, gpu_option
+from ..gpus import DEFAULT_PRECISION, PRECISIONS, models, rank_peaks, validate_gpu
 from ..render import emit, records, to_json
 from ..workspace import open_workspace
 
@@ -21,8 +22,18 @@ COLUMNS = [
 ]
 
 
+def _shown(df: pd.DataFrame) -> pd.DataFrame:
+    """Table view: an unknown peak reads 'unknown', not a blank a reader could take for zero."""
+    out = df.astype(object)
+    unknown = df["peak_tflops"].isna()
+    out.loc[unknown, "peak_tflops"] = "unknown"
+    out.loc[unknown, "ridge_flop_per_byte"] = "unknown"
+    return out
+
+
 @click.command("gpus")
 @db_option
+@gpu_option
 @click.option(
     "--peak-tflops",
     type=float,
@@ -37,17 +48,31 @@ COLUMNS = [
     help="Precision whose peak is shown (bf16 falls back to fp16 on GPUs without BF16).",
 )
 @click.option("--all-precisions", is_flag=True, help="Also show the peak of every precision.")
+@click.option("--list-models", is_flag=True, help="List the GPU models (and aliases) --gpu accepts.")
 @format_option("table", "csv", "json")
-def command(db: str, peak_tflops: float | None, precision: str, all_precisions: bool, fmt: str) -> None:
+def command(
+    db: str,
+    gpu: str | None,
+    peak_tflops: float | None,
+    precision: str,
+    all_precisions: bool,
+    list_models: bool,
+    fmt: str,
+) -> None:
     """Per rank: GPU name, matched peak-table row (or derivation/assumption), dense peak and why.
 
     Sources: table (name matched, most specific alias first), derived (SM count x clock x
-    FLOP/clk/SM, tensor-clock derated), assumed (env hint PEAK_FLOPS_PER_GPU or kernel-name
-    family), override (--peak-tflops), unknown (MFU/HFU impossible without --peak-tflops).
+    FLOP/clk/SM, tensor-clock derated), given (--gpu), assumed (env hint PEAK_FLOPS_PER_GPU, or
+    kernel names only one architecture runs), override (--peak-tflops), unknown (MFU/HFU unknown
+    until --gpu or --peak-tflops says what the GPU is).
     """
+    if list_models:
+        emit(models(), fmt, title="GPU models --gpu accepts (a name or any alias; dense bf16 peak)")
+        return
+    validate_gpu(gpu)
     con = open_workspace(db, read_only=True)
     try:
-        df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision)
+        df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
         ncu = con.execute(
             """
             SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
@@ -63,6 +88,6 @@ def command(db: str, peak_tflops: float | None, precision: str, all_precisions: 
     if fmt == "json":
         print(to_json({"ranks": records(df), "ncu_files": records(ncu)}))
         return
-    emit(df[cols], fmt, title=f"Dense {precision} peak per rank")
+    emit(_shown(df[cols]) if fmt == "table" else df[cols], fmt, title=f"Dense {precision} peak per rank")
     if len(ncu) and fmt == "table":
         emit(ncu, fmt, title=f"Nsight Compute files (roofline ridge points use these {precision} peaks)")

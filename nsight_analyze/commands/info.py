@@ -7,18 +7,32 @@ import duckdb
 import pandas as pd
 
 from ..clihelp import db_option, format_option
-from ..render import print_table, records, to_json
+from ..render import echo, print_table, records, to_json
 from ..workspace import open_workspace
 
 EVENT_COUNTS = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics")
+LOADED = "coalesce(status, 'ok') = 'ok'"  # files rows of loaded files (the others: failed/skipped/ignored)
+
+
+def loaded_rows(con: duckdb.DuckDBPyConnection, column: str) -> list[tuple]:
+    """(path, column) of the loaded files, in file order."""
+    return con.execute(f"SELECT path, {column} FROM files WHERE {LOADED} ORDER BY file_id").fetchall()
 
 
 def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
-    """Files, versions, ranks, GPUs, event counts, time span and warnings of a workspace."""
+    """Files, versions, ranks, GPUs, event counts, time span and warnings of a workspace.
+
+    `files` are the loaded files; `not_loaded` the files an ingest saw but did not load (status
+    failed, skipped or ignored, with the reason), as the last ingest that saw each path left them.
+    """
     files = con.execute(
-        """SELECT file_id, path, source_format, nsys_version, schema_version, status,
+        f"""SELECT file_id, path, source_format, nsys_version, schema_version, status,
                   len(warnings) AS n_warnings, len(skipped) AS n_skipped
-           FROM files ORDER BY file_id"""
+           FROM files WHERE {LOADED} ORDER BY file_id"""
+    ).df()
+    not_loaded = con.execute(
+        f"""SELECT path, status, coalesce(array_to_string(warnings, '; '), '') AS reason, ingested_at
+           FROM files WHERE NOT {LOADED} ORDER BY file_id"""
     ).df()
     ranks = con.execute(
         """SELECT rank, file_id, pid, hostname, device_id, gpu_name, rank_source, clock_offset_ns,
@@ -31,16 +45,8 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
            (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
            GROUP BY rank ORDER BY rank"""
     ).df()
-    warnings = [
-        f"{p}: {w}"
-        for p, ws in con.execute("SELECT path, warnings FROM files ORDER BY file_id").fetchall()
-        for w in ws
-    ]
-    skipped = [
-        f"{p}: {s}"
-        for p, ss in con.execute("SELECT path, skipped FROM files ORDER BY file_id").fetchall()
-        for s in ss
-    ]
+    warnings = [f"{p}: {w}" for p, ws in loaded_rows(con, "warnings") for w in ws]
+    skipped = [f"{p}: {s}" for p, ss in loaded_rows(con, "skipped") for s in ss]
     if counts["nvtx"] == 0:
         warnings.append("no NVTX ranges: steps cannot come from NVTX")
     if counts["kernels"] == 0 and counts["memops"] == 0:
@@ -65,6 +71,7 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
         "span": records(span),
         "warnings": warnings,
         "skipped": skipped,
+        "not_loaded": records(not_loaded),
     }
 
 
@@ -73,7 +80,7 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
 @format_option("table", "json")
 def command(db: str, fmt: str) -> None:
     """Files, versions, ranks, GPUs, event counts, time span, warnings."""
-    con = open_workspace(db, read_only=True)
+    con = open_workspace(db, read_only=True, analyse=False)  # the tables only: no stored results needed
     try:
         info = workspace_info(con)
     finally:
@@ -84,7 +91,9 @@ def command(db: str, fmt: str) -> None:
     print_table(pd.DataFrame(info["files"]), title="files")
     print_table(pd.DataFrame(info["ranks"]), title="ranks")
     print_table(pd.DataFrame([info["event_counts"]]), title="events")
-    for line in info["warnings"]:
-        print(f"warning: {line}")
+    for line in info["warnings"]:  # echo: wrapped to the terminal's width
+        echo(f"warning: {line}", hang="    ")
     for line in info["skipped"]:
-        print(f"not loaded: {line}")
+        echo(f"not loaded: {line}", hang="    ")
+    for row in info["not_loaded"]:  # worded like ingest's own line for the file
+        echo(f"{row['status']}: {row['path']}" + (f": {row['reason']}" if row["reason"] else ""), hang="    ")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..clihelp import env_db
 from ..ingest import FileOutcome, ingest
 from ..render import print_table
 from ..workspace import open_workspace
@@ -18,7 +19,7 @@ from ..workspace import open_workspace
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Workspace file [default: DIR/nsight_analyze.duckdb].",
+    help="Workspace file [default: $NSIGHT_ANALYZE_DB, else DIR/nsight_analyze.duckdb].",
 )
 @click.option(
     "--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True, help="Files probed in parallel."
@@ -34,30 +35,47 @@ from ..workspace import open_workspace
 def command(
     inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool, rules: Path | None, quiet: bool
 ):
-    """Read every .sqlite (and .nsys-rep via nsys) export below INPUTS into one DuckDB workspace."""
+    """Read every .sqlite (and .nsys-rep via nsys) export below INPUTS into one DuckDB workspace.
+
+    Exits 1 when a file failed or nothing was loaded; a workspace that did not exist before is then
+    not created, one that did keeps its data (only the list of files not loaded is updated).
+    """
     if db is None:
-        first = inputs[0]
-        db = (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
+        db = workspace_path(inputs)
+    existed = db.exists()
     with _Progress(enabled=not quiet) as progress:
         report = ingest(list(inputs), db, jobs=jobs, replace=replace, rules=rules, progress=progress.update)
+    # unchanged: already in the workspace; a new workspace with nothing in it is removed by ingest()
+    loaded = db.exists() and bool(report.by_status("ok") or report.by_status("unchanged"))
     for outcome in report.outcomes:
         if outcome.status in ("failed", "skipped") or (
-            outcome.status in ("unchanged", "ignored") and not quiet
+            outcome.status in ("unchanged", "ignored") and (not quiet or not loaded)
         ):
             click.echo(f"{outcome.status}: {outcome.path}: {outcome.message}", err=True)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
-    _closing_table(db)
-    ok = len(report.by_status("ok"))
-    unchanged = len(report.by_status("unchanged"))
-    failed = len(report.by_status("failed"))
-    skipped = len(report.by_status("skipped"))
-    click.echo(
-        f"workspace {db}: {ok} file(s) ingested, {unchanged} unchanged, {failed} failed, {skipped} skipped, "
+    counts = (
+        f"{len(report.by_status('ok'))} file(s) ingested, {len(report.by_status('unchanged'))} unchanged, "
+        f"{len(report.by_status('failed'))} failed, {len(report.by_status('skipped'))} skipped, "
         f"{len(report.by_status('ignored'))} ignored"
     )
+    if not loaded:
+        kept = f"{db} keeps its data" if existed else f"no workspace written at {db}"
+        click.echo(f"nothing ingested ({counts}): {kept}")
+        sys.exit(1)
+    _closing_table(db)
+    click.echo(f"workspace {db}: {counts}")
     if report.failed:
         sys.exit(1)
+
+
+def workspace_path(inputs: tuple[Path, ...]) -> Path:
+    """--db not given: $NSIGHT_ANALYZE_DB (as for every other command), else beside the first input."""
+    env = env_db()
+    if env:
+        return Path(env)
+    first = inputs[0]
+    return (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
 
 
 class _Progress:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from ..clihelp import db_option, format_option
+from ..clihelp import db_option, format_option, gpu_option
 from ..flops import FORMULAS, RECOMPUTE
-from ..gpus import DEFAULT_PRECISION, PRECISIONS
+from ..gpus import DEFAULT_PRECISION, PRECISIONS, validate_gpu
 from ..mfu import hfu_mfu_summary
 from ..render import emit, to_json
 from ..workspace import open_workspace
@@ -45,6 +45,7 @@ MAX_STEP_ROWS = 40
     show_default=True,
     help="palm: (6N + 12·L·H·S) per token; megatron: 72·B·L·S·h²·(1 + S/6h + V/12hL) per step.",
 )
+@gpu_option
 @click.option(
     "--peak-tflops", type=float, default=None, help="Dense peak per GPU in TFLOP/s (overrides the table)."
 )
@@ -77,6 +78,7 @@ def command(
     vocab: int | None,
     recompute: str,
     formula: str,
+    gpu: str | None,
     peak_tflops: float | None,
     precision: str,
     n_gpus: int | None,
@@ -87,7 +89,10 @@ def command(
 
     MFU needs --model-flops-per-step or a model description. HFU needs Nsight Compute data
     ingested into the same workspace; its coverage (share of kernel time with counters) is shown.
+    Both need the GPU's peak: when the trace does not record the GPU, state it with --gpu
+    (or --peak-tflops); otherwise they are shown as unknown rather than guessed.
     """
+    validate_gpu(gpu)
     con = open_workspace(db, read_only=True)
     try:
         summary = hfu_mfu_summary(
@@ -105,6 +110,7 @@ def command(
             precision=precision,
             n_gpus=n_gpus,
             steps_in_window=steps_in_window,
+            gpu=gpu,
         )
     finally:
         con.close()
@@ -130,6 +136,8 @@ def command(
     df = pd.DataFrame(rows, columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"])
     for col in ("mfu", "hfu"):
         df[col + "_pct"] = df[col].map(lambda v: None if v is None or pd.isna(v) else 100.0 * v)
+        if fmt == "table":  # say "unknown" (see the notes), not a blank that reads as nothing
+            df[col + "_pct"] = df[col + "_pct"].astype(object).where(df[col + "_pct"].notna(), "unknown")
     df["step"] = df["step"].astype(str)
     for col in ("ranks", "window_ns_max"):  # whole numbers; the "all" row has none
         df[col] = pd.Series([None if pd.isna(v) else int(v) for v in df[col]], dtype=object)

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..clihelp import db_option, format_option
 from ..errors import UserError
-from ..render import emit, records, to_json
+from ..render import UNKNOWN, echo, emit, format_duration, records, to_json
 from ..workspace import open_workspace
 
 
@@ -29,23 +29,33 @@ def _num(col: pd.Series) -> pd.Series:
     return pd.to_numeric(col, errors="coerce").astype("float64")
 
 
+def _gpu(rows: pd.DataFrame) -> list[str]:
+    """The GPU model when known, else the device id (UNKNOWN when neither is)."""
+    out = []
+    for name, device in zip(rows["gpu_name"], rows["device_id"], strict=True):
+        if isinstance(name, str) and name:
+            out.append(name)
+        else:
+            out.append(UNKNOWN if pd.isna(device) else str(int(device)))
+    return out
+
+
 def _table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Human units for the terminal: offsets in ms, residuals in us, times in ms."""
+    """The terminal table: nanosecond columns, which the renderer shows in human units."""
     return pd.DataFrame({
         "rank": rows["rank"],
         "host": rows["host"],
-        "gpu": rows["device_id"].astype("Int64").astype(str).where(rows["gpu_name"].isna(),
-                                                                    rows["gpu_name"].astype(str)),
-        "offset_ms": _num(rows["clock_offset_ns"]) / 1e6,
+        "gpu": _gpu(rows),
+        "offset_ns": _num(rows["clock_offset_ns"]),
         "align": rows["alignment_method"],
-        "residual_p50_us": _num(rows["residual_p50_ns"]) / 1e3,
-        "residual_p95_us": _num(rows["residual_p95_ns"]) / 1e3,
-        "compute_ms": _num(rows["compute_ns"]) / 1e6,
-        "wait_suffered_ms": _num(rows["wait_suffered_ns"]) / 1e6,
-        "wait_caused_ms": _num(rows["wait_caused_ns"]) / 1e6,
+        "residual_p50_ns": _num(rows["residual_p50_ns"]),
+        "residual_p95_ns": _num(rows["residual_p95_ns"]),
+        "compute_ns": _num(rows["compute_ns"]),
+        "wait_suffered_ns": _num(rows["wait_suffered_ns"]),
+        "wait_caused_ns": _num(rows["wait_caused_ns"]),
         "times_slowest": rows["times_slowest"],
         "times_last": rows["times_last"],
-        "cost_ms": _num(rows["cost_ns"]) / 1e6,
+        "cost_ns": _num(rows["cost_ns"]),
         "straggler": rows["straggler"].map({True: "yes", False: ""}),
     })
 
@@ -60,9 +70,9 @@ def _summary(verdict: pd.DataFrame, rows: pd.DataFrame, unmatched: int, alignmen
             s = rows[rows["rank"] == v["straggler_rank"]].iloc[0]
             text += (f" straggler rank {int(v['straggler_rank'])}: slowest in {v['top_share']:.0%} of the "
                      f"imbalanced steps, last at {int(s['times_last'])} collectives; costs the job "
-                     f"{v['straggler_delay_ns'] / 1e6:,.2f} ms, the other ranks "
-                     f"{v['straggler_cost_ns'] / 1e6:,.2f} GPU-ms (they wait "
-                     f"{s['wait_caused_ns'] / 1e6:,.2f} GPU-ms for it inside NCCL, partly hidden)")
+                     f"{format_duration(v['straggler_delay_ns'])}, the other ranks "
+                     f"{format_duration(v['straggler_cost_ns'])} of GPU time (they wait "
+                     f"{format_duration(s['wait_caused_ns'])} of GPU time for it inside NCCL, partly hidden)")
         elif pd.notna(v["median_ratio"]):
             text += f" (median max/mean compute {v['median_ratio']:.3f} over {int(v['steps'])} steps)"
         lines.append(text)
@@ -111,6 +121,6 @@ def command(db: str, fmt: str) -> None:
         return
     emit(_table(rows), fmt, title="Ranks")
     for line in _summary(verdict, rows, unmatched, alignment):
-        click.echo(line)
+        echo(line, hang="    ")
     if partial:
-        click.echo(f"{partial} collective instance(s) had fewer participants than others of their series")
+        echo(f"{partial} collective instance(s) had fewer participants than others of their series")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..clihelp import db_option
+from ..clihelp import db_option, gpu_option
+from ..gpus import validate_gpu
 from ..workspace import open_workspace
 
 
@@ -37,18 +38,22 @@ from ..workspace import open_workspace
 @click.option(
     "--peak-tflops", type=float, default=None, help="Per-GPU dense peak TFLOP/s, overriding the table."
 )
+@gpu_option
 def command(
-    db: str, output: Path, steps: str | None, model_flops_per_step: float | None, peak_tflops: float | None
+    db: str,
+    output: Path,
+    steps: str | None,
+    model_flops_per_step: float | None,
+    peak_tflops: float | None,
+    gpu: str | None,
 ) -> None:
     """Write the HTML report: partition, aligned timeline, heatmap, overlap, kernels, capture quality."""
     from ..report import parse_steps, write_report
 
     step_range = parse_steps(steps)
-    mfu = {
-        k: v
-        for k, v in (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops))
-        if v is not None
-    }
+    given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
+    mfu = {k: v for k, v in given if v is not None}
+    validate_gpu(gpu)  # here: the report turns a failed MFU section into "unknown", hiding the typo
     con = open_workspace(db, read_only=True)
     try:
         path = write_report(con, output, step_range, mfu_options=mfu)

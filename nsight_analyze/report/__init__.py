@@ -20,8 +20,7 @@ import plotly.offline
 from .. import __version__
 from ..errors import UserError
 from . import sections, timeline
-from .cache import cached_views
-from .collect import StepRange, collect, library
+from .collect import StepRange, collect
 from .html import page
 
 __all__ = ["StepRange", "parse_steps", "render_report", "write_report"]
@@ -57,11 +56,8 @@ def render_report(
     """The report as one HTML string."""
     if isinstance(steps, str):
         steps = parse_steps(steps)
-    # The views read their regex settings fastest from session variables (see summary.prepare).
-    library("summary", "prepare", con)
-    with cached_views(con):
-        inp = collect(con, steps, mfu_options)
-        tl = timeline.build(con, steps, budget=timeline_budget)
+    inp = collect(con, steps, mfu_options)
+    tl = timeline.build(con, steps, budget=timeline_budget)
     figs: dict[str, Any] = {}
     part = sections.partition_frame(inp)
     body = "".join(

@@ -1,20 +1,21 @@
-"""Gather what the report shows from the library: summary, views, workspace info, MFU, findings.
+"""Gather what the report shows from the library: summary, stored tables, workspace info, MFU, findings.
 
-Why a separate module: the report only renders what the library returns. Every section's data
-comes through here, by the library's own function or view name, and a part that is missing
-(a view not in this workspace, a module not installed yet) becomes a one-line reason the page
-shows instead of a crash, so one broken analysis never costs the whole report.
+Why a separate module: the report only renders what the library returns, and every section's
+data comes through here from the stored analysis tables and the library's functions (plain
+imports: a bug fails the report and its tests instead of turning into a note). Only a number
+the data cannot support (MFU without model FLOPs or a known peak) becomes a one-line reason
+the page shows.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
+
+from ..errors import UserError
 
 # Environment names whose values the report never shows, even if a workspace (older ingest,
 # hand-edited) holds them: the env table is redacted at ingest; this is the second fence.
@@ -104,36 +105,18 @@ class ReportInputs:
 
 
 def view(con: duckdb.DuckDBPyConnection, name: str, sql: str | None = None) -> Part:
-    """Rows of a library view (or a query over it); missing when the view is not there."""
-    try:
-        return Part(con.execute(sql or f"SELECT * FROM {name}").df())
-    except duckdb.CatalogException:
-        return Part(missing=f"view `{name}` is not in this workspace")
-    except duckdb.Error as exc:
-        return Part(missing=f"view `{name}` failed: {str(exc).splitlines()[0]}")
+    """Rows of a stored table or live view of the workspace (or of a query over it)."""
+    return Part(con.execute(sql or f"SELECT * FROM {name}").df())
 
 
-def library(module: str, func: str, *args: Any, **kwargs: Any) -> Part:
-    """Call nsight_analyze.<module>.<func>; missing when that module or function does not exist.
+def _mfu(con: duckdb.DuckDBPyConnection, options: dict[str, Any]) -> Part:
+    """MFU/HFU, or why they cannot be known from this workspace."""
+    from ..mfu import hfu_mfu_summary
 
-    Keyword arguments the function does not accept are dropped, so the report works with
-    older and newer signatures alike.
-    """
     try:
-        mod = importlib.import_module(f"nsight_analyze.{module}")
-    except ImportError as exc:
-        return Part(missing=f"`nsight_analyze.{module}` is not available ({exc})")
-    fn = getattr(mod, func, None)
-    if fn is None:
-        return Part(missing=f"`nsight_analyze.{module}.{func}` does not exist")
-    try:
-        params = inspect.signature(fn).parameters
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            kwargs = {k: v for k, v in kwargs.items() if k in params}
-        return Part(fn(*args, **kwargs))
-    except Exception as exc:  # noqa: BLE001 - one failing analysis must not sink the report
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        return Part(missing=f"`{module}.{func}` failed: {type(exc).__name__}: {first}")
+        return Part(hfu_mfu_summary(con, **options))
+    except UserError as exc:
+        return Part(missing=str(exc))
 
 
 def safe_env(con: duckdb.DuckDBPyConnection) -> Part:
@@ -163,11 +146,14 @@ def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Par
 def collect(
     con: duckdb.DuckDBPyConnection, steps: StepRange | None = None, mfu_options: dict[str, Any] | None = None
 ) -> ReportInputs:
-    """Run every library analysis the report shows; never raises for a missing analysis."""
-    step_kw = {"steps": str(steps)} if steps else {}
+    """Read every stored analysis the report shows (and MFU/HFU where the data supports them)."""
+    from ..commands.info import workspace_info
+    from ..diagnose import diagnose
+    from ..summary import summary, top_kernels
+
     inp = ReportInputs(steps=steps)
-    inp.info = library("commands.info", "workspace_info", con)
-    inp.summary_rank = library("summary", "summary", con, by="rank", **step_kw)
+    inp.info = Part(workspace_info(con))
+    inp.summary_rank = Part(summary(con, by="rank"))
     if steps:
         inp.partition = _partition_of_steps(con, steps)
     else:
@@ -196,7 +182,7 @@ def collect(
     )
     inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
     inp.kernel_summary = view(con, "kernel_summary")
-    inp.top_kernels = library("summary", "top_kernels", con, limit=TOP_KERNELS)
+    inp.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
     inp.memop_summary = view(con, "memop_summary")
     inp.api_summary = view(con, "api_summary")
     inp.gaps = view(
@@ -216,7 +202,7 @@ def collect(
     )
     inp.launch_stats = view(con, "launch_stats")
     inp.sync_calls = view(con, "sync_calls")
-    inp.mfu = library("mfu", "hfu_mfu_summary", con, **(mfu_options or {}))
-    inp.findings = library("diagnose", "diagnose", con)
+    inp.mfu = _mfu(con, mfu_options or {})
+    inp.findings = Part(diagnose(con))
     inp.env = safe_env(con)
     return inp

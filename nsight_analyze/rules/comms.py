@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..diagnose import Ctx, Finding, Fix, Signal
+from ._common import step_metrics
 
 
 def exposed_comm(ctx: Ctx) -> list[Finding]:
@@ -122,7 +123,12 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
             "- exposed transfer of the step's last collective) (diag_comm_recoverable); summed "
             "over steps / steps. Min over ranks: the step shrinks only if every rank's timeline "
             "can, and the critical (last-arriving) rank has the least slack",
-            metrics={"recoverable_ns_total": total, "mean_overlap_pct": ov, "threshold_pct": th},
+            metrics={
+                "recoverable_ns_total": total,
+                "mean_overlap_pct": ov,
+                "threshold_pct": th,
+                **step_metrics(ctx, steps, rec),
+            },
             evidence=ev,
             signals=signals,
             fixes=[
@@ -280,6 +286,13 @@ def imbalance(ctx: Ctx) -> list[Finding]:
                 "median_ratio": v.get("median_ratio"),
                 "excess_ns_total": total,
                 "straggler_wait_gpu_ns": v.get("straggler_wait_gpu_ns"),
+                **step_metrics(
+                    ctx,
+                    steps,
+                    rec,
+                    "no single step is flagged imbalanced (imbalance.balanced): the excess compute is "
+                    "spread thinly over the steps",
+                ),
             },
             evidence=ev,
             signals=signals,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..diagnose import Ctx, Finding, Fix, Signal
+from ._common import step_metrics
 
 
 def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
@@ -127,7 +128,12 @@ def input_stall(ctx: Ctx) -> list[Finding]:
             recoverable_pct=ctx.pct(rec),
             recoverable_method="sum over steps of the worst rank's input_stall_ns (time_partition) / steps: "
             "the idle time a never-empty input queue would remove",
-            metrics={"input_stall_ns_total": total, "stalled_steps": len(steps), "threshold_pct": th},
+            metrics={
+                "input_stall_ns_total": total,
+                "stalled_steps": step_metrics(ctx, steps, rec)["affected_steps"],
+                "threshold_pct": th,
+                **step_metrics(ctx, steps, rec),
+            },
             evidence=ev,
             signals=signals,
             fixes=[
@@ -255,6 +261,7 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
                 "sync_stall_ns_total": total,
                 "sync_api_calls": calls.total_rows,
                 **{k.replace("-", "_"): v.total_rows for k, v in copies.items()},
+                **step_metrics(ctx, steps, rec),
             },
             evidence=ev,
             signals=signals,
@@ -281,8 +288,25 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
     ]
 
 
+# Per step, the worst rank's (by launch_gap_ns + host_bound_ns, as diag_step_causes) attributed idle:
+# the rows whose sum is the recoverable time, split into launch gaps and host-bound idle.
+_LAUNCH_SPLIT = """SELECT c.step, c.worst_rank AS rank, d.launch_gap_ns, d.host_bound_ns,
+           c.max_ns AS launch_and_host_ns, c.step_ns,
+           round(100.0 * d.launch_gap_ns / nullif(c.max_ns, 0), 2) AS launch_gap_pct
+    FROM diag_step_causes c JOIN diag_windows d
+      ON d.rank = c.worst_rank AND d.step IS NOT DISTINCT FROM c.step
+    WHERE c.cause = 'launch' AND c.max_ns > 0"""
+
+
 def launch_bound(ctx: Ctx) -> list[Finding]:
-    """The GPU idled between many short kernels while the host issued launches (launch-bound steps)."""
+    """The GPU idled between operations while the host issued launches (launch-bound) or ran other
+    code (host-bound).
+
+    Which of the two is decided from the attributed idle (time_partition / gaps): of the worst rank's
+    launch_gap_ns + host_bound_ns per step (the recoverable time), the launch-gap share. A launch gap
+    is GPU idle while the launch call of the next operation ran; host-bound idle is GPU idle before
+    that call was even issued.
+    """
     if not ctx.has("diag_step_causes", "diag_windows"):
         return []
     th = ctx.th["launch_min_pct"]
@@ -291,8 +315,41 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         return []
     rec = ctx.per_step(total)
     short_ns = int(ctx.th["short_kernel_us"] * 1000)
-    ev = [_per_step_evidence(ctx, "launch", "launch gap + host-bound idle")]
-    signals = []
+    split = ctx.df(
+        f"SELECT coalesce(sum(launch_gap_ns), 0) AS lg, coalesce(sum(host_bound_ns), 0) AS hb "
+        f"FROM ({_LAUNCH_SPLIT})"
+    )
+    lg, hb = int(split.at[0, "lg"]), int(split.at[0, "hb"])
+    explained = 100.0 * lg / (lg + hb) if lg + hb else 0.0
+    is_launch = explained >= ctx.th["launch_explained_min_pct"]
+    ev = [
+        _per_step_evidence(ctx, "launch", "launch gap + host-bound idle"),
+        ctx.evidence(
+            "launch gap vs host-bound idle",
+            "Per step, the worst rank's attributed idle split into launch gaps (GPU idle while the next "
+            "launch call ran) and host-bound idle (before it was issued) (time_partition via "
+            "diag_step_causes); the launch-bound / host-bound verdict is the launch-gap share of their sum.",
+            f"{_LAUNCH_SPLIT} ORDER BY launch_and_host_ns DESC, step",
+        ),
+    ]
+    if ctx.has("gaps"):
+        ev.append(_gap_evidence(ctx, "'launch_gap', 'host_bound'", "launch-gap and host-bound"))
+    signals = [
+        Signal(
+            "idle attributed to launch calls",
+            round(explained, 1),
+            "% of launch + host-bound idle",
+            "supports" if is_launch else "against",
+            f"launch gaps {lg / 1e6:.3f} ms, host-bound idle {hb / 1e6:.3f} ms (worst rank per step, "
+            "gaps view causes launch_gap / host_bound): "
+            + (
+                "the GPU mostly waits inside launch calls (launch-bound)"
+                if is_launch
+                else "the GPU mostly waits before the next launch is issued: the host is busy with other "
+                "work (host-bound)"
+            ),
+        )
+    ]
     if ctx.has_steps and ctx.has("tp_step_ops"):
         step_list = ", ".join(str(s) for s in steps) or "NULL"
         ev.append(
@@ -330,8 +387,34 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                     "ops",
                     "supports" if float(cmp.at[True, "short"]) > 0.5 * ops_lb else "neutral",
                     f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, "
-                    f"so the host "
-                    "cannot keep the queue full",
+                    "so the host cannot keep the queue full",
+                )
+            )
+    concentrated = False
+    if ctx.has("gaps"):
+        where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+        top = ctx.df(
+            f"""SELECT count(*) AS n, coalesce(max(duration_ns), 0) AS longest,
+                       coalesce(sum(duration_ns), 0) AS total
+                FROM gaps WHERE {where} AND cause = 'launch_gap'"""
+        )
+        n, longest, lg_all = int(top.at[0, "n"]), int(top.at[0, "longest"]), int(top.at[0, "total"])
+        if lg_all:
+            top_pct = 100.0 * longest / lg_all
+            concentrated = top_pct >= 50.0
+            signals.append(
+                Signal(
+                    "longest launch gap",
+                    round(top_pct, 1),
+                    "% of launch-gap time",
+                    "against" if concentrated else "neutral",
+                    f"{longest / 1e6:.3f} ms of {lg_all / 1e6:.3f} ms in {n} launch gaps (all ranks): "
+                    + (
+                        "one slow launch call, not per-kernel overhead: a first launch loads modules "
+                        "(lazy loading), compiles or autotunes"
+                        if concentrated
+                        else "spread over many launches: per-launch overhead"
+                    ),
                 )
             )
     launch_med = (
@@ -342,41 +425,17 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         if ctx.has("gpu_ops")
         else None
     )
-    if steps and ctx.has("tp_step_ops"):
-        ops = (
-            ctx.scalar(
-                f"SELECT max(n) FROM (SELECT rank, count(*) AS n FROM tp_step_ops "
-                f"WHERE step IN ({', '.join(map(str, steps))}) GROUP BY rank)"
+    if launch_med is not None:
+        signals.append(
+            Signal(
+                "median launch call",
+                launch_med,
+                "ns",
+                "neutral",
+                "launch calls overlap GPU work while the queue is full, so their total is not idle time: "
+                "the verdict uses the idle attributed to them (launch gaps), not calls x duration",
             )
-            or 0
         )
-        idle_affected = (
-            ctx.scalar(
-                f"SELECT sum(max_ns) FROM diag_step_causes WHERE cause = 'launch' "
-                f"AND step IN ({', '.join(map(str, steps))})"
-            )
-            or 0
-        )
-    else:
-        ops = ctx.scalar("SELECT max(n) FROM (SELECT rank, count(*) AS n FROM gpu_ops GROUP BY rank)") or 0
-        idle_affected = total
-    explained = 100.0 * ops * float(launch_med or 0) / idle_affected if idle_affected else 0.0
-    is_launch = explained >= ctx.th["launch_explained_min_pct"]
-    signals.append(
-        Signal(
-            "idle explained by launch cost",
-            round(explained, 1),
-            "%",
-            "supports" if is_launch else "against",
-            f"{ops} operations x median launch call {launch_med} ns against the idle time of the "
-            f"affected steps: "
-            + (
-                "the launches themselves are the bottleneck"
-                if is_launch
-                else "far too few launches to explain the idle: the host is busy with other work (host-bound)"
-            ),
-        )
-    )
     graph_pct = ctx.scalar(
         "SELECT 100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL) / "
         "nullif(sum(end_ns - start_ns), 0) FROM kernels"
@@ -396,6 +455,18 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         "sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) / steps: the "
         "idle time between operations while the host was issuing them or running other code"
     )
+    metrics = {
+        "launch_gap_ns_total": lg,
+        "host_bound_ns_total": hb,
+        "threshold_pct": th,
+        "launch_explained_pct": round(explained, 1),
+        **step_metrics(ctx, steps, rec),
+    }
+    warm_up = Fix(
+        "Warm up before the profiled range (run a few steps, or start the capture after them with "
+        "nsys --capture-range=cudaProfilerApi): first launches load modules lazily, compile and autotune",
+        "a longer start-up; CUDA_MODULE_LOADING=EAGER instead costs memory and start-up time",
+    )
     if not is_launch:
         return [
             Finding(
@@ -404,19 +475,14 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 kind="performance",
                 severity=ctx.severity(rec),
                 summary=f"The GPU idles {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean "
-                f"step) between "
-                "operations while the host is busy elsewhere (Python, compilation, I/O), not launching.",
+                f"step) between operations; {100 - explained:.0f} % of it before the next launch was "
+                "issued, while the host was busy elsewhere (Python, compilation, I/O).",
                 ranks=ranks,
                 steps=steps,
                 recoverable_ns_per_step=rec,
                 recoverable_pct=ctx.pct(rec),
                 recoverable_method=method,
-                metrics={
-                    "host_idle_ns_total": total,
-                    "affected_steps": len(steps),
-                    "threshold_pct": th,
-                    "launch_explained_pct": round(explained, 1),
-                },
+                metrics={"host_idle_ns_total": total, **metrics},
                 evidence=ev,
                 signals=signals,
                 fixes=[
@@ -425,7 +491,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                         "critical path (async checkpointing, cached compilation, background threads)",
                         "more threads/memory; asynchronous work needs care with ordering",
                     ),
-                    Fix("Warm up (JIT/compile) before the profiled range", "a longer start-up"),
+                    warm_up,
                     Fix(
                         "CUDA graphs or torch.compile to shorten the host's per-step work",
                         "static shapes, compile time",
@@ -433,15 +499,39 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 ],
             )
         ]
+    fixes = [
+        Fix(
+            "Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA "
+            "Graph Trees)",
+            "static shapes and addresses, capture cost, a private memory pool, no host sync inside",
+        ),
+        Fix(
+            "Fuse small kernels: torch.compile, fused optimizers (foreach/fused=True), fused layers",
+            "compile time, recompilation on new shapes, harder debugging",
+        ),
+        Fix(
+            "Give each kernel more work (larger micro-batch, horizontal fusion)",
+            "more activation memory; a larger batch changes convergence (re-tune the learning rate)",
+        ),
+    ]
+    if concentrated:
+        fixes.insert(0, warm_up)
+    scope = (
+        f"In {len(steps)} {'steps' if len(steps) != 1 else 'step'}"
+        if ctx.has_steps
+        else "In the capture (no steps found)"
+    )
     return [
         Finding(
             id="launch-bound",
-            title="Launch-bound steps: many short kernels, GPU waits for launches",
+            title="Launch-bound: a few slow launch calls leave the GPU idle"
+            if concentrated
+            else "Launch-bound steps: many short kernels, GPU waits for launches",
             kind="performance",
             severity=ctx.severity(rec),
-            summary=f"In {len(steps) or 'the'} {'steps' if len(steps) != 1 else 'step'} the GPU idles "
-            f"between "
-            f"launches: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+            summary=f"{scope} the GPU idles between launches: {rec / 1e6:.3f} ms per step "
+            f"({ctx.pct(rec)} % of the mean step), "
+            f"{explained:.0f} % of it inside launch calls.",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
@@ -449,26 +539,11 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             recoverable_method=method,
             metrics={
                 "launch_idle_ns_total": total,
-                "launch_bound_steps": len(steps),
-                "threshold_pct": th,
-                "launch_explained_pct": round(explained, 1),
+                "launch_bound_steps": metrics["affected_steps"],
+                **metrics,
             },
             evidence=ev,
             signals=signals,
-            fixes=[
-                Fix(
-                    "Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA "
-                    "Graph Trees)",
-                    "static shapes and addresses, capture cost, a private memory pool, no host sync inside",
-                ),
-                Fix(
-                    "Fuse small kernels: torch.compile, fused optimizers (foreach/fused=True), fused layers",
-                    "compile time, recompilation on new shapes, harder debugging",
-                ),
-                Fix(
-                    "Give each kernel more work (larger micro-batch, horizontal fusion)",
-                    "more activation memory; a larger batch changes convergence (re-tune the learning rate)",
-                ),
-            ],
+            fixes=fixes,
         )
     ]

@@ -2,7 +2,8 @@
 heavy host<->device copies.
 
 HFU is a diagnostic, not a goal: these rules state what the kernel mix says and which measurement
-would confirm it (Nsight Compute), instead of promising time they cannot bound.
+would confirm it (Nsight Compute), instead of promising time they cannot bound. Their fixes come
+from `advice`, by the kernel family the time is in (a comms kernel never gets GEMM tuning).
 """
 
 from __future__ import annotations
@@ -10,10 +11,27 @@ from __future__ import annotations
 import pandas as pd
 
 from ..diagnose import Ctx, Finding, Fix, Signal
+from . import advice
+from ._common import step_metrics
 
 _IN_WINDOWS = (
     """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
 )
+
+
+def _steps_of(ctx: Ctx, per_window_sql: str, th_pct: float) -> list[int]:
+    """Steps in which some rank's value (column t of rows rank, step, t, window_ns) is >= th_pct of
+    its window."""
+    if not ctx.has_steps:
+        return []
+    return [
+        int(s)
+        for s in ctx.df(
+            f"""SELECT DISTINCT step FROM ({per_window_sql})
+                WHERE step IS NOT NULL AND t > 0 AND 100.0 * t / nullif(window_ns, 0) >= {th_pct}
+                ORDER BY step"""
+        )["step"]
+    ]
 
 
 def low_occupancy(ctx: Ctx) -> list[Finding]:
@@ -24,14 +42,17 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
     th = ctx.th["low_occupancy_min_pct"]
     base = f"""WITH sm AS (SELECT r.rank, coalesce(max(g.sm_count), nullif({sm_default}, 0)) AS sm
                             FROM ranks r LEFT JOIN gpus g ON g.rank = r.rank GROUP BY r.rank),
-               k AS (SELECT k.rank, w.step, k.name, k.end_ns - k.start_ns AS duration_ns,
+               k AS (SELECT k.rank, w.step, w.end_ns - w.start_ns AS window_ns, k.name,
+                            k.end_ns - k.start_ns AS duration_ns,
                             CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z AS blocks, sm.sm
                      FROM kernels k {_IN_WINDOWS} JOIN sm ON sm.rank = k.rank
                      WHERE k.category IS DISTINCT FROM 'comms' AND sm.sm > 0 AND k.grid_x IS NOT NULL
                        AND CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z < sm.sm)"""
-    per_rank = ctx.df(
-        f"{base} SELECT rank, sum(duration_ns * (1 - blocks / sm)) AS bound FROM k GROUP BY rank"
-    )
+    # per window, capped at the window: kernels on several streams can overlap
+    per_window = f"""{base} SELECT rank, step, max(window_ns) AS window_ns,
+                             least(sum(duration_ns * (1 - blocks / sm)), max(window_ns)) AS t
+                      FROM k GROUP BY rank, step"""
+    per_rank = ctx.df(f"SELECT rank, sum(t) AS bound FROM ({per_window}) GROUP BY rank")
     if per_rank.empty:
         return []
     total = float(per_rank["bound"].max())
@@ -51,6 +72,7 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
         )
     ]
     ranks = per_rank.loc[per_rank["bound"] > 0, "rank"].astype(int).sort_values().tolist()
+    steps = _steps_of(ctx, per_window, th)
     return [
         Finding(
             id="low-occupancy",
@@ -61,13 +83,13 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
             f"SMs idle "
             f"(bound: {ctx.pct(rec)} % of the mean step).",
             ranks=ranks,
-            steps=[],
+            steps=steps,
             recoverable_ns_per_step=rec,
             recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's sum over small-grid kernels of duration x (1 - blocks / "
-            "SM count), "
-            "/ steps: the time if the same work were spread over all SMs",
-            metrics={"idle_sm_bound_ns_total": int(total)},
+            "SM count), at most the window per step, / steps: the time if the same work were spread "
+            "over all SMs; steps listed when the bound is >= low_occupancy_min_pct of the step",
+            metrics={"idle_sm_bound_ns_total": int(total), **step_metrics(ctx, steps, rec)},
             evidence=ev,
             signals=[
                 Signal(
@@ -90,6 +112,71 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
             ],
         )
     ]
+
+
+# memory-category GPU time by fix family: memory kernels by subcategory, memops by kind
+_MEMORY_FAMILIES = f"""SELECT family, sum(ns) AS total_ns, sum(n) AS ops,
+       round(100.0 * sum(ns) / sum(sum(ns)) OVER (), 2) AS pct_of_memory_time
+FROM (SELECT {advice.family_sql("category", "subcategory")} AS family, end_ns - start_ns AS ns, 1 AS n
+      FROM kernels WHERE category = 'memory'
+      UNION ALL
+      SELECT {advice.MEMOP_FAMILY_SQL} AS family, end_ns - start_ns, 1 FROM memops WHERE kind <> 'PtoP')
+GROUP BY family ORDER BY total_ns DESC, family"""
+
+
+def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
+    """Fixes for the memory-category time, by the families that take it (largest first)."""
+    fams = ctx.df(_MEMORY_FAMILIES) if ctx.has("kernels", "memops") else pd.DataFrame()
+    # families worth a fix: the largest, and any other with >= 10 % of the memory time
+    order = (
+        [
+            str(f)
+            for i, (f, p) in enumerate(zip(fams["family"], fams["pct_of_memory_time"]))
+            if i == 0 or p >= 10
+        ]
+        if len(fams)
+        else ["elementwise"]
+    )
+    short_ns = int(ctx.th["short_kernel_us"] * 1000)
+    med = (
+        ctx.scalar("SELECT median(end_ns - start_ns) FROM kernels WHERE category = 'memory'")
+        if ctx.has("kernels")
+        else None
+    )
+    short = med is not None and med < short_ns
+    shares = {str(f): float(p) for f, p in zip(fams.get("family", []), fams.get("pct_of_memory_time", []))}
+    signals = []
+    if shares:
+        top = order[0]
+        signals.append(
+            Signal(
+                "largest memory family",
+                top,
+                "",
+                "neutral",
+                ", ".join(f"{advice.FAMILY_LABEL.get(f, f)} {p:.1f} %" for f, p in shares.items())
+                + " of memory-category time"
+                + (
+                    ": mostly host<->device copies, see the host-device-copies finding"
+                    if top == "transfer"
+                    else ""
+                ),
+            )
+        )
+    if med is not None:
+        signals.append(
+            Signal(
+                "median memory kernel",
+                med,
+                "ns",
+                "supports" if short else "neutral",
+                f"shorter than {ctx.th['short_kernel_us']} us: too little work per launch to reach full "
+                "bandwidth; fuse or batch"
+                if short
+                else "long enough to stream at bandwidth: fewer bytes (fusion, precision) is the lever",
+            )
+        )
+    return advice.memory_fixes(order, short), signals, {"memory_time_by_family_pct": shares}
 
 
 def memory_bound(ctx: Ctx) -> list[Finding]:
@@ -136,6 +223,18 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
             if mem_ns and headroom is not None
             else None
         )
+        steps = (
+            [
+                int(s)
+                for s in ctx.df(
+                    "SELECT DISTINCT step FROM diag_windows WHERE step IS NOT NULL AND memory_ns > 0 "
+                    "ORDER BY step"
+                )["step"]
+            ]
+            if rec and ctx.has_steps
+            else []
+        )
+        fixes, mix_signals, mix = _memory_advice(ctx)
         return [
             Finding(
                 id="memory-bound",
@@ -145,16 +244,22 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
                 summary=f"{round(share, 1)} % of profiled kernel time is below the ridge point "
                 f"(memory-bound).",
                 ranks=[],
-                steps=[],
+                steps=steps,
                 recoverable_ns_per_step=rec,
                 recoverable_pct=ctx.pct(rec),
                 recoverable_method="memory time per step (time_partition.memory_ns, worst rank) x "
                 "the profiled "
                 "memory-bound launches' bandwidth headroom (1 - bytes / (peak BW x duration))",
-                metrics={"memory_bound_pct_of_profiled": share, "bandwidth_headroom": headroom},
+                metrics={
+                    "memory_bound_pct_of_profiled": share,
+                    "bandwidth_headroom": headroom,
+                    **(mix if mix["memory_time_by_family_pct"] else {}),
+                    **step_metrics(ctx, steps, rec),
+                },
                 evidence=[ev],
-                signals=[Signal("source", "Nsight Compute", "", "supports", "measured FLOPs and DRAM bytes")],
-                fixes=_memory_fixes(),
+                signals=[Signal("source", "Nsight Compute", "", "supports", "measured FLOPs and DRAM bytes")]
+                + mix_signals,
+                fixes=fixes,
             )
         ]
     if not ctx.has("diag_windows"):
@@ -173,21 +278,39 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
            GROUP BY name, subcategory ORDER BY total_ns DESC""",
         )
     ]
+    if ctx.has("kernels", "memops"):
+        ev.append(
+            ctx.evidence(
+                "memory-category time by fix family",
+                "Memory kernels by subcategory family and copies/memsets by kind (all ranks, whole "
+                "capture): the fixes follow the largest families.",
+                _MEMORY_FAMILIES,
+            )
+        )
+    fixes, mix_signals, mix = _memory_advice(ctx)
     return [
         Finding(
             id="memory-bound",
             title="Memory-bound kernels take a large share of GPU time (by kernel category)",
             kind="performance",
             severity="info",
-            summary=f"{round(share, 1)} % of busy GPU time is memory-category work (elementwise, "
-            f"normalisation, "
-            "copies); without Nsight Compute data the recoverable time cannot be bounded.",
+            summary=f"{round(share, 1)} % of busy GPU time is memory-category work ("
+            + (
+                ", ".join(
+                    f"{advice.FAMILY_LABEL.get(f, f)} {p:.0f} %"
+                    for f, p in list(mix["memory_time_by_family_pct"].items())[:3]
+                )
+                + " of it"
+                if mix["memory_time_by_family_pct"]
+                else "elementwise, normalisation, copies"
+            )
+            + "); without Nsight Compute data the recoverable time cannot be bounded.",
             ranks=[],
             steps=[],
             recoverable_ns_per_step=None,
             recoverable_pct=None,
             recoverable_method="not bounded: needs achieved DRAM bandwidth (ingest an Nsight Compute export)",
-            metrics={"memory_pct_of_busy": share, "threshold_pct": th},
+            metrics={"memory_pct_of_busy": share, "threshold_pct": th, **mix},
             evidence=ev,
             signals=[
                 Signal(
@@ -196,40 +319,35 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
                     "",
                     "neutral",
                     "a name rule, not a measurement: confirm with ncu (SpeedOfLight / roofline)",
-                )
+                ),
+                *mix_signals,
             ],
-            fixes=_memory_fixes(),
+            fixes=fixes,
         )
     ]
 
 
-def _memory_fixes() -> list[Fix]:
-    return [
-        Fix(
-            "Fuse elementwise/normalisation chains (torch.compile, fused LayerNorm/GELU/optimizer kernels)",
-            "compile time and recompiles; custom kernels to maintain",
-        ),
-        Fix(
-            "Lower precision for activations (bf16/fp8)",
-            "numerical range; may need loss scaling or validation",
-        ),
-        Fix("Activation checkpointing only where compute is cheap", "recomputation adds compute time"),
-    ]
-
-
 def dominant_kernel(ctx: Ctx) -> list[Finding]:
-    """One kernel takes most of the GPU time: every optimisation question is about that kernel."""
+    """One kernel takes most of the GPU time: every optimisation question is about that kernel.
+
+    The fixes are those of the kernel's family (advice.family): a GEMM gets tiling and precision,
+    attention fused attention, an NCCL kernel overlap / bucketing / NCCL settings, never the
+    other way round.
+    """
     if not ctx.has("kernel_summary"):
         return []
     top = ctx.df(
-        """SELECT name, any_value(category) AS category, sum(instances) AS instances, sum(total_ns) AS
-               total_ns,
+        """SELECT name, mode(category) AS category, mode(subcategory) AS subcategory,
+                  sum(instances) AS instances, sum(total_ns) AS total_ns,
                   100.0 * sum(total_ns) / (SELECT nullif(sum(total_ns), 0) FROM kernel_summary) AS pct
-           FROM kernel_summary GROUP BY name ORDER BY total_ns DESC LIMIT 1"""
+           FROM kernel_summary GROUP BY name ORDER BY total_ns DESC, name LIMIT 1"""
     )
     if top.empty or top.at[0, "pct"] is None or float(top.at[0, "pct"]) < ctx.th["dominant_kernel_pct"]:
         return []
     name, cat, pct = str(top.at[0, "name"]), str(top.at[0, "category"]), float(top.at[0, "pct"])
+    sub = top.at[0, "subcategory"]
+    sub = None if sub is None or pd.isna(sub) else str(sub)
+    fam = advice.family(cat, sub)
     safe = name.replace("'", "''")
     ev = [
         ctx.evidence(
@@ -240,16 +358,53 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                 WHERE name = '{safe}' ORDER BY rank""",
         )
     ]
+    what = {
+        "comms": "its time includes waiting for the other ranks: overlap, bucketing and NCCL settings, "
+        "not kernel tuning (see exposed-comm and load-imbalance)",
+        "gemm": "check tensor-core use and achieved FLOP/s",
+        "attention": "fused attention and precision",
+        "conv": "cuDNN algorithm choice, channels_last and precision",
+        "transfer": "copies: pinned memory and overlap",
+        "copy": "avoidable layout/dtype copies",
+    }.get(fam, "memory-bound: fusion and fewer bytes" if cat == "memory" else "measure it with ncu first")
     signals = [
         Signal(
-            "category",
-            cat,
+            "kernel family",
+            fam,
             "",
             "neutral",
-            "compute: check tensor-core use and HFU; memory: bandwidth; comms: overlap",
+            f"category {cat}, subcategory {sub or 'n/a'} (kernel name rules): {what}",
         )
     ]
-    if ctx.has("roofline"):
+    if fam in ("gemm", "attention", "conv", "compute"):
+        prec = advice.precision_of(name)
+        signals.append(
+            Signal(
+                "precision (from the kernel name)",
+                prec,
+                "",
+                "supports" if prec == "fp32" else "neutral",
+                {
+                    "fp32": "FP32 math (e.g. FFMA / sgemm): no tensor cores; bf16/fp16 or TF32 is the "
+                    "first lever",
+                    "tf32": "TF32 tensor cores; bf16/fp16 doubles the peak again",
+                    "low": "16-bit or lower precision: already on tensor cores",
+                }.get(prec, "no precision marker in the name: check it with ncu"),
+            )
+        )
+    if fam == "comms" and ctx.has("diag_windows"):
+        ov = ctx.scalar("SELECT avg(overlap_pct) FROM diag_windows WHERE comms_total_ns > 0")
+        if ov is not None:
+            signals.append(
+                Signal(
+                    "mean comms/compute overlap",
+                    round(float(ov), 1),
+                    "%",
+                    "supports" if ov < 50 else "neutral",
+                    "share of communication time hidden behind other GPU work (time_partition.overlap_pct)",
+                )
+            )
+    if ctx.has("roofline") and fam != "comms":
         r = ctx.df(f"SELECT avg(pct_of_roof) AS p, any_value(bound) AS b FROM roofline WHERE name = '{safe}'")
         if len(r) and pd.notna(r.at[0, "p"]):
             signals.append(
@@ -261,39 +416,41 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                     f"Nsight Compute: {r.at[0, 'b']}-bound",
                 )
             )
+    fixes = advice.comms_fixes(sub) if fam == "comms" else advice.kernel_fixes(fam, name)
     return [
         Finding(
             id="dominant-kernel",
             title=f"One kernel takes {pct:.0f} % of GPU kernel time",
             kind="performance",
             severity="info",
-            summary=f"{name[:120]} ({cat}) accounts for {pct:.1f} % of all kernel time: tune it first.",
+            summary=f"{name[:120]} ({advice.FAMILY_LABEL.get(fam, fam)}) accounts for {pct:.1f} % of all "
+            "kernel time"
+            + (
+                ": communication, so the lever is overlap and the network, not the kernel."
+                if fam == "comms"
+                else ": tune it first."
+            ),
             ranks=[],
             steps=[],
             recoverable_ns_per_step=None,
             recoverable_pct=None,
             recoverable_method="not bounded from the timeline: needs its achieved vs peak throughput "
-            "(Nsight Compute)",
+            "(Nsight Compute)"
+            if fam != "comms"
+            else "not bounded here: the exposed-comm and load-imbalance findings bound what overlap and "
+            "balance can recover",
             metrics={
                 "name": name,
                 "category": cat,
+                "subcategory": sub,
+                "family": fam,
                 "pct_of_kernel_time": pct,
                 "instances": int(top.at[0, "instances"]),
                 "total_ns": int(top.at[0, "total_ns"]),
             },
             evidence=ev,
             signals=signals,
-            fixes=[
-                Fix(
-                    "Profile it with Nsight Compute (ncu --set full -k regex:NAME) and tune tile "
-                    "sizes / precision",
-                    "profiling replays the kernel: slow; tuning is shape specific",
-                ),
-                Fix(
-                    "Use a faster implementation (cuBLASLt / FlashAttention / fused kernel)",
-                    "new dependency; numerical differences to validate",
-                ),
-            ],
+            fixes=fixes,
         )
     ]
 
@@ -306,7 +463,16 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
     base = f"""SELECT k.rank, w.step, k.kind, k.bytes, k.src_kind, k.dst_kind, k.end_ns - k.start_ns AS
                    duration_ns
                FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')"""
-    per_rank = ctx.df(f"SELECT rank, sum(duration_ns) AS t FROM ({base}) GROUP BY rank")
+    # time with a copy in flight per window (union: copies on several streams overlap), clipped to it
+    per_window = f"""WITH c AS (SELECT {{'rank': k.rank, 'step': w.step}} AS k,
+                                   greatest(k.start_ns, w.start_ns) AS start_ns,
+                                   least(k.end_ns, w.end_ns) AS end_ns
+                            FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')),
+                     u AS (SELECT k.rank AS rank, k.step AS step, sum(end_ns - start_ns) AS t
+                           FROM interval_union('c') GROUP BY ALL)
+                SELECT u.rank, u.step, u.t, w.end_ns - w.start_ns AS window_ns
+                FROM u JOIN diag_window_bounds w ON w.rank = u.rank AND w.step IS NOT DISTINCT FROM u.step"""
+    per_rank = ctx.df(f"SELECT rank, sum(t) AS t FROM ({per_window}) GROUP BY rank")
     if per_rank.empty:
         return []
     total = float(per_rank["t"].max())
@@ -329,6 +495,7 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
                               sum(bytes) / nullif(sum(duration_ns), 0) AS gbps FROM ({base})""")
     n, avg_b, pageable, gbps = (stats.at[0, c] for c in ("n", "avg_b", "pageable", "gbps"))
     ranks = per_rank.loc[100.0 * per_rank["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th, "rank"]
+    steps = _steps_of(ctx, per_window, th)
     return [
         Finding(
             id="host-device-copies",
@@ -337,17 +504,18 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
             severity=ctx.severity(rec),
             summary=f"HtoD/DtoH copies take {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
             ranks=sorted(int(r) for r in ranks),
-            steps=[],
+            steps=steps,
             recoverable_ns_per_step=rec,
             recoverable_pct=ctx.pct(rec),
-            recoverable_method="worst rank's HtoD+DtoH copy time inside the step windows / steps "
-            "(upper bound: "
-            "fully overlapped or avoided copies)",
+            recoverable_method="worst rank's time with an HtoD/DtoH copy in flight (union over "
+            "streams) inside the step windows / steps (upper bound: fully overlapped or avoided "
+            "copies); steps listed when >= copy_min_pct of the step",
             metrics={
                 "copies": int(n),
                 "avg_bytes": float(avg_b or 0),
                 "pageable": int(pageable or 0),
                 "achieved_gb_per_s": float(gbps or 0),
+                **step_metrics(ctx, steps, rec),
             },
             evidence=ev,
             signals=[
@@ -374,11 +542,7 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
                 ),
             ],
             fixes=[
-                Fix("Keep tensors on the GPU; avoid .cpu()/.numpy() round trips in the step", "GPU memory"),
-                Fix(
-                    "Pinned memory + non_blocking copies on a side stream, overlapped with compute",
-                    "pinned memory is limited; needs events for ordering",
-                ),
+                *advice.kernel_fixes("transfer"),
                 Fix("Batch small copies into one buffer", "extra packing code and a staging buffer"),
             ],
         )

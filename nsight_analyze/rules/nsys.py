@@ -7,6 +7,7 @@ reports, so the findings can be checked against NVIDIA's output event by event.
 from __future__ import annotations
 
 from ..diagnose import Ctx, Finding, Fix, Signal
+from ._common import step_metrics
 
 
 def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
@@ -36,6 +37,7 @@ def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
     ]
 
 
+_CAUSE_PREFIX = "idle cause in "
 _FINDING_OF_CAUSE = {
     "input_stall": "input-stall",
     "sync_stall": "excessive-sync",
@@ -60,13 +62,40 @@ def _cause_mix(ctx: Ctx, intervals_sql: str, where: str) -> list[Signal]:
     )
     return [
         Signal(
-            f"idle cause in {where}: {cause}",
+            f"{_CAUSE_PREFIX}{where}: {cause}",
             int(ns),
             "ns (all ranks)",
             "supports" if cause != "idle_other" else "neutral",
             f"explained by finding: {_FINDING_OF_CAUSE.get(cause, cause)} (gaps view)",
         )
         for cause, ns in zip(mix["cause"], mix["ns"])
+    ]
+
+
+_FIX_OF_CAUSE = {
+    "input_stall": "more DataLoader workers / prefetch, pinned memory (input-stall finding)",
+    "sync_stall": "remove synchronising calls from the step (excessive-sync finding)",
+    "launch_gap": "fewer, larger launches: CUDA graphs, fusion (launch-bound finding)",
+    "host_bound": "move host work off the critical path: profile the host in these gaps (host-bound finding)",
+    "idle_other": "the GPU waited on a dependency (stream/event waits, peers in a collective): look at "
+    "exposed communication and load imbalance",
+}
+
+
+def _largest_cause_fix(signals: list[Signal]) -> list[Fix]:
+    """A first fix aimed at the largest idle cause (signals of _cause_mix, largest first)."""
+    causes = [s for s in signals if s.name.startswith(_CAUSE_PREFIX)]
+    if not causes:
+        return []
+    top = causes[0]
+    cause = top.name.rsplit(": ", 1)[-1]
+    total = sum(int(s.value) for s in causes) or 1
+    return [
+        Fix(
+            f"Start with the largest idle cause here, {cause} ({100.0 * int(top.value) / total:.0f} % of the "
+            f"idle time): {_FIX_OF_CAUSE.get(cause, 'see time_partition / gaps')}",
+            "the trade-offs of that finding's fixes",
+        )
     ]
 
 
@@ -87,6 +116,7 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
     rec = _clipped_per_step(ctx, src)
     ranks = sorted({int(r["rank"]) for r in ev.rows})
     signals = _cause_mix(ctx, src, "the gaps")
+    steps = _steps_overlapping(ctx, src)
     return [
         Finding(
             id="gpu-starvation",
@@ -96,15 +126,16 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
             summary=f"{ev.total_rows} idle gap(s) longer than {gap_ms:g} ms; inside the analysed "
             f"{'steps' if ctx.has_steps else 'capture'} they cost {rec / 1e6:.3f} ms per step.",
             ranks=ranks,
-            steps=_steps_overlapping(ctx, src),
+            steps=steps,
             recoverable_ns_per_step=rec,
             recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's gap time inside the step windows (or the capture) / steps; gaps "
             "outside them (warm-up, shutdown) are listed but not counted",
-            metrics={"gaps": ev.total_rows, "gap_threshold_ms": gap_ms},
+            metrics={"gaps": ev.total_rows, "gap_threshold_ms": gap_ms, **step_metrics(ctx, steps, rec)},
             evidence=[ev],
             signals=signals,
-            fixes=[
+            fixes=_largest_cause_fix(signals)
+            + [
                 Fix(
                     "Find what the host does in the gaps (CPU sampling / OS runtime trace in nsys): "
                     "checkpointing, "
@@ -142,6 +173,8 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
     rec = _clipped_per_step(ctx, src, "greatest(1.0 - i.in_use_pct / 100.0, 0)")
     ranks = sorted({int(r["rank"]) for r in ev.rows})
     low = ctx.df(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
+    steps = _steps_overlapping(ctx, src)
+    mix = _cause_mix(ctx, src, "the low-utilisation windows")
     return [
         Finding(
             id="gpu-low-utilisation",
@@ -151,7 +184,7 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
             summary=f"{ev.total_rows} window(s) of the capture run the GPU below {pct:g} % (lowest "
             f"{low.at[0, 'm']} %); inside the analysed windows that is {rec / 1e6:.3f} ms idle per step.",
             ranks=ranks,
-            steps=_steps_overlapping(ctx, src),
+            steps=steps,
             recoverable_ns_per_step=rec,
             recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's (1 - in_use) x window overlap with the step windows / "
@@ -162,9 +195,10 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
                 "low_util_ns_total": int(low.at[0, "d"] or 0),
                 "chunks": chunks,
                 "threshold_pct": pct,
+                **step_metrics(ctx, steps, rec),
             },
             evidence=[ev],
-            signals=_cause_mix(ctx, src, "the low-utilisation windows")
+            signals=mix
             + [
                 Signal(
                     "utilisation definition",
@@ -174,7 +208,8 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
                     "time utilisation, not SM utilisation: a busy GPU can still be inefficient",
                 )
             ],
-            fixes=[
+            fixes=_largest_cause_fix(mix)
+            + [
                 Fix(
                     "Look at the idle causes of these windows (time_partition / gaps) and fix the largest",
                     "none by itself",

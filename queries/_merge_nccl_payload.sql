@@ -1,4 +1,4 @@
--- merge_nccl_payload: NCCL's NVTX payload (communicator, message size, sequence) per NCCL kernel.
+-- _merge_nccl_payload: NCCL's NVTX payload (communicator, message size, sequence) per NCCL kernel.
 -- Why: the communicator id is the exact key for matching an operation across ranks; it
 -- is only on the host side, in the payload of the NCCL API range (ncclAllReduce, ...)
 -- that issued the kernel's launch call, so the range is projected to the kernel through
@@ -12,7 +12,10 @@
 --   bytes           BIGINT   message size in bytes from the payload (NULL when absent)
 -- Payload keys are matched loosely (JSON text, case-insensitive): a key containing
 -- "comm" -> comm; "seq" -> payload_seq; "message size" / "bytes" / "size" -> bytes.
-CREATE OR REPLACE VIEW merge_nccl_payload AS
+-- stage: rank
+-- result: view
+-- requires: kernels, cuda_api, nvtx
+CREATE OR REPLACE VIEW _merge_nccl_payload AS
 WITH ranges AS (
     SELECT rank, tid, start_ns, end_ns, payload
     FROM nvtx

@@ -1,4 +1,4 @@
--- tp_sync_api: synchronising CUDA API calls of every rank (the host blocks until the GPU catches up).
+-- _tp_sync_api: synchronising CUDA API calls of every rank (the host blocks until the GPU catches up).
 -- Why: a GPU gap whose host stall coincides with one of these calls is a sync stall, not slow host
 -- code; sync_calls lists them with the GPU idle time they caused.
 -- Columns: rank INTEGER, tid BIGINT, start_ns, end_ns BIGINT ns, name VARCHAR (ABI suffix
@@ -9,7 +9,10 @@
 --   cudaMemcpy2D, cudaMemcpy3D, cudaMemcpyToSymbol, cudaMemcpyFromSymbol, cudaMemset,
 --   cuMemcpyDtoH, cuMemcpyHtoD; and any cudaMemcpy*Async whose operation (memops, same rank and
 --   correlation_id) has Pageable source or destination memory.
-CREATE OR REPLACE VIEW tp_sync_api AS
+-- stage: rank
+-- result: step
+-- requires: memops, cuda_api, sync
+CREATE OR REPLACE VIEW _tp_sync_api AS
 WITH names AS (
     -- the regex runs once per distinct API name, not once per call
     SELECT name, regexp_replace(name, '_v\d+$', '') AS clean

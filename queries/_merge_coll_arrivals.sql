@@ -1,9 +1,12 @@
--- merge_coll_arrivals: each NCCL kernel keyed for matching, on the aligned timeline.
+-- _merge_coll_arrivals: each NCCL kernel keyed for matching, on the aligned timeline.
 -- Why: the common input of the collective views; arrival = aligned kernel start.
 -- Columns: rank, host (clock domain), op, comm, seq, stream_id, correlation_id, duration_ns (ns),
 --   bytes, key_source (see merge_nccl_kernels), arrive_ns BIGINT ns (aligned start),
 --   aligned_end_ns BIGINT ns (aligned end).
-CREATE OR REPLACE VIEW merge_coll_arrivals AS
+-- stage: job
+-- result: view
+-- requires: merge_nccl_kernels, merge_rank_clock
+CREATE OR REPLACE VIEW _merge_coll_arrivals AS
 SELECT
     n.rank, c.host, n.op, n.comm, n.seq, n.stream_id, n.correlation_id, n.duration_ns, n.bytes,
     n.key_source,

@@ -1,20 +1,23 @@
--- tp_gap_spans: the gaps of every window: maximal intervals of the window not covered by any GPU
+-- _tp_gap_spans: the gaps of every window: maximal intervals of the window not covered by any GPU
 -- operation of the rank.
 -- Columns: rank INTEGER, step BIGINT (NULL = the whole-capture window), g0, g1 BIGINT ns (the gap
 --   [g0, g1)), at_window_end BOOLEAN (g1 is the window's end).
--- Definition: idle segments of tp_segments (no operation of any category), merged when
+-- Definition: idle segments of _tp_segments (no operation of any category), merged when
 --   consecutive: across step boundaries for the whole-capture window, within one step window for
 --   the step rows. One sort (lag/lead over the idle segments) marks each segment first / last of
 --   its gap; a gap of one segment is both, and only the few gaps of several segments (split by a
 --   step boundary or a zero-length operation) need a second, small window to pair first with last.
-CREATE OR REPLACE VIEW tp_gap_spans AS
+-- stage: rank
+-- result: step
+-- requires: _tp_segments, tp_capture
+CREATE OR REPLACE VIEW _tp_gap_spans AS
 WITH idle AS (
     SELECT rank, step, start_ns, end_ns, step_end_ns,
            lag(end_ns) OVER w IS DISTINCT FROM start_ns AS cap_first,
            lead(start_ns) OVER w IS DISTINCT FROM end_ns AS cap_last,
            lag(step) OVER w IS DISTINCT FROM step AS step_starts,
            lead(step) OVER w IS DISTINCT FROM step AS step_ends
-    FROM tp_segments
+    FROM _tp_segments
     WHERE c = 0 AND m = 0 AND o = 0 AND n = 0
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns)
 ),

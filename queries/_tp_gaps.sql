@@ -1,4 +1,4 @@
--- tp_gaps: every gap of every window with the evidence that decides its cause (one row per gap).
+-- _tp_gaps: every gap of every window with the evidence that decides its cause (one row per gap).
 -- Why: the idle time of the partition is split by what kept the GPU waiting; time_partition sums
 -- these rows, and the `gaps` view cuts each into its pieces.
 -- Columns: rank INTEGER, step BIGINT (NULL = whole capture), g0, g1 BIGINT ns (the gap),
@@ -13,15 +13,18 @@
 --   correlation_id if several) and its launch call A. idle_other when the gap runs to the window
 --   end, A is missing, or A.end_ns <= g0. Otherwise a = clamp(A.start_ns, g0, g1); [a, g1) is
 --   launch_gap; [g0, a) is input_stall if it overlaps an NVTX range matching
---   settings.input_pattern, else sync_stall if a synchronising call (tp_sync_api) ends in
+--   settings.input_pattern, else sync_stall if a synchronising call (_tp_sync_api) ends in
 --   [g0, a] or overlaps [g0, a), else host_bound (the input regex is compiled once when the session
---   variable input_pattern equals the setting, see tp_nvtx_step_ranges). Range tests are ASOF joins against
+--   variable input_pattern equals the setting, see _tp_nvtx_step_ranges). Range tests are ASOF joins against
 --   start-sorted intervals carrying a running max of their ends (exact, no pairwise joins).
 --   Each distinct gap (rank, g0, g1, at_window_end) is classified once, then given to every
 --   window that has it (a capture gap and its step's gap are usually the same).
-CREATE OR REPLACE VIEW tp_gaps AS
+-- stage: rank
+-- result: step
+-- requires: _tp_gap_spans, _tp_sync_api, gpu_ops, cuda_api, nvtx, settings
+CREATE OR REPLACE VIEW _tp_gaps AS
 WITH spans AS (
-    SELECT DISTINCT rank, g0, g1, at_window_end FROM tp_gap_spans
+    SELECT DISTINCT rank, g0, g1, at_window_end FROM _tp_gap_spans
 ),
 nxt AS (
     SELECT g.rank, g.g0, g.g1, g.at_window_end,
@@ -55,7 +58,7 @@ classified AS (
     )
 ),
 sync_all AS (
-    SELECT rank, start_ns, end_ns, name FROM tp_sync_api
+    SELECT rank, start_ns, end_ns, name FROM _tp_sync_api
 ),
 host_idx AS (
     -- input ranges and synchronising calls in one start-sorted index, each kind with its own
@@ -132,5 +135,5 @@ per_span AS (
     FROM evidence
 )
 SELECT s.rank, s.step, s.g0, s.g1, p.* EXCLUDE (rank, g0, g1, at_window_end)
-FROM tp_gap_spans AS s
+FROM _tp_gap_spans AS s
 JOIN per_span AS p USING (rank, g0, g1, at_window_end);

@@ -1,4 +1,4 @@
--- tp_detected_steps: steps detected from the periodic optimizer pattern, for ranks without NVTX steps.
+-- _tp_detected_steps: steps detected from the periodic optimizer pattern, for ranks without NVTX steps.
 -- Why: many captures have no step annotations; the optimizer update closes every training step,
 -- so its kernels are a reliable step delimiter.
 -- Columns: rank INTEGER, step BIGINT (0-based), start_ns BIGINT ns, end_ns BIGINT ns.
@@ -9,12 +9,15 @@
 --   at the rank's first GPU operation. Operations after the last burst (an incomplete step) are in
 --   the whole-capture window only. Detection needs at least 2 bursts and is not tried on ranks
 --   that have NVTX ranges matching the step pattern.
-CREATE OR REPLACE VIEW tp_detected_steps AS
+-- stage: rank
+-- result: view
+-- requires: _tp_nvtx_step_ranges, gpu_ops
+CREATE OR REPLACE VIEW _tp_detected_steps AS
 WITH undetermined AS (
     -- detection is only tried on ranks without NVTX step ranges
     SELECT rank, start_ns, end_ns, correlation_id, op, name
     FROM gpu_ops
-    WHERE rank NOT IN (SELECT rank FROM tp_nvtx_step_ranges)
+    WHERE rank NOT IN (SELECT rank FROM _tp_nvtx_step_ranges)
 ),
 marker_names AS (
     -- the pattern is tested once per distinct kernel name, not once per kernel

@@ -1,4 +1,4 @@
--- tp_segments: the GPU timeline of each rank cut into elementary segments, with how many
+-- _tp_segments: the GPU timeline of each rank cut into elementary segments, with how many
 -- operations of each category run in each and the step window that holds it.
 -- Why: one sweep (one sort of the operation boundaries) yields every union the time partition
 -- needs (C, C∪M, C∪M∪O, all, N) at once; step boundaries are cut points too, so each segment lies
@@ -14,7 +14,10 @@
 --   [min start, max end) exactly. A segment is in the step window that started last before it,
 --   if that window ends after the segment starts. (Exact below 32768 overlapping operations of
 --   one category on one rank.)
-CREATE OR REPLACE VIEW tp_segments AS
+-- stage: rank
+-- result: step
+-- requires: gpu_ops, steps, _tp_sweep_guard
+CREATE OR REPLACE VIEW _tp_segments AS
 WITH ev AS (
     -- One running sum carries everything: the four category counters, 15 bits each (compute,
     -- memory, other, comms; exact below 32768 overlapping operations of one category on a rank),

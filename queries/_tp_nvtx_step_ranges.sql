@@ -1,4 +1,4 @@
--- tp_nvtx_step_ranges: NVTX ranges that delimit training steps, with their step number.
+-- _tp_nvtx_step_ranges: NVTX ranges that delimit training steps, with their step number.
 -- Why: steps are user-visible NVTX ranges (ProfilerStep#N, train_step, ...); the pattern lives
 -- in settings('step_pattern') so users can change it without editing SQL.
 -- Columns: rank INTEGER, tid BIGINT, start_ns BIGINT ns, end_ns BIGINT ns, text VARCHAR,
@@ -9,7 +9,10 @@
 --   Speed: a regex read from a table is compiled once per row (~30 us); when the session variable
 --   step_pattern equals the setting (nsight_analyze.summary.prepare sets it) the constant regex
 --   is used instead. The result is the same either way.
-CREATE OR REPLACE VIEW tp_nvtx_step_ranges AS
+-- stage: rank
+-- result: view
+-- requires: nvtx, settings
+CREATE OR REPLACE VIEW _tp_nvtx_step_ranges AS
 WITH m AS (
     SELECT n.rank, n.tid, n.start_ns, n.end_ns, n.text
     FROM nvtx AS n

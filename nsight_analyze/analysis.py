@@ -1,0 +1,363 @@
+"""The analysis layer, computed once and stored: rank by rank, then the job.
+
+Why: every command reads the same answers (time_partition, gaps, collectives, imbalance, ...).
+Re-deriving them from nested views per command and per read cost minutes at 64 ranks and ran
+out of memory; stored tables are read in milliseconds, and each answer exists once.
+
+Two steps (queries/ declares which query belongs to which, see query_layer):
+- the rank-local step, `rank_local_step(con)`: a pure function of the canonical rows visible
+  to the connection under their usual names (kernels, memops, cuda_api, nvtx, ...). It leaves
+  that batch's results as TEMP tables. `refresh` shows it one small batch of ranks at a time
+  (temp views filtering the canonical tables), so memory is bounded by the largest batch, not
+  by the job; a worker process can show it one rank's rows read from its file instead.
+- the job-level step, `job_step(con)`: clock alignment, collective matching, waits,
+  imbalance and the other cross-rank tables, over the stored per-rank results.
+
+State: the results are stamped with what they were computed from: a global stamp (queries,
+schema, settings: step pattern, rules, thresholds stored there) and one fingerprint per rank
+(its file's content hash and its row counts). `refresh` recomputes only ranks whose
+fingerprint changed (all of them when the global stamp did), then the job step; nothing when
+nothing changed. Everything is written in one transaction: a kill leaves the previous results
+or none, never half.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import duckdb
+
+from . import query_layer
+from .duck import bound_memory
+from .errors import UserError
+
+STATE_TABLE = "_analysis_ranks"
+BATCH_EVENTS = 2_000_000  # canonical rows per rank batch: ~1 GB of peak working memory
+# Canonical tables whose rows belong to one rank (the rank-local step sees only its batch's).
+RANK_TABLES = (
+    "ranks", "gpus", "kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads",
+    "kineto_collectives", "kineto_gpu_annotations",
+)  # fmt: skip
+COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a rank's size
+SCHEMA_VERSION = "2"
+
+
+@dataclass
+class Plan:
+    """What `refresh` found stale, and why (the one line a command prints before recomputing)."""
+
+    full: bool
+    ranks: list[int]
+    removed: list[int]
+    job: bool
+    reason: str
+    sizes: dict[int, int] = field(default_factory=dict)
+    stamps: dict[str, str] = field(default_factory=dict)
+    fingerprints: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def needed(self) -> bool:
+        return self.full or bool(self.ranks or self.removed) or self.job
+
+
+def _objects(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dict[str, str]:
+    """{name: 'table' | 'view'} of the workspace's main schema (or of this session's TEMP one)."""
+    where = "temporary" if temporary else "NOT temporary AND database_name = current_database()"
+    rows = con.execute(
+        f"SELECT table_name, 'table' FROM duckdb_tables() WHERE {where} AND schema_name = 'main' "
+        f"UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE {where} "
+        "AND NOT internal AND schema_name = 'main'"
+    ).fetchall()
+    return dict(rows)
+
+
+def layer_hash() -> str:
+    """The queries and schema files: a change of either recomputes everything."""
+    from .workspace import schema_files
+
+    digest = hashlib.sha256(SCHEMA_VERSION.encode())
+    for path in [*schema_files(), *query_layer.query_files()]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _global_stamp(con: duckdb.DuckDBPyConnection) -> str:
+    settings = con.execute(
+        "SELECT coalesce(string_agg(key || '=' || coalesce(value, ''), chr(31) ORDER BY key), '') "
+        "FROM settings"
+    ).fetchone()[0]
+    return hashlib.sha256(f"{layer_hash()}\x1f{settings}".encode()).hexdigest()
+
+
+def _fingerprints(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, str], dict[int, int]]:
+    """Per rank: a hash of its file's content hash and its row counts; and its event count."""
+    tables = _objects(con)
+    present = {t for t in RANK_TABLES if tables.get(t) == "table"}
+    counts = " UNION ALL ".join(
+        f"SELECT rank, '{t}' AS t, count(*) AS n FROM {t} GROUP BY rank" for t in COUNTED if t in present
+    )
+    rows = con.execute(
+        f"""WITH c AS ({counts}),
+                 r AS (SELECT rank FROM ranks UNION SELECT rank FROM c WHERE rank IS NOT NULL)
+            SELECT r.rank,
+                   md5(coalesce(any_value(f.sha256), '') || '|' || coalesce(any_value(k.rank_source), '')
+                       || '|' || coalesce(string_agg(c.t || ':' || c.n, ',' ORDER BY c.t), '')),
+                   coalesce(sum(c.n), 0)::BIGINT
+            FROM r LEFT JOIN ranks k ON k.rank = r.rank LEFT JOIN files f ON f.file_id = k.file_id
+            LEFT JOIN c ON c.rank = r.rank
+            GROUP BY r.rank ORDER BY r.rank"""
+    ).fetchall()
+    return {int(r): fp for r, fp, _ in rows}, {int(r): int(n) for r, _, n in rows}
+
+
+def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
+
+
+def plan(con: duckdb.DuckDBPyConnection) -> Plan:
+    """What is stale: cheap (row counts per rank, a few small tables); changes nothing."""
+    glob = _global_stamp(con)
+    fps, sizes = _fingerprints(con)
+    job_stamp = hashlib.sha256((glob + "".join(f"{r}:{fp};" for r, fp in fps.items())).encode()).hexdigest()
+    stamps = {"analysis_global": glob, "analysis_job": job_stamp}
+    objects = _objects(con)
+    missing = [
+        n for n in [*query_layer.stored("rank"), *query_layer.stored("job")] if objects.get(n) != "table"
+    ]
+    if _meta(con, "analysis_global") != glob or missing or objects.get(STATE_TABLE) != "table":
+        why = "not computed yet" if _meta(con, "analysis_global") is None else "queries or settings changed"
+        if missing and _meta(con, "analysis_global") is not None:
+            why = f"{missing[0]} is missing"
+        return Plan(True, sorted(fps), [], True, why, sizes, stamps, fps)
+    done = dict(con.execute(f"SELECT rank, fingerprint FROM {STATE_TABLE}").fetchall())
+    changed = [r for r, fp in fps.items() if done.get(r) != fp]
+    removed = sorted(set(done) - set(fps))
+    job = _meta(con, "analysis_job") != job_stamp
+    reason = f"{len(changed)} rank(s) changed" if changed else ("ranks removed" if removed else "job changed")
+    return Plan(False, changed, removed, job or bool(changed or removed), reason, sizes, stamps, fps)
+
+
+def batches(ranks: list[int], sizes: dict[int, int], limit: int = BATCH_EVENTS) -> list[list[int]]:
+    """Consecutive ranks grouped up to `limit` events per batch (a larger rank is a batch alone)."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for rank in ranks:
+        size = sizes.get(rank, 0)
+        if current and total + size > limit:
+            out.append(current)
+            current, total = [], 0
+        current.append(rank)
+        total += size
+    if current:
+        out.append(current)
+    return out
+
+
+Made = list[tuple[str, str]]  # TEMP objects a step created: (name, DROP keyword)
+
+
+def _drop(con: duckdb.DuckDBPyConnection, made: Made) -> None:
+    for name, kind in reversed(made):
+        con.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')
+
+
+def _create_stage(
+    con: duckdb.DuckDBPyConnection, queries: list[query_layer.Query], materialise: bool
+) -> Made:
+    """Create a stage's queries as TEMP objects, in order; stored/step ones as tables if asked."""
+    made: Made = []
+    for q in queries:
+        if q.stage == "live":  # the workspace's own views and macros (they read the shadows)
+            continue
+        as_table = materialise and q.result in ("stored", "step")
+        con.execute(q.create("table" if as_table else "view", temporary=True))
+        made.append((q.name, q.drop_keyword if not as_table else "TABLE"))
+    return made
+
+
+def shadow_ranks(con: duckdb.DuckDBPyConnection, ranks: list[int], tables: list[str]) -> Made:
+    """TEMP views showing only `ranks`' rows of each rank table (the rank-local step's input)."""
+    values = ", ".join(str(int(r)) for r in ranks) or "NULL"
+    main = _main(con)
+    for table in tables:
+        con.execute(
+            f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM {main}."{table}" '
+            f"WHERE rank IN ({values})"
+        )
+    return [(t, "VIEW") for t in tables]
+
+
+def rank_local_step(con: duckdb.DuckDBPyConnection) -> Made:
+    """Compute the rank-local results of whatever canonical rows the connection shows.
+
+    Pure: reads only the canonical tables (by their unqualified names) and `settings`; leaves
+    every stored rank result (query_layer.stored("rank")) as a TEMP table of the same name. The
+    caller copies them where they belong, then drops what it returns.
+    """
+    made = _create_stage(con, query_layer.closure(query_layer.of_stage("rank")), materialise=True)
+    over = con.execute("SELECT rank, category, max_overlap FROM _tp_sweep_guard ORDER BY ALL").fetchone()
+    if over:
+        _drop(con, made)
+        raise UserError(
+            f"rank {over[0]} runs {over[2]:,} {over[1]} operations at once; the time partition counts at "
+            "most 32,767 overlapping operations of one category per rank (is the trace's timing broken?)"
+        )
+    return made
+
+
+def _job_queries() -> list[query_layer.Query]:
+    return [q for q in query_layer.closure(query_layer.of_stage("job")) if q.stage != "rank"]
+
+
+def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, list[str]]:
+    """Align clocks, then compute the job-level results over the stored rank results (TEMP tables).
+
+    Returns what it created and the alignment's notes.
+    """
+    from .ranks import align_clocks
+
+    queries = _job_queries()
+    made = _create_stage(con, queries, materialise=False)  # views first: the alignment reads them
+    notes = align_clocks(con) if align else []
+    tables = {q.name for q in queries if q.stage == "job" and q.kind == "view" and q.result != "view"}
+    for q in queries:  # then each stored one computed once, in order, as a table
+        if q.name in tables:
+            con.execute(f'DROP VIEW temp.main."{q.name}"')
+            con.execute(q.create("table", temporary=True))
+    return [(n, "TABLE" if n in tables else k) for n, k in made], notes
+
+
+def _main(con: duckdb.DuckDBPyConnection) -> str:
+    """The workspace's own schema, qualified by catalog (`main.x` alone may name a TEMP object)."""
+    db = con.execute("SELECT current_database()").fetchone()[0]
+    return '"' + db.replace('"', '""') + '".main'
+
+
+def _store(con: duckdb.DuckDBPyConnection, name: str, existing: dict[str, str], replace: bool) -> None:
+    """Copy TEMP table `name` into the workspace: replace it whole, or append the batch's rows."""
+    main = _main(con)
+    kind = existing.get(name)
+    if replace or kind != "table":
+        if kind == "view":
+            con.execute(f'DROP VIEW {main}."{name}"')
+        con.execute(f'CREATE OR REPLACE TABLE {main}."{name}" AS SELECT * FROM temp.main."{name}"')
+        existing[name] = "table"
+    else:
+        con.execute(f'INSERT INTO {main}."{name}" SELECT * FROM temp.main."{name}"')
+
+
+Progress = Callable[[int, int], None]
+
+
+def refresh(
+    con: duckdb.DuckDBPyConnection,
+    force: bool = False,
+    batch_events: int = BATCH_EVENTS,
+    progress: Progress | None = None,
+    say: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Bring the stored results up to date with the workspace; returns the alignment's notes.
+
+    A no-op when nothing changed. `say` receives the one line telling why it recomputes.
+    """
+    p = plan(con)
+    if force:
+        p.full, p.ranks, p.job, p.reason = True, sorted(p.fingerprints), True, "recompute requested"
+    if not p.needed:
+        return []
+    if say and (p.ranks or p.removed):  # a new, empty workspace is set up silently
+        say(f"analysis {p.reason}: computing {len(p.ranks)} rank(s) and the job")
+    bound_memory(con)
+    con.execute("RESET threads")
+    from .workspace import settings_as_variables
+
+    settings_as_variables(con)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        notes = _compute(con, p, batch_events, progress)
+        con.execute(f"DELETE FROM {STATE_TABLE}")
+        con.execute(
+            f"INSERT INTO {STATE_TABLE} SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[])",
+            [list(p.fingerprints), list(p.fingerprints.values())],
+        )
+        con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(p.stamps.items()))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return notes
+
+
+def _compute(
+    con: duckdb.DuckDBPyConnection, p: Plan, batch_events: int, progress: Progress | None
+) -> list[str]:
+    con.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (rank INTEGER PRIMARY KEY, fingerprint VARCHAR)")
+    existing = _objects(con)
+    main = _main(con)
+    rank_results = query_layer.stored("rank")
+    if not p.full:
+        gone = ", ".join(str(int(r)) for r in [*p.ranks, *p.removed])
+        for name in rank_results if gone else ():
+            con.execute(f'DELETE FROM {main}."{name}" WHERE rank IN ({gone})')
+    tables = [t for t in RANK_TABLES if existing.get(t) == "table"]
+    todo = batches(p.ranks, p.sizes, batch_events) or ([[]] if p.full else [])
+    for done, batch in enumerate(todo, 1):
+        made = shadow_ranks(con, batch, tables)
+        try:
+            made += rank_local_step(con)
+            for name in rank_results:
+                _store(con, name, existing, replace=p.full and done == 1)
+        finally:
+            _drop(con, made)
+        if progress:
+            progress(done, len(todo))
+    made, notes = [], []
+    try:
+        made, notes = job_step(con)
+        for name in query_layer.stored("job"):
+            _store(con, name, existing, replace=True)
+    finally:
+        _drop(con, made)
+    for q in query_layer.of_stage("job"):  # macros over stored results, kept for users' SQL
+        if q.kind == "macro":
+            con.execute(q.create("view", temporary=False))
+    return notes
+
+
+def compute_in_session(con: duckdb.DuckDBPyConnection) -> None:
+    """Stale results on a workspace this process cannot write: compute them as TEMP tables.
+
+    They shadow the stored tables for this connection only (the file is unchanged); the clock
+    offsets stay as stored. Used when another process holds the write lock or the file is
+    read-only.
+    """
+    from .workspace import settings_as_variables
+
+    settings_as_variables(con)
+    keep = set(query_layer.stored("rank")) | set(query_layer.stored("job"))
+    made = rank_local_step(con)
+    _drop(con, [m for m in made if m[0] not in keep])
+    made, _ = job_step(con, align=False)
+    _drop(con, [m for m in made if m[0] not in keep])
+
+
+def tty_progress(label: str) -> tuple[Progress | None, Callable[[], None]]:
+    """A rich progress bar on stderr when it is a terminal (nothing in pipes and CI)."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.progress import Progress as Bar
+
+    bar = Bar(transient=True)
+    bar.start()
+    task = bar.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update, bar.stop

@@ -1,0 +1,131 @@
+"""The declared query layer: every file of queries/ with the stage it runs in and what it reads.
+
+Each file defines one view or macro and states, in its header,
+    -- stage: rank | job | live
+    -- result: stored | step | view        (rank and job stages only)
+    -- requires: name, name, ...            (other queries and canonical tables it reads)
+`rank` queries are computed for a batch of ranks from those ranks' canonical rows alone;
+`job` queries read the stored rank results of every rank; `live` ones (cheap projections and
+macros) stay views in the workspace. `stored` results become tables of the workspace,
+`step` ones are materialised while their stage runs (they are read more than once) and then
+dropped, `view` ones are plain views of the stage. The load order is the topological order of
+the declarations; a declaration naming an unknown query, a cycle, or a stage reading a later
+stage is an error, so a broken layer fails the command and the tests instead of loading half.
+"""
+
+from __future__ import annotations
+
+import functools
+import graphlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UserError
+
+STAGES = ("live", "rank", "job")
+RESULTS = ("stored", "step", "view")
+_HEADER = re.compile(r"^-- (stage|result|requires):\s*(.*?)\s*$", re.MULTILINE)
+_CREATE = re.compile(r"CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    kind: str  # view | macro
+    stage: str
+    result: str  # stored | step | view (live queries: view)
+    requires: tuple[str, ...]
+    sql: str
+
+    @property
+    def drop_keyword(self) -> str:
+        """What DROP needs for this object as a view or macro (DuckDB's table macros differ)."""
+        if self.kind == "view":
+            return "VIEW"
+        return "MACRO TABLE" if re.search(r"\bAS\s+TABLE\b", self.sql, re.IGNORECASE) else "MACRO"
+
+    @property
+    def private(self) -> bool:
+        return self.name.startswith("_")
+
+    def create(self, as_: str, temporary: bool) -> str:
+        """The statement creating this query as a view, a table or a macro, optionally TEMP."""
+        temp = "TEMP " if temporary else ""
+        if self.kind == "macro":
+            return self.sql.replace("CREATE OR REPLACE MACRO", f"CREATE OR REPLACE {temp}MACRO", 1)
+        target = "TABLE" if as_ == "table" else "VIEW"
+        return _CREATE.sub(f"CREATE OR REPLACE {temp}{target} {self.name}", self.sql, count=1)
+
+
+def queries_dir() -> Path:
+    """queries/ at the repository root (editable install) or inside the wheel."""
+    for candidate in (Path(__file__).parent.parent / "queries", Path(__file__).parent / "queries"):
+        if candidate.is_dir():
+            return candidate
+    raise UserError("the queries/ folder of nsight-analyze is missing from this installation")
+
+
+def query_files() -> list[Path]:
+    return sorted(queries_dir().glob("*.sql"))
+
+
+def parse(path: Path) -> Query:
+    text = path.read_text()
+    decl = {key: value for key, value in _HEADER.findall(text)}
+    create = _CREATE.search(text)
+    if create is None or create.group(2) != path.stem:
+        raise UserError(f"queries/{path.name} must create a view or macro named {path.stem}")
+    stage = decl.get("stage", "")
+    result = decl.get("result", "view")
+    if stage not in STAGES or result not in RESULTS or "requires" not in decl:
+        raise UserError(f"queries/{path.name}: its header must declare stage, (result) and requires")
+    requires = tuple(r.strip() for r in decl["requires"].split(",") if r.strip() and r.strip() != "(nothing)")
+    return Query(path.stem, create.group(1).lower(), stage, result, requires, text)
+
+
+@functools.lru_cache(maxsize=4)
+def _layer(stamp: tuple[tuple[str, float], ...]) -> tuple[Query, ...]:
+    queries = {q.name: q for q in (parse(Path(p)) for p, _ in stamp)}
+    graph: dict[str, set[str]] = {}
+    for q in queries.values():
+        deps = {r for r in q.requires if r in queries}
+        for dep in deps:
+            if q.kind != "macro" and STAGES.index(queries[dep].stage) > STAGES.index(q.stage):
+                raise UserError(
+                    f"queries/{q.name}.sql ({q.stage}) reads {dep}, computed later ({queries[dep].stage})"
+                )
+        graph[q.name] = deps
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise UserError(f"queries/ declare a dependency cycle: {' -> '.join(exc.args[1])}") from None
+    return tuple(queries[name] for name in order)
+
+
+def layer() -> tuple[Query, ...]:
+    """Every query, dependencies first (parsed once per process and per change of the files)."""
+    return _layer(tuple((str(p), p.stat().st_mtime) for p in query_files()))
+
+
+def of_stage(stage: str) -> list[Query]:
+    return [q for q in layer() if q.stage == stage]
+
+
+def closure(queries: list[Query]) -> list[Query]:
+    """The queries and every query they need (transitively), in load order."""
+    by_name = {q.name: q for q in layer()}
+    need: set[str] = set()
+    todo = [q.name for q in queries]
+    while todo:
+        name = todo.pop()
+        if name in need:
+            continue
+        need.add(name)
+        todo.extend(r for r in by_name[name].requires if r in by_name)
+    return [q for q in layer() if q.name in need]
+
+
+def stored(stage: str) -> list[str]:
+    """Names of the tables a stage keeps in the workspace."""
+    return [q.name for q in of_stage(stage) if q.result == "stored"]

@@ -1,0 +1,34 @@
+"""Helpers the rule modules share: the affected-step count that goes with a recoverable time.
+
+Why: a finding that recovers time must say in how many steps that time is lost. Without step
+windows the whole capture is the only window (counted as 1, `steps` stays empty); with steps, a
+rule that does not list steps says so instead of reporting 0 next to a non-zero time.
+"""
+
+from __future__ import annotations
+
+from ..diagnose import Ctx
+
+NO_STEPS_NOTE = "no steps found: the whole capture is one window (the steps list is empty)"
+
+
+def step_metrics(ctx: Ctx, steps: list[int], rec: int | None, unlisted: str | None = None) -> dict:
+    """{"affected_steps": n, "affected_steps_note": why} consistent with the recoverable time `rec`.
+
+    * no steps in the job: 1 when rec > 0 (the capture window), else 0, with NO_STEPS_NOTE;
+    * steps listed: their number;
+    * rec > 0 and no step listed: None, with `unlisted` (why the rule lists none), never 0;
+    * rec None (not bounded): nothing.
+    """
+    if rec is None:  # not bounded: no time to count steps for
+        return {}
+    lost = rec > 0
+    if not ctx.has_steps:
+        return {"affected_steps": 1 if lost else 0, "affected_steps_note": NO_STEPS_NOTE}
+    if steps or not lost:
+        return {"affected_steps": len(steps)}
+    return {
+        "affected_steps": None,
+        "affected_steps_note": unlisted
+        or "the time is spread over the steps: none reaches the listing threshold",
+    }

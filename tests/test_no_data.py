@@ -1,0 +1,390 @@
+"""Nothing passes on no data (issue 16, item 8).
+
+1. A failed ingest leaves the workspace as it was: no new file (nor .wal), an existing one keeps
+   its data; one line per file saying why, one closing line, exit 1.
+2. `diagnose` on a workspace without GPU operations says so in one line and exits 4
+   (clihelp.NO_DATA_EXIT, docs/diagnose.md), never "no findings" with 0; other gates never pass.
+3. `info` lists the files an ingest did not load (failed, skipped, ignored) with the reason.
+4. `ingest` honours $NSIGHT_ANALYZE_DB like every other command; --db still wins.
+
+The traces are the repository's sample_traces (4 ranks of one small nsys job), so these tests
+need neither ../shared nor a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT
+
+from nsight_analyze import ingest as ingest_module
+from nsight_analyze.cli import main
+from nsight_analyze.clihelp import NO_DATA_EXIT, has_gpu_operations
+from nsight_analyze.errors import UserError
+from nsight_analyze.ingest import ingest
+from nsight_analyze.workspace import open_workspace
+
+SAMPLE = ROOT / "sample_traces"
+RANK0, RANK1 = SAMPLE / "report_rank0.sqlite", SAMPLE / "report_rank1.sqlite"
+RANK0_KERNELS = 1516  # kernels of rank 0 in sample_traces (the ingest's closing table says so)
+
+
+def cli(*args: str, env: dict[str, str | None] | None = None):
+    """Run the CLI in-process; $NSIGHT_ANALYZE_DB is unset unless `env` sets it, and the terminal
+    is wide enough that no message line is wrapped (render.echo wraps to $COLUMNS)."""
+    return CliRunner().invoke(
+        main, list(args), env={"NSIGHT_ANALYZE_DB": None, "COLUMNS": "1000", **(env or {})}
+    )
+
+
+def workspace_files(folder: Path) -> list[str]:
+    """Workspace files (and their .wal) below a folder."""
+    return sorted(p.name for p in folder.rglob("*") if ".duckdb" in p.name)
+
+
+def query(db: Path, sql: str) -> list[tuple]:
+    con = open_workspace(db, read_only=True, analyse=False)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def empty_workspace(db: Path) -> Path:
+    """A workspace with the tables and views but no file in it (what a failed ingest used to leave)."""
+    open_workspace(db, analyse=False).close()
+    return db
+
+
+def truncated_trace(folder: Path) -> Path:
+    """The first third of a real export: SQLite header intact, the rest cut (a copy cut short)."""
+    data = RANK0.read_bytes()
+    path = folder / "truncated.sqlite"
+    path.write_bytes(data[: len(data) // 3])
+    return path
+
+
+def not_a_trace(folder: Path) -> Path:
+    path = folder / "notes.txt"
+    path.write_text("training notes, not a trace\n")
+    return path
+
+
+def loaded_one_rank(tmp_path: Path) -> Path:
+    db = tmp_path / "ws.duckdb"
+    assert [o.status for o in ingest([RANK0], db).outcomes] == ["ok"]
+    return db
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# 1. A failed ingest leaves the workspace as it was
+
+
+@pytest.mark.parametrize("make_bad", [not_a_trace, truncated_trace], ids=["not-a-trace", "truncated"])
+def test_failed_ingest_creates_no_workspace(tmp_path, make_bad):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    bad = make_bad(folder)
+    result = cli("ingest", str(folder))
+    # 1: the documented status of an ingest that loaded nothing (README, Ingest)
+    assert result.exit_code == 1, result.output
+    # the default workspace would be traces/nsight_analyze.duckdb: neither it nor its .wal exists
+    assert workspace_files(tmp_path) == []
+    # one line for the file (ignored: not a trace; failed: truncated), naming it and why
+    assert lines(result.stderr) == [
+        f"ignored: {bad}: not a recognised trace format"
+        if make_bad is not_a_trace
+        else f"failed: {bad}: unreadable SQLite database (database disk image is malformed)"
+    ]
+    # and one closing line saying nothing was ingested and no workspace was written
+    (closing,) = lines(result.stdout)
+    assert closing.startswith("nothing ingested (0 file(s) ingested") and closing.endswith(
+        f"no workspace written at {folder / 'nsight_analyze.duckdb'}"
+    )
+    assert "Traceback" not in result.output
+
+
+def test_failed_ingest_leaves_an_existing_workspace_with_its_data(tmp_path):
+    db = loaded_one_rank(tmp_path)
+    before = query(db, "SELECT rank, file_id, clock_offset_ns FROM ranks")
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    truncated_trace(folder)
+    result = cli("ingest", str(folder), "--db", str(db), "-q")
+    assert result.exit_code == 1, result.output  # nothing loaded: exit 1 as for a new workspace
+    assert lines(result.stdout)[-1].endswith(f"{db} keeps its data")
+    # the data is untouched: the same rank, the same kernels, and still one loaded file
+    assert query(db, "SELECT rank, file_id, clock_offset_ns FROM ranks") == before
+    assert query(db, "SELECT count(*) FROM kernels") == [(RANK0_KERNELS,)]
+    assert query(db, "SELECT count(*) FROM files WHERE status = 'ok'") == [(1,)]
+    # only the failure itself is recorded (README: an existing workspace records it)
+    assert query(db, "SELECT status FROM files WHERE status <> 'ok'") == [("failed",)]
+
+
+def test_an_error_during_ingest_removes_the_new_workspace(tmp_path, monkeypatch):
+    """An ingest stopped by an error before any file loaded (here: refusing the traces) leaves
+    no workspace behind either; the error is one line (exit 2, a UserError)."""
+
+    def refuse(con, ready):
+        raise UserError("refused for the test")
+
+    monkeypatch.setattr(ingest_module, "_refuse_mixed_formats", refuse)
+    db = tmp_path / "ws.duckdb"
+    with pytest.raises(UserError):
+        ingest([RANK0], db)
+    assert workspace_files(tmp_path) == []
+    result = cli("ingest", str(RANK0), "--db", str(db))
+    assert result.exit_code == 2 and lines(result.stderr) == ["error: refused for the test"]
+    assert workspace_files(tmp_path) == []
+
+
+def test_an_error_during_ingest_leaves_an_existing_workspace(tmp_path, monkeypatch):
+    db = loaded_one_rank(tmp_path)
+    monkeypatch.setattr(
+        ingest_module, "_refuse_mixed_formats", lambda con, ready: (_ for _ in ()).throw(UserError("no"))
+    )
+    with pytest.raises(UserError):
+        ingest([RANK1], db)
+    assert db.exists() and query(db, "SELECT count(*) FROM kernels") == [(RANK0_KERNELS,)]
+
+
+# --------------------------------------------------------------------------------------------
+# 2. diagnose (and every other gate) never passes on no data
+
+
+def ranks_only_workspace(db: Path) -> Path:
+    """A loaded file with a rank but not one GPU operation (e.g. a capture with CUDA tracing off)."""
+    empty_workspace(db)
+    con = duckdb.connect(str(db))
+    con.execute(
+        "INSERT INTO files VALUES (1, '/x.sqlite', 'abc', 1, 'nsys-sqlite', NULL, NULL, now(), 'ok', [], [])"
+    )
+    con.execute("INSERT INTO ranks (rank, file_id) VALUES (0, 1)")
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize("make", [empty_workspace, ranks_only_workspace], ids=["empty", "ranks-only"])
+@pytest.mark.parametrize(
+    "options",
+    [[], ["--fail-on", "high"], ["--fail-on", "low", "--format", "json"], ["--format", "markdown"]],
+    ids=["table", "fail-on-high", "fail-on-low-json", "markdown"],
+)
+def test_diagnose_without_gpu_data_says_so_and_exits_4(tmp_path, make, options):
+    db = make(tmp_path / "ws.duckdb")
+    result = cli("diagnose", "--db", str(db), *options)
+    # 4 = NO_DATA_EXIT: neither 0 (a CI gate would pass) nor 1 (findings above --fail-on)
+    assert result.exit_code == NO_DATA_EXIT == 4, result.output
+    # one line on stderr, and nothing on stdout: no "no findings", no empty JSON document
+    assert lines(result.stderr) == [
+        f"error: no data to diagnose in {db}: the workspace has no GPU operations "
+        "(nothing was ingested, or no file had any; see `nsight-analyze info`)"
+    ]
+    assert result.stdout == ""
+
+
+def test_bad_input_is_said_before_no_data(tmp_path):
+    db = empty_workspace(tmp_path / "ws.duckdb")
+    result = cli("diagnose", "--db", str(db), "--threshold", "nope=1")
+    # 2 = bad input (UserError): the typo is what the user must fix first, not the missing data
+    assert result.exit_code == 2 and lines(result.stderr)[0].startswith("error: unknown threshold 'nope'")
+    missing = cli("diagnose", "--db", str(tmp_path / "none.duckdb"))
+    # 2 = no workspace at all: a missing file is bad input, not an empty workspace
+    assert missing.exit_code == 2 and "no workspace at" in missing.stderr
+
+
+def test_no_data_exit_is_documented():
+    doc = (ROOT / "docs" / "diagnose.md").read_text()
+    assert f"| {NO_DATA_EXIT} | no data to diagnose" in doc
+    assert f"exits {NO_DATA_EXIT}" in cli("diagnose", "--help").stdout
+
+
+def test_a_workspace_with_gpu_data_is_not_no_data(tmp_path):
+    """The check only stops workspaces without GPU operations: one loaded rank passes it."""
+    db = loaded_one_rank(tmp_path)
+    con = open_workspace(db, read_only=True, analyse=False)
+    try:
+        assert has_gpu_operations(con) is True
+    finally:
+        con.close()
+    con = open_workspace(empty_workspace(tmp_path / "empty.duckdb"), read_only=True, analyse=False)
+    try:
+        assert has_gpu_operations(con) is False
+    finally:
+        con.close()
+
+
+def test_nsight_compute_only_workspace_has_data(tmp_path):
+    """ncu reports have no timeline (no ranks, no kernels rows) but diagnose finds memory-bound
+    kernels in them: a workspace with only Nsight Compute launches must not be refused as empty."""
+    db = empty_workspace(tmp_path / "ncu.duckdb")
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO ncu_kernels (file_id, launch_id, name, duration_ns) VALUES (1, 1, 'k', 1000)")
+    con.close()
+    con = open_workspace(db, read_only=True, analyse=False)
+    try:
+        assert con.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
+        assert has_gpu_operations(con) is True
+    finally:
+        con.close()
+
+
+def test_compare_gate_on_empty_workspaces_fails(tmp_path):
+    db = empty_workspace(tmp_path / "ws.duckdb")
+    result = cli("compare", str(db), str(db), "--fail-on-regression", "5")
+    # 2 = a UserError: nothing to compare, said in one line (not 0, the gate's "pass")
+    assert result.exit_code == 2, result.output
+    assert lines(result.stderr) == ["error: the two runs have no rank in common: nothing to compare"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compare's gate passes ('the gate cannot fail') on ranks without GPU operations; the fix "
+    "belongs in commands/compare.py or compare.py (clihelp.require_workspace_data does the check)",
+)
+def test_compare_gate_on_workspaces_without_gpu_data_fails(tmp_path):
+    db = ranks_only_workspace(tmp_path / "ws.duckdb")
+    result = cli("compare", str(db), str(db), "--fail-on-regression", "5")
+    assert result.exit_code != 0, result.output
+
+
+# --------------------------------------------------------------------------------------------
+# 3. info lists the files that were not loaded, with the reason
+
+
+def mixed_folder(tmp_path: Path) -> Path:
+    """rank 0 (loads), a text file (ignored) and a truncated export (fails)."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    not_a_trace(folder)
+    truncated_trace(folder)
+    return folder
+
+
+def test_info_lists_failed_and_ignored_files_with_their_reason(tmp_path):
+    folder = mixed_folder(tmp_path)
+    db = tmp_path / "ws.duckdb"
+    assert cli("ingest", str(folder), "--db", str(db), "-q").exit_code == 1  # 1: a file failed
+    result = cli("info", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    # worded like ingest's own lines, with absolute paths as in the files table
+    assert f"ignored: {folder / 'notes.txt'}: not a recognised trace format" in out
+    truncated = folder / "truncated.sqlite"
+    assert f"failed: {truncated}: unreadable SQLite database (database disk image is malformed)" in out
+    doc = json.loads(cli("info", "--db", str(db), "--format", "json").stdout)
+    assert [(Path(r["path"]).name, r["status"]) for r in doc["not_loaded"]] == [
+        ("notes.txt", "ignored"),
+        ("truncated.sqlite", "failed"),
+    ]
+    # "files" stays the loaded files (the HTML report counts them): only rank0.sqlite
+    assert [Path(f["path"]).name for f in doc["files"]] == ["rank0.sqlite"]
+    # a not-loaded file's reason is no warning of the workspace
+    assert not any("notes.txt" in w for w in doc["warnings"])
+
+
+def test_a_recorded_failure_is_replaced_when_the_file_is_ingested_again(tmp_path):
+    folder = mixed_folder(tmp_path)
+    db = tmp_path / "ws.duckdb"
+    cli("ingest", str(folder), "--db", str(db), "-q")
+    # the same failing file again: still failed (its recorded hash is no content of the
+    # workspace, so it is not "unchanged"), and still one row for it
+    again = ingest([folder], db)
+    assert {o.path.name: o.status for o in again.outcomes}["truncated.sqlite"] == "failed"
+    assert query(db, "SELECT count(*) FROM files WHERE path LIKE '%truncated.sqlite'") == [(1,)]
+    # fixed in place: it loads (rank 1), and its failure row is gone
+    truncated = folder / "truncated.sqlite"
+    truncated.unlink()
+    shutil.copy(RANK1, truncated)
+    fixed = ingest([truncated], db)
+    assert [o.status for o in fixed.outcomes] == ["ok"]
+    assert query(db, "SELECT status FROM files WHERE path LIKE '%truncated.sqlite'") == [("ok",)]
+    doc = json.loads(cli("info", "--db", str(db), "--format", "json").stdout)
+    assert [Path(r["path"]).name for r in doc["not_loaded"]] == ["notes.txt"]
+
+
+def test_skipped_reports_are_recorded(tmp_path):
+    """An .nsys-rep without nsys on PATH is skipped; info lists it as skipped, with why."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    (folder / "rank1.nsys-rep").write_bytes(b"not really a report")
+    db = tmp_path / "ws.duckdb"
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = str(Path(sys.executable).parent)  # no nsys here
+    try:
+        report = ingest([folder], db)
+    finally:
+        os.environ["PATH"] = old_path
+    assert sorted(o.status for o in report.outcomes) == ["ok", "skipped"]
+    doc = json.loads(cli("info", "--db", str(db), "--format", "json").stdout)
+    assert [(Path(r["path"]).name, r["status"], r["reason"]) for r in doc["not_loaded"]] == [
+        ("rank1.nsys-rep", "skipped", "nsys CLI not on PATH")
+    ]
+
+
+def test_a_dangling_link_is_recorded_under_its_own_name(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    (folder / "rank1.sqlite").symlink_to(folder / "gone.sqlite")
+    db = tmp_path / "ws.duckdb"
+    ingest([folder], db)
+    ((path, status),) = query(db, "SELECT path, status FROM files WHERE status <> 'ok'")
+    # its name, not the missing target's: the user knows the link, not where it pointed
+    assert (path, status) == (str(folder / "rank1.sqlite"), "failed")
+
+
+# --------------------------------------------------------------------------------------------
+# 4. ingest honours $NSIGHT_ANALYZE_DB; --db wins
+
+
+def test_ingest_writes_the_workspace_of_nsight_analyze_db(tmp_path):
+    env_db = tmp_path / "env.duckdb"
+    result = cli("ingest", str(RANK0), "-q", env={"NSIGHT_ANALYZE_DB": str(env_db)})
+    assert result.exit_code == 0, result.output
+    assert lines(result.stdout)[-1].startswith(f"workspace {env_db}: 1 file(s) ingested")
+    assert env_db.exists() and not (SAMPLE / "nsight_analyze.duckdb").exists()  # not beside the input
+    # the analysis commands read the same workspace without --db
+    doc = json.loads(cli("info", "--format", "json", env={"NSIGHT_ANALYZE_DB": str(env_db)}).stdout)
+    assert [Path(f["path"]).name for f in doc["files"]] == ["report_rank0.sqlite"]
+
+
+def test_db_option_wins_over_nsight_analyze_db(tmp_path):
+    env_db, given = tmp_path / "env.duckdb", tmp_path / "given.duckdb"
+    result = cli("ingest", str(RANK0), "--db", str(given), "-q", env={"NSIGHT_ANALYZE_DB": str(env_db)})
+    assert result.exit_code == 0, result.output
+    assert given.exists() and not env_db.exists()
+
+
+def test_empty_nsight_analyze_db_means_unset(tmp_path):
+    """NSIGHT_ANALYZE_DB= (empty) is the default: DIR/nsight_analyze.duckdb, as without it."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    result = cli("ingest", str(folder), "-q", env={"NSIGHT_ANALYZE_DB": ""})
+    assert result.exit_code == 0, result.output
+    assert workspace_files(tmp_path) == ["nsight_analyze.duckdb"]
+
+
+def test_ingest_help_names_the_variable():
+    assert "$NSIGHT_ANALYZE_DB" in cli("ingest", "--help").stdout
+
+
+def test_ranks_only_workspace_is_a_valid_fixture(tmp_path):
+    """The ranks-only workspace above is a real workspace (info reads it), not a broken file."""
+    db = ranks_only_workspace(tmp_path / "ws.duckdb")
+    doc = json.loads(cli("info", "--db", str(db), "--format", "json").stdout)
+    assert len(doc["ranks"]) == 1 and doc["event_counts"]["kernels"] == 0

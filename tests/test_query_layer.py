@@ -1,0 +1,197 @@
+"""The declared query layer and the stored analysis: declarations, documentation, staleness, kills.
+
+Expected values come from the query files themselves (their headers), DuckDB's DESCRIBE, and
+the workspace's own bookkeeping (`meta`, `_analysis_ranks`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import duckdb
+import pytest
+
+from nsight_analyze import analysis, query_layer
+from nsight_analyze.errors import UserError
+from nsight_analyze.ingest import ingest
+from nsight_analyze.sources import kineto, nsys_sqlite, registry
+from nsight_analyze.workspace import open_workspace
+
+ROOT = query_layer.queries_dir().parent
+
+
+def _code(q: query_layer.Query) -> str:
+    return re.sub(r"--[^\n]*", "", q.sql)
+
+
+def test_requires_declares_every_query_it_reads():
+    """A query's `-- requires:` names every other query its SQL mentions (so the order is right)."""
+    names = {q.name for q in query_layer.layer()}
+    for q in query_layer.layer():
+        used = {n for n in names - {q.name} if re.search(rf"(?<![\w.]){n}(?!\w)", _code(q))}
+        assert used <= set(q.requires), f"{q.name}.sql reads {sorted(used - set(q.requires))} undeclared"
+        assert q.stage in query_layer.STAGES and q.result in query_layer.RESULTS
+
+
+def test_load_order_follows_declarations():
+    order = [q.name for q in query_layer.layer()]
+    for q in query_layer.layer():
+        for dep in q.requires:
+            if dep in order:
+                assert order.index(dep) < order.index(q.name), (dep, q.name)
+
+
+def test_rank_results_are_per_rank_and_private_names_stay_out(tmp_path):
+    con = open_workspace(tmp_path / "w.duckdb")
+    for name in query_layer.stored("rank"):
+        cols = [r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()]
+        assert cols[0] == "rank" or "rank" in cols, f"rank-local result {name} has no rank column"
+    public = {q.name for q in query_layer.layer() if not q.private}
+    assert all(not n.startswith("_") for n in public)
+
+
+def test_every_public_table_documents_its_columns(tmp_path):
+    """The `-- columns:` line of each public view/table equals what DESCRIBE says."""
+    ingest([ROOT / "sample_traces"], tmp_path / "w.duckdb")
+    con = open_workspace(tmp_path / "w.duckdb", read_only=True)
+    for q in query_layer.layer():
+        if q.private or q.kind != "view":
+            continue
+        line = re.search(r"^-- columns: (.*)$", q.sql, re.MULTILINE)
+        assert line, f"{q.name}.sql has no -- columns: line"
+        documented = [c.strip() for c in line.group(1).split(",")]
+        assert documented == [r[0] for r in con.execute(f"DESCRIBE {q.name}").fetchall()], q.name
+
+
+def test_registry_suffixes_equal_the_readers():
+    """The registry decides without importing the readers: its suffixes must be theirs."""
+    assert registry.KINETO_SUFFIXES == kineto.SUFFIXES
+    assert registry.NSYS_SUFFIXES == nsys_sqlite.SUFFIXES
+
+
+def test_help_imports_no_heavy_module():
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nsight_analyze", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines()}
+    assert not imported & {"duckdb", "pandas", "plotly", "pyarrow"}
+    from nsight_analyze.commands import SHORT_HELP
+
+    modules = {p.stem for p in (ROOT / "nsight_analyze" / "commands").glob("*.py") if p.stem != "__init__"}
+    assert set(SHORT_HELP) == modules
+
+
+def _stamps(db) -> tuple:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        meta = dict(con.execute("SELECT key, value FROM meta WHERE key LIKE 'analysis_%'").fetchall())
+        ranks = dict(con.execute("SELECT rank, fingerprint FROM _analysis_ranks").fetchall())
+        return meta, ranks
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def sample_db(tmp_path):
+    db = tmp_path / "w.duckdb"
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for f in sorted((ROOT / "sample_traces").glob("*.sqlite"))[:2]:
+        (traces / f.name).write_bytes(f.read_bytes())
+    ingest([traces], db)
+    return db, traces
+
+
+def test_recompute_only_when_something_changed(sample_db):
+    db, traces = sample_db
+    before = _stamps(db)
+    assert len(before[1]) == 2  # two ranks, each stamped by the ingest that computed them
+    open_workspace(db, read_only=True).close()
+    assert _stamps(db) == before  # reading recomputes nothing
+    # a setting: everything is stale, the next command recomputes once
+    con = open_workspace(db, analyse=False)
+    con.execute("UPDATE settings SET value = '^never_matches$' WHERE key = 'step_pattern'")
+    con.close()
+    assert analysis.plan(duckdb.connect(str(db), read_only=True)).full
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT DISTINCT source FROM steps").fetchall() != [("nvtx",)]
+    con.close()
+    after_setting = _stamps(db)
+    assert after_setting[0]["analysis_global"] != before[0]["analysis_global"]
+    # a new file: only its rank is computed, the others keep their stamps
+    third = sorted((ROOT / "sample_traces").glob("*.sqlite"))[2]
+    (traces / third.name).write_bytes(third.read_bytes())
+    con = open_workspace(db, analyse=False)
+    assert analysis.plan(con).ranks == []  # nothing stale before the file is ingested
+    con.close()
+    report = ingest([traces], db)
+    assert len(report.by_status("ok")) == 1
+    meta, ranks = _stamps(db)
+    assert len(ranks) == 3 and {r: ranks[r] for r in after_setting[1]} == after_setting[1]
+    assert meta["analysis_job"] != after_setting[0]["analysis_job"]
+
+
+def test_kill_during_analysis_leaves_previous_results(sample_db):
+    """SIGKILL in the middle of a recompute: the workspace still has the previous results, whole."""
+    db, _ = sample_db
+    con = duckdb.connect(str(db), read_only=True)
+    want = con.execute("SELECT * FROM time_partition ORDER BY ALL").fetchall()
+    con.close()
+    marker = db.parent / "computing"
+    script = f"""
+import time
+from nsight_analyze import analysis
+from nsight_analyze.workspace import open_workspace
+con = open_workspace({str(db)!r}, analyse=False)
+real = analysis._store
+def slow_store(*a, **k):
+    open({str(marker)!r}, "w").close()  # the transaction has written results: kill now
+    real(*a, **k)
+    time.sleep(60)
+analysis._store = slow_store
+analysis.refresh(con, force=True)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the analysis never reached the point where it writes results"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL  # it was killed mid-analysis, not finished
+    con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT * FROM time_partition ORDER BY ALL").fetchall() == want
+
+
+@pytest.mark.parametrize("streams", [32768, 1])
+def test_sweep_counter_limit_is_guarded(tmp_path, streams):
+    """32,768 overlapping compute kernels exceed the sweep's 15-bit counter: a clear error, no answer."""
+    con = open_workspace(tmp_path / "w.duckdb")
+    con.execute(
+        "INSERT INTO kernels (rank, stream_id, start_ns, end_ns, name, correlation_id, category) "
+        "SELECT 0, i % ?, i, 1000000 + i, 'gemm', i, 'compute' FROM range(32768) t(i)",
+        [streams],
+    )
+    with pytest.raises(UserError, match="32,767 overlapping"):
+        analysis.refresh(con, force=True)
+    con.execute("DELETE FROM kernels WHERE correlation_id = 0")  # one fewer: exact again
+    analysis.refresh(con, force=True)
+    compute = con.execute("SELECT compute_ns FROM time_partition WHERE step IS NULL").fetchone()[0]
+    assert compute == 1_000_000 + 32766  # kernels 1..32767 cover [1, 1_000_000 + 32767)
+
+
+def test_many_kernels_without_overlap_pass_the_guard(tmp_path):
+    """40,000 back-to-back kernels on one stream: far more than 32,767, but never two at once."""
+    con = open_workspace(tmp_path / "w.duckdb")
+    con.execute(
+        "INSERT INTO kernels (rank, stream_id, start_ns, end_ns, name, correlation_id, category) "
+        "SELECT 0, 7, 10 * i, 10 * i + 5, 'gemm', i, 'compute' FROM range(40000) t(i)"
+    )
+    analysis.refresh(con, force=True)
+    assert con.execute("SELECT compute_ns FROM time_partition WHERE step IS NULL").fetchone()[0] == 40000 * 5

@@ -1,0 +1,221 @@
+"""Terminal output: fits COLUMNS, human units, one unknown marker, trace text shown literally,
+and `summary --by step` reports the job's step time (the slowest rank), not a sum over ranks.
+
+The real-trace tests read ../shared/traces in place and skip when it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import TRACES, requires_shared
+from rich.cells import cell_len
+
+from nsight_analyze.cli import main
+from nsight_analyze.render import (
+    UNKNOWN,
+    format_bytes,
+    format_duration,
+    format_quantity,
+    format_value,
+    heading,
+    render_table,
+)
+
+NSYS_TRACE = TRACES / "nsys" / "nsys-ai" / "h100_2gpu_1s.sqlite"  # 2 ranks, whole-capture window
+KINETO_JOB = TRACES / "kineto" / "hta" / "trace_filter"  # 2 ranks, 2 ProfilerStep steps
+HOSTILE = "[bold red]x[/] [link=http://e.invalid]y[/link] \x1b[31mred "
+# Output that must never reach a terminal table: Python's None, float nanoseconds / bytes
+# (60528471.46830986), raw nanosecond counts with a unit ('324534733 ns').
+LEAKS = [re.compile(r"\bNone\b"), re.compile(r"\d+\.\d{5,}"), re.compile(r"\b\d{5,} ns\b")]
+COMMANDS = [
+    ["summary"],
+    ["summary", "--by", "step"],
+    ["summary", "--by", "rank-step"],
+    ["ranks"],
+    ["diagnose"],
+    ["info"],
+]
+
+
+def run(args: list[str], columns: int = 100) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, args, env={"COLUMNS": str(columns)}, catch_exceptions=False)
+    return res.exit_code, res.stdout, res.output
+
+
+def _refresh(con) -> None:
+    """Recompute stored analysis results after editing canonical rows (when the layer exists)."""
+    try:
+        from nsight_analyze.analysis import refresh
+    except ImportError:  # views are live: nothing is stored
+        return
+    refresh(con, force=True)
+
+
+@pytest.fixture(scope="module")
+def workspaces(tmp_path_factory):
+    """{name: workspace path} for the real nsys and Kineto jobs, ingested once per module."""
+    if not NSYS_TRACE.is_file() or not KINETO_JOB.is_dir():
+        pytest.skip("../shared/traces is absent (real traces live beside the project)")
+    from nsight_analyze.ingest import ingest
+
+    tmp = tmp_path_factory.mktemp("terminal")
+    out = {}
+    for name, path in (("nsys", NSYS_TRACE), ("kineto", KINETO_JOB)):
+        db = tmp / f"{name}.duckdb"
+        ingest([path], db)
+        out[name] = db
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Units and the unknown marker (no traces needed)
+
+
+def test_human_units():
+    assert format_duration(324534733) == "324.5 ms"
+    assert format_duration(1_222_847_000) == "1.223 s"
+    assert format_duration(850) == "850 ns"
+    assert format_duration(12_345) == "12.35 µs"
+    assert format_duration(999_960) == "1.000 ms"  # rounding moves to the next unit
+    assert format_duration(0) == "0"
+    assert format_bytes(60528471.46830986) == "57.72 MiB"
+    assert format_bytes(4) == "4 B"
+    assert format_quantity(517869876, "ns (all ranks)") == "517.9 ms (all ranks)"
+    assert format_quantity(None, "GPUs") == UNKNOWN
+    assert format_value(0.0, "device_id") == "0"  # ids are integers, not '0.00'
+    assert format_value(4037, "pid") == "4037"
+    assert format_value(1682725899264313443, "start_ns") == "1682725899264313443"  # pasteable into SQL
+    assert format_value(2258, "kernels") == "2,258"
+    for missing in (None, float("nan"), pd.NA):
+        assert format_value(missing, "total_ns") == UNKNOWN
+    assert heading("wait_suffered_ns") == "wait suffered" and heading("in_use_pct") == "in use %"
+
+
+def test_table_fits_and_splits():
+    df = pd.DataFrame(
+        {"rank": [0, 1], "name": ["k" * 300, "void f<int>(float const*, long)"]}
+        | {f"part{i}_ns": [123456789, None] for i in range(12)}
+    )
+    text = render_table(df, title="t", width=60)
+    assert max(cell_len(line) for line in text.splitlines()) <= 60
+    assert text.count("rank") >= 2  # split into several tables, each repeating the key column
+    assert "123.5 ms" in text and UNKNOWN in text and "…" in text
+
+
+def test_markup_is_literal_in_tables():
+    df = pd.DataFrame({"name": [HOSTILE], "total_ns": [5]})
+    for tty in (False, True):
+        text = render_table(df, title=HOSTILE, width=100, tty=tty)
+        assert "[bold red]x[/]" in text and "[link=http://e.invalid]" in text
+        assert "\\x1b[31m" in text  # the trace's escape sequence is shown, not executed
+        assert "\x1b[31mred" not in text
+
+
+# ------------------------------------------------------------------------------------------------
+# Real workspaces
+
+
+@requires_shared
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize("ws", ["nsys", "kineto"])
+def test_output_fits_the_terminal(workspaces, ws, columns):
+    for args in COMMANDS:
+        code, out, both = run([*args, "--db", str(workspaces[ws])], columns)
+        assert code == 0, both
+        assert out.strip(), args
+        wide = [line for line in out.splitlines() if cell_len(line) > columns]
+        assert not wide, (args, columns, wide[:3])
+        for leak in LEAKS:
+            assert not leak.search(out), (args, leak.pattern, leak.search(out))
+
+
+@requires_shared
+def test_summary_by_step_gives_the_job_step_time(workspaces):
+    """The job's step time is the slowest rank's window. Expected values come straight from the
+    time_partition view via SQL: max(window_ns) over the ranks of each step, and that rank."""
+    import duckdb
+
+    db = workspaces["kineto"]
+    code, out, both = run(["summary", "--db", str(db), "--by", "step", "--format", "json"])
+    assert code == 0, both
+    doc = json.loads(out)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        want = {
+            int(step): (int(job), int(slowest), int(total), int(ranks))
+            for step, job, slowest, total, ranks in con.execute(
+                "SELECT step, max(window_ns), arg_max(rank, (window_ns, -rank)), sum(window_ns), count(*) "
+                "FROM time_partition WHERE step IS NOT NULL GROUP BY step"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+    assert len(want) == 2  # ProfilerStep#551, #552
+    rows = {r["step"]: r for r in doc["partition"]}
+    assert set(rows) == set(want)
+    for step, (job, slowest, total, ranks) in want.items():
+        row = rows[step]
+        assert row["job_step_ns"] == job and row["slowest_rank"] == slowest
+        assert row["window_ns"] == total and row["ranks"] == ranks  # unchanged: sums over ranks
+        assert job < total  # the bug this guards: a ~600 ms step shown as ~1,200 ms
+    # The table shows the job step time (not the sum) and the mean rank's window.
+    code, out, both = run(["summary", "--db", str(db), "--by", "step"], columns=200)
+    assert code == 0, both
+    assert "job step time" in out and "slowest rank" in out and "mean per rank" in out
+    for step, (job, _slowest, total, ranks) in want.items():
+        line = next(x for x in out.splitlines() if re.match(rf"\s*{step}\s", x))
+        assert format_duration(job) in line and format_duration(total / ranks) in line
+        assert format_duration(total) not in line
+    # Per rank and step: one row each.
+    code, out, _ = run(["summary", "--db", str(db), "--by", "rank-step", "--format", "json"])
+    assert code == 0 and len(json.loads(out)["partition"]) == sum(w[3] for w in want.values())
+
+
+@requires_shared
+def test_step_pattern_is_stored_and_used(workspaces, tmp_path):
+    import duckdb
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(workspaces["kineto"], db)
+    code, out, both = run(["summary", "--db", str(db), "--step-pattern", "(unclosed"])
+    assert code == 2 and out == "", both
+    assert "not a valid RE2 regex" in both and len(both.strip().splitlines()) == 1
+    pattern = r"^## (backward|optimizer) ##"
+    code, out, both = run(["summary", "--db", str(db), "--by", "step", "--format", "json",
+                           "--step-pattern", pattern])
+    assert code == 0, both
+    steps = {r["step"] for r in json.loads(out)["partition"]}
+    assert len(steps) == 4  # two ranges per ProfilerStep, two steps
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = con.execute("SELECT value FROM settings WHERE key = 'step_pattern'").fetchone()[0]
+    finally:
+        con.close()
+    assert stored == pattern
+    code, out, both = run(["summary", "--db", str(db), "--by", "step", "--format", "json"])
+    assert code == 0 and {r["step"] for r in json.loads(out)["partition"]} == steps, both
+
+
+@requires_shared
+def test_hostile_kernel_names_are_printed_literally(workspaces, tmp_path):
+    from nsight_analyze.workspace import open_workspace
+
+    db = tmp_path / "hostile.duckdb"
+    shutil.copy(workspaces["kineto"], db)
+    con = open_workspace(db)
+    try:
+        con.execute("UPDATE kernels SET name = ? || name WHERE name LIKE 'ncclKernel%'", [HOSTILE])
+        _refresh(con)
+    finally:
+        con.close()
+    for args in (["summary"], ["diagnose"]):
+        code, out, both = run([*args, "--db", str(db)], columns=160)
+        assert code == 0, both
+        assert "[bold red]x[/]" in out, args  # the top / dominant kernel, shown as written
+        assert "\x1b" not in out and "\\x1b[31m" in out, args
