@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test test-fast bench lint format venv clean
 
 demo: $(STAMP)
 	$(BIN)/nsight-analyze demo
@@ -12,11 +12,19 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# The quick loop for contributors: every test but those marked slow.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 lint: $(STAMP)
+	$(BIN)/ruff format --check nsight_analyze tests benchmarks
 	$(BIN)/ruff check nsight_analyze tests benchmarks
+
+format: $(STAMP)
+	$(BIN)/ruff format nsight_analyze tests benchmarks
 
 venv: $(STAMP)
 

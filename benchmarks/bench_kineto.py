@@ -134,8 +134,7 @@ def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     from nsight_analyze.ingest import ingest
     from nsight_analyze.workspace import open_workspace
 
-    open_workspace(db).close()  # schema and views exist before the clock starts
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # the workspace is created, loaded and analysed inside the ingest
     report = ingest([folder], db)
     t_ingest = time.perf_counter() - t0
     failed = [f"{o.path.name}: {o.message}" for o in report.outcomes if o.status != "ok"]
@@ -283,6 +282,45 @@ def _seconds(r: dict, key: str) -> float:
     return r[key] if isinstance(r.get(key), float) else float("nan")
 
 
+def compare_job(
+    name: str, job: Path, db: Path, gpu_events: int | None, hta: str | None, timeout: float
+) -> None:
+    """Ours (ingest with its analysis, then the breakdown read) and HTA on one folder, with ratios."""
+    r = run_ours(job, db, sql_timeout=timeout)
+    label = f"{name}, ours"
+    if "error" in r:
+        print(f"{label:>18} failed: {r['error']}")
+        return
+    total = r["ingest_s"] + _seconds(r, "breakdown_s")
+    with_summary = r["ingest_s"] + _seconds(r, "summary_s")
+    rate = (gpu_events or r["gpu_ops"]) / r["ingest_s"]
+    print(
+        f"{label:>18} {r['ingest_s']:>8.1f} {r['load_s']:>7.1f} {_seconds(r, 'breakdown_s'):>11.2f} "
+        f"{_seconds(r, 'summary_s'):>9.2f} {total:>8.2f} {r['peak_rss_mib']:>8.0f} "
+        f"{rate:>9.0f}  {r['ingest_rss_mib']:>10.0f}{_errors(r)}",
+        flush=True,
+    )
+    if not hta:
+        return
+    h = run_hta(hta, job)
+    label = f"{name}, HTA"
+    if "error" in h:
+        print(f"{label:>18} failed: {h['error']}")
+        return
+    hta_total = h["load_s"] + h["analysis_s"]
+    print(
+        f"{label:>18} {h['load_s']:>8.1f} {'':>7} {h['analysis_s']:>11.2f} {'':>9} "
+        f"{hta_total:>8.2f} {h['peak_rss_mib']:>8.0f}"
+    )
+    memory, ingest_memory = (r[k] / h["peak_rss_mib"] for k in ("peak_rss_mib", "ingest_rss_mib"))
+    print(
+        f"{'ratio':>18} time {hta_total / total:.2f}x faster (ingest + summary with idle causes "
+        f"{hta_total / with_summary:.2f}x; ingest alone vs HTA's load {h['load_s'] / r['ingest_s']:.2f}x), "
+        f"memory {memory:.2f} of HTA's (ingest alone {ingest_memory:.2f})",
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -300,6 +338,11 @@ def main() -> None:
         "--hta-python",
         help="a Python interpreter with HolisticTraceAnalysis installed "
         "(default: this one, if it can import hta)",
+    )
+    ap.add_argument(
+        "--folders",
+        default="",
+        help="comma-separated folders of real traces measured as they are (e.g. the shared trace_filter)",
     )
     ap.add_argument("--no-hta", action="store_true", help="do not run HTA")
     ap.add_argument("--keep", type=Path, help="write the tiled files here and keep them")
@@ -321,6 +364,14 @@ def main() -> None:
     print(f"source: {args.source}  ({os.cpu_count()} CPUs)  files in {tmp}")
     print(f"HTA: {hta or 'not installed: ratios not measured (--hta-python PATH)'}")
     rank_counts = [int(x) for x in args.ranks.split(",") if x and int(x) > 0]
+    if rank_counts or args.folders:
+        print(
+            f"{'':>18} {'ingest s':>8} {'load s':>7} {'breakdown s':>11} {'summary s':>9} {'total s':>8} "
+            f"{'RSS MiB':>8} {'GPU ev/s':>9}  {'ingest RSS':>10}\n"
+            f"{'':>18} (ingest includes the stored analysis; total = ingest + reading the breakdown; "
+            "HTA: load s, analysis s; ratios: HTA time / ours, our RSS / HTA's)"
+        )
+    body, gpu_per_rank = b"", 0
     if rank_counts:
         t = time.perf_counter()
         body, gpu_per_rank, events_per_rank = tile_body(args.source, args.gpu_events)
@@ -328,48 +379,16 @@ def main() -> None:
             f"tiled body: {gpu_per_rank} GPU events, {events_per_rank} events per rank, "
             f"{len(body) / 2**20:.1f} MiB gz ({time.perf_counter() - t:.1f} s)"
         )
-        print(
-            f"{'':>18} {'ingest s':>8} {'load s':>7} {'breakdown s':>11} {'summary s':>9} {'total s':>8} "
-            f"{'RSS MiB':>8} {'GPU ev/s':>9}  {'ingest RSS':>10}\n"
-            f"{'':>18} (total = ingest + breakdown; HTA: load s, analysis s; ratios: HTA time / ours, "
-            "our RSS / HTA's)"
-        )
+    jobs = []
     for ranks in rank_counts:
         job = tmp / f"ranks{ranks}"
         write_job(job, ranks, body)
-        r = run_ours(job, tmp / f"ranks{ranks}.duckdb", sql_timeout=args.sql_timeout)
-        label = f"{ranks} ranks, ours"
-        if "error" in r:
-            print(f"{label:>18} failed: {r['error']}")
-            continue
-        total = r["ingest_s"] + _seconds(r, "breakdown_s")
-        with_summary = r["ingest_s"] + _seconds(r, "summary_s")
-        print(
-            f"{label:>18} {r['ingest_s']:>8.1f} {r['load_s']:>7.1f} {_seconds(r, 'breakdown_s'):>11.1f} "
-            f"{_seconds(r, 'summary_s'):>9.1f} {total:>8.1f} {r['peak_rss_mib']:>8.0f} "
-            f"{ranks * gpu_per_rank / r['ingest_s']:>9.0f}  {r['ingest_rss_mib']:>10.0f}{_errors(r)}",
-            flush=True,
-        )
-        if hta:
-            h = run_hta(hta, job)
-            label = f"{ranks} ranks, HTA"
-            if "error" in h:
-                print(f"{label:>18} failed: {h['error']}")
-            else:
-                hta_total = h["load_s"] + h["analysis_s"]
-                print(
-                    f"{label:>18} {h['load_s']:>8.1f} {'':>7} {h['analysis_s']:>11.1f} {'':>9} "
-                    f"{hta_total:>8.1f} {h['peak_rss_mib']:>8.0f}"
-                )
-                memory, ingest_memory = (r[k] / h["peak_rss_mib"] for k in ("peak_rss_mib", "ingest_rss_mib"))
-                load_ratio = h["load_s"] / r["ingest_s"]
-                print(
-                    f"{'ratio':>18} time {hta_total / total:.1f}x faster (ingest + summary with idle causes "
-                    f"{hta_total / with_summary:.1f}x; ingest alone vs HTA's load {load_ratio:.1f}x), "
-                    f"memory {memory:.2f} of HTA's (ingest alone {ingest_memory:.2f})",
-                    flush=True,
-                )
-        if not args.keep:
+        jobs.append((f"{ranks} ranks", job, ranks * gpu_per_rank, not args.keep))
+    for folder in filter(None, args.folders.split(",")):
+        jobs.append((Path(folder).name[:12], Path(folder), None, False))
+    for name, job, gpu_events, remove in jobs:
+        compare_job(name, job, tmp / f"{job.name}.duckdb", gpu_events, hta, args.sql_timeout)
+        if remove:
             shutil.rmtree(job, ignore_errors=True)
     if args.big_gpu_events:
         big_body, big_gpu, big_events = tile_body(args.source, args.big_gpu_events)

@@ -26,16 +26,23 @@ from pathlib import Path
 
 import duckdb
 
-from nsight_analyze.ranks import align_clocks
-from nsight_analyze.workspace import load_queries, open_workspace
+from nsight_analyze.analysis import refresh
+from nsight_analyze.workspace import open_workspace
 
 BUDGET_S = 20.0
 NCCL_AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 GEMM = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT"
 
 
-def build(con: duckdb.DuckDBPyConnection, ranks: int, kernels: int, per_step: int, buckets: int,
-          gpus_per_node: int, straggler: int) -> None:
+def build(
+    con: duckdb.DuckDBPyConnection,
+    ranks: int,
+    kernels: int,
+    per_step: int,
+    buckets: int,
+    gpus_per_node: int,
+    straggler: int,
+) -> None:
     """Fill ranks and kernels; also a per-step compute partition table `bench_tp`."""
     steps = kernels // per_step
     compute_per_step = per_step - buckets
@@ -111,8 +118,9 @@ def main() -> None:
     ap.add_argument("--kernels-per-step", type=int, default=1000)
     ap.add_argument("--buckets", type=int, default=10, help="AllReduce kernels per step")
     ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--workspace", type=Path,
-                    help="time this ingested workspace instead (uses its time_partition)")
+    ap.add_argument(
+        "--workspace", type=Path, help="time this ingested workspace instead (uses its time_partition)"
+    )
     args = ap.parse_args()
 
     results: list[tuple[str, float]] = []
@@ -122,27 +130,43 @@ def main() -> None:
             tp = "time_partition"
         else:
             con = open_workspace(Path(tmp) / "bench.duckdb")
-            for _ in range(8):  # tolerate a loader that resolves one dependency level per pass
-                if not load_queries(con):
-                    break
             print(f"building {args.ranks} ranks x {args.kernels:,} kernels ...", flush=True)
             t = time.perf_counter()
-            build(con, args.ranks, args.kernels, args.kernels_per_step, args.buckets, args.gpus_per_node,
-                  straggler=3)
+            build(
+                con,
+                args.ranks,
+                args.kernels,
+                args.kernels_per_step,
+                args.buckets,
+                args.gpus_per_node,
+                straggler=3,
+            )
             print(f"  (built in {time.perf_counter() - t:.1f} s; not counted)")
             tp = "bench_tp"
         n = con.execute("SELECT COUNT(*) FROM kernels").fetchone()[0]
         print(f"merger phases on {n:,} kernels:")
-        warnings = timed("align_clocks", lambda: align_clocks(con), results)
+        # the whole stored analysis: rank-local step, clock alignment, matching, job tables
+        warnings = timed("analysis (refresh)", lambda: refresh(con, force=True), results)
         timed("collectives", lambda: con.execute("SELECT COUNT(*) FROM collectives").fetchall(), results)
-        timed("collective_waits", lambda: con.execute("SELECT SUM(wait_ns) FROM collective_waits").fetchall(),
-              results)
+        timed(
+            "collective_waits",
+            lambda: con.execute("SELECT SUM(wait_ns) FROM collective_waits").fetchall(),
+            results,
+        )
         timed("alignment_quality", lambda: con.sql("SELECT * FROM alignment_quality").df(), results)
-        timed(f"partition ({tp}) + imbalance", lambda: con.execute(
-            f"CREATE OR REPLACE TEMP TABLE b_tp AS SELECT rank, step, compute_ns FROM {tp}; "
-            "CREATE OR REPLACE TEMP TABLE b_imb AS SELECT * FROM merge_imbalance_of('b_tp')"), results)
-        roll = timed("rank roll-up + verdict", lambda: con.sql(
-            "SELECT * FROM merge_rank_rollup_of('b_tp', 'b_imb')").df(), results)
+        timed(
+            f"partition ({tp}) + imbalance",
+            lambda: con.execute(
+                f"CREATE OR REPLACE TEMP TABLE b_tp AS SELECT rank, step, compute_ns FROM {tp}; "
+                "CREATE OR REPLACE TEMP TABLE b_imb AS SELECT * FROM merge_imbalance_of('b_tp')"
+            ),
+            results,
+        )
+        roll = timed(
+            "rank roll-up + verdict",
+            lambda: con.sql("SELECT * FROM merge_rank_rollup_of('b_tp', 'b_imb')").df(),
+            results,
+        )
         total = sum(s for _, s in results)
         q = con.sql(
             "SELECT host, offset_ns, residual_p50_ns, residual_p95_ns, method FROM alignment_quality"
@@ -161,8 +185,10 @@ def main() -> None:
         straggler = roll[roll.straggler]["rank"].tolist()
         print(f"verdict: {roll.verdict.iloc[0]}; straggler: {straggler}; warnings: {warnings}")
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"merger total: {total:.2f} s (budget for the whole analysis: {BUDGET_S:.0f} s); "
-              f"peak RSS {rss:,.0f} MB")
+        print(
+            f"merger total: {total:.2f} s (budget for the whole analysis: {BUDGET_S:.0f} s); "
+            f"peak RSS {rss:,.0f} MB"
+        )
         con.close()
 
 

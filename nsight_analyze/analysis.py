@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from . import query_layer
-from .duck import bound_memory
+from .duck import bound_memory, out_of_memory
 from .errors import UserError
 
 STATE_TABLE = "_analysis_ranks"
@@ -159,6 +159,14 @@ def batches(ranks: list[int], sizes: dict[int, int], limit: int = BATCH_EVENTS) 
     return out
 
 
+def _run(con: duckdb.DuckDBPyConnection, sql: str, name: str) -> None:
+    """Execute one query's statement; running out of memory names the query and the cap."""
+    try:
+        con.execute(sql)
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory(f"computing {name}") from None
+
+
 Made = list[tuple[str, str]]  # TEMP objects a step created: (name, DROP keyword)
 
 
@@ -176,7 +184,7 @@ def _create_stage(
         if q.stage == "live":  # the workspace's own views and macros (they read the shadows)
             continue
         as_table = materialise and q.result in ("stored", "step")
-        con.execute(q.create("table" if as_table else "view", temporary=True))
+        _run(con, q.create("table" if as_table else "view", temporary=True), q.name)
         made.append((q.name, q.drop_keyword if not as_table else "TABLE"))
     return made
 
@@ -203,7 +211,6 @@ def rank_local_step(con: duckdb.DuckDBPyConnection) -> Made:
     made = _create_stage(con, query_layer.closure(query_layer.of_stage("rank")), materialise=True)
     over = con.execute("SELECT rank, category, max_overlap FROM _tp_sweep_guard ORDER BY ALL").fetchone()
     if over:
-        _drop(con, made)
         raise UserError(
             f"rank {over[0]} runs {over[2]:,} {over[1]} operations at once; the time partition counts at "
             "most 32,767 overlapping operations of one category per rank (is the trace's timing broken?)"
@@ -229,7 +236,7 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
     for q in queries:  # then each stored one computed once, in order, as a table
         if q.name in tables:
             con.execute(f'DROP VIEW temp.main."{q.name}"')
-            con.execute(q.create("table", temporary=True))
+            _run(con, q.create("table", temporary=True), q.name)
     return [(n, "TABLE" if n in tables else k) for n, k in made], notes
 
 
@@ -307,23 +314,19 @@ def _compute(
             con.execute(f'DELETE FROM {main}."{name}" WHERE rank IN ({gone})')
     tables = [t for t in RANK_TABLES if existing.get(t) == "table"]
     todo = batches(p.ranks, p.sizes, batch_events) or ([[]] if p.full else [])
+    # On an error nothing is dropped: the caller's ROLLBACK removes this transaction's TEMP objects.
     for done, batch in enumerate(todo, 1):
         made = shadow_ranks(con, batch, tables)
-        try:
-            made += rank_local_step(con)
-            for name in rank_results:
-                _store(con, name, existing, replace=p.full and done == 1)
-        finally:
-            _drop(con, made)
+        made += rank_local_step(con)
+        for name in rank_results:
+            _store(con, name, existing, replace=p.full and done == 1)
+        _drop(con, made)
         if progress:
             progress(done, len(todo))
-    made, notes = [], []
-    try:
-        made, notes = job_step(con)
-        for name in query_layer.stored("job"):
-            _store(con, name, existing, replace=True)
-    finally:
-        _drop(con, made)
+    made, notes = job_step(con)
+    for name in query_layer.stored("job"):
+        _store(con, name, existing, replace=True)
+    _drop(con, made)
     for q in query_layer.of_stage("job"):  # macros over stored results, kept for users' SQL
         if q.kind == "macro":
             con.execute(q.create("view", temporary=False))
@@ -351,9 +354,10 @@ def tty_progress(label: str) -> tuple[Progress | None, Callable[[], None]]:
     """A rich progress bar on stderr when it is a terminal (nothing in pipes and CI)."""
     if not sys.stderr.isatty():
         return None, lambda: None
+    from rich.console import Console
     from rich.progress import Progress as Bar
 
-    bar = Bar(transient=True)
+    bar = Bar(transient=True, console=Console(stderr=True))
     bar.start()
     task = bar.add_task(label, total=None)
 

@@ -19,9 +19,15 @@ TABLE_ROWS = 40
 IDLE_PARTS = ("launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns")
 BAR_PARTS = ("compute_ns", "memory_ns", "other_ns", "comms_exposed_ns") + IDLE_PARTS
 COLOURS = {
-    "compute_ns": "#2e7d32", "memory_ns": "#1565c0", "other_ns": "#8e24aa", "comms_exposed_ns": "#ef6c00",
-    "launch_gap_ns": "#9e9e9e", "input_stall_ns": "#c62828", "sync_stall_ns": "#6d4c41",
-    "host_bound_ns": "#f9a825", "idle_other_ns": "#cfd8dc",
+    "compute_ns": "#2e7d32",
+    "memory_ns": "#1565c0",
+    "other_ns": "#8e24aa",
+    "comms_exposed_ns": "#ef6c00",
+    "launch_gap_ns": "#9e9e9e",
+    "input_stall_ns": "#c62828",
+    "sync_stall_ns": "#6d4c41",
+    "host_bound_ns": "#f9a825",
+    "idle_other_ns": "#cfd8dc",
 }
 
 
@@ -60,10 +66,21 @@ def partition_figure(result: dict[str, Any]) -> dict[str, Any]:
     data = []
     for part in BAR_PARTS:
         y = [_ms(p[side][part]) for _, p in groups for side in ("before", "after")]
-        data.append({"type": "bar", "name": part.removesuffix("_ns"), "x": x, "y": y,
-                     "marker": {"color": COLOURS[part]}})
-    layout = {"barmode": "stack", "title": {"text": "Time partition per step window (ms)"},
-              "yaxis": {"title": {"text": "ms per step"}}, "legend": {"orientation": "h"}}
+        data.append(
+            {
+                "type": "bar",
+                "name": part.removesuffix("_ns"),
+                "x": x,
+                "y": y,
+                "marker": {"color": COLOURS[part]},
+            }
+        )
+    layout = {
+        "barmode": "stack",
+        "title": {"text": "Time partition per step window (ms)"},
+        "yaxis": {"title": {"text": "ms per step"}},
+        "legend": {"orientation": "h"},
+    }
     return {"data": data, "layout": layout}
 
 
@@ -71,31 +88,66 @@ def steps_figure(result: dict[str, Any]) -> dict[str, Any]:
     """Distributions of the slowest rank's step time (box + every step) and per-step values by index."""
     samples = result["step_time"]["slowest_samples_ns"]
     data: list[dict[str, Any]] = [
-        {"type": "box", "name": side, "y": [v / 1e6 for v in samples[side]], "boxpoints": "all",
-         "jitter": 0.4, "xaxis": "x", "yaxis": "y"}
+        {
+            "type": "box",
+            "name": side,
+            "y": [v / 1e6 for v in samples[side]],
+            "boxpoints": "all",
+            "jitter": 0.4,
+            "xaxis": "x",
+            "yaxis": "y",
+        }
         for side in ("before", "after")
     ]
     steps = result["step_time"]["per_step"]
     xs = [s["step"] if s["step"] is not None else "capture" for s in steps]
     for side in ("before", "after"):
-        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{side} by step", "x": xs,
-                     "y": [s[f"{side}_ns"] / 1e6 for s in steps], "xaxis": "x2", "yaxis": "y2"})
-    layout = {"title": {"text": "Slowest rank's step time (ms)"}, "grid": {"rows": 1, "columns": 2},
-              "xaxis": {"domain": [0, 0.35]}, "xaxis2": {"domain": [0.45, 1], "title": {"text": "step"}},
-              "yaxis": {"title": {"text": "ms"}}, "yaxis2": {"anchor": "x2"}}
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{side} by step",
+                "x": xs,
+                "y": [s[f"{side}_ns"] / 1e6 for s in steps],
+                "xaxis": "x2",
+                "yaxis": "y2",
+            }
+        )
+    layout = {
+        "title": {"text": "Slowest rank's step time (ms)"},
+        "grid": {"rows": 1, "columns": 2},
+        "xaxis": {"domain": [0, 0.35]},
+        "xaxis2": {"domain": [0.45, 1], "title": {"text": "step"}},
+        "yaxis": {"title": {"text": "ms"}},
+        "yaxis2": {"anchor": "x2"},
+    }
     return {"data": data, "layout": layout}
 
 
-def _waterfall(title: str, start: tuple[str, float], items: list[tuple[str, float]],
-               end: tuple[str, float]) -> dict[str, Any]:
+def _waterfall(
+    title: str, start: tuple[str, float], items: list[tuple[str, float]], end: tuple[str, float]
+) -> dict[str, Any]:
     labels = [esc(start[0])] + [esc(n) for n, _ in items] + [esc(end[0])]
     values = [start[1]] + [v for _, v in items] + [end[1]]
     measure = ["absolute"] + ["relative"] * len(items) + ["total"]
-    data = [{"type": "waterfall", "orientation": "v", "x": labels, "y": values, "measure": measure,
-             "increasing": {"marker": {"color": "#c62828"}}, "decreasing": {"marker": {"color": "#2e7d32"}},
-             "hovertemplate": "%{x}<br>%{y:.3f} ms<extra></extra>"}]
-    layout = {"title": {"text": esc(title)}, "yaxis": {"title": {"text": "ms per step"}},
-              "xaxis": {"tickangle": -30, "automargin": True}, "showlegend": False}
+    data = [
+        {
+            "type": "waterfall",
+            "orientation": "v",
+            "x": labels,
+            "y": values,
+            "measure": measure,
+            "increasing": {"marker": {"color": "#c62828"}},
+            "decreasing": {"marker": {"color": "#2e7d32"}},
+            "hovertemplate": "%{x}<br>%{y:.3f} ms<extra></extra>",
+        }
+    ]
+    layout = {
+        "title": {"text": esc(title)},
+        "yaxis": {"title": {"text": "ms per step"}},
+        "xaxis": {"tickangle": -30, "automargin": True},
+        "showlegend": False,
+    }
     return {"data": data, "layout": layout}
 
 
@@ -112,9 +164,12 @@ def kernel_waterfall(result: dict[str, Any]) -> dict[str, Any]:
     rest = k["totals"]["delta_per_step_ns"] / 1e6 - sum(v for _, v in items)
     if rows and abs(rest) > 1e-9:
         items.append(("other kernels", rest))
-    return _waterfall("Kernel time per step: largest changes (summed over ranks)",
-                      ("before", k["totals"]["before_per_step_ns"] / 1e6), items,
-                      ("after", k["totals"]["after_per_step_ns"] / 1e6))
+    return _waterfall(
+        "Kernel time per step: largest changes (summed over ranks)",
+        ("before", k["totals"]["before_per_step_ns"] / 1e6),
+        items,
+        ("after", k["totals"]["after_per_step_ns"] / 1e6),
+    )
 
 
 def category_waterfall(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -124,9 +179,12 @@ def category_waterfall(result: dict[str, Any]) -> dict[str, Any] | None:
         return None
     parts = [p for p in BAR_PARTS if total["delta"][p]]
     items = [(p.removesuffix("_ns"), total["delta"][p] / 1e6) for p in parts]
-    return _waterfall("Step window by category (summed over ranks)",
-                      ("before", total["before"]["window_ns"] / 1e6), items,
-                      ("after", total["after"]["window_ns"] / 1e6))
+    return _waterfall(
+        "Step window by category (summed over ranks)",
+        ("before", total["before"]["window_ns"] / 1e6),
+        items,
+        ("after", total["after"]["window_ns"] / 1e6),
+    )
 
 
 def _table(headers: list[str], rows: list[list[Any]], table_id: str) -> str:
@@ -140,21 +198,56 @@ def _summary_table(result: dict[str, Any]) -> str:
     rows = []
     for label, s in [("slowest", st["slowest"])] + [(f"rank {p['rank']}", p) for p in st["per_rank"]]:
         ci = s["ci_pct"] or [None, None]
-        rows.append([label, _num(_ms(s["before"]["median_ns"])), _num(_ms(s["after"]["median_ns"])),
-                     _num(s["delta_pct"], 2, "%"), _num(ci[0], 2, "%"), _num(ci[1], 2, "%"),
-                     _num(s["p_value"], 4)])
-    return _table(["series", "before median ms", "after median ms", "change", "CI low", "CI high", "p"],
-                  rows, "step-time")
+        rows.append(
+            [
+                label,
+                _num(_ms(s["before"]["median_ns"])),
+                _num(_ms(s["after"]["median_ns"])),
+                _num(s["delta_pct"], 2, "%"),
+                _num(ci[0], 2, "%"),
+                _num(ci[1], 2, "%"),
+                _num(s["p_value"], 4),
+            ]
+        )
+    return _table(
+        ["series", "before median ms", "after median ms", "change", "CI low", "CI high", "p"],
+        rows,
+        "step-time",
+    )
 
 
 def _diff_table(block: dict[str, Any], keys: list[str], table_id: str) -> str:
-    rows = [[r["status"]] + [r[k] for k in keys] + [
-        _num(r["before_instances"]), _num(r["after_instances"]), _num(r.get("duration_delta_pct"), 2, "%"),
-        _num(r.get("duration_p_value"), 4),
-        _num(_ms(r["before_per_step_ns"])), _num(_ms(r["after_per_step_ns"])),
-        _num(_ms(r["delta_per_step_ns"])), _num(_ms(r["delta_ns"]))] for r in block["rows"][:TABLE_ROWS]]
-    return _table(["status"] + keys + ["before n", "after n", "duration Δ", "duration p", "before ms/step",
-                                       "after ms/step", "Δ ms/step", "Δ ms total"], rows, table_id)
+    rows = [
+        [r["status"]]
+        + [r[k] for k in keys]
+        + [
+            _num(r["before_instances"]),
+            _num(r["after_instances"]),
+            _num(r.get("duration_delta_pct"), 2, "%"),
+            _num(r.get("duration_p_value"), 4),
+            _num(_ms(r["before_per_step_ns"])),
+            _num(_ms(r["after_per_step_ns"])),
+            _num(_ms(r["delta_per_step_ns"])),
+            _num(_ms(r["delta_ns"])),
+        ]
+        for r in block["rows"][:TABLE_ROWS]
+    ]
+    return _table(
+        ["status"]
+        + keys
+        + [
+            "before n",
+            "after n",
+            "duration Δ",
+            "duration p",
+            "before ms/step",
+            "after ms/step",
+            "Δ ms/step",
+            "Δ ms total",
+        ],
+        rows,
+        table_id,
+    )
 
 
 def _rate_table(result: dict[str, Any]) -> str:
@@ -162,16 +255,26 @@ def _rate_table(result: dict[str, Any]) -> str:
     wr = result.get("work_rate")
     if not wr:
         return ""
-    rows = [[side, _num(_ms(wr[side]["window_ns"])), _num(_ms(wr[side]["work_ns"])),
-             _num(None if wr[side]["rate"] is None else 100 * wr[side]["rate"], 2, "%"),
-             _num(wr[side]["busy_pct"], 2, "%"), _num(wr[side]["coverage_pct"], 1, "%")]
-            for side in ("before", "after")]
-    table = _table(["run", "window ms", "work ms", "work per window", "busy", "matched kernel time"], rows,
-                   "work-rate")
+    rows = [
+        [
+            side,
+            _num(_ms(wr[side]["window_ns"])),
+            _num(_ms(wr[side]["work_ns"])),
+            _num(None if wr[side]["rate"] is None else 100 * wr[side]["rate"], 2, "%"),
+            _num(wr[side]["busy_pct"], 2, "%"),
+            _num(wr[side]["coverage_pct"], 1, "%"),
+        ]
+        for side in ("before", "after")
+    ]
+    table = _table(
+        ["run", "window ms", "work ms", "work per window", "busy", "matched kernel time"], rows, "work-rate"
+    )
     if wr["comparable"]:
         lo, hi = wr["range_pct"]
-        note = (f"Change {_num(wr['delta_pct'], 2, '%')} ({_num(lo, 2, '%')} .. {_num(hi, 2, '%')} however "
-                "the windows are cut).")
+        note = (
+            f"Change {_num(wr['delta_pct'], 2, '%')} ({_num(lo, 2, '%')} .. {_num(hi, 2, '%')} however "
+            "the windows are cut)."
+        )
     else:
         note = f"Not comparable: {wr['why']}"
     return f"{table}<p>{esc(wr['basis'])}. {esc(note)}</p>"
@@ -180,21 +283,35 @@ def _rate_table(result: dict[str, Any]) -> str:
 def _magnitude(value: Any, unit: str) -> str:
     if value is None:
         return "–"
-    return _num(_ms(value)) + " ms" if unit.startswith("ns") else _num(float(value), 2) + (
-        " %" if unit == "pct" else "")
+    return (
+        _num(_ms(value)) + " ms"
+        if unit.startswith("ns")
+        else _num(float(value), 2) + (" %" if unit == "pct" else "")
+    )
 
 
 def _findings_table(result: dict[str, Any]) -> str:
     f = result["findings"]
     if not f["available"]:
         return "<p>Findings not computed (diagnose unavailable or skipped).</p>"
-    rows = [[c["status"], c["cause"],
-             f"{', '.join(c['ids_before']) or '–'} → {', '.join(c['ids_after']) or '–'}",
-             _magnitude(c["magnitude_before"], c["unit"]), _magnitude(c["magnitude_after"], c["unit"]),
-             _num(c["delta_pct"], 1, "%"), f"{c['severity_before'] or '–'} → {c['severity_after'] or '–'}",
-             c["title"]] for c in f.get("causes", [])]
-    return _table(["change", "cause", "findings", "before", "after", "Δ", "severity", "what it measures"],
-                  rows, "findings")
+    rows = [
+        [
+            c["status"],
+            c["cause"],
+            f"{', '.join(c['ids_before']) or '–'} → {', '.join(c['ids_after']) or '–'}",
+            _magnitude(c["magnitude_before"], c["unit"]),
+            _magnitude(c["magnitude_after"], c["unit"]),
+            _num(c["delta_pct"], 1, "%"),
+            f"{c['severity_before'] or '–'} → {c['severity_after'] or '–'}",
+            c["title"],
+        ]
+        for c in f.get("causes", [])
+    ]
+    return _table(
+        ["change", "cause", "findings", "before", "after", "Δ", "severity", "what it measures"],
+        rows,
+        "findings",
+    )
 
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}
@@ -208,34 +325,45 @@ def render(result: dict[str, Any]) -> str:
     """The whole page as one string."""
     from plotly.offline import get_plotlyjs
 
-    figures = [("fig-partition", partition_figure(result)), ("fig-steps", steps_figure(result)),
-               ("fig-kernels", kernel_waterfall(result)), ("fig-categories", category_waterfall(result))]
+    figures = [
+        ("fig-partition", partition_figure(result)),
+        ("fig-steps", steps_figure(result)),
+        ("fig-kernels", kernel_waterfall(result)),
+        ("fig-categories", category_waterfall(result)),
+    ]
     figures = [(i, f) for i, f in figures if f is not None]
     v = result["verdict"]
     blocks = "".join(
         f'<div class="fig" id="{i}"></div>'
         f'<script type="application/json" id="{i}-data">{safe_json(f)}</script>'
-        for i, f in figures)
-    runs = "".join(f"<li>{esc(side)}: {esc(r['input'])} — {esc(r['ranks'])} ranks, {esc(r['steps'])} step "
-                   f"windows ({esc(r['step_source'])})</li>" for side, r in result["runs"].items())
+        for i, f in figures
+    )
+    runs = "".join(
+        f"<li>{esc(side)}: {esc(r['input'])} — {esc(r['ranks'])} ranks, {esc(r['steps'])} step "
+        f"windows ({esc(r['step_source'])})</li>"
+        for side, r in result["runs"].items()
+    )
     notes = "".join(f"<li>{esc(n)}</li>" for n in result["notes"])
     ids = safe_json([i for i, _ in figures])
     kernels = _diff_table(result["kernels"], ["name", "category"], "kernels")
     basis = v.get("basis", "step_time")
-    step_title = ("Step time" if basis == "step_time"
-                  else "Step or capture window time (not the verdict's basis: a run has no steps)")
+    step_title = (
+        "Step time"
+        if basis == "step_time"
+        else "Step or capture window time (not the verdict's basis: a run has no steps)"
+    )
     return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>nsight-analyze compare: {esc(v['verdict'])}</title>
+<html><head><meta charset="utf-8"><title>nsight-analyze compare: {esc(v["verdict"])}</title>
 <style>{CSS}</style><script>{get_plotlyjs()}</script></head><body>
 <h1>nsight-analyze compare</h1>
-<p class="verdict {esc(v['verdict'])}" data-verdict="{esc(v['verdict'])}" data-basis="{esc(basis)}">\
-{esc(v['reason'])}</p>
+<p class="verdict {esc(v["verdict"])}" data-verdict="{esc(v["verdict"])}" data-basis="{esc(basis)}">\
+{esc(v["reason"])}</p>
 <ul>{runs}</ul>
 <h2>Work per unit of time</h2>{_rate_table(result)}
 <h2>{esc(step_title)}</h2>{_summary_table(result)}
 {blocks}
 <h2>Kernels (ranked by time gained or lost per step; faster/slower by per-instance durations)</h2>{kernels}
-<h2>Collectives (by type and size)</h2>{_diff_table(result['collectives'], ['op', 'bytes'], 'collectives')}
+<h2>Collectives (by type and size)</h2>{_diff_table(result["collectives"], ["op", "bytes"], "collectives")}
 <h2>Findings</h2>{_findings_table(result)}
 <h2>Notes</h2><ul>{notes}</ul>
 <script>const drawn = [];

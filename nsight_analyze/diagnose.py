@@ -60,7 +60,9 @@ THRESHOLDS: dict[str, Threshold] = {
         3.0, "report load imbalance when the slowest rank's extra compute is >= this % of the mean step"
     ),
     "launch_explained_min_pct": Threshold(
-        50.0, "launch-bound (else host-bound) when operations x median launch call >= this % of the idle time"
+        50.0,
+        "launch-bound (else host-bound) when launch gaps are >= this % of the attributed launch-gap + "
+        "host-bound idle (worst rank per step)",
     ),
     "short_kernel_us": Threshold(
         10.0, "kernels shorter than this (us) count as short (small work per kernel)"

@@ -87,3 +87,12 @@ def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
         raise UserError(f"{MEMORY_ENV}={limit!r} is not a memory size DuckDB accepts (e.g. 4GB)") from None
     spill = Path(tempfile.gettempdir()) / f"nsight_analyze_spill_{os.getpid()}_{next(_spill_dirs)}"
     con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")
+
+
+def out_of_memory(what: str) -> UserError:
+    """The one line for a query that exceeded the memory cap, saying how to raise it."""
+    limit = os.environ.get(MEMORY_ENV, "").strip() or "the default cap"
+    return UserError(
+        f"{what} ran out of memory under {limit}: set {MEMORY_ENV} higher (e.g. {MEMORY_ENV}=8GB) "
+        "or free memory, then run the command again"
+    )

@@ -69,6 +69,7 @@ class _Candidate:
     file_id: int | None = None
     ranks: dict[int, int] = field(default_factory=dict)
     rank_sources: dict[int, str] = field(default_factory=dict)
+    job_ranks: dict[int, int] = field(default_factory=dict)  # Process.key -> rank within its job
     replaces: list[int] = field(default_factory=list)  # file_ids this file replaces
 
 
@@ -98,8 +99,10 @@ def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
     workspace = {db.resolve(), Path(f"{db.resolve()}.wal")}
     exports = export_cache(db).resolve()
     keep = [
-        p for p in files
-        if p.resolve() not in workspace and exports not in p.resolve().parents
+        p
+        for p in files
+        if p.resolve() not in workspace
+        and exports not in p.resolve().parents
         and not p.name.endswith(WORKSPACE_SUFFIXES)
     ]
     return sorted(keep, key=natural_key)
@@ -178,32 +181,39 @@ def _prepare(cand: _Candidate, db: Path, hasher: ThreadPoolExecutor) -> None:
 
 
 def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, str]:
-    """Number the ranks of all new files; returns {candidate index: error} for conflicts.
+    """Number the ranks of all new files; returns {candidate index: note} for files naming a rank
+    number that another file already has.
 
     Order of evidence: a rank claimed inside the file (captured environment, MPI_RANKS,
     NCCL's init payload, Kineto distributedInfo: the source's probe decides); then digits
     in the file name, when every unclaimed file has a distinct number; then natural file
-    order (rank2 before rank10), device order within a file.
+    order (rank2 before rank10), device order within a file. `rank` is unique in the
+    workspace; `job_rank` is the number the evidence gave. A file claiming a number another
+    file already has belongs to another job (queries/merge_jobs.sql): it keeps the number as
+    its job_rank, and its ranks get the next free workspace numbers after everyone else's.
     """
-    errors: dict[int, str] = {}
+    notes: dict[int, str] = {}
     owners = dict(taken)  # rank -> path
+    later: list[_Candidate] = []
     for i, cand in enumerate(cands):
-        for proc in cand.probe.processes:
-            if proc.claimed_rank is None:
-                continue
-            if proc.claimed_rank in owners:
-                errors[i] = (
-                    f"rank {proc.claimed_rank} ({proc.rank_source}) is claimed by both "
-                    f"{owners[proc.claimed_rank]} and {cand.path}"
-                )
-                break
-        else:
-            for proc in cand.probe.processes:
-                if proc.claimed_rank is not None:
-                    owners[proc.claimed_rank] = str(cand.path)
-                    cand.ranks[proc.key] = proc.claimed_rank
-                    cand.rank_sources[proc.key] = proc.rank_source or "claimed"
-    open_cands = [c for i, c in enumerate(cands) if i not in errors]
+        claimed = [p for p in cand.probe.processes if p.claimed_rank is not None]
+        for proc in claimed:
+            cand.job_ranks[proc.key] = proc.claimed_rank
+            cand.rank_sources[proc.key] = proc.rank_source or "claimed"
+        clash = next((p for p in claimed if p.claimed_rank in owners), None)
+        if clash is not None or len({p.claimed_rank for p in claimed}) < len(claimed):
+            clash = clash or claimed[0]
+            notes[i] = (
+                f"rank {clash.claimed_rank} ({clash.rank_source}) is claimed by both "
+                f"{owners.get(clash.claimed_rank, cand.path)} and {cand.path}: the second is another "
+                "job's, its ranks are numbered after the others (ranks.job_rank keeps the claimed number)"
+            )
+            later.append(cand)
+            continue
+        for proc in claimed:
+            owners[proc.claimed_rank] = str(cand.path)
+            cand.ranks[proc.key] = proc.claimed_rank
+    open_cands = [c for c in cands if not any(c is d for d in later)]
     unclaimed = [(c, p) for c in open_cands for p in c.probe.processes if p.key not in c.ranks]
     numbers = [_file_number(c.path) if len(c.probe.processes) == 1 else None for c, _ in unclaimed]
     by_name = (
@@ -221,8 +231,17 @@ def assign_ranks(cands: list[_Candidate], taken: dict[int, str]) -> dict[int, st
             rank, source = next_free, "order"
         owners[rank] = str(cand.path)
         cand.ranks[proc.key] = rank
+        cand.job_ranks[proc.key] = rank
         cand.rank_sources[proc.key] = source
-    return errors
+    for cand in later:  # another job's ranks: the next free numbers, claimed numbers kept as job_rank
+        for proc in cand.probe.processes:
+            while next_free in owners:
+                next_free += 1
+            owners[next_free] = str(cand.path)
+            cand.ranks[proc.key] = next_free
+            cand.job_ranks.setdefault(proc.key, next_free)
+            cand.rank_sources.setdefault(proc.key, "order")
+    return notes
 
 
 def _file_number(path: Path) -> int | None:
@@ -242,8 +261,13 @@ def ingest(
     replace: bool = False,
     rules: Path | None = None,
     progress: Callable[[FileOutcome, int, int], None] | None = None,
+    analysis_progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
-    """Load traces into the workspace; see the module docstring for the guarantees."""
+    """Load traces into the workspace; see the module docstring for the guarantees.
+
+    `progress(outcome, done, total)` follows the files loaded; `analysis_progress(done, total)`
+    the rank batches of the analysis computed after them (analysis.refresh).
+    """
     inputs = [Path(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
     db = Path(db)
     report = IngestReport(db=db)
@@ -259,7 +283,7 @@ def ingest(
     if first is not None and hasattr(first.source, "prefetch") and first.readable == first.path:
         first.source.prefetch(first.path)  # the first file is parsed while all are prepared
     try:
-        _ingest(candidates, db, report, jobs, rules, replace, progress)
+        _ingest(candidates, db, report, jobs, rules, replace, progress, analysis_progress)
     except BaseException as exc:
         if not existed and not report.by_status("ok") and not isinstance(exc, WorkspaceBusy):
             _discard_new_workspace(db, exports_existed)
@@ -352,6 +376,7 @@ def _ingest(
     rules: Path | None,
     replace: bool,
     progress: Callable[[FileOutcome, int, int], None] | None,
+    analysis_progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
     # the pool is left (all files prepared) before the hasher its tasks submit to
     with ThreadPoolExecutor(max_workers=1) as hasher, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -385,7 +410,7 @@ def _ingest(
             if progress:
                 progress(outcome, done, len(to_load))
         if report.by_status("ok"):
-            _post_ingest(con, report)
+            _post_ingest(con, report, analysis_progress)
     finally:
         con.close()
     report.outcomes.sort(key=lambda o: natural_key(o.path))
@@ -467,12 +492,9 @@ def _number_ranks(con: duckdb.DuckDBPyConnection, ready: list[_Candidate], repor
         ).fetchall()
         if fid not in replaced
     }
-    errors = assign_ranks(ready, taken)
+    report.notes.extend(assign_ranks(ready, taken).values())
     next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
-    for i, cand in enumerate(ready):
-        if i in errors:
-            report.outcomes.append(FileOutcome(cand.path, "failed", errors[i]))
-            continue
+    for cand in ready:
         cand.file_id = next_id
         next_id += 1
 
@@ -543,16 +565,30 @@ def _insert_ranks(con: duckdb.DuckDBPyConnection, cand: _Candidate) -> None:
                 proc.local_rank,
                 proc.world_size,
                 None,
+                cand.job_ranks.get(proc.key, rank),
             )
         )
-    if rows:
-        con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    if rows:  # job: set by the job step (analysis), from queries/merge_jobs.sql
+        con.executemany(
+            "INSERT INTO ranks (rank, file_id, pid, global_pid, hostname, device_id, gpu_name, "
+            "session_start_utc_ns, clock_offset_ns, rank_source, local_rank, world_size, alignment_method, "
+            "job_rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
 
 # What a file owns, keyed by its ranks or by its file_id (schema.sql and schema_*.sql).
 RANK_TABLES = (
-    "kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads", "gpus",
-    "kineto_collectives", "kineto_gpu_annotations",
+    "kernels",
+    "memops",
+    "cuda_api",
+    "sync",
+    "nvtx",
+    "gpu_metrics",
+    "threads",
+    "gpus",
+    "kineto_collectives",
+    "kineto_gpu_annotations",
 )
 FILE_TABLES = ("env", "ncu_kernels", "ncu_metrics", "ncu_peaks", "ranks", "files")
 
@@ -566,7 +602,11 @@ def _delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
         con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
 
 
-def _post_ingest(con: duckdb.DuckDBPyConnection, report: IngestReport) -> None:
+def _post_ingest(
+    con: duckdb.DuckDBPyConnection,
+    report: IngestReport,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
     """Compute the stored results of the new and changed ranks, then the job's (clock
     alignment included: session start (UTC), refined from collectives)."""
-    report.notes.extend(analysis.refresh(con))
+    report.notes.extend(analysis.refresh(con, progress=progress))

@@ -342,7 +342,7 @@ def wrap_sql(sql: str, width: int | None = None, indent: str = "", hang: str | N
     for word in words:
         if len(word) > room:
             keep = max(room - 1, 2) // 2
-            word = word[:keep] + ELLIPSIS + word[-(room - 1 - keep):]
+            word = word[:keep] + ELLIPSIS + word[-(room - 1 - keep) :]
         if line.strip() and len(line) + 1 + len(word) > width:
             lines.append(line)
             line = hang + word

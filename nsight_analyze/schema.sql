@@ -31,9 +31,14 @@ CREATE TABLE IF NOT EXISTS ranks (
     clock_offset_ns       BIGINT,      -- add to file time to get aligned (job) time
     rank_source           VARCHAR,     -- env:RANK | mpi | nccl | filename | order
     local_rank            INTEGER,
-    world_size            INTEGER,
-    alignment_method      VARCHAR      -- session-start | collectives | none
+    world_size            INTEGER,     -- ranks of the job the file says it belongs to (NULL: unknown)
+    alignment_method      VARCHAR,     -- session-start | collectives | none
+    job                   INTEGER,     -- 1-based job id, set by the job step (queries/merge_jobs.sql)
+    job_rank              INTEGER      -- rank within its job (= rank unless another job claimed the number)
 );
+-- Columns added after the first release (a workspace made before gets them here).
+ALTER TABLE ranks ADD COLUMN IF NOT EXISTS job INTEGER;
+ALTER TABLE ranks ADD COLUMN IF NOT EXISTS job_rank INTEGER;
 
 CREATE TABLE IF NOT EXISTS gpus (
     rank                  INTEGER,
@@ -151,4 +156,5 @@ INSERT OR IGNORE INTO settings VALUES
     ('step_pattern', '(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b', 'regex: NVTX ranges that delimit training steps'),
     ('input_pattern', '(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)', 'regex: NVTX ranges of the input pipeline'),
     ('imbalance_balanced_ratio', '1.05', 'median over steps of max/mean compute below which the job is balanced'),
-    ('straggler_persistent_share', '0.5', 'share of imbalanced steps one rank must be slowest in to be a persistent straggler');
+    ('straggler_persistent_share', '0.5', 'share of imbalanced steps one rank must be slowest in to be a persistent straggler'),
+    ('job_session_gap_s', '300', 'seconds between capture starts beyond which files belong to different jobs');

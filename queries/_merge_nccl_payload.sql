@@ -10,8 +10,10 @@
 --   comm            VARCHAR  communicator id from the payload (NULL when absent)
 --   payload_seq     BIGINT   sequence number from the payload (NULL when absent)
 --   bytes           BIGINT   message size in bytes from the payload (NULL when absent)
+--   peer            INTEGER  peer of a point-to-point call (ncclSend/ncclRecv "Peer rank"), a rank
+--                            of the communicator `comm` (NULL when absent)
 -- Payload keys are matched loosely (JSON text, case-insensitive): a key containing
--- "comm" -> comm; "seq" -> payload_seq; "message size" / "bytes" / "size" -> bytes.
+-- "comm" -> comm; "seq" -> payload_seq; "message size" / "bytes" / "size" -> bytes; "peer" -> peer.
 -- stage: rank
 -- result: view
 -- requires: kernels, cuda_api, nvtx
@@ -46,5 +48,6 @@ SELECT
     TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"[^"]*seq[^"]*"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT)
         AS payload_seq,
     TRY_CAST(NULLIF(regexp_extract(
-        payload, '(?i)"[^"]*(?:message size|bytes|size)[^"]*"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT) AS bytes
+        payload, '(?i)"[^"]*(?:message size|bytes|size)[^"]*"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT) AS bytes,
+    TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"[^"]*peer[^"]*"\s*:\s*"?(-?[0-9]+)', 1), '') AS INTEGER) AS peer
 FROM projected;

@@ -1,7 +1,9 @@
 -- collective_waits: per matched collective instance and participant, the time it waited.
 -- Why: in a blocking collective every rank idles until the last one arrives; that wait
 -- is the cost of imbalance as seen on the GPU, attributable to the last arrival.
--- Only instances with at least two participants (matched) appear.
+-- Only complete instances appear: matched (at least two participants) with every participant
+-- present (merge_coll_group_of.complete). A collective of a partial job whose missing ranks may
+-- have arrived later, or a point-to-point kernel without its peer, has no wait to report.
 -- Columns:
 --   coll_id        BIGINT   see `collectives`
 --   rank           INTEGER
@@ -23,4 +25,4 @@ SELECT
     last_arrive_ns - second_arrive_ns AS last_margin_ns,
     n_ranks AS ranks
 FROM merge_coll_members
-WHERE n_ranks >= 2;
+WHERE complete;

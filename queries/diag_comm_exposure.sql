@@ -7,7 +7,8 @@
 --   capture), bucket BIGINT (0-based ordinal of the operation in the rank's step, by start),
 --   op VARCHAR (NCCL collective from nccl_kernels, else the op name), name VARCHAR,
 --   start_ns, end_ns, duration_ns BIGINT ns, wait_ns BIGINT ns (time from its arrival to the last
---   participant's arrival, from merge_coll_members; 0 when unmatched), exposed_ns BIGINT ns
+--   participant's arrival, from merge_coll_members; 0 unless the instance is complete: unmatched,
+--   or participants missing (a partial job, a point-to-point kernel without its peer)), exposed_ns BIGINT ns
 --   (part of the operation covered by no compute/memory/other operation of the rank),
 --   exposed_wait_ns BIGINT ns (exposed part inside [start, start + wait)), is_last BOOLEAN (the
 --   operation ending last in its rank's step).
@@ -24,7 +25,9 @@ ops AS (
     SELECT g.rank, w.step, g.start_ns, g.end_ns, g.end_ns - g.start_ns AS duration_ns, g.name,
            g.correlation_id,
            coalesce(nk.collective, g.name) AS op,
-           coalesce(least(greatest(mc.last_arrive_ns - mc.arrive_ns, 0), g.end_ns - g.start_ns), 0) AS wait_ns
+           CASE WHEN mc.complete
+                THEN least(greatest(mc.last_arrive_ns - mc.arrive_ns, 0), g.end_ns - g.start_ns) ELSE 0 END
+               AS wait_ns
     FROM gpu_ops g
     JOIN w ON w.rank = g.rank AND g.start_ns >= w.start_ns AND g.start_ns < w.end_ns
     LEFT JOIN nccl_kernels nk ON nk.rank = g.rank AND nk.correlation_id = g.correlation_id

@@ -15,11 +15,16 @@
 --   seq      BIGINT   sequence within (op, comm)
 --   bytes    BIGINT   message size from the payload (NULL when unknown)
 --   key_source VARCHAR nvtx-payload | stream-ordinal
--- Kernels are NCCL's when the demangled name starts with 'nccl' (or 'void nccl').
--- columns: rank, stream_id, start_ns, end_ns, duration_ns, correlation_id, op, comm, seq, bytes, key_source
+--   peer     INTEGER  point-to-point peer named by the payload, a rank of `comm` (NULL when unknown)
+--   comm_size INTEGER ranks of the communicator when known: NCCL's init payload for `comm`
+--                     (merge_nccl_comms), else Kineto's "Group size" (not for SendRecv/Send/Recv,
+--                     whose PyTorch group size is the whole process group's); NULL when unknown
+-- Kernels are NCCL's when the demangled name starts with 'nccl' (or 'void nccl'). Point-to-point
+-- kernels get their matching key in the job step (_merge_coll_arrivals), from their peer.
+-- columns: rank, stream_id, start_ns, end_ns, duration_ns, correlation_id, op, comm, seq, bytes, key_source, peer, comm_size
 -- stage: rank
 -- result: stored
--- requires: _merge_nccl_payload, kernels, nvtx
+-- requires: _merge_nccl_payload, kernels, kineto_collectives, merge_nccl_comms, nvtx
 CREATE OR REPLACE VIEW merge_nccl_kernels AS
 WITH k AS (
     SELECT
@@ -33,9 +38,15 @@ WITH k AS (
     WHERE starts_with(name, 'nccl') OR starts_with(name, 'void nccl')
 ),
 keyed AS (
-    SELECT k.*, p.comm AS payload_comm, p.payload_seq, p.bytes
+    SELECT k.*, p.comm AS payload_comm, p.payload_seq, p.bytes, p.peer,
+           COALESCE(m.comm_size, CASE WHEN k.op NOT IN ('SendRecv', 'Send', 'Recv') THEN kc.group_size END)
+               AS comm_size
     FROM k
     LEFT JOIN _merge_nccl_payload AS p ON p.rank = k.rank AND p.correlation_id = k.correlation_id
+    LEFT JOIN merge_nccl_comms AS m ON m.rank = k.rank AND m.comm = p.comm
+    LEFT JOIN (
+        SELECT rank, correlation_id, MAX(group_size) AS group_size FROM kineto_collectives GROUP BY ALL
+    ) AS kc ON kc.rank = k.rank AND kc.correlation_id = k.correlation_id
 ),
 streams AS (
     SELECT rank, op, stream_id, DENSE_RANK() OVER (PARTITION BY rank, op ORDER BY stream_id) - 1 AS stream_idx
@@ -55,6 +66,8 @@ SELECT
     COALESCE(o.payload_comm, 'stream' || CAST(s.stream_idx AS VARCHAR)) AS comm,
     CASE WHEN o.payload_comm IS NOT NULL THEN COALESCE(o.payload_seq, o.ordinal) ELSE o.ordinal END AS seq,
     o.bytes,
-    CASE WHEN o.payload_comm IS NOT NULL THEN 'nvtx-payload' ELSE 'stream-ordinal' END AS key_source
+    CASE WHEN o.payload_comm IS NOT NULL THEN 'nvtx-payload' ELSE 'stream-ordinal' END AS key_source,
+    o.peer::INTEGER AS peer,
+    o.comm_size::INTEGER AS comm_size
 FROM ordered AS o
 JOIN streams AS s ON s.rank = o.rank AND s.op = o.op AND s.stream_id = o.stream_id;

@@ -1,8 +1,9 @@
--- merge_verdict_of(imb): one row, the job's imbalance verdict and its straggler's cost.
+-- merge_verdict_of(imb): one row per job, the job's imbalance verdict and its straggler's cost.
 -- Input: table/view/CTE name (string) with the columns of `imbalance`.
 -- Why: a slowest rank exists in every step by definition; only a step spread above the
--- threshold, dominated by one rank, justifies calling that rank a straggler.
--- Definition (thresholds in `settings`, defaults in brackets):
+-- threshold, dominated by one rank, justifies calling that rank a straggler. Jobs are judged
+-- apart: a rank is only ever compared with the ranks of its own job.
+-- Definition, per job (thresholds in `settings`, defaults in brackets):
 --   steps used: rows of `imbalance` with a step number and >= 2 ranks (the whole-capture
 --   row when there are no steps). A step is imbalanced when NOT balanced (ratio >=
 --   imbalance_balanced_ratio [1.05]).
@@ -12,6 +13,7 @@
 --                          of the imbalanced steps;
 --             'rotating'   otherwise.
 -- Columns:
+--   job INTEGER (NULL only in the one 'unknown' row of an empty input);
 --   verdict VARCHAR; steps BIGINT; imbalanced_steps BIGINT; median_ratio DOUBLE;
 --   top_rank INTEGER (most often slowest among imbalanced steps), top_share DOUBLE (0..1);
 --   straggler_rank INTEGER (top_rank when persistent, else NULL);
@@ -22,14 +24,23 @@
 -- stage: job
 -- requires: steps, ranks, settings
 CREATE OR REPLACE MACRO merge_verdict_of(imb) AS TABLE
-WITH mv_stepped AS (
-    SELECT * FROM query_table(imb) WHERE step IS NOT NULL AND ranks >= 2
+WITH mv_all AS (
+    SELECT * FROM query_table(imb)
+),
+mv_jobs AS (
+    SELECT DISTINCT job FROM mv_all
+    UNION ALL
+    SELECT NULL WHERE NOT EXISTS (SELECT 1 FROM mv_all)
+),
+mv_stepped AS (
+    SELECT * FROM mv_all WHERE step IS NOT NULL AND ranks >= 2
 ),
 mv_used AS (
     SELECT * FROM mv_stepped
     UNION ALL
-    SELECT * FROM query_table(imb)
-    WHERE step IS NULL AND ranks >= 2 AND NOT EXISTS (SELECT 1 FROM mv_stepped)
+    SELECT * FROM mv_all AS a
+    WHERE a.step IS NULL AND a.ranks >= 2
+      AND NOT EXISTS (SELECT 1 FROM mv_stepped AS s WHERE s.job IS NOT DISTINCT FROM a.job)
 ),
 mv_thresholds AS (
     SELECT
@@ -39,19 +50,28 @@ mv_thresholds AS (
             AS persistent_share
 ),
 mv_summary AS (
-    SELECT COUNT(*) AS steps, COUNT(*) FILTER (WHERE NOT balanced) AS imbalanced_steps, MEDIAN(ratio) AS median_ratio
-    FROM mv_used
+    SELECT
+        j.job,
+        COUNT(u.job) AS steps,
+        COUNT(u.job) FILTER (WHERE NOT u.balanced) AS imbalanced_steps,
+        MEDIAN(u.ratio) AS median_ratio
+    FROM mv_jobs AS j
+    LEFT JOIN mv_used AS u ON u.job IS NOT DISTINCT FROM j.job
+    GROUP BY j.job
 ),
 mv_top AS (
-    SELECT slowest_rank AS top_rank, COUNT(*) AS n
-    FROM mv_used WHERE NOT balanced
-    GROUP BY slowest_rank
-    ORDER BY n DESC, slowest_rank
-    LIMIT 1
+    SELECT job, slowest_rank AS top_rank, n
+    FROM (
+        SELECT job, slowest_rank, COUNT(*) AS n,
+               ROW_NUMBER() OVER (PARTITION BY job ORDER BY COUNT(*) DESC, slowest_rank) AS pick
+        FROM mv_used WHERE NOT balanced
+        GROUP BY job, slowest_rank
+    )
+    WHERE pick = 1
 ),
 mv_verdict AS (
     SELECT
-        s.steps, s.imbalanced_steps, s.median_ratio, mv_top.top_rank,
+        s.job, s.steps, s.imbalanced_steps, s.median_ratio, mv_top.top_rank,
         mv_top.n / NULLIF(s.imbalanced_steps, 0) AS top_share,
         CASE
             WHEN s.steps = 0 THEN 'unknown'
@@ -59,18 +79,25 @@ mv_verdict AS (
             WHEN mv_top.n > t.persistent_share * s.imbalanced_steps THEN 'persistent'
             ELSE 'rotating'
         END AS verdict
-    FROM mv_summary AS s CROSS JOIN mv_thresholds AS t LEFT JOIN mv_top ON TRUE
+    FROM mv_summary AS s CROSS JOIN mv_thresholds AS t
+    LEFT JOIN mv_top ON mv_top.job IS NOT DISTINCT FROM s.job
 ),
 mv_cost AS (
     SELECT
+        v.job,
         SUM(u.max_compute_ns - (u.ranks * u.mean_compute_ns - u.max_compute_ns) / (u.ranks - 1)) AS delay,
         SUM(u.wait_gpu_ns) AS wait_gpu
-    FROM mv_used AS u, mv_verdict AS v
+    FROM mv_used AS u
+    JOIN mv_verdict AS v ON v.job IS NOT DISTINCT FROM u.job
     WHERE v.verdict = 'persistent' AND u.slowest_rank = v.top_rank
+    GROUP BY v.job
 )
 SELECT
-    v.verdict, v.steps, v.imbalanced_steps, v.median_ratio, v.top_rank::INTEGER AS top_rank, v.top_share,
+    v.job::INTEGER AS job, v.verdict, v.steps, v.imbalanced_steps, v.median_ratio,
+    v.top_rank::INTEGER AS top_rank, v.top_share,
     CASE WHEN v.verdict = 'persistent' THEN v.top_rank END::INTEGER AS straggler_rank,
     CAST(ROUND(c.delay) AS BIGINT) AS straggler_delay_ns,
     c.wait_gpu::BIGINT AS straggler_cost_ns
-FROM mv_verdict AS v CROSS JOIN mv_cost AS c;
+FROM mv_verdict AS v
+LEFT JOIN mv_cost AS c ON c.job IS NOT DISTINCT FROM v.job
+ORDER BY v.job NULLS FIRST;

@@ -56,8 +56,9 @@ def pair(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
     out = {"tmp": tmp}
     for name, seed, inj in (("before", 1, ()), ("after", 2, ("straggler=3:+20",))):
-        out[f"{name}_truth"] = generate(tmp / name, ranks=RANKS, gpus_per_node=4, steps=STEPS, seed=seed,
-                                        injections=inj)
+        out[f"{name}_truth"] = generate(
+            tmp / name, ranks=RANKS, gpus_per_node=4, steps=STEPS, seed=seed, injections=inj
+        )
         ingest([tmp / name], tmp / f"{name}.duckdb")
         out[name] = tmp / f"{name}.duckdb"
     return out
@@ -109,8 +110,9 @@ def test_false_alarm_rate_over_20_seeds(tmp_path):
 
     cfg = resolve_settings(None)
     windows = [
-        truth_windows(generate(tmp_path / f"s{s}", ranks=RANKS, gpus_per_node=4, steps=STEPS, seed=s,
-                               vacuum=False))
+        truth_windows(
+            generate(tmp_path / f"s{s}", ranks=RANKS, gpus_per_node=4, steps=STEPS, seed=s, vacuum=False)
+        )
         for s in range(100, 121)
     ]
     pairs = zip(windows, windows[1:])
@@ -188,8 +190,9 @@ def run_cli(*args: str):
 
 
 def test_cli_gate_fails_on_regression_with_json(pair):
-    res = run_cli(pair["before"], pair["after"], "--format", "json", "--fail-on-regression", "5",
-                  "--no-findings")
+    res = run_cli(
+        pair["before"], pair["after"], "--format", "json", "--fail-on-regression", "5", "--no-findings"
+    )
     assert res.exit_code == 1, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == "nsight-analyze-compare/1" and doc["gate"]["failed"] is True
@@ -198,8 +201,17 @@ def test_cli_gate_fails_on_regression_with_json(pair):
 
 def test_cli_gate_passes_below_threshold_and_writes_html(pair, tmp_path):
     html = tmp_path / "diff.html"
-    res = run_cli(pair["before"], pair["after"], "--format", "markdown", "--fail-on-regression", "50",
-                  "--no-findings", "-o", html)
+    res = run_cli(
+        pair["before"],
+        pair["after"],
+        "--format",
+        "markdown",
+        "--fail-on-regression",
+        "50",
+        "--no-findings",
+        "-o",
+        html,
+    )
     assert res.exit_code == 0, res.output
     assert "## nsight-analyze compare: **regression**" in res.stdout and "| status |" in res.stdout
     assert "gate --fail-on-regression 50: pass" in res.stdout
@@ -288,14 +300,15 @@ def test_real_pair_deltas_equal_nsys_stats(real_pair):
     assert k["totals"]["before_ns"] == b[total].sum()  # 535.201 ms
     assert k["totals"]["after_ns"] == a[total].sum()  # 488.835 ms
     # kernels by name: nsys rows are per (name, grid, block); sum them per name
-    want = (a.groupby("Name")[total].sum().sub(b.groupby("Name")[total].sum(), fill_value=0))
+    want = a.groupby("Name")[total].sum().sub(b.groupby("Name")[total].sum(), fill_value=0)
     got = {row["name"]: row["delta_ns"] for row in k["rows"]}
     assert got == {n: int(v) for n, v in want.items()}
     flash = [n for n in want.index if "flash_fwd_kernel" in n]
     assert sum(got[n] for n in flash) == pytest.approx(-31.6e6, abs=0.1e6)
     assert k["rows"][0]["name"] in flash  # the largest change of time is ranked first
-    nccl = {s: df.loc[df["Name"].str.contains("nccl"), total].sum()
-            for s, df in (("before", b), ("after", a))}
+    nccl = {
+        s: df.loc[df["Name"].str.contains("nccl"), total].sum() for s, df in (("before", b), ("after", a))
+    }
     c = r["collectives"]["totals"]
     assert (c["before_ns"], c["after_ns"]) == (nccl["before"], nccl["after"])  # 25.4 -> 33.7 ms
     assert k["counts"]["added"] == k["counts"]["removed"] == 0
@@ -306,8 +319,10 @@ def test_real_pair_flash_fwd_is_not_faster(real_pair):
     """Fewer flash_fwd instances fit in the window (68 -> 60) while each took as long or longer:
     its total time fell by 31.6 ms, but the kernel did not get faster. (compare used to call it
     `faster`, and 26 of 27 kernels with it, from the total time per window.)"""
-    stats = {s: raw(s, f"SELECT count(*), avg(end - start) FROM ({RAW_KERNELS}) WHERE name LIKE '{FLASH}'")[0]
-             for s in ("before", "after")}
+    stats = {
+        s: raw(s, f"SELECT count(*), avg(end - start) FROM ({RAW_KERNELS}) WHERE name LIKE '{FLASH}'")[0]
+        for s in ("before", "after")
+    }
     assert (stats["before"][0], stats["after"][0]) == (68, 60)
     assert stats["before"][1] == pytest.approx(4.005e6, rel=1e-3)  # raw CUPTI rows: 4.005 ms
     assert stats["after"][1] == pytest.approx(4.013e6, rel=1e-3)  # 4.013 ms: the mean rose
@@ -339,18 +354,22 @@ def raw_work_rate() -> dict[str, float]:
     try:
         con.execute(f"ATTACH 'file:{REAL / 'mfu_2gpu_after.sqlite'}?mode=ro' AS a")
         key = "name, gridX, gridY, gridZ, blockX, blockY, blockZ"
-        kern = ("SELECT s.value AS name, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, "
-                "k.end - k.start AS d FROM {db}.CUPTI_ACTIVITY_KIND_KERNEL k JOIN {db}.StringIds s "
-                "ON s.id = k.demangledName WHERE s.value NOT LIKE '%nccl%'")
-        span = ("SELECT sum(e - s) FROM (SELECT min(start) AS s, max(end) AS e FROM ("
-                "SELECT deviceId, start, end FROM {db}.CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
-                "SELECT deviceId, start, end FROM {db}.CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
-                "SELECT deviceId, start, end FROM {db}.CUPTI_ACTIVITY_KIND_MEMSET) GROUP BY deviceId)")
+        kern = (
+            "SELECT s.value AS name, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, "
+            "k.end - k.start AS d FROM {db}.CUPTI_ACTIVITY_KIND_KERNEL k JOIN {db}.StringIds s "
+            "ON s.id = k.demangledName WHERE s.value NOT LIKE '%nccl%'"
+        )
+        span = (
+            "SELECT sum(e - s) FROM (SELECT min(start) AS s, max(end) AS e FROM ("
+            "SELECT deviceId, start, end FROM {db}.CUPTI_ACTIVITY_KIND_KERNEL UNION ALL "
+            "SELECT deviceId, start, end FROM {db}.CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL "
+            "SELECT deviceId, start, end FROM {db}.CUPTI_ACTIVITY_KIND_MEMSET) GROUP BY deviceId)"
+        )
         out = {}
         for side, db in (("before", "main"), ("after", "a")):
             work = con.execute(f"""
-                WITH ref AS (SELECT {key}, avg(d) AS ref FROM ({kern.format(db='main')}) GROUP BY {key}),
-                     other AS (SELECT DISTINCT {key} FROM ({kern.format(db='a')})),
+                WITH ref AS (SELECT {key}, avg(d) AS ref FROM ({kern.format(db="main")}) GROUP BY {key}),
+                     other AS (SELECT DISTINCT {key} FROM ({kern.format(db="a")})),
                      run AS ({kern.format(db=db)})
                 SELECT sum(ref.ref) FROM run JOIN ref USING ({key}) JOIN other USING ({key})""").fetchone()[0]
             out[side] = work / con.execute(span.format(db=db)).fetchone()[0]
@@ -425,10 +444,23 @@ def test_real_pair_idle_finding_is_one_cause_that_got_worse(real_pair):
 def diag(findings: list[dict], mean_step_ns: float = 100e6) -> dict:
     from nsight_analyze.diagnose import THRESHOLDS
 
-    full = [{"title": f["id"], "severity": "medium", "kind": "performance", "ranks": [0],
-             "recoverable_pct": None, "metrics": {}, **f} for f in findings]
-    return {"findings": full, "thresholds": {k: v.default for k, v in THRESHOLDS.items()},
-            "mean_step_ns": mean_step_ns}
+    full = [
+        {
+            "title": f["id"],
+            "severity": "medium",
+            "kind": "performance",
+            "ranks": [0],
+            "recoverable_pct": None,
+            "metrics": {},
+            **f,
+        }
+        for f in findings
+    ]
+    return {
+        "findings": full,
+        "thresholds": {k: v.default for k, v in THRESHOLDS.items()},
+        "mean_step_ns": mean_step_ns,
+    }
 
 
 def measured(idle_before: float | None, idle_after: float | None) -> dict:
@@ -438,12 +470,16 @@ def measured(idle_before: float | None, idle_after: float | None) -> dict:
 def test_launch_bound_then_host_bound_is_one_cause_that_got_worse():
     """The issue's case: the same idle time, read as launch-bound before and host-bound after."""
     cfg = resolve_settings(None)
-    d = _findings_diff(diag([{"id": "launch-bound", "recoverable_ns_per_step": 26_444_627}]),
-                       diag([{"id": "host-bound", "recoverable_ns_per_step": 55_517_580}]),
-                       measured(26_444_627, 55_517_580), cfg)
+    d = _findings_diff(
+        diag([{"id": "launch-bound", "recoverable_ns_per_step": 26_444_627}]),
+        diag([{"id": "host-bound", "recoverable_ns_per_step": 55_517_580}]),
+        measured(26_444_627, 55_517_580),
+        cfg,
+    )
     assert d["resolved"] == [] and d["new"] == []
     assert [(c["cause"], c["status"], c["ids_before"], c["ids_after"]) for c in d["causes"]] == [
-        ("idle-host", "worse", ["launch-bound"], ["host-bound"])]
+        ("idle-host", "worse", ["launch-bound"], ["host-bound"])
+    ]
     assert d["causes"][0]["delta"] == 55_517_580 - 26_444_627
     assert d["persisting"][0]["id"] == "host-bound" and d["persisting"][0]["status"] == "worse"
 
@@ -470,14 +506,17 @@ def test_absent_finding_without_a_measure_is_bounded_by_its_threshold():
     """exposed-comm has no compare-side measure: absent after means below its threshold
     (exposed_comm_min_pct = 10 % of 100 ms = 10 ms)."""
     cfg = resolve_settings(None)
-    gone = _findings_diff(diag([{"id": "exposed-comm", "recoverable_ns_per_step": 30e6}]), diag([]),
-                          measured(None, None), cfg)
+    gone = _findings_diff(
+        diag([{"id": "exposed-comm", "recoverable_ns_per_step": 30e6}]), diag([]), measured(None, None), cfg
+    )
     assert gone["causes"][0]["status"] == "resolved"  # below 10 ms <= 0.5 x 30 ms
-    lower = _findings_diff(diag([{"id": "exposed-comm", "recoverable_ns_per_step": 15e6}]), diag([]),
-                           measured(None, None), cfg)
+    lower = _findings_diff(
+        diag([{"id": "exposed-comm", "recoverable_ns_per_step": 15e6}]), diag([]), measured(None, None), cfg
+    )
     assert lower["causes"][0]["status"] == "improved" and lower["resolved"] == []
-    unknown = _findings_diff(diag([{"id": "gpu-starvation", "recoverable_ns_per_step": 15e6}]), diag([]),
-                             measured(None, None), cfg)
+    unknown = _findings_diff(
+        diag([{"id": "gpu-starvation", "recoverable_ns_per_step": 15e6}]), diag([]), measured(None, None), cfg
+    )
     assert unknown["causes"][0]["status"] == "unmeasured"
 
 
@@ -512,13 +551,16 @@ def test_html_draws_in_chromium_offline_without_running_trace_text(regression, t
     if chromium is None:
         pytest.skip("chromium is missing")
     r = json.loads(json.dumps(regression))
-    r["kernels"]["rows"][0]["name"] = '<img src=x onerror=alert(1)> <script>alert(2)</script>'
+    r["kernels"]["rows"][0]["name"] = "<img src=x onerror=alert(1)> <script>alert(2)</script>"
     path = tmp_path / "diff.html"
     path.write_text(render(r))
     seen: dict[str, list] = {"errors": [], "dialogs": [], "requests": []}
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
         try:
             pg = browser.new_page(viewport={"width": 1400, "height": 1000})
             pg.on("pageerror", lambda e: seen["errors"].append(str(e)))

@@ -623,14 +623,12 @@ def test_launch_calls_join_gpu_work(hta_workspaces):
     ],
 )
 def test_every_view_runs_on_a_kineto_workspace(hta_workspaces, name):
-    """Every view of queries/ answers on a Kineto workspace (the analyses know no file format)."""
+    """Every public table and view of queries/ answers on a Kineto workspace (the analyses know no
+    file format)."""
+    from nsight_analyze import query_layer
+
     _, con, _ = hta_workspaces[name]
-    views = [
-        r[0]
-        for r in con.execute(
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
-        ).fetchall()
-    ]
+    views = [q.name for q in query_layer.layer() if not q.private and q.kind == "view"]
     assert "time_partition" in views and "steps" in views
     for view in views:
         con.execute(f'SELECT count(*) FROM "{view}"').fetchone()

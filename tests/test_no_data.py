@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -243,20 +244,51 @@ def test_nsight_compute_only_workspace_has_data(tmp_path):
 def test_compare_gate_on_empty_workspaces_fails(tmp_path):
     db = empty_workspace(tmp_path / "ws.duckdb")
     result = cli("compare", str(db), str(db), "--fail-on-regression", "5")
-    # 2 = a UserError: nothing to compare, said in one line (not 0, the gate's "pass")
+    # 4 = no data (as diagnose), said in one line (not 0, the gate's "pass")
+    assert result.exit_code == NO_DATA_EXIT, result.output
+    assert lines(result.stderr) == [
+        f"error: no data to compare in {db}: the workspace has no GPU operations "
+        "(nothing was ingested, or no file had any; see `nsight-analyze info`)"
+    ]
+    # without the gate, compare still says why there is nothing to compare (a UserError, 2)
+    result = cli("compare", str(db), str(db))
     assert result.exit_code == 2, result.output
     assert lines(result.stderr) == ["error: the two runs have no rank in common: nothing to compare"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compare's gate passes ('the gate cannot fail') on ranks without GPU operations; the fix "
-    "belongs in commands/compare.py or compare.py (clihelp.require_workspace_data does the check)",
-)
 def test_compare_gate_on_workspaces_without_gpu_data_fails(tmp_path):
     db = ranks_only_workspace(tmp_path / "ws.duckdb")
     result = cli("compare", str(db), str(db), "--fail-on-regression", "5")
-    assert result.exit_code != 0, result.output
+    assert result.exit_code == NO_DATA_EXIT, result.output
+    assert lines(result.stderr) == [
+        f"error: no data to compare in {db}: the workspace has no GPU operations "
+        "(nothing was ingested, or no file had any; see `nsight-analyze info`)"
+    ]
+
+
+def test_compare_gate_on_traces_without_gpu_data_fails(tmp_path):
+    """A trace folder compare ingests itself is checked after the ingest: a rank, no GPU operation."""
+    good = tmp_path / "good"
+    good.mkdir()
+    shutil.copy(RANK0, good / "report_rank0.sqlite")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    trace = bare / "report_rank0.sqlite"
+    shutil.copy(RANK0, trace)
+    con = sqlite3.connect(trace)
+    for (table,) in con.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND (name LIKE 'CUPTI_ACTIVITY_KIND_KERNEL%' "
+        "OR name LIKE 'CUPTI_ACTIVITY_KIND_MEM%')"
+    ).fetchall():
+        con.execute(f"DELETE FROM {table}")
+    con.commit()
+    con.close()
+    result = cli("compare", str(good), str(bare), "--fail-on-regression", "5", "--no-findings")
+    assert result.exit_code == NO_DATA_EXIT, result.output
+    assert lines(result.stderr) == [
+        f"error: no data to compare in {bare} (after): its traces have no GPU operations "
+        "(see `nsight-analyze ingest` and `info` on them)"
+    ]
 
 
 # --------------------------------------------------------------------------------------------

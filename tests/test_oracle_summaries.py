@@ -63,7 +63,10 @@ def _check_stats(mine: pd.Series, theirs: pd.Series, cols: dict[str, str], tol: 
 def _pooled(df: pd.DataFrame, key: str, count: str) -> pd.DataFrame:
     """Sum counts/totals over ranks; min of mins, max of maxes; keep per-rank rows count."""
     return df.groupby(key).agg(
-        n=(count, "sum"), total=("total_ns", "sum"), lo=("min_ns", "min"), hi=("max_ns", "max"),
+        n=(count, "sum"),
+        total=("total_ns", "sum"),
+        lo=("min_ns", "min"),
+        hi=("max_ns", "max"),
         ranks=("rank", "nunique"),
     )
 
@@ -78,8 +81,11 @@ def test_kernel_summary_matches_gpukernsum(trace, workspaces):
         assert ours.empty, "nsys found no kernels in this file"
         return
     per_name = oracle.groupby("Name").agg(
-        n=("Instances", "sum"), total=("Total Time (ns)", "sum"), lo=("Min (ns)", "min"),
-        hi=("Max (ns)", "max"), rows=("Name", "size"),
+        n=("Instances", "sum"),
+        total=("Total Time (ns)", "sum"),
+        lo=("Min (ns)", "min"),
+        hi=("Max (ns)", "max"),
+        rows=("Name", "size"),
     )
     pooled = _pooled(ours, "name", "instances")
     assert set(pooled.index) == set(per_name.index)
@@ -94,8 +100,11 @@ def test_kernel_summary_matches_gpukernsum(trace, workspaces):
         if row.name in single.index and pooled.loc[row.name, "ranks"] == 1:
             theirs = single.loc[row.name]
             _check_stats(
-                row._asdict(), theirs,
-                NS_STATS, NS_TOL, row.name,
+                row._asdict(),
+                theirs,
+                NS_STATS,
+                NS_TOL,
+                row.name,
             )
             if _ranks_with(con, "kernels") == 1:
                 assert abs(row.pct - theirs["Time (%)"]) <= 0.05 + 1e-9, row.name
@@ -122,7 +131,10 @@ def test_memop_summary_matches_gpumemtimesum_and_sizesum(trace, workspaces):
     for label, theirs in times.iterrows():
         mine = pooled.loc[label]
         assert (mine.n, mine.total, mine.lo, mine.hi) == (
-            theirs["Count"], theirs["Total Time (ns)"], theirs["Min (ns)"], theirs["Max (ns)"]
+            theirs["Count"],
+            theirs["Total Time (ns)"],
+            theirs["Min (ns)"],
+            theirs["Max (ns)"],
         ), label
         size = sizes.loc[label]
         assert size["Count"] == mine.n
@@ -154,8 +166,11 @@ def test_api_summary_matches_cudaapisum(trace, workspaces):
         return
     oracle["key"] = oracle["Name"].map(lambda n: SUFFIX.sub("", n))
     per_name = oracle.groupby("key").agg(
-        n=("Num Calls", "sum"), total=("Total Time (ns)", "sum"), lo=("Min (ns)", "min"),
-        hi=("Max (ns)", "max"), rows=("key", "size"),
+        n=("Num Calls", "sum"),
+        total=("Total Time (ns)", "sum"),
+        lo=("Min (ns)", "min"),
+        hi=("Max (ns)", "max"),
+        rows=("key", "size"),
     )
     pooled = _pooled(ours, "name", "calls")
     missing = _skipped_api_rows(con)
@@ -175,7 +190,10 @@ def test_api_summary_matches_cudaapisum(trace, workspaces):
         if row.name in single.index:
             theirs = single.loc[row.name]
             _check_stats(
-                row._asdict(), theirs,
-                NS_STATS, NS_TOL, row.name,
+                row._asdict(),
+                theirs,
+                NS_STATS,
+                NS_TOL,
+                row.name,
             )
             assert abs(row.pct - theirs["Time (%)"]) <= 0.05 + 1e-9, row.name

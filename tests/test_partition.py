@@ -25,9 +25,20 @@ from nsight_analyze.workspace import open_workspace
 STEP_RE = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
 INPUT_RE = re.compile(r"(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)")
 SYNC_NAMES = {
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
-    "cuStreamSynchronize", "cuEventSynchronize", "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D",
-    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemset", "cuMemcpyDtoH", "cuMemcpyHtoD",
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol",
+    "cudaMemset",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
 }
 PARTS = ["compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns"]
 IDLE_PARTS = ["launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns"]
@@ -59,8 +70,11 @@ class Trace:
 
 def ops_of(tr: Trace, rank: int) -> list[dict]:
     out = [dict(start=s, end=e, cat=cat, corr=c) for r, _, s, e, _, c, cat in tr.kernels if r == rank]
-    out += [dict(start=s, end=e, cat="comms" if k == "PtoP" else "memory", corr=c)
-            for r, _, s, e, k, c, _ in tr.memops if r == rank]
+    out += [
+        dict(start=s, end=e, cat="comms" if k == "PtoP" else "memory", corr=c)
+        for r, _, s, e, k, c, _ in tr.memops
+        if r == rank
+    ]
     return out
 
 
@@ -69,8 +83,11 @@ def ref_steps(tr: Trace, rank: int) -> list[tuple[int | None, int, int]]:
     ops = ops_of(tr, rank)
     if not ops:
         return []
-    matching = sorted((s, e, tid, text) for r, tid, s, e, text in tr.nvtx
-                      if r == rank and e is not None and e >= s and STEP_RE.search(text))
+    matching = sorted(
+        (s, e, tid, text)
+        for r, tid, s, e, text in tr.nvtx
+        if r == rank and e is not None and e >= s and STEP_RE.search(text)
+    )
     ranges = []
     for i, (s, e, _, text) in enumerate(matching):
         m = re.search(r"(\d+)$", text)
@@ -109,8 +126,11 @@ def ref_partition(tr: Trace, rank: int) -> tuple[dict, list]:
     windows += [w for w in steps if w[0] is not None]
     api = {c: (s, e, tid, name) for r, tid, s, e, name, c in tr.api if r == rank}
     pageable = {c for r, _, _, _, _, c, src in tr.memops if r == rank and src == "Pageable"}
-    syncs = [(s, e) for r, _, s, e, name, c in tr.api if r == rank and (
-        name in SYNC_NAMES or (re.fullmatch(r"cudaMemcpy\w*Async", name) and c in pageable))]
+    syncs = [
+        (s, e)
+        for r, _, s, e, name, c in tr.api
+        if r == rank and (name in SYNC_NAMES or (re.fullmatch(r"cudaMemcpy\w*Async", name) and c in pageable))
+    ]
     inputs = [(s, e) for r, _, s, e, text in tr.nvtx if r == rank and e is not None and INPUT_RE.search(text)]
 
     def cover(cat):
@@ -236,8 +256,16 @@ def traces(draw, rank: int = 0) -> Trace:
     for _ in range(draw(st.integers(0, 2))):  # synchronising calls
         s = draw(st.integers(0, 70))
         corr += 1
-        tr.api.append((rank, draw(st.integers(1, 2)), s, s + draw(st.integers(0, 10)),
-                       draw(st.sampled_from(["cudaStreamSynchronize", "cudaDeviceSynchronize"])), corr))
+        tr.api.append(
+            (
+                rank,
+                draw(st.integers(1, 2)),
+                s,
+                s + draw(st.integers(0, 10)),
+                draw(st.sampled_from(["cudaStreamSynchronize", "cudaDeviceSynchronize"])),
+                corr,
+            )
+        )
     style = draw(st.sampled_from(["numbered", "ordinal", "none", "nested"]))
     t = draw(st.integers(-20, 10))
     for i in range(draw(st.integers(0, 4)) if style != "none" else 0):
@@ -275,14 +303,26 @@ def merge(trs: list[Trace]) -> Trace:
 
 
 HAND = Trace(
-    kernels=[(0, 7, 12, 50, "gemm", 1, "compute"), (0, 8, 30, 60, "nccl", 2, "comms"),
-             (0, 7, 60, 80, "ew", 3, "memory"), (0, 7, 141, 145, "gemm", 4, "compute"),
-             (0, 7, 180, 190, "gemm", 5, "compute")],
-    api=[(0, 1, 5, 10, "cudaLaunchKernel", 1), (0, 1, 20, 25, "cudaLaunchKernel", 2),
-         (0, 1, 30, 35, "cudaLaunchKernel", 3), (0, 1, 135, 140, "cudaLaunchKernel", 4),
-         (0, 1, 150, 160, "cudaStreamSynchronize", 99), (0, 1, 170, 175, "cudaLaunchKernel", 5)],
-    nvtx=[(0, 1, 0, 100, "ProfilerStep#1"), (0, 1, 100, 200, "ProfilerStep#2"),
-          (0, 1, 100, 130, "DataLoader next")],
+    kernels=[
+        (0, 7, 12, 50, "gemm", 1, "compute"),
+        (0, 8, 30, 60, "nccl", 2, "comms"),
+        (0, 7, 60, 80, "ew", 3, "memory"),
+        (0, 7, 141, 145, "gemm", 4, "compute"),
+        (0, 7, 180, 190, "gemm", 5, "compute"),
+    ],
+    api=[
+        (0, 1, 5, 10, "cudaLaunchKernel", 1),
+        (0, 1, 20, 25, "cudaLaunchKernel", 2),
+        (0, 1, 30, 35, "cudaLaunchKernel", 3),
+        (0, 1, 135, 140, "cudaLaunchKernel", 4),
+        (0, 1, 150, 160, "cudaStreamSynchronize", 99),
+        (0, 1, 170, 175, "cudaLaunchKernel", 5),
+    ],
+    nvtx=[
+        (0, 1, 0, 100, "ProfilerStep#1"),
+        (0, 1, 100, 200, "ProfilerStep#2"),
+        (0, 1, 100, 130, "DataLoader next"),
+    ],
 )
 
 
@@ -303,11 +343,14 @@ def test_partition_matches_reference(con, trs):
         assert [r[1:] for r in got_steps if r[0] == rank] == ref_steps(tr, rank), f"rank {rank}"
     assert 999 not in got_tp and 999 not in got_pieces
     # tp_breakdown is time_partition without the idle split: the same rows and values
-    shared = "rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, " \
+    shared = (
+        "rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, "
         "comms_total_ns, comms_hidden_ns, overlap_pct"
-    assert con.execute(f"SELECT {shared} FROM tp_breakdown ORDER BY ALL").fetchall() == con.execute(
-        f"SELECT {shared} FROM time_partition ORDER BY ALL"
-    ).fetchall()
+    )
+    assert (
+        con.execute(f"SELECT {shared} FROM tp_breakdown ORDER BY ALL").fetchall()
+        == con.execute(f"SELECT {shared} FROM time_partition ORDER BY ALL").fetchall()
+    )
     assert_rank_by_rank_equals_whole_job(con)
 
 
@@ -317,9 +360,19 @@ def test_hand_example(con):
     tp = sql_partition(con)[0]
     # step 1: [12, 80): gemm 12-50, nccl 30-60 (20 ns hidden, 10 exposed), ew 60-80
     assert tp[1] == dict(
-        window_ns=68, compute_ns=38, memory_ns=20, other_ns=0, comms_exposed_ns=10, idle_ns=0,
-        launch_gap_ns=0, input_stall_ns=0, sync_stall_ns=0, host_bound_ns=0, idle_other_ns=0,
-        comms_total_ns=30, comms_hidden_ns=20,
+        window_ns=68,
+        compute_ns=38,
+        memory_ns=20,
+        other_ns=0,
+        comms_exposed_ns=10,
+        idle_ns=0,
+        launch_gap_ns=0,
+        input_stall_ns=0,
+        sync_stall_ns=0,
+        host_bound_ns=0,
+        idle_other_ns=0,
+        comms_total_ns=30,
+        comms_hidden_ns=20,
     )
     # step 2: [80, 190): gap 80-141 (launch call 135-140: input stall 80-135 as DataLoader runs
     # 100-130, launch gap 135-141), gemm 141-145, gap 145-180 (sync 150-160 -> sync stall 145-170,
@@ -330,8 +383,12 @@ def test_hand_example(con):
     overlap = con.execute("SELECT overlap_pct FROM time_partition WHERE rank = 0 AND step = 1").fetchone()[0]
     assert overlap == pytest.approx(100 * 20 / 30)
     acts = con.execute("SELECT cause, host_activity FROM gaps WHERE step = 2 ORDER BY start_ns").fetchall()
-    assert acts == [("input_stall", "DataLoader next"), ("launch_gap", "cudaLaunchKernel"),
-                    ("sync_stall", "cudaStreamSynchronize"), ("launch_gap", "cudaLaunchKernel")]
+    assert acts == [
+        ("input_stall", "DataLoader next"),
+        ("launch_gap", "cudaLaunchKernel"),
+        ("sync_stall", "cudaStreamSynchronize"),
+        ("launch_gap", "cudaLaunchKernel"),
+    ]
     # the sync call 150-160 lies in the idle gap 145-180 and is named by its 25 ns sync stall
     assert con.execute("SELECT name, reason, gpu_idle_ns, sync_stall_ns FROM sync_calls").fetchall() == [
         ("cudaStreamSynchronize", "sync", 10, 25)
@@ -351,9 +408,16 @@ def test_steps_fall_back_to_capture_and_detection(con):
     rows = con.execute("SELECT step, start_ns, end_ns, source FROM steps").fetchall()
     assert rows == [(None, 0, 25, "capture")]
     # three optimizer bursts -> steps [0, 12), [12, 32) (the tail after the last burst is left out)
-    tr = Trace(kernels=[(0, 1, 0, 10, "gemm", 1, "compute"), (0, 1, 10, 12, "adam_step_kernel", 2, "memory"),
-                        (0, 1, 20, 30, "gemm", 3, "compute"), (0, 1, 30, 31, "FusedAdam", 4, "memory"),
-                        (0, 1, 31, 32, "FusedAdam", 5, "memory"), (0, 1, 40, 50, "gemm", 6, "compute")])
+    tr = Trace(
+        kernels=[
+            (0, 1, 0, 10, "gemm", 1, "compute"),
+            (0, 1, 10, 12, "adam_step_kernel", 2, "memory"),
+            (0, 1, 20, 30, "gemm", 3, "compute"),
+            (0, 1, 30, 31, "FusedAdam", 4, "memory"),
+            (0, 1, 31, 32, "FusedAdam", 5, "memory"),
+            (0, 1, 40, 50, "gemm", 6, "compute"),
+        ]
+    )
     load_trace(con, tr)
     rows = con.execute("SELECT step, start_ns, end_ns, source FROM steps ORDER BY step").fetchall()
     assert rows == [(0, 0, 12, "detected"), (1, 12, 32, "detected")]
@@ -362,8 +426,11 @@ def test_steps_fall_back_to_capture_and_detection(con):
 
 
 def test_step_pattern_comes_from_settings(con):
-    tr = Trace(kernels=[(0, 1, 10, 20, "gemm", 1, "compute")], api=[(0, 1, 1, 2, "cudaLaunchKernel", 1)],
-               nvtx=[(0, 1, 0, 5, "my_iter 7")])
+    tr = Trace(
+        kernels=[(0, 1, 10, 20, "gemm", 1, "compute")],
+        api=[(0, 1, 1, 2, "cudaLaunchKernel", 1)],
+        nvtx=[(0, 1, 0, 5, "my_iter 7")],
+    )
     load_trace(con, tr)
     assert con.execute("SELECT source FROM steps").fetchall() == [("capture",)]
     con.execute("UPDATE settings SET value = '^my_iter' WHERE key = 'step_pattern'")
@@ -394,9 +461,7 @@ def check_invariants(con) -> pd.DataFrame:
         assert 0 <= r["compute_ns"] <= busy <= r["window_ns"], where
         assert min(int(r[c]) for c in TP_COLUMNS) >= 0, where
         assert r["comms_hidden_ns"] <= r["comms_total_ns"], where
-    gaps = con.execute(
-        "SELECT rank, step, sum(duration_ns) AS idle FROM gaps GROUP BY ALL"
-    ).df()
+    gaps = con.execute("SELECT rank, step, sum(duration_ns) AS idle FROM gaps GROUP BY ALL").df()
     merged = tp.merge(gaps, on=["rank", "step"], how="left").fillna({"idle": 0})
     assert (merged["idle"] == merged["idle_ns"]).all()
     return tp
@@ -426,18 +491,32 @@ def test_invariants_on_real_trace(workspace_of, trace):
 # Synthetic traces: every field equals the generator's ground truth.
 
 SYNTH_JOBS = {
-    "anomalies-2026.2": dict(ranks=3, gpus_per_node=2, steps=5, seed=7, schema="2026.2",
-                             injections=["input-stall=2:3", "sync-stall", "launch-bound=2-3",
-                                         "exposed-comm", "straggler=1:+15"]),
-    "gemm-2022.4": dict(ranks=2, gpus_per_node=2, steps=3, seed=3, schema="2022.4", workload="gemm",
-                        injections=["cuda-graph"]),
+    "anomalies-2026.2": dict(
+        ranks=3,
+        gpus_per_node=2,
+        steps=5,
+        seed=7,
+        schema="2026.2",
+        injections=["input-stall=2:3", "sync-stall", "launch-bound=2-3", "exposed-comm", "straggler=1:+15"],
+    ),
+    "gemm-2022.4": dict(
+        ranks=2, gpus_per_node=2, steps=3, seed=3, schema="2022.4", workload="gemm", injections=["cuda-graph"]
+    ),
     "clean-2025.1": dict(ranks=2, gpus_per_node=1, steps=3, seed=11, kernels_per_step=120),
 }
 # ... and every injection on its own (small jobs: 2 nodes of 1 GPU, 3 steps)
-for _spec in ("straggler=1:+20", "clock-skew=1:+3", "input-stall=2:5", "exposed-comm", "launch-bound=2-2",
-              "sync-stall", "cuda-graph"):
-    SYNTH_JOBS[f"only-{_spec}"] = dict(ranks=2, gpus_per_node=1, steps=3, seed=5, kernels_per_step=120,
-                                       injections=[_spec])
+for _spec in (
+    "straggler=1:+20",
+    "clock-skew=1:+3",
+    "input-stall=2:5",
+    "exposed-comm",
+    "launch-bound=2-2",
+    "sync-stall",
+    "cuda-graph",
+):
+    SYNTH_JOBS[f"only-{_spec}"] = dict(
+        ranks=2, gpus_per_node=1, steps=3, seed=5, kernels_per_step=120, injections=[_spec]
+    )
 
 
 @pytest.mark.parametrize("job", sorted(SYNTH_JOBS))
@@ -447,8 +526,10 @@ def test_synthetic_partition_equals_ground_truth(tmp_path, workspace_of, job):
     con = workspace_of(*sorted((tmp_path / "job").glob("*.sqlite")))
     tp = check_invariants(con)
     got = {(int(r["rank"]), None if pd.isna(r["step"]) else int(r["step"])): r for _, r in tp.iterrows()}
-    windows = {(r, s): (a, b) for r, s, a, b in con.execute(
-        "SELECT rank, step, start_ns, end_ns FROM steps").fetchall()}
+    windows = {
+        (r, s): (a, b)
+        for r, s, a, b in con.execute("SELECT rank, step, start_ns, end_ns FROM steps").fetchall()
+    }
     assert len(got) == len(truth["partition"])
     for want in truth["partition"]:
         key = (want["rank"], want["step"])

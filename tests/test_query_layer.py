@@ -195,3 +195,17 @@ def test_many_kernels_without_overlap_pass_the_guard(tmp_path):
     )
     analysis.refresh(con, force=True)
     assert con.execute("SELECT compute_ns FROM time_partition WHERE step IS NULL").fetchone()[0] == 40000 * 5
+
+
+def test_out_of_memory_is_one_line_naming_the_query_and_the_cap(tmp_path, monkeypatch):
+    """A cap far too small for the analysis: one line naming the query and NSIGHT_ANALYZE_MEMORY_LIMIT."""
+    db = tmp_path / "w.duckdb"
+    ingest([ROOT / "sample_traces"], db)
+    con = open_workspace(db, analyse=False)
+    monkeypatch.setenv("NSIGHT_ANALYZE_MEMORY_LIMIT", "2MB")  # refresh applies the cap again
+    with pytest.raises(UserError, match=r"^computing \w+ ran out of memory under 2MB: set NSIGHT_ANALYZE_"):
+        analysis.refresh(con, force=True)
+    monkeypatch.delenv("NSIGHT_ANALYZE_MEMORY_LIMIT")
+    con.close()
+    con = open_workspace(db, read_only=True)  # the failed recompute left the previous results
+    assert con.execute("SELECT count(*) FROM time_partition").fetchone()[0] > 0

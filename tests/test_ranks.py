@@ -69,19 +69,33 @@ def timeline(
         others = np.delete(arrive, arrive.argmax())
         truth_delay += int(last - others.mean())
         for kind, st, en in (("c", start, start + compute[s]), ("ar", arrive, end)):
-            rows.append(pd.DataFrame({
-                "rank": np.arange(ranks), "stream_id": 7 if kind == "c" else 13,
-                "true_start": st, "true_end": en, "name": GEMM if kind == "c" else NCCL_AR,
-                "category": "compute" if kind == "c" else "comms", "step": s,
-            }))
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "rank": np.arange(ranks),
+                        "stream_id": 7 if kind == "c" else 13,
+                        "true_start": st,
+                        "true_end": en,
+                        "name": GEMM if kind == "c" else NCCL_AR,
+                        "category": "compute" if kind == "c" else "comms",
+                        "step": s,
+                    }
+                )
+            )
         t = int(end.max()) + 1_000_000
     k = pd.concat(rows, ignore_index=True)
     if extra_unmatched:
-        extra = pd.DataFrame({
-            "rank": 0, "stream_id": 13, "true_start": t + np.arange(extra_unmatched) * 1_000_000,
-            "true_end": t + np.arange(extra_unmatched) * 1_000_000 + 100_000, "name": NCCL_AR,
-            "category": "comms", "step": steps,
-        })
+        extra = pd.DataFrame(
+            {
+                "rank": 0,
+                "stream_id": 13,
+                "true_start": t + np.arange(extra_unmatched) * 1_000_000,
+                "true_end": t + np.arange(extra_unmatched) * 1_000_000 + 100_000,
+                "name": NCCL_AR,
+                "category": "comms",
+                "step": steps,
+            }
+        )
         k = pd.concat([k, extra], ignore_index=True)
     k["start_ns"] = k.true_start - t0[k["rank"]]
     k["end_ns"] = k.true_end - t0[k["rank"]]
@@ -89,10 +103,15 @@ def timeline(
     k["device_id"] = k["rank"] % gpus_per_node
     k["short_name"] = k.name.str.split("(").str[0]
     k["correlation_id"] = np.arange(len(k))
-    r = pd.DataFrame({
-        "rank": np.arange(ranks), "file_id": np.arange(ranks), "hostname": [f"node{h}" for h in hosts],
-        "device_id": np.arange(ranks) % gpus_per_node, "session_start_utc_ns": EPOCH + t0 + skew,
-    })
+    r = pd.DataFrame(
+        {
+            "rank": np.arange(ranks),
+            "file_id": np.arange(ranks),
+            "hostname": [f"node{h}" for h in hosts],
+            "device_id": np.arange(ranks) % gpus_per_node,
+            "session_start_utc_ns": EPOCH + t0 + skew,
+        }
+    )
     truth = {"t0": t0, "skew": skew, "hosts": hosts, "straggler_delay_ns": truth_delay}
     return r, k, truth
 
@@ -137,6 +156,7 @@ def recovered_error_ns(con: duckdb.DuckDBPyConnection, truth: dict) -> np.ndarra
 
 
 # --- clock alignment -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("skews", [{1: 5_000_000}, {1: -3_700_000, 2: 8_200_000, 3: 1_000}])
 def test_alignment_recovers_per_host_skew(ws, skews):
@@ -199,9 +219,7 @@ def test_aligned_views_add_the_offset(ws):
     ).fetchone()[0]
     assert bad == 0
     # after alignment, every AllReduce instance ends within a microsecond on all ranks
-    spread = ws.sql(
-        "SELECT MAX(end_skew_ns) FROM collectives WHERE ranks = 8"
-    ).fetchone()[0]
+    spread = ws.sql("SELECT MAX(end_skew_ns) FROM collectives WHERE ranks = 8").fetchone()[0]
     assert spread < 2_000
     for view in ("aligned_memops", "aligned_nvtx", "aligned_cuda_api"):
         ws.sql(f"SELECT aligned_start_ns, aligned_end_ns FROM {view} LIMIT 1").fetchall()
@@ -262,6 +280,7 @@ def test_different_collective_counts_do_not_derail(ws):
 
 # --- collective matching ---------------------------------------------------------------------
 
+
 def test_collectives_match_and_count_unmatched(ws):
     r, k, truth = timeline(ranks=8, steps=10, straggler=(3, 20), extra_unmatched=2)
     load(ws, r, k)
@@ -276,8 +295,10 @@ def test_collectives_match_and_count_unmatched(ws):
     w = ws.sql("SELECT * FROM collective_waits").df()
     assert len(w) == 80 and (w.wait_ns >= 0).all()
     assert (w[w["rank"] == 3].wait_ns == 0).all()
-    roll = ws.sql("SELECT rank, COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched "
-                  "FROM merge_coll_members GROUP BY rank ORDER BY rank").df()
+    roll = ws.sql(
+        "SELECT rank, COUNT(*) FILTER (WHERE n_ranks < 2) AS unmatched "
+        "FROM merge_coll_members GROUP BY rank ORDER BY rank"
+    ).df()
     assert roll.unmatched.tolist() == [2] + [0] * 7
 
 
@@ -286,22 +307,40 @@ def test_collective_bytes_and_busbw_from_nvtx_payload(ws):
     r, k, truth = timeline(ranks=4, gpus_per_node=2, steps=3)
     load(ws, r, k)
     ar = k[k.category == "comms"].copy()
-    api = pd.DataFrame({
-        "rank": ar["rank"], "tid": 100, "start_ns": ar.start_ns - 50_000, "end_ns": ar.start_ns - 40_000,
-        "duration_ns": 10_000, "name": "cudaLaunchKernel", "correlation_id": ar.correlation_id,
-    })
-    nv = pd.DataFrame({
-        "rank": ar["rank"], "tid": 100, "start_ns": ar.start_ns - 60_000, "end_ns": ar.start_ns - 30_000,
-        "text": "ncclAllReduce", "domain": "NCCL", "event_type": "push_pop",
-        "payload": '{"NCCL communicator ID": 77, "Message size [bytes]": 1000000, '
-                   '"Reduction operation": "sum"}',
-    })
+    api = pd.DataFrame(
+        {
+            "rank": ar["rank"],
+            "tid": 100,
+            "start_ns": ar.start_ns - 50_000,
+            "end_ns": ar.start_ns - 40_000,
+            "duration_ns": 10_000,
+            "name": "cudaLaunchKernel",
+            "correlation_id": ar.correlation_id,
+        }
+    )
+    nv = pd.DataFrame(
+        {
+            "rank": ar["rank"],
+            "tid": 100,
+            "start_ns": ar.start_ns - 60_000,
+            "end_ns": ar.start_ns - 30_000,
+            "text": "ncclAllReduce",
+            "domain": "NCCL",
+            "event_type": "push_pop",
+            "payload": '{"NCCL communicator ID": 77, "Message size [bytes]": 1000000, '
+            '"Reduction operation": "sum"}',
+        }
+    )
     ws.register("api_df", api)
     ws.register("nv_df", nv)
-    ws.execute("INSERT INTO cuda_api (rank, tid, start_ns, end_ns, duration_ns, name, correlation_id) "
-               "SELECT * FROM api_df")
-    ws.execute("INSERT INTO nvtx (rank, tid, start_ns, end_ns, text, domain, event_type, payload) "
-               "SELECT * FROM nv_df")
+    ws.execute(
+        "INSERT INTO cuda_api (rank, tid, start_ns, end_ns, duration_ns, name, correlation_id) "
+        "SELECT * FROM api_df"
+    )
+    ws.execute(
+        "INSERT INTO nvtx (rank, tid, start_ns, end_ns, text, domain, event_type, payload) "
+        "SELECT * FROM nv_df"
+    )
     refresh(ws, force=True)
     c = ws.sql("SELECT * FROM collectives ORDER BY coll_id").df()
     assert c.comm.tolist() == ["77"] * 3 and (c.key_source == "nvtx-payload").all()
@@ -311,6 +350,7 @@ def test_collective_bytes_and_busbw_from_nvtx_payload(ws):
 
 
 # --- imbalance and stragglers ----------------------------------------------------------------
+
 
 def _partition(con: duckdb.DuckDBPyConnection, k: pd.DataFrame) -> None:
     """A per-step compute partition as time_partition would give it (one compute kernel per step)."""
@@ -410,6 +450,7 @@ def test_ranks_command_on_real_trace(tmp_path):
 
 # --- synthetic traces from the project's generator (ground_truth.json) -----------------------
 
+
 def _synth_workspace(tmp: Path, injections: tuple[str, ...], **kw) -> tuple[duckdb.DuckDBPyConnection, dict]:
     synth = pytest.importorskip("nsight_analyze.synth")
     from nsight_analyze.ingest import ingest
@@ -424,8 +465,12 @@ def _synth_workspace(tmp: Path, injections: tuple[str, ...], **kw) -> tuple[duck
 def skewed_job(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("skewed")
     con, truth = _synth_workspace(
-        tmp, ("straggler=3:+20", "clock-skew=1:+5", "clock-skew=2:-3.5", "clock-skew=3:+7.25"),
-        ranks=8, gpus_per_node=2, steps=12, seed=4,
+        tmp,
+        ("straggler=3:+20", "clock-skew=1:+5", "clock-skew=2:-3.5", "clock-skew=3:+7.25"),
+        ranks=8,
+        gpus_per_node=2,
+        steps=12,
+        seed=4,
     )
     yield con, truth
     con.close()
@@ -475,8 +520,10 @@ def test_synth_straggler_named_with_cost(skewed_job, tmp_path):
     assert v.straggler_cost_ns == cost
     delay = sum(truth["straggler"]["step_delay_ns_by_step"].values())
     assert abs(v.straggler_delay_ns / delay - 1) < 0.10
-    assert roll.loc[3, "times_slowest"] == con.sql(
-        "SELECT COUNT(*) FROM imbalance WHERE step IS NOT NULL").fetchone()[0]
+    assert (
+        roll.loc[3, "times_slowest"]
+        == con.sql("SELECT COUNT(*) FROM imbalance WHERE step IS NOT NULL").fetchone()[0]
+    )
 
 
 def test_synth_balanced_without_injection(tmp_path):

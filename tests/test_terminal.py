@@ -187,8 +187,9 @@ def test_step_pattern_is_stored_and_used(workspaces, tmp_path):
     assert code == 2 and out == "", both
     assert "not a valid RE2 regex" in both and len(both.strip().splitlines()) == 1
     pattern = r"^## (backward|optimizer) ##"
-    code, out, both = run(["summary", "--db", str(db), "--by", "step", "--format", "json",
-                           "--step-pattern", pattern])
+    code, out, both = run(
+        ["summary", "--db", str(db), "--by", "step", "--format", "json", "--step-pattern", pattern]
+    )
     assert code == 0, both
     steps = {r["step"] for r in json.loads(out)["partition"]}
     assert len(steps) == 4  # two ranges per ProfilerStep, two steps

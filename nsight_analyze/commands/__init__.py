@@ -9,6 +9,7 @@ SHORT_HELP = {
     "compare": "Compare two runs (workspaces or trace folders): what got faster or slower, and why.",
     "demo": "Ingest sample_traces/, print the summary and write the HTML report.",
     "diagnose": "Ranked findings with evidence (and its SQL), recoverable time and fixes.",
+    "export": "Write the workspace as Parquet files or the aligned timeline as a Chrome/Perfetto trace.",
     "gpus": "Per rank: GPU model, its peak-table row, and how the peak was found.",
     "info": "Files, versions, ranks, GPUs, event counts, time span and warnings.",
     "ingest": "Read every trace below DIR into the workspace and compute its analysis.",

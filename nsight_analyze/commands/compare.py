@@ -2,7 +2,9 @@
 
 Thin by design: `nsight_analyze.compare.compare()` computes everything; this module renders it as
 terminal tables, markdown (PR comments) or JSON (CI), writes the HTML diff, and turns the gate
-into the exit status (1 = regression beyond --fail-on-regression, 0 otherwise).
+into the exit status (1 = regression beyond --fail-on-regression, 4 = with the gate, an input
+without GPU operations: a gate never passes on no data; 0 otherwise). On a terminal a spinner
+on stderr says what it is doing (nothing in pipes and CI).
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from typing import Any
 import click
 import pandas as pd
 
-from ..compare import DEFAULTS, PARTS, compare
+from .. import analysis
+from ..clihelp import NoData, require_workspace_data
+from ..compare import DEFAULTS, PARTS, SIDES, compare, is_workspace, resolve_settings, workspaces
 from ..errors import UserError
 from ..render import format_value, print_table, to_json
+from ..workspace import open_workspace
+from .ingest import Spinner
 
 NAME_WIDTH = 70
 
@@ -36,15 +42,21 @@ def _step_table(r: dict[str, Any]) -> pd.DataFrame:
     out = []
     for label, s in rows:
         ci = s["ci_pct"] or [None, None]
-        out.append({
-            "series": label,
-            "before_med_ms": _ms(s["before"]["median_ns"]), "before_p10_ms": _ms(s["before"]["p10_ns"]),
-            "before_p90_ms": _ms(s["before"]["p90_ns"]),
-            "after_med_ms": _ms(s["after"]["median_ns"]), "after_p10_ms": _ms(s["after"]["p10_ns"]),
-            "after_p90_ms": _ms(s["after"]["p90_ns"]),
-            "delta_pct": s["delta_pct"], "ci_low_pct": ci[0], "ci_high_pct": ci[1],
-            "p_value": None if s["p_value"] is None else f"{s['p_value']:.2g}",
-        })
+        out.append(
+            {
+                "series": label,
+                "before_med_ms": _ms(s["before"]["median_ns"]),
+                "before_p10_ms": _ms(s["before"]["p10_ns"]),
+                "before_p90_ms": _ms(s["before"]["p90_ns"]),
+                "after_med_ms": _ms(s["after"]["median_ns"]),
+                "after_p10_ms": _ms(s["after"]["p10_ns"]),
+                "after_p90_ms": _ms(s["after"]["p90_ns"]),
+                "delta_pct": s["delta_pct"],
+                "ci_low_pct": ci[0],
+                "ci_high_pct": ci[1],
+                "p_value": None if s["p_value"] is None else f"{s['p_value']:.2g}",
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -55,12 +67,16 @@ def _partition_table(r: dict[str, Any]) -> pd.DataFrame:
     b, a = total["before"], total["after"]
     rows = []
     for part in PARTS + ("window_ns",):
-        rows.append({
-            "part": part.removesuffix("_ns"), "before_ms": _ms(b[part]), "after_ms": _ms(a[part]),
-            "delta_ms": _ms(a[part] - b[part]),
-            "before_pct": 100 * b[part] / b["window_ns"] if b["window_ns"] else None,
-            "after_pct": 100 * a[part] / a["window_ns"] if a["window_ns"] else None,
-        })
+        rows.append(
+            {
+                "part": part.removesuffix("_ns"),
+                "before_ms": _ms(b[part]),
+                "after_ms": _ms(a[part]),
+                "delta_ms": _ms(a[part] - b[part]),
+                "before_pct": 100 * b[part] / b["window_ns"] if b["window_ns"] else None,
+                "after_pct": 100 * a[part] / a["window_ns"] if a["window_ns"] else None,
+            }
+        )
     rows.append({"part": "overlap_pct", "before_pct": b["overlap_pct"], "after_pct": a["overlap_pct"]})
     return pd.DataFrame(rows)
 
@@ -70,13 +86,19 @@ def _rank_partition_table(r: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for p in r["partition"]["per_rank"]:
         b, a, d = p["before"], p["after"], p["delta"]
-        rows.append({
-            "rank": p["rank"],
-            "window_before_ms": _ms(b["window_ns"]), "window_after_ms": _ms(a["window_ns"]),
-            "compute_delta_ms": _ms(d["compute_ns"]), "memory_delta_ms": _ms(d["memory_ns"]),
-            "comms_exposed_delta_ms": _ms(d["comms_exposed_ns"]), "idle_delta_ms": _ms(d["idle_ns"]),
-            "overlap_before_pct": b["overlap_pct"], "overlap_after_pct": a["overlap_pct"],
-        })
+        rows.append(
+            {
+                "rank": p["rank"],
+                "window_before_ms": _ms(b["window_ns"]),
+                "window_after_ms": _ms(a["window_ns"]),
+                "compute_delta_ms": _ms(d["compute_ns"]),
+                "memory_delta_ms": _ms(d["memory_ns"]),
+                "comms_exposed_delta_ms": _ms(d["comms_exposed_ns"]),
+                "idle_delta_ms": _ms(d["idle_ns"]),
+                "overlap_before_pct": b["overlap_pct"],
+                "overlap_after_pct": a["overlap_pct"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -85,39 +107,63 @@ def _rate_table(r: dict[str, Any]) -> pd.DataFrame:
     wr = r.get("work_rate")
     if not wr or wr["before"]["rate"] is None:
         return pd.DataFrame()
-    rows = [{"series": side, "window_ms": _ms(wr[side]["window_ns"]), "work_ms": _ms(wr[side]["work_ns"]),
-             "work_per_window_pct": None if wr[side]["rate"] is None else 100 * wr[side]["rate"],
-             "busy_pct": wr[side]["busy_pct"], "matched_kernel_time_pct": wr[side]["coverage_pct"]}
-            for side in ("before", "after")]
+    rows = [
+        {
+            "series": side,
+            "window_ms": _ms(wr[side]["window_ns"]),
+            "work_ms": _ms(wr[side]["work_ns"]),
+            "work_per_window_pct": None if wr[side]["rate"] is None else 100 * wr[side]["rate"],
+            "busy_pct": wr[side]["busy_pct"],
+            "matched_kernel_time_pct": wr[side]["coverage_pct"],
+        }
+        for side in ("before", "after")
+    ]
     if wr["comparable"]:
         lo, hi = wr["range_pct"]
-        rows.append({"series": "change", "work_per_window_pct": wr["delta_pct"],
-                     "busy_pct": None if None in (wr["after"]["busy_pct"], wr["before"]["busy_pct"])
-                     else wr["after"]["busy_pct"] - wr["before"]["busy_pct"],
-                     "range_low_pct": lo, "range_high_pct": hi})
-        rows += [{"series": f"rank {p['rank']} change", "work_per_window_pct": p["delta_pct"]}
-                 for p in wr["per_rank"]]
+        rows.append(
+            {
+                "series": "change",
+                "work_per_window_pct": wr["delta_pct"],
+                "busy_pct": None
+                if None in (wr["after"]["busy_pct"], wr["before"]["busy_pct"])
+                else wr["after"]["busy_pct"] - wr["before"]["busy_pct"],
+                "range_low_pct": lo,
+                "range_high_pct": hi,
+            }
+        )
+        rows += [
+            {"series": f"rank {p['rank']} change", "work_per_window_pct": p["delta_pct"]}
+            for p in wr["per_rank"]
+        ]
     return pd.DataFrame(rows)
 
 
 def _diff_table(block: dict[str, Any], keys: list[str], top: int, eff: float) -> pd.DataFrame:
     """Largest changes of time per step; status is by per-instance duration (instances shown)."""
-    rows = [row for row in block["rows"]
-            if row["status"] != "unchanged"
-            or abs(row["delta_per_step_ns"]) > eff / 100 * row["before_per_step_ns"]]
+    rows = [
+        row
+        for row in block["rows"]
+        if row["status"] != "unchanged"
+        or abs(row["delta_per_step_ns"]) > eff / 100 * row["before_per_step_ns"]
+    ]
     out = []
     for row in rows[:top]:
         label = {k: (_short(str(row[k])) if k == "name" else row[k]) for k in keys}
         p = row.get("duration_p_value")
-        out.append({
-            "status": row["status"], **label,
-            "before_n": row["before_instances"], "after_n": row["after_instances"],
-            "duration_delta_pct": row.get("duration_delta_pct"),
-            "duration_p": None if p is None or pd.isna(p) else f"{p:.2g}",
-            "before_ms_per_step": _ms(row["before_per_step_ns"]),
-            "after_ms_per_step": _ms(row["after_per_step_ns"]),
-            "delta_ms_per_step": _ms(row["delta_per_step_ns"]), "delta_ms_total": _ms(row["delta_ns"]),
-        })
+        out.append(
+            {
+                "status": row["status"],
+                **label,
+                "before_n": row["before_instances"],
+                "after_n": row["after_instances"],
+                "duration_delta_pct": row.get("duration_delta_pct"),
+                "duration_p": None if p is None or pd.isna(p) else f"{p:.2g}",
+                "before_ms_per_step": _ms(row["before_per_step_ns"]),
+                "after_ms_per_step": _ms(row["after_per_step_ns"]),
+                "delta_ms_per_step": _ms(row["delta_per_step_ns"]),
+                "delta_ms_total": _ms(row["delta_ns"]),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -132,14 +178,18 @@ def _findings_table(r: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for c in r["findings"].get("causes", []):
         unit = {"ns_per_step": "ms/step", "ns": "ms"}.get(c["unit"], c["unit"])
-        rows.append({
-            "change": c["status"], "cause": c["cause"],
-            "ids": f"{','.join(c['ids_before']) or '-'} -> {','.join(c['ids_after']) or '-'}",
-            "before": _magnitude(c["magnitude_before"], c["unit"]),
-            "after": _magnitude(c["magnitude_after"], c["unit"]), "unit": unit,
-            "delta_pct": c["delta_pct"],
-            "severity": f"{c['severity_before'] or '-'} -> {c['severity_after'] or '-'}",
-        })
+        rows.append(
+            {
+                "change": c["status"],
+                "cause": c["cause"],
+                "ids": f"{','.join(c['ids_before']) or '-'} -> {','.join(c['ids_after']) or '-'}",
+                "before": _magnitude(c["magnitude_before"], c["unit"]),
+                "after": _magnitude(c["magnitude_after"], c["unit"]),
+                "unit": unit,
+                "delta_pct": c["delta_pct"],
+                "severity": f"{c['severity_before'] or '-'} -> {c['severity_after'] or '-'}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -150,8 +200,10 @@ def _lines(r: dict[str, Any]) -> list[str]:
         run = r["runs"][side]
         imb = r["imbalance"][side]
         mfu = r["mfu"][side]
-        text = (f"{side}: {run['input']}: {run['ranks']} ranks, {run['steps']} step windows "
-                f"({run['step_source']}); imbalance {imb['verdict']}")
+        text = (
+            f"{side}: {run['input']}: {run['ranks']} ranks, {run['steps']} step windows "
+            f"({run['step_source']}); imbalance {imb['verdict']}"
+        )
         if imb["ratio"] is not None:
             text += f" (compute max/mean {imb['ratio']:.3f}, slowest rank {imb['slowest_rank']})"
         if imb["straggler_ranks"]:
@@ -164,14 +216,18 @@ def _lines(r: dict[str, Any]) -> list[str]:
     if rk["only_before"] or rk["only_after"]:
         lines.append(f"ranks only before: {rk['only_before']}; only after: {rk['only_after']}")
     k, c = r["kernels"]["totals"], r["collectives"]["totals"]
-    lines.append(f"kernel time {_ms(k['before_ns']):,.3f} -> {_ms(k['after_ns']):,.3f} ms "
-                 f"({_ms(k['delta_ns']):+,.3f} ms); NCCL kernel time {_ms(c['before_ns']):,.3f} -> "
-                 f"{_ms(c['after_ns']):,.3f} ms ({_ms(c['delta_ns']):+,.3f} ms)")
+    lines.append(
+        f"kernel time {_ms(k['before_ns']):,.3f} -> {_ms(k['after_ns']):,.3f} ms "
+        f"({_ms(k['delta_ns']):+,.3f} ms); NCCL kernel time {_ms(c['before_ns']):,.3f} -> "
+        f"{_ms(c['after_ns']):,.3f} ms ({_ms(c['delta_ns']):+,.3f} ms)"
+    )
     lines += [f"note: {n}" for n in r["notes"]]
     if "gate" in r:
         g = r["gate"]
-        lines.append(f"gate --fail-on-regression {g['threshold_pct']:g}: {'FAIL' if g['failed'] else 'pass'} "
-                     f"({g['reason']})")
+        lines.append(
+            f"gate --fail-on-regression {g['threshold_pct']:g}: {'FAIL' if g['failed'] else 'pass'} "
+            f"({g['reason']})"
+        )
     return lines
 
 
@@ -181,14 +237,18 @@ def sections(r: dict[str, Any], top: int) -> list[tuple[str, pd.DataFrame]]:
     steps = ("Step time (slowest rank = the job's pace; per rank)", _step_table(r))
     if r["verdict"].get("basis", "step_time") != "step_time":
         steps = ("Step or capture window time (not the verdict's basis: a run has no steps)", _step_table(r))
-    rate = ("Work per unit of time (kernels both runs launch, valued at BEFORE's mean duration)",
-            _rate_table(r))
+    rate = (
+        "Work per unit of time (kernels both runs launch, valued at BEFORE's mean duration)",
+        _rate_table(r),
+    )
     first = [steps, rate] if r["verdict"].get("basis", "step_time") == "step_time" else [rate, steps]
     return first + [
         ("Time partition, ms per step window summed over ranks", _partition_table(r)),
         ("Time partition per rank, ms per step window", _rank_partition_table(r)),
-        (f"Kernels: largest changes per step (top {top}); faster/slower = per-instance durations",
-         _diff_table(r["kernels"], ["name", "category"], top, eff)),
+        (
+            f"Kernels: largest changes per step (top {top}); faster/slower = per-instance durations",
+            _diff_table(r["kernels"], ["name", "category"], top, eff),
+        ),
         ("Collectives by type and size", _diff_table(r["collectives"], ["op", "bytes"], top, eff)),
         ("Findings matched by cause", _findings_table(r)),
     ]
@@ -199,8 +259,9 @@ def markdown_table(df: pd.DataFrame) -> str:
     cols = [str(c) for c in df.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for row in df.astype(object).itertuples(index=False):
-        cells = [html.escape(format_value(v), quote=False).replace("|", "\\|").replace("\n", " ")
-                 for v in row]
+        cells = [
+            html.escape(format_value(v), quote=False).replace("|", "\\|").replace("\n", " ") for v in row
+        ]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -225,25 +286,81 @@ def _settings(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _stale(path: str) -> bool:
+    """Whether a workspace's stored analysis is out of date (compare() then recomputes it)."""
+    try:
+        con = open_workspace(path, read_only=True, analyse=False)
+    except UserError:  # busy or unreadable: compare() says so
+        return True
+    try:
+        return analysis.plan(con).needed
+    finally:
+        con.close()
+
+
+def _require_traces_data(db: Path, given: str, side: str) -> None:
+    """The gate's no-data check for a trace input, worded with the input (not the temporary file)."""
+    try:
+        require_workspace_data(str(db), "compare")
+    except NoData:
+        raise NoData(
+            f"no data to compare in {given} ({side}): its traces have no GPU operations "
+            "(see `nsight-analyze ingest` and `info` on them)"
+        ) from None
+
+
 @click.command("compare")
 @click.argument("before", type=click.Path(exists=True))
 @click.argument("after", type=click.Path(exists=True))
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table",
-              show_default=True, help="Output format (json: the stable document of docs/compare.md).")
-@click.option("-o", "--output", "html_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write a self-contained HTML diff here.")
-@click.option("--fail-on-regression", "fail_pct", type=float, default=None, metavar="PCT",
-              help="Exit 1 when the run got worse by more than PCT % with confidence (slowest rank's "
-              "median step time; without steps, work per unit of time).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown"]),
+    default="table",
+    show_default=True,
+    help="Output format (json: the stable document of docs/compare.md).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write a self-contained HTML diff here.",
+)
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=float,
+    default=None,
+    metavar="PCT",
+    help="Exit 1 when the run got worse by more than PCT % with confidence (slowest rank's "
+    "median step time; without steps, work per unit of time). An input without GPU "
+    "operations then exits 4.",
+)
 @click.option("--no-findings", is_flag=True, help="Skip diagnose on both runs (faster).")
 @click.option("--model-flops-per-step", type=float, default=None, help="Model FLOPs per step, for MFU.")
-@click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE",
-              help=f"Statistics setting ({', '.join(f'{k}={v}' for k, v in DEFAULTS.items())}).")
-@click.option("--top", type=int, default=10, show_default=True,
-              help="Rows of kernel/collective changes shown.")
-def command(before: str, after: str, fmt: str, html_out: str | None, fail_pct: float | None,
-            no_findings: bool, model_flops_per_step: float | None, overrides: tuple[str, ...],
-            top: int) -> None:
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help=f"Statistics setting ({', '.join(f'{k}={v}' for k, v in DEFAULTS.items())}).",
+)
+@click.option(
+    "--top", type=int, default=10, show_default=True, help="Rows of kernel/collective changes shown."
+)
+def command(
+    before: str,
+    after: str,
+    fmt: str,
+    html_out: str | None,
+    fail_pct: float | None,
+    no_findings: bool,
+    model_flops_per_step: float | None,
+    overrides: tuple[str, ...],
+    top: int,
+) -> None:
     """Compare two runs. BEFORE and AFTER are workspaces (.duckdb) or trace folders/files.
 
     Ranks are matched by number, steps by index, kernels by name, collectives by type and size,
@@ -252,12 +369,40 @@ def command(before: str, after: str, fmt: str, html_out: str | None, fail_pct: f
     Mann-Whitney test, when both runs have steps; otherwise about the work done per unit of time
     (docs/compare.md). Kernels are faster/slower by their per-instance durations.
     """
-    result = compare(before, after, settings=_settings(overrides), findings=not no_findings,
-                     model_flops_per_step=model_flops_per_step, fail_on_regression_pct=fail_pct)
-    if html_out:
-        from ..compare_html import write_html
+    gate = fail_pct is not None
+    options = dict(
+        settings=_settings(overrides),
+        findings=not no_findings,
+        model_flops_per_step=model_flops_per_step,
+        fail_on_regression_pct=fail_pct,
+    )
+    resolve_settings(options["settings"])  # a bad --set fails before any trace is ingested
+    given = {"before": before, "after": after}
+    traces = [side for side in SIDES if not is_workspace(Path(given[side]))]
+    stale = False
+    for path in dict.fromkeys(given[side] for side in SIDES if side not in traces):
+        if gate:  # a CI gate never passes on no data (exit 4, like diagnose)
+            require_workspace_data(path, "compare")
+        stale = stale or _stale(path)
+    # a stale workspace draws the analysis' own bar while compare() recomputes it: no spinner then
+    with Spinner("compare", enabled=not stale) as spinner:
+        if traces:
+            spinner.say(f"compare: ingesting the {' and '.join(traces)} traces")
+        with workspaces(before, after) as (db_b, db_a, notes):
+            if gate:
+                for side, db in zip(SIDES, (db_b, db_a)):
+                    if side in traces:
+                        _require_traces_data(db, given[side], side)
+            spinner.say("compare: comparing the runs" + ("" if no_findings else " (and diagnosing both)"))
+            result = compare(db_b, db_a, **options)
+        result["notes"] = notes + result["notes"]
+        for side in SIDES:  # compare() saw the temporary workspaces of trace inputs
+            result["runs"][side]["input"] = str(given[side])
+        if html_out:
+            from ..compare_html import write_html
 
-        write_html(result, Path(html_out))
+            spinner.say(f"compare: writing {html_out}")
+            write_html(result, Path(html_out))
     if fmt == "json":
         print(to_json(result))
     elif fmt == "markdown":

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UserError
+from .ingest import IngestProgress, Spinner, progress_wanted
 
 
 def sample_traces_dir() -> Path:
@@ -30,14 +31,18 @@ def command(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     db = out / "nsight_analyze.duckdb"
     traces = sample_traces_dir()
-    report = ingest([traces], db, replace=True)
+    with IngestProgress(enabled=progress_wanted()) as progress:  # a bar on a terminal, else silent
+        report = ingest(
+            [traces], db, replace=True, progress=progress.update, analysis_progress=progress.analysis
+        )
     failed = report.by_status("failed")
     if failed:
         raise UserError(f"{failed[0].path}: {failed[0].message}")
     con = open_workspace(db)
     try:
         print_summary(con)
-        html = write_report(con, out / "report.html")
+        with Spinner("writing the report"):
+            html = write_report(con, out / "report.html")
     finally:
         con.close()
     click.echo(f"\nworkspace: {db}\nreport:    {html.resolve()}")

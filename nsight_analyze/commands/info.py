@@ -19,6 +19,20 @@ def loaded_rows(con: duckdb.DuckDBPyConnection, column: str) -> list[tuple]:
     return con.execute(f"SELECT path, {column} FROM files WHERE {LOADED} ORDER BY file_id").fetchall()
 
 
+def job_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per job (ranks.job, set by the analysis' job step): ranks present and world size."""
+    return con.execute(
+        """SELECT coalesce(job, 1) AS job, count(*) AS ranks, max(world_size) AS world_size,
+                  max(world_size) IS NULL OR count(*) >= max(world_size) AS complete,
+                  min(rank) AS first_rank, max(rank) AS last_rank,
+                  CASE WHEN max(world_size) IS NULL
+                       THEN count(*) || CASE WHEN count(*) = 1 THEN ' rank' ELSE ' ranks' END
+                            || ' (world size unknown)'
+                       ELSE count(*) || ' of ' || max(world_size) || ' ranks' END AS label
+           FROM ranks GROUP BY ALL ORDER BY 1"""
+    ).df()
+
+
 def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     """Files, versions, ranks, GPUs, event counts, time span and warnings of a workspace.
 
@@ -35,10 +49,11 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
            FROM files WHERE NOT {LOADED} ORDER BY file_id"""
     ).df()
     ranks = con.execute(
-        """SELECT rank, file_id, pid, hostname, device_id, gpu_name, rank_source, clock_offset_ns,
-                  alignment_method
+        """SELECT rank, job, job_rank, file_id, pid, hostname, device_id, gpu_name, rank_source, world_size,
+                  clock_offset_ns, alignment_method
            FROM ranks ORDER BY rank"""
     ).df()
+    jobs = job_rows(con)
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_COUNTS}
     span = con.execute(
         """SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM
@@ -61,11 +76,15 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
             warnings.append(
                 f"ranks missing from the workspace: {missing[:20]}{' ...' if len(missing) > 20 else ''}"
             )
-    broken = con.execute("SELECT value FROM meta WHERE key = 'broken_queries'").fetchone()
-    if broken and broken[0]:
-        warnings.append(f"views that failed to load: {broken[0]}")
+    for job in jobs.itertuples(index=False):
+        if not job.complete:
+            warnings.append(
+                f"job {job.job} is partial: {job.label} present; waits and skew are reported only for "
+                "collectives whose participants are all present, point-to-point kernels only with their peer"
+            )
     return {
         "files": records(files),
+        "jobs": records(jobs),
         "ranks": records(ranks),
         "event_counts": counts,
         "span": records(span),
@@ -89,6 +108,11 @@ def command(db: str, fmt: str) -> None:
         print(to_json(info))
         return
     print_table(pd.DataFrame(info["files"]), title="files")
+    if len(info["jobs"]) > 1:
+        echo(f"{len(info['jobs'])} jobs found: ranks of different jobs are never compared (docs/metrics.md)")
+        print_table(pd.DataFrame(info["jobs"]), title="jobs")
+    elif info["jobs"]:
+        echo(f"1 job: {info['jobs'][0]['label']}")
     print_table(pd.DataFrame(info["ranks"]), title="ranks")
     print_table(pd.DataFrame([info["event_counts"]]), title="events")
     for line in info["warnings"]:  # echo: wrapped to the terminal's width

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -43,8 +44,16 @@ def command(
     if db is None:
         db = workspace_path(inputs)
     existed = db.exists()
-    with _Progress(enabled=not quiet) as progress:
-        report = ingest(list(inputs), db, jobs=jobs, replace=replace, rules=rules, progress=progress.update)
+    with IngestProgress(enabled=not quiet) as progress:
+        report = ingest(
+            list(inputs),
+            db,
+            jobs=jobs,
+            replace=replace,
+            rules=rules,
+            progress=progress.update,
+            analysis_progress=progress.analysis,
+        )
     # unchanged: already in the workspace; a new workspace with nothing in it is removed by ingest()
     loaded = db.exists() and bool(report.by_status("ok") or report.by_status("unchanged"))
     for outcome in report.outcomes:
@@ -78,30 +87,89 @@ def workspace_path(inputs: tuple[Path, ...]) -> Path:
     return (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
 
 
-class _Progress:
-    """A bar with rows/s on a terminal; one line per file elsewhere (CI logs stay readable)."""
+def progress_wanted() -> bool:
+    """Whether to draw progress: only when stderr is a terminal (never in pipes, files or CI logs,
+    whose readers get the plain lines instead), and not on a terminal that cannot move its cursor."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+    return tty and os.environ.get("TERM", "") != "dumb"
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+class Spinner:
+    """A spinner with the elapsed time on stderr while a command works, when it is a terminal.
+
+    Transient (the line disappears when done) and silent elsewhere. `say(text)` changes what it
+    shows; nothing else may draw on the terminal while it runs (stop it first).
+    """
+
+    def __init__(self, text: str, enabled: bool = True):
+        self.text = text
+        self.enabled = enabled and progress_wanted()
+        self.bar = None
+
+    def __enter__(self) -> Spinner:
+        if self.enabled:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=_console(),
+                transient=True,
+                redirect_stdout=False,  # stdout stays the command's output
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.text, total=None)
+        return self
+
+    def say(self, text: str) -> None:
+        self.text = text
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+class IngestProgress:
+    """A bar with rows/s on a terminal; one line per file elsewhere (CI logs stay readable).
+
+    After the last file the same bar follows the analysis ("computing the analysis": its rank
+    batches, then the job step), which ingest computes before it returns.
+    """
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.tty = enabled and sys.stderr.isatty()
+        self.tty = enabled and progress_wanted()
         self.bar = None
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> IngestProgress:
         if self.tty:
-            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
-                TextColumn("ingest"),
+                TextColumn("{task.fields[phase]}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
                 TextColumn("{task.description}"),
-                console=Console(stderr=True),
+                console=_console(),
                 transient=True,
+                redirect_stdout=False,  # stdout stays the command's output
             )
-            self.bar.__enter__()
-            self.task = self.bar.add_task("", total=None)
+            self.bar.start()
+            self.task = self.bar.add_task("", total=None, phase="ingest")
         return self
 
     def update(self, outcome: FileOutcome, done: int, total: int) -> None:
@@ -109,15 +177,34 @@ class _Progress:
         rate = f"{rows / outcome.seconds:,.0f} rows/s" if outcome.seconds > 0 else ""
         if self.bar is not None:
             self.bar.update(self.task, completed=done, total=total, description=f"{outcome.path.name} {rate}")
+            if done == total:  # ingest() computes the analysis next
+                self.analysis(0, 0)
         elif self.enabled:
             click.echo(
                 f"{outcome.status}: {outcome.path} ({rows:,} rows, {rate}) {outcome.message}".rstrip(),
                 err=True,
             )
 
+    def analysis(self, done: int, total: int) -> None:
+        """analysis.refresh's progress: `done` of `total` rank batches (0, 0: starting)."""
+        if self.bar is None:
+            return
+        if done and done == total:  # the rank batches are done: the job step runs (no steps to count)
+            self._analysis_task("the job: clocks, collectives, waits")
+        elif done:
+            self.bar.update(self.task, completed=done, total=total, description="ranks")
+        else:
+            self._analysis_task("ranks")
+
+    def _analysis_task(self, what: str) -> None:
+        """A fresh task (a pulsing bar: its total is unknown) in place of the current one."""
+        self.bar.update(self.task, visible=False)
+        self.task = self.bar.add_task(what, total=None, phase="computing the analysis")
+
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
-            self.bar.__exit__(*exc)
+            self.bar.stop()
+            self.bar = None
 
 
 def _closing_table(db: Path) -> None:

@@ -40,47 +40,89 @@ def _gpu(rows: pd.DataFrame) -> list[str]:
     return out
 
 
-def _table(rows: pd.DataFrame) -> pd.DataFrame:
+def _table(rows: pd.DataFrame, several_jobs: bool) -> pd.DataFrame:
     """The terminal table: nanosecond columns, which the renderer shows in human units."""
-    return pd.DataFrame({
-        "rank": rows["rank"],
-        "host": rows["host"],
-        "gpu": _gpu(rows),
-        "offset_ns": _num(rows["clock_offset_ns"]),
-        "align": rows["alignment_method"],
-        "residual_p50_ns": _num(rows["residual_p50_ns"]),
-        "residual_p95_ns": _num(rows["residual_p95_ns"]),
-        "compute_ns": _num(rows["compute_ns"]),
-        "wait_suffered_ns": _num(rows["wait_suffered_ns"]),
-        "wait_caused_ns": _num(rows["wait_caused_ns"]),
-        "times_slowest": rows["times_slowest"],
-        "times_last": rows["times_last"],
-        "cost_ns": _num(rows["cost_ns"]),
-        "straggler": rows["straggler"].map({True: "yes", False: ""}),
-    })
+    return pd.DataFrame(
+        {
+            "rank": rows["rank"],
+            **({"job": rows["job"]} if several_jobs else {}),
+            "host": rows["host"],
+            "gpu": _gpu(rows),
+            "offset_ns": _num(rows["clock_offset_ns"]),
+            "align": rows["alignment_method"],
+            "residual_p50_ns": _num(rows["residual_p50_ns"]),
+            "residual_p95_ns": _num(rows["residual_p95_ns"]),
+            "compute_ns": _num(rows["compute_ns"]),
+            "wait_suffered_ns": _num(rows["wait_suffered_ns"]),
+            "wait_caused_ns": _num(rows["wait_caused_ns"]),
+            "times_slowest": rows["times_slowest"],
+            "times_last": rows["times_last"],
+            "cost_ns": _num(rows["cost_ns"]),
+            "straggler": rows["straggler"].map({True: "yes", False: ""}),
+        }
+    )
 
 
-def _summary(verdict: pd.DataFrame, rows: pd.DataFrame, unmatched: int, alignment: pd.DataFrame) -> list[str]:
-    """The verdict line (with the straggler's cost), the alignment methods, unmatched kernels."""
+def _verdict_line(v: pd.Series, rows: pd.DataFrame) -> str:
+    text = f"verdict: {v['verdict']}"
+    if v["verdict"] == "persistent":
+        s = rows[rows["rank"] == v["straggler_rank"]].iloc[0]
+        text += (
+            f" straggler rank {int(v['straggler_rank'])}: slowest in {v['top_share']:.0%} of the "
+            f"imbalanced steps, last at {int(s['times_last'])} collectives; costs the job "
+            f"{format_duration(v['straggler_delay_ns'])}, the other ranks "
+            f"{format_duration(v['straggler_cost_ns'])} of GPU time (they wait "
+            f"{format_duration(s['wait_caused_ns'])} of GPU time for it inside NCCL, partly hidden)"
+        )
+    elif pd.notna(v["median_ratio"]):
+        text += f" (median max/mean compute {v['median_ratio']:.3f} over {int(v['steps'])} steps)"
+    return text
+
+
+def _span(first: int, last: int) -> str:
+    return f"rank {first}" if first == last else f"ranks {first}-{last}"
+
+
+def _summary(
+    jobs: pd.DataFrame, verdict: pd.DataFrame, rows: pd.DataFrame, alignment: pd.DataFrame
+) -> list[str]:
+    """Per job: what is present ("2 of 128 ranks"), the verdict (with the straggler's cost), the
+    alignment methods, and the NCCL kernels no wait could be computed for."""
     lines = []
-    if len(verdict):
-        v = verdict.iloc[0]
-        text = f"verdict: {v['verdict']}"
-        if v["verdict"] == "persistent":
-            s = rows[rows["rank"] == v["straggler_rank"]].iloc[0]
-            text += (f" straggler rank {int(v['straggler_rank'])}: slowest in {v['top_share']:.0%} of the "
-                     f"imbalanced steps, last at {int(s['times_last'])} collectives; costs the job "
-                     f"{format_duration(v['straggler_delay_ns'])}, the other ranks "
-                     f"{format_duration(v['straggler_cost_ns'])} of GPU time (they wait "
-                     f"{format_duration(s['wait_caused_ns'])} of GPU time for it inside NCCL, partly hidden)")
-        elif pd.notna(v["median_ratio"]):
-            text += f" (median max/mean compute {v['median_ratio']:.3f} over {int(v['steps'])} steps)"
-        lines.append(text)
-    methods = ", ".join(f"{h}: {m}" for h, m in zip(alignment["host"], alignment["method"], strict=True))
-    if methods:
-        lines.append(f"clock alignment: {methods}")
-    if unmatched:
-        lines.append(f"{unmatched} NCCL kernel(s) matched no other rank (different collective counts)")
+    several = len(jobs) > 1
+    if several:
+        lines.append(f"{len(jobs)} jobs in this workspace: ranks of different jobs are never compared")
+    for job in jobs.itertuples(index=False):
+        head = f"job {int(job.job)} ({_span(int(job.first_rank), int(job.last_rank))}): " if several else ""
+        mine = rows[rows["job"] == job.job]
+        v = verdict[verdict["job"] == job.job]
+        parts = [
+            job.label
+            + (
+                ""
+                if job.complete
+                else " (partial: collectives whose participants are missing get no wait or skew)"
+            )
+        ]
+        if len(v):
+            parts.append(_verdict_line(v.iloc[0], mine))
+        a = alignment[alignment["job"] == job.job]
+        methods = ", ".join(f"{h}: {m}" for h, m in zip(a["host"], a["method"], strict=True))
+        if methods:
+            parts.append(f"clock alignment: {methods}")
+        peer = int(mine["peer_unknown"].sum())
+        unmatched = int(mine["unmatched"].sum()) - peer
+        incomplete = int(mine["incomplete"].sum())
+        if peer:
+            parts.append(f"{peer} point-to-point kernel(s) have no known peer in the workspace: not paired")
+        if unmatched:
+            parts.append(f"{unmatched} NCCL kernel(s) matched no other rank (different collective counts)")
+        if incomplete:
+            parts.append(f"{incomplete} NCCL kernel(s) matched while participants are missing: no wait")
+        if several:
+            lines.append(head + "; ".join(parts))
+        else:
+            lines.extend(parts)
     return lines
 
 
@@ -88,39 +130,55 @@ def _summary(verdict: pd.DataFrame, rows: pd.DataFrame, unmatched: int, alignmen
 @db_option
 @format_option("table", "json")
 def command(db: str, fmt: str) -> None:
-    """Per rank: host, GPU, clock offset and residual, compute time, collective wait suffered and
-    caused, times slowest, and whether the job has a persistent or rotating straggler or is balanced."""
+    """Per rank: job, host, GPU, clock offset and residual, compute time, collective wait suffered and
+    caused, times slowest; per job: how many of its ranks are present (2 of 128), and whether it has a
+    persistent or rotating straggler or is balanced."""
     con = open_workspace(db, read_only=True)
     try:
         if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
             raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
         # Evaluate the (costly) time partition once for both the roll-up and the verdict.
-        _fetch(con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS "
-                    "SELECT rank, step, compute_ns FROM time_partition")
-        _fetch(con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS "
-                    "SELECT * FROM merge_imbalance_of('merge_cmd_tp')")
+        _fetch(
+            con,
+            "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition",
+        )
+        _fetch(
+            con,
+            "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS SELECT * FROM merge_imbalance_of('merge_cmd_tp')",
+        )
         rows = _fetch(
             con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank"
         )
         verdict = _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')")
-        alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY host")
+        alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host")
+        jobs = _fetch(con, "SELECT * FROM jobs ORDER BY job")
         unmatched = int(rows["unmatched"].sum())
-        partial = int(_fetch(
-            con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks"
-        )["n"].iloc[0])
+        partial = int(
+            _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")[
+                "n"
+            ].iloc[0]
+        )
     finally:
         con.close()
     if fmt == "json":
-        print(to_json({
-            "ranks": records(rows),
-            "alignment": records(alignment),
-            "verdict": records(verdict)[0] if len(verdict) else None,
-            "unmatched_nccl_kernels": unmatched,
-            "partial_collectives": partial,
-        }))
+        print(
+            to_json(
+                {
+                    "jobs": records(jobs),
+                    "ranks": records(rows),
+                    "alignment": records(alignment),
+                    "verdict": records(verdict)[0] if len(verdict) else None,  # the first job's
+                    "verdicts": records(verdict),
+                    "unmatched_nccl_kernels": unmatched,
+                    "peer_unknown_kernels": int(rows["peer_unknown"].sum()),
+                    "incomplete_nccl_kernels": int(rows["incomplete"].sum()),
+                    "partial_collectives": partial,
+                }
+            )
+        )
         return
-    emit(_table(rows), fmt, title="Ranks")
-    for line in _summary(verdict, rows, unmatched, alignment):
+    emit(_table(rows, len(jobs) > 1), fmt, title="Ranks")
+    for line in _summary(jobs, verdict, rows, alignment):
         echo(line, hang="    ")
     if partial:
-        echo(f"{partial} collective instance(s) had fewer participants than others of their series")
+        echo(f"{partial} collective instance(s) had fewer participants than their communicator or series")

@@ -9,6 +9,7 @@ import click
 from ..clihelp import db_option, gpu_option
 from ..gpus import validate_gpu
 from ..workspace import open_workspace
+from .ingest import Spinner
 
 
 @click.command("report")
@@ -54,9 +55,10 @@ def command(
     given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
     mfu = {k: v for k, v in given if v is not None}
     validate_gpu(gpu)  # here: the report turns a failed MFU section into "unknown", hiding the typo
-    con = open_workspace(db, read_only=True)
+    con = open_workspace(db, read_only=True)  # draws its own bar when it recomputes the analysis
     try:
-        path = write_report(con, output, step_range, mfu_options=mfu)
+        with Spinner(f"writing the report {output}"):
+            path = write_report(con, output, step_range, mfu_options=mfu)
     finally:
         con.close()
     click.echo(f"report: {path.resolve()} ({path.stat().st_size / 1e6:.1f} MB)")

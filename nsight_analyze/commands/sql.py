@@ -6,6 +6,7 @@ import click
 import duckdb
 
 from ..clihelp import db_option, format_option
+from ..duck import out_of_memory
 from ..errors import UserError
 from ..render import emit
 from ..workspace import open_workspace
@@ -24,6 +25,8 @@ def command(db: str, fmt: str, write: bool, query: str) -> None:
         if rel.description is None:
             return
         df = rel.df()
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory("the query") from None
     except duckdb.Error as exc:
         text = str(exc).splitlines()[0]
         if "read-only" in text.lower() or "read only" in text.lower():

@@ -501,8 +501,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         ]
     fixes = [
         Fix(
-            "Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA "
-            "Graph Trees)",
+            "Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA Graph Trees)",
             "static shapes and addresses, capture cost, a private memory pool, no host sync inside",
         ),
         Fix(

@@ -68,7 +68,7 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
                    max(sm) AS sm_count, sum(duration_ns) AS total_ns,
                    CAST(sum(duration_ns * (1 - blocks / sm)) AS BIGINT) AS idle_sm_bound_ns,
                    list(DISTINCT rank ORDER BY rank) AS ranks
-            FROM k GROUP BY name ORDER BY idle_sm_bound_ns DESC""",
+            FROM k GROUP BY name ORDER BY idle_sm_bound_ns DESC, name""",
         )
     ]
     ranks = per_rank.loc[per_rank["bound"] > 0, "rank"].astype(int).sort_values().tolist()
@@ -196,7 +196,7 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
                       round(100.0 * sum(dram_bytes) / sum(duration_ns * 1e-9 * mem_bw_bps), 1) AS
                           pct_of_dram_bw,
                       round(avg(intensity), 3) AS intensity, round(avg(ridge_flop_per_byte), 1) AS ridge
-               FROM roofline WHERE bound = 'memory' GROUP BY name ORDER BY ncu_duration_ns DESC""",
+               FROM roofline WHERE bound = 'memory' GROUP BY name ORDER BY ncu_duration_ns DESC, name""",
         )
         # by profiled time; by launch count when the export has no durations
         share = ctx.scalar(
@@ -275,7 +275,7 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
             "Kernels the name rules classify as memory-bound, by total time over ranks (kernel_summary).",
             """SELECT name, subcategory, sum(instances) AS instances, sum(total_ns) AS total_ns,
                   round(avg(avg_ns), 1) AS avg_ns FROM kernel_summary WHERE category = 'memory'
-           GROUP BY name, subcategory ORDER BY total_ns DESC""",
+           GROUP BY name, subcategory ORDER BY total_ns DESC, name, subcategory""",
         )
     ]
     if ctx.has("kernels", "memops"):
@@ -487,7 +487,7 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
             f"""SELECT rank, kind, count(*) AS copies, sum(bytes) AS bytes, sum(duration_ns) AS total_ns,
                    round(sum(bytes) / nullif(sum(duration_ns), 0), 2) AS gb_per_s,
                    count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable
-            FROM ({base}) GROUP BY rank, kind ORDER BY total_ns DESC""",
+            FROM ({base}) GROUP BY rank, kind ORDER BY total_ns DESC, rank, kind""",
         )
     ]
     stats = ctx.df(f"""SELECT count(*) AS n, avg(bytes) AS avg_b,

@@ -58,7 +58,7 @@ def _cause_mix(ctx: Ctx, intervals_sql: str, where: str) -> list[Signal]:
         f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
             FROM gaps g JOIN ({intervals_sql}) s
               ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
-            WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC"""
+            WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC, g.cause"""
     )
     return [
         Signal(

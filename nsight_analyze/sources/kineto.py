@@ -433,7 +433,7 @@ def probe(path: Path) -> Probe:
     top = meta.top
     dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
     rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
-    world = dist.get("world_size") if isinstance(dist.get("world_size"), int) else None
+    world = dist.get("world_size") if isinstance(dist.get("world_size"), int) else _pg_world(dist)
     props = meta.device_properties()
     gpu = props.get(meta.device_id) if meta.device_id is not None else None
     process = Process(
@@ -458,6 +458,16 @@ def probe(path: Path) -> Probe:
         warnings=warnings,
         context=meta,
     )
+
+
+def _pg_world(dist: dict) -> int | None:
+    """World size from distributedInfo.pg_config when world_size is absent: the default process
+    group's size (pg_desc 'default_pg' or pg_name '0'), else the largest group's."""
+    config = dist.get("pg_config") if isinstance(dist.get("pg_config"), list) else []
+    groups = [g for g in config if isinstance(g, dict) and isinstance(g.get("pg_size"), int)]
+    default = [g for g in groups if g.get("pg_desc") == "default_pg" or str(g.get("pg_name")) == "0"]
+    sizes = [g["pg_size"] for g in default or groups]
+    return max(sizes) if sizes else None
 
 
 def read_meta(path: Path) -> KinetoMeta:

@@ -86,6 +86,7 @@ class NsysMeta:
     env: dict[str, str] = field(default_factory=dict)  # full parsed environment (never stored whole)
     mpi_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> MPI rank
     nccl_ranks: dict[int, int] = field(default_factory=dict)  # globalPid -> rank in NCCL's init payload
+    nccl_world: dict[int, int] = field(default_factory=dict)  # globalPid -> largest communicator it joined
     gpu_processes: dict[int, int | None] = field(default_factory=dict)  # globalPid -> main deviceId
     gpus: dict[tuple[int, int | None], GpuInfo] = field(default_factory=dict)  # (globalPid, deviceId)
     kernel_name_ids: list[tuple[int, int]] = field(default_factory=list)  # KERNEL_NAME_IDS, -1: none
@@ -192,12 +193,14 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
 
 
 NCCL_RANK_IN_PAYLOAD = re.compile(r'"Rank"\s*:\s*(\d+)')
+NCCL_NRANKS_IN_PAYLOAD = re.compile(r'"No\. of ranks"\s*:\s*(\d+)')
 
 
 def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta) -> None:
     """Rank of each process from NCCL's `ncclCommInitRank` NVTX payload (NCCL >= 2.19,
     exported with --include-json). The smallest rank a process initialised wins: with
-    several communicators it is the world communicator's rank, at worst a consistent guess."""
+    several communicators it is the world communicator's rank, at worst a consistent guess.
+    The largest communicator a process joined ("No. of ranks") stands for the world size."""
     cols = meta.tables.get("NVTX_EVENTS", [])
     if "globalTid" not in cols or not {"jsonText", "jsonTextId"} & set(cols):
         return
@@ -210,11 +213,15 @@ def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta) -> None:
     sql = f"""SELECT e.globalTid / {PID_DIVISOR}, {payload} FROM NVTX_EVENTS e {join_text} {join_json}
               WHERE {text} = 'ncclCommInitRank' AND {payload} IS NOT NULL"""
     for pid, body in con.execute(sql):
-        match = NCCL_RANK_IN_PAYLOAD.search(_decode(body) or "")
+        text = _decode(body) or ""
+        gpid = int(pid) * PID_DIVISOR
+        match = NCCL_RANK_IN_PAYLOAD.search(text)
         if match:
-            gpid = int(pid) * PID_DIVISOR
             rank = int(match.group(1))
             meta.nccl_ranks[gpid] = min(rank, meta.nccl_ranks.get(gpid, rank))
+        size = NCCL_NRANKS_IN_PAYLOAD.search(text)
+        if size:
+            meta.nccl_world[gpid] = max(int(size.group(1)), meta.nccl_world.get(gpid, 0))
 
 
 def _kv(con: sqlite3.Connection, table: str) -> dict[str, str]:

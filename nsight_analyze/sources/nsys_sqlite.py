@@ -102,7 +102,7 @@ def probe(path: Path) -> Probe:
                 rank_source=source,
                 hostname=meta.hostname,
                 local_rank=_env_int(meta, nsys_meta.LOCAL_RANK_VARIABLES)[0] if single else None,
-                world_size=_env_int(meta, nsys_meta.WORLD_SIZE_VARIABLES)[0],
+                world_size=_env_int(meta, nsys_meta.WORLD_SIZE_VARIABLES)[0] or meta.nccl_world.get(gpid),
                 gpu_name=meta.gpus.get((gpid, dev)).name if meta.gpus.get((gpid, dev)) else None,
                 session_start_utc_ns=meta.session_start_utc_ns,
             )
