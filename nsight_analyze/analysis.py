@@ -86,11 +86,14 @@ def layer_hash() -> str:
 
 
 def _global_stamp(con: duckdb.DuckDBPyConnection) -> str:
+    """The queries, the settings (user kernel rules included) and the rules kernels were last
+    re-classified with."""
+    classified = _meta(con, "classified_with") or ""
     settings = con.execute(
         "SELECT coalesce(string_agg(key || '=' || coalesce(value, ''), chr(31) ORDER BY key), '') "
         "FROM settings"
     ).fetchone()[0]
-    return hashlib.sha256(f"{layer_hash()}\x1f{settings}".encode()).hexdigest()
+    return hashlib.sha256(f"{layer_hash()}\x1f{settings}\x1f{classified}".encode()).hexdigest()
 
 
 def _fingerprints(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, str], dict[int, int]]:

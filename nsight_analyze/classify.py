@@ -23,6 +23,7 @@ loops (stdpar/thrust `_kernel_agent`, OpenMP `__omp_offloading_`/`nvkernel_`, Op
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +195,7 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
     source that does not classify on insert). Without `rules_path`, the user rules stored
     by `--rules` apply, so later files are classified like earlier ones."""
     _classify_rows(con, "category IS NULL", rules_path)
+    _stamp_rules(con)
 
 
 def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:
@@ -204,6 +206,17 @@ def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> N
     if rules_path is not None:
         store_user_rules(con, rules_path)
     _classify_rows(con, "true", None)
+    _stamp_rules(con)
+
+
+def _stamp_rules(con: duckdb.DuckDBPyConnection) -> None:
+    """Record the built-in rules the kernels were classified with. The analysis stamp covers it:
+    re-classifying with other built-in rules (a new version) makes the stored results stale; user
+    rules live in `settings`, which the stamp covers already."""
+    con.execute(
+        "INSERT OR REPLACE INTO meta VALUES ('classified_with', ?)",
+        [hashlib.sha256(BUILTIN_RULES.read_bytes()).hexdigest()],
+    )
 
 
 def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path | None) -> None:

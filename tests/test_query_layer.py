@@ -209,3 +209,39 @@ def test_out_of_memory_is_one_line_naming_the_query_and_the_cap(tmp_path, monkey
     con.close()
     con = open_workspace(db, read_only=True)  # the failed recompute left the previous results
     assert con.execute("SELECT count(*) FROM time_partition").fetchone()[0] > 0
+
+
+def test_classify_rules_make_the_analysis_stale(sample_db, tmp_path):
+    """`classify --rules` that turns every GEMM into memory work: the next command recomputes and
+    the partition moves the GEMM time out of compute (expected: compute_ns falls to the time of
+    the remaining compute kernels, which the kernels table gives)."""
+    from click.testing import CliRunner
+
+    from nsight_analyze.cli import main
+
+    db, _ = sample_db
+    rules = tmp_path / "rules.csv"
+    rules.write_text(
+        "priority,pattern,category,subcategory,note\n1,(?i)gemm|nvjet|xmma,memory,elementwise,test\n"
+    )
+    before = _stamps(db)
+    con = duckdb.connect(str(db), read_only=True)
+    compute_before = con.execute("SELECT sum(compute_ns) FROM time_partition WHERE step IS NULL").fetchone()[
+        0
+    ]
+    con.close()
+    out = CliRunner().invoke(main, ["classify", "--db", str(db), "--rules", str(rules), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    open_workspace(db, read_only=True).close()  # the next command recomputes
+    assert _stamps(db)[0]["analysis_global"] != before[0]["analysis_global"]
+    con = open_workspace(db, read_only=True)
+    gemm = con.execute(
+        "SELECT count(*) FROM kernels WHERE regexp_matches(name, '(?i)gemm|nvjet|xmma') AND category <> 'memory'"
+    ).fetchone()[0]
+    assert gemm == 0
+    compute = con.execute("SELECT sum(compute_ns) FROM time_partition WHERE step IS NULL").fetchone()[0]
+    union = con.execute(
+        "SELECT sum(n) FROM (SELECT rank, sum(end_ns - start_ns) AS n FROM kernels WHERE category = 'compute' "
+        "GROUP BY rank)"
+    ).fetchone()[0]
+    assert compute <= (union or 0) < compute_before  # at most the remaining compute kernels' time
