@@ -236,12 +236,13 @@ def test_classify_rules_make_the_analysis_stale(sample_db, tmp_path):
     assert _stamps(db)[0]["analysis_global"] != before[0]["analysis_global"]
     con = open_workspace(db, read_only=True)
     gemm = con.execute(
-        "SELECT count(*) FROM kernels WHERE regexp_matches(name, '(?i)gemm|nvjet|xmma') AND category <> 'memory'"
+        "SELECT count(*) FROM kernels "
+        "WHERE regexp_matches(name, '(?i)gemm|nvjet|xmma') AND category <> 'memory'"
     ).fetchone()[0]
     assert gemm == 0
     compute = con.execute("SELECT sum(compute_ns) FROM time_partition WHERE step IS NULL").fetchone()[0]
     union = con.execute(
-        "SELECT sum(n) FROM (SELECT rank, sum(end_ns - start_ns) AS n FROM kernels WHERE category = 'compute' "
-        "GROUP BY rank)"
+        "SELECT sum(n) FROM (SELECT rank, sum(end_ns - start_ns) AS n FROM kernels "
+        "WHERE category = 'compute' GROUP BY rank)"
     ).fetchone()[0]
     assert compute <= (union or 0) < compute_before  # at most the remaining compute kernels' time
