@@ -212,11 +212,12 @@ def rank_local_step(con: duckdb.DuckDBPyConnection) -> Made:
     caller copies them where they belong, then drops what it returns.
     """
     made = _create_stage(con, query_layer.closure(query_layer.of_stage("rank")), materialise=True)
-    over = con.execute("SELECT rank, category, max_overlap FROM _tp_sweep_guard ORDER BY ALL").fetchone()
+    over = con.execute("SELECT rank, category FROM _tp_sweep_guard ORDER BY ALL").fetchone()
     if over:
         raise UserError(
-            f"rank {over[0]} runs {over[2]:,} {over[1]} operations at once; the time partition counts at "
-            "most 32,767 overlapping operations of one category per rank (is the trace's timing broken?)"
+            f"rank {over[0]} has more than 32,767 {over[1]} operations running at once; the time partition "
+            "counts at most 32,767 overlapping operations of one category per rank (is the trace's timing "
+            "broken?)"
         )
     return made
 

@@ -32,7 +32,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from .duck import offline
+from .duck import bound_memory, offline
 from .errors import UserError
 from .render import records
 
@@ -500,23 +500,32 @@ def _duration_tests(
     """
     cols = keys + strata
     part = ", ".join(cols)
-    on = " AND ".join(f"s.{c} IS NOT DISTINCT FROM t.{c}" for c in cols)
     kcols = ", ".join(keys)
+    # Strata are keyed by a hash (sorting and partitioning on long kernel names is what costs), and
+    # the ranks come from the counts of each distinct duration, not from a window over instances.
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {table} AS
-        WITH d AS MATERIALIZED (SELECT 0 AS side, * FROM ({sources["before"]})
-                   UNION ALL SELECT 1 AS side, * FROM ({sources["after"]})),
-        r AS (SELECT *, rank() OVER (PARTITION BY {part} ORDER BY v)
-                        + (count(*) OVER (PARTITION BY {part}, v) - 1) / 2.0 AS rk FROM d),
-        s AS (SELECT {part}, count(*) FILTER (WHERE side = 0) AS nx, count(*) FILTER (WHERE side = 1) AS ny,
-                     sum(rk) FILTER (WHERE side = 1) AS ra, median(v) FILTER (WHERE side = 0) AS mb,
-                     median(v) FILTER (WHERE side = 1) AS ma, sum(v) FILTER (WHERE side = 0) AS tb
-              FROM r GROUP BY {part}),
-        t AS (SELECT {part}, sum(c * c * c - c) AS tie
-              FROM (SELECT {part}, v, count(*)::DOUBLE AS c FROM d GROUP BY {part}, v) GROUP BY {part}),
-        y AS (SELECT s.*, t.tie, (s.nx + s.ny)::DOUBLE AS n, 1.0 / (s.nx + s.ny + 1) AS w,
-                     s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
-              FROM s JOIN t ON {on} WHERE s.nx > 0 AND s.ny > 0)
+        WITH d AS MATERIALIZED (
+            SELECT hash({part}) AS sk, side, v FROM (
+                SELECT 0 AS side, * FROM ({sources["before"]})
+                UNION ALL SELECT 1 AS side, * FROM ({sources["after"]}))),
+        strata AS (
+            SELECT DISTINCT hash({part}) AS sk, {part} FROM (
+                SELECT * FROM ({sources["before"]}) UNION ALL SELECT * FROM ({sources["after"]}))),
+        g AS (SELECT sk, v, count(*) FILTER (WHERE side = 0) AS cx, count(*) FILTER (WHERE side = 1) AS cy
+              FROM d GROUP BY sk, v),
+        r AS (SELECT *, cx + cy AS c,
+                     coalesce(sum(cx + cy) OVER (PARTITION BY sk ORDER BY v
+                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS below
+              FROM g),
+        s AS (SELECT sk, sum(cx) AS nx, sum(cy) AS ny, sum(cy * (below + (c + 1) / 2.0)) AS ra,
+                     sum(c::DOUBLE * c * c - c) AS tie, sum(cx * v) AS tb
+              FROM r GROUP BY sk),
+        m AS (SELECT sk, median(v) FILTER (WHERE side = 0) AS mb, median(v) FILTER (WHERE side = 1) AS ma
+              FROM d GROUP BY sk),
+        y AS (SELECT st.*, s.nx, s.ny, s.ra, s.tie, s.tb, m.mb, m.ma, (s.nx + s.ny)::DOUBLE AS n,
+                     1.0 / (s.nx + s.ny + 1) AS w, s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
+              FROM s JOIN m USING (sk) JOIN strata st USING (sk) WHERE s.nx > 0 AND s.ny > 0)
         SELECT {kcols}, count(*) AS configs, sum(w * du) AS stat,
                sum(w * w * nx * ny / 12.0 * ((n + 1) - tie / (n * (n - 1)))) AS var, 0.5 * min(w) AS cc,
                sum(tb * (ma / mb - 1)) FILTER (WHERE mb > 0) / nullif(sum(tb) FILTER (WHERE mb > 0), 0) AS rel
@@ -1281,6 +1290,7 @@ def compare(
         cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
         con = offline(duckdb.connect())
         try:
+            bound_memory(con)  # the same cap as every analysis connection: spill, never take the machine
             con.execute("SET enable_progress_bar = false")
             con.execute(f"ATTACH '{db_b.resolve()}' AS cmp_b (READ_ONLY)")
             if not same:

@@ -16,7 +16,7 @@
 --   one category on one rank.)
 -- stage: rank
 -- result: step
--- requires: gpu_ops, steps, _tp_sweep_guard
+-- requires: gpu_ops, steps
 CREATE OR REPLACE VIEW _tp_segments AS
 WITH ev AS (
     -- One running sum carries everything: the four category counters, 15 bits each (compute,

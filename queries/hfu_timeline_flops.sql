@@ -15,8 +15,7 @@
 --   flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops (FLOP), dram_bytes (byte), match,
 --   ncu_launches (how many ncu launches the value came from).
 -- columns: rank, start_ns, end_ns, duration_ns, name, category, correlation_id, invocation, flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops, dram_bytes, match, ncu_launches
--- stage: job
--- result: stored
+-- stage: live
 -- requires: hfu_canon_name, hfu_ncu_flops, kernels, ncu_kernels
 CREATE OR REPLACE VIEW hfu_timeline_flops AS
 WITH ncu AS (
