@@ -516,7 +516,7 @@ def _duration_tests(
               FROM d GROUP BY sk, v),
         r AS (SELECT *, cx + cy AS c,
                      coalesce(sum(cx + cy) OVER (PARTITION BY sk ORDER BY v
-                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS below
+                                                 ROWS UNBOUNDED PRECEDING), 0) - (cx + cy) AS below
               FROM g),
         s AS (SELECT sk, sum(cx) AS nx, sum(cy) AS ny, sum(cy * (below + (c + 1) / 2.0)) AS ra,
                      sum(c::DOUBLE * c * c - c) AS tie, sum(cx * v) AS tb
