@@ -214,6 +214,7 @@ def rank_local_step(con: duckdb.DuckDBPyConnection) -> Made:
     made = _create_stage(con, query_layer.closure(query_layer.of_stage("rank")), materialise=True)
     over = con.execute("SELECT rank, category FROM _tp_sweep_guard ORDER BY ALL").fetchone()
     if over:
+        _drop(con, made)
         raise UserError(
             f"rank {over[0]} has more than 32,767 {over[1]} operations running at once; the time partition "
             "counts at most 32,767 overlapping operations of one category per rank (is the trace's timing "
@@ -250,20 +251,10 @@ def _main(con: duckdb.DuckDBPyConnection) -> str:
     return '"' + db.replace('"', '""') + '".main'
 
 
-def _store(con: duckdb.DuckDBPyConnection, name: str, existing: dict[str, str], replace: bool) -> None:
-    """Copy TEMP table `name` into the workspace: replace it whole, or append the batch's rows."""
-    main = _main(con)
-    kind = existing.get(name)
-    if replace or kind != "table":
-        if kind == "view":
-            con.execute(f'DROP VIEW {main}."{name}"')
-        con.execute(f'CREATE OR REPLACE TABLE {main}."{name}" AS SELECT * FROM temp.main."{name}"')
-        existing[name] = "table"
-    else:
-        con.execute(f'INSERT INTO {main}."{name}" SELECT * FROM temp.main."{name}"')
-
-
 Progress = Callable[[int, int], None]
+
+
+STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
 
 
 def refresh(
@@ -276,6 +267,13 @@ def refresh(
     """Bring the stored results up to date with the workspace; returns the alignment's notes.
 
     A no-op when nothing changed. `say` receives the one line telling why it recomputes.
+
+    Why staged tables and not one transaction around everything: DuckDB reads data written by
+    the running transaction several times slower (the gap and sync-call joins took 20x longer),
+    so the results are computed into `_staged_*` tables in autocommit mode and swapped in by
+    one short transaction of renames, stamps included. A kill or an error before the swap leaves
+    the previous results (only the clock offsets may already be the new ones); the staged
+    leftovers are dropped by the next recompute.
     """
     p = plan(con)
     if force:
@@ -289,9 +287,21 @@ def refresh(
     from .workspace import settings_as_variables
 
     settings_as_variables(con)
-    con.execute("BEGIN TRANSACTION")
+    main = _main(con)
+    _drop_staged(con)
     try:
         notes = _compute(con, p, batch_events, progress)
+    except BaseException:
+        _drop_staged(con)
+        raise
+    con.execute("BEGIN TRANSACTION")
+    try:
+        existing = _objects(con)
+        for name in [*query_layer.stored("rank"), *query_layer.stored("job")]:
+            if existing.get(name):
+                con.execute(f'DROP {existing[name].upper()} {main}."{name}"')
+            con.execute(f'ALTER TABLE {main}."{STAGED}{name}" RENAME TO "{name}"')
+        con.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (rank INTEGER PRIMARY KEY, fingerprint TEXT)")
         con.execute(f"DELETE FROM {STATE_TABLE}")
         con.execute(
             f"INSERT INTO {STATE_TABLE} SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[])",
@@ -301,39 +311,61 @@ def refresh(
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
+        _drop_staged(con)
         raise
+    for q in query_layer.of_stage("job"):  # macros over stored results, kept for users' SQL
+        if q.kind == "macro":
+            con.execute(q.create("view", temporary=False))
     return notes
+
+
+def _drop_staged(con: duckdb.DuckDBPyConnection) -> None:
+    main = _main(con)
+    for name, kind in _objects(con).items():
+        if name.startswith(STAGED):
+            con.execute(f'DROP {kind.upper()} {main}."{name}"')
 
 
 def _compute(
     con: duckdb.DuckDBPyConnection, p: Plan, batch_events: int, progress: Progress | None
 ) -> list[str]:
-    con.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (rank INTEGER PRIMARY KEY, fingerprint VARCHAR)")
+    """Fill `_staged_<name>` for every stored result: rank batches, then the job step."""
     existing = _objects(con)
     main = _main(con)
     rank_results = query_layer.stored("rank")
-    if not p.full:
-        gone = ", ".join(str(int(r)) for r in [*p.ranks, *p.removed])
-        for name in rank_results if gone else ():
-            con.execute(f'DELETE FROM {main}."{name}" WHERE rank IN ({gone})')
+    if not p.full:  # the unchanged ranks' rows are kept
+        stale = ", ".join(str(int(r)) for r in [*p.ranks, *p.removed]) or "NULL"
+        for name in rank_results:
+            con.execute(
+                f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM {main}."{name}" '
+                f"WHERE rank NOT IN ({stale})"
+            )
     tables = [t for t in RANK_TABLES if existing.get(t) == "table"]
     todo = batches(p.ranks, p.sizes, batch_events) or ([[]] if p.full else [])
-    # On an error nothing is dropped: the caller's ROLLBACK removes this transaction's TEMP objects.
     for done, batch in enumerate(todo, 1):
         made = shadow_ranks(con, batch, tables)
-        made += rank_local_step(con)
-        for name in rank_results:
-            _store(con, name, existing, replace=p.full and done == 1)
-        _drop(con, made)
+        try:
+            made += rank_local_step(con)
+            for name in rank_results:
+                if p.full and done == 1:
+                    con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM temp.main."{name}"')
+                else:
+                    con.execute(f'INSERT INTO {main}."{STAGED}{name}" SELECT * FROM temp.main."{name}"')
+        finally:
+            _drop(con, made)
         if progress:
             progress(done, len(todo))
-    made, notes = job_step(con)
-    for name in query_layer.stored("job"):
-        _store(con, name, existing, replace=True)
-    _drop(con, made)
-    for q in query_layer.of_stage("job"):  # macros over stored results, kept for users' SQL
-        if q.kind == "macro":
-            con.execute(q.create("view", temporary=False))
+    # the job step reads the new rank results under their own names
+    made = [(name, "VIEW") for name in rank_results]
+    for name in rank_results:
+        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {main}."{STAGED}{name}"')
+    try:
+        job_made, notes = job_step(con)
+        made += job_made
+        for name in query_layer.stored("job"):
+            con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM temp.main."{name}"')
+    finally:
+        _drop(con, made)
     return notes
 
 

@@ -149,12 +149,13 @@ import time
 from nsight_analyze import analysis
 from nsight_analyze.workspace import open_workspace
 con = open_workspace({str(db)!r}, analyse=False)
-real = analysis._store
-def slow_store(*a, **k):
-    open({str(marker)!r}, "w").close()  # the transaction has written results: kill now
-    real(*a, **k)
+real = analysis.job_step
+def slow_job_step(*a, **k):
+    out = real(*a, **k)
+    open({str(marker)!r}, "w").close()  # every rank's new results are staged: kill now
     time.sleep(60)
-analysis._store = slow_store
+    return out
+analysis.job_step = slow_job_step
 analysis.refresh(con, force=True)
 """
     proc = subprocess.Popen([sys.executable, "-c", script])
@@ -166,6 +167,12 @@ analysis.refresh(con, force=True)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL  # it was killed mid-analysis, not finished
     con = open_workspace(db, read_only=True)
+    assert con.execute("SELECT * FROM time_partition ORDER BY ALL").fetchall() == want
+    con.close()
+    con = open_workspace(db)
+    analysis.refresh(con, force=True)  # the next recompute clears what the killed one staged
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert not [t for t in tables if t.startswith("_staged_")]
     assert con.execute("SELECT * FROM time_partition ORDER BY ALL").fetchall() == want
 
 
