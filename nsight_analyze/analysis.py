@@ -63,9 +63,9 @@ class Plan:
         return self.full or bool(self.ranks or self.removed) or self.job
 
 
-def _objects(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> dict[str, str]:
-    """{name: 'table' | 'view'} of the workspace's main schema (or of this session's TEMP one)."""
-    where = "temporary" if temporary else "NOT temporary AND database_name = current_database()"
+def _objects(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """{name: 'table' | 'view'} of the workspace's main schema."""
+    where = "NOT temporary AND database_name = current_database()"
     rows = con.execute(
         f"SELECT table_name, 'table' FROM duckdb_tables() WHERE {where} AND schema_name = 'main' "
         f"UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE {where} "
