@@ -32,7 +32,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,ncu]'
+	$(BIN)/python -m pip install -q -e '.[dev,ncu,dask]'
 	touch $(STAMP)
 
 clean:

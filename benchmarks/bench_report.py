@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 
 from nsight_analyze.analysis import refresh
-from nsight_analyze.report import write_report
+from nsight_analyze.render.report import write_report
 from nsight_analyze.workspace import open_workspace
 
 SIZE_BUDGET_MB = 15.0

@@ -27,6 +27,7 @@ import hashlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import duckdb
 
@@ -39,7 +40,8 @@ BATCH_EVENTS = 2_000_000  # canonical rows per rank batch: ~1 GB of peak working
 # Canonical tables whose rows belong to one rank (the rank-local step sees only its batch's).
 RANK_TABLES = (
     "ranks", "gpus", "kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads",
-    "kineto_collectives", "kineto_gpu_annotations",
+    "kineto_collectives", "kineto_gpu_annotations", "memory_usage", "kineto_profiler_ranges",
+    "kineto_process_groups",
 )  # fmt: skip
 COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a rank's size
 SCHEMA_VERSION = "2"
@@ -85,7 +87,7 @@ def layer_hash() -> str:
     return digest.hexdigest()
 
 
-def _global_stamp(con: duckdb.DuckDBPyConnection) -> str:
+def global_stamp(con: duckdb.DuckDBPyConnection) -> str:
     """The queries, the settings (user kernel rules included) and the rules kernels were last
     re-classified with."""
     classified = _meta(con, "classified_with") or ""
@@ -124,7 +126,7 @@ def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
 
 def plan(con: duckdb.DuckDBPyConnection) -> Plan:
     """What is stale: cheap (row counts per rank, a few small tables); changes nothing."""
-    glob = _global_stamp(con)
+    glob = global_stamp(con)
     fps, sizes = _fingerprints(con)
     job_stamp = hashlib.sha256((glob + "".join(f"{r}:{fp};" for r, fp in fps.items())).encode()).hexdigest()
     stamps = {"analysis_global": glob, "analysis_job": job_stamp}
@@ -143,6 +145,11 @@ def plan(con: duckdb.DuckDBPyConnection) -> Plan:
     job = _meta(con, "analysis_job") != job_stamp
     reason = f"{len(changed)} rank(s) changed" if changed else ("ranks removed" if removed else "job changed")
     return Plan(False, changed, removed, job or bool(changed or removed), reason, sizes, stamps, fps)
+
+
+def rank_results() -> list[str]:
+    """The stored results of the rank-local step (what a worker hands back per file)."""
+    return query_layer.stored("rank")
 
 
 def batches(ranks: list[int], sizes: dict[int, int], limit: int = BATCH_EVENTS) -> list[list[int]]:
@@ -173,7 +180,8 @@ def _run(con: duckdb.DuckDBPyConnection, sql: str, name: str) -> None:
 Made = list[tuple[str, str]]  # TEMP objects a step created: (name, DROP keyword)
 
 
-def _drop(con: duckdb.DuckDBPyConnection, made: Made) -> None:
+def drop_made(con: duckdb.DuckDBPyConnection, made: Made) -> None:
+    """Drop the TEMP objects a step created, last first."""
     for name, kind in reversed(made):
         con.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')
 
@@ -214,7 +222,7 @@ def rank_local_step(con: duckdb.DuckDBPyConnection) -> Made:
     made = _create_stage(con, query_layer.closure(query_layer.of_stage("rank")), materialise=True)
     over = con.execute("SELECT rank, category FROM _tp_sweep_guard ORDER BY ALL").fetchone()
     if over:
-        _drop(con, made)
+        drop_made(con, made)
         raise UserError(
             f"rank {over[0]} has more than 32,767 {over[1]} operations running at once; the time partition "
             "counts at most 32,767 overlapping operations of one category per rank (is the trace's timing "
@@ -255,6 +263,8 @@ Progress = Callable[[int, int], None]
 
 
 STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
+STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
+ALIGNED = ("job", "clock_offset_ns", "alignment_method")  # what the job step sets in `ranks`
 
 
 def refresh(
@@ -263,17 +273,21 @@ def refresh(
     batch_events: int = BATCH_EVENTS,
     progress: Progress | None = None,
     say: Callable[[str], None] | None = None,
+    precomputed: dict[int, dict[str, Path]] | None = None,
 ) -> list[str]:
     """Bring the stored results up to date with the workspace; returns the alignment's notes.
 
     A no-op when nothing changed. `say` receives the one line telling why it recomputes.
+    `precomputed` gives ranks whose rank-local results a worker already computed with the
+    current global stamp ({rank: {result name: Parquet file}}, rank_store): they are read, not
+    recomputed (a file's Parquet holds all its ranks; each is read once).
 
     Why staged tables and not one transaction around everything: DuckDB reads data written by
     the running transaction several times slower (the gap and sync-call joins took 20x longer),
     so the results are computed into `_staged_*` tables in autocommit mode and swapped in by
-    one short transaction of renames, stamps included. A kill or an error before the swap leaves
-    the previous results (only the clock offsets may already be the new ones); the staged
-    leftovers are dropped by the next recompute.
+    one short transaction of renames, stamps and clock offsets included. A kill or an error
+    before the swap leaves the previous results; the staged leftovers are dropped by the next
+    recompute.
     """
     p = plan(con)
     if force:
@@ -282,17 +296,22 @@ def refresh(
         return []
     if say and (p.ranks or p.removed):  # a new, empty workspace is set up silently
         say(f"analysis {p.reason}: computing {len(p.ranks)} rank(s) and the job")
+    _drop_staged(con)  # leftovers of an interrupted recompute; listing them is not analysis work
+    existing = _objects(con)
     bound_memory(con)
     con.execute("RESET threads")
     from .workspace import settings_as_variables
 
     settings_as_variables(con)
     main = _main(con)
-    _drop_staged(con)
     try:
-        notes = _compute(con, p, batch_events, progress)
+        notes = _compute(con, p, batch_events, progress, precomputed or {}, existing)
     except BaseException:
-        _drop_staged(con)
+        try:  # the cleanup (catalog queries, drops) must not run out of memory itself
+            con.execute("SET memory_limit = '1GiB'")
+            _drop_staged(con)
+        finally:
+            bound_memory(con)
         raise
     con.execute("BEGIN TRANSACTION")
     try:
@@ -301,6 +320,11 @@ def refresh(
             if existing.get(name):
                 con.execute(f'DROP {existing[name].upper()} {main}."{name}"')
             con.execute(f'ALTER TABLE {main}."{STAGED}{name}" RENAME TO "{name}"')
+        sets = ", ".join(f"{c} = s.{c}" for c in ALIGNED)
+        con.execute(
+            f'UPDATE {main}.ranks SET {sets} FROM {main}."{STAGED_CLOCKS}" s WHERE s.rank = ranks.rank'
+        )
+        con.execute(f'DROP TABLE {main}."{STAGED_CLOCKS}"')
         con.execute(f"CREATE TABLE IF NOT EXISTS {STATE_TABLE} (rank INTEGER PRIMARY KEY, fingerprint TEXT)")
         con.execute(f"DELETE FROM {STATE_TABLE}")
         con.execute(
@@ -327,10 +351,15 @@ def _drop_staged(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _compute(
-    con: duckdb.DuckDBPyConnection, p: Plan, batch_events: int, progress: Progress | None
+    con: duckdb.DuckDBPyConnection,
+    p: Plan,
+    batch_events: int,
+    progress: Progress | None,
+    precomputed: dict[int, dict[str, Path]],
+    existing: dict[str, str],
 ) -> list[str]:
-    """Fill `_staged_<name>` for every stored result: rank batches, then the job step."""
-    existing = _objects(con)
+    """Fill `_staged_<name>` for every stored result: rank batches (or the workers' results),
+    then the job step."""
     main = _main(con)
     rank_results = query_layer.stored("rank")
     if not p.full:  # the unchanged ranks' rows are kept
@@ -341,7 +370,10 @@ def _compute(
                 f"WHERE rank NOT IN ({stale})"
             )
     tables = [t for t in RANK_TABLES if existing.get(t) == "table"]
-    todo = batches(p.ranks, p.sizes, batch_events) or ([[]] if p.full else [])
+    read = {r: precomputed[r] for r in p.ranks if r in precomputed}
+    # a full recompute computes at least an empty batch: it creates the staged tables, typed
+    # as the queries type them, which the workers' Parquet rows are then cast to
+    todo = batches([r for r in p.ranks if r not in read], p.sizes, batch_events) or ([[]] if p.full else [])
     for done, batch in enumerate(todo, 1):
         made = shadow_ranks(con, batch, tables)
         try:
@@ -352,21 +384,43 @@ def _compute(
                 else:
                     con.execute(f'INSERT INTO {main}."{STAGED}{name}" SELECT * FROM temp.main."{name}"')
         finally:
-            _drop(con, made)
+            drop_made(con, made)
         if progress:
             progress(done, len(todo))
-    # the job step reads the new rank results under their own names
-    made = [(name, "VIEW") for name in rank_results]
+    _stage_precomputed(con, main, rank_results, read)
+    # the job step reads the new rank results under their own names, and aligns the clocks in
+    # a private copy of `ranks`, written back by the swap
+    made = [(name, "VIEW") for name in rank_results] + [("ranks", "TABLE")]
     for name in rank_results:
         con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {main}."{STAGED}{name}"')
+    con.execute(f"CREATE OR REPLACE TEMP TABLE ranks AS SELECT * FROM {main}.ranks")
     try:
         job_made, notes = job_step(con)
         made += job_made
         for name in query_layer.stored("job"):
             con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM temp.main."{name}"')
+        con.execute(
+            f'CREATE TABLE {main}."{STAGED_CLOCKS}" AS SELECT rank, {", ".join(ALIGNED)} FROM temp.main.ranks'
+        )
     finally:
-        _drop(con, made)
+        drop_made(con, made)
     return notes
+
+
+def _stage_precomputed(
+    con: duckdb.DuckDBPyConnection, main: str, names: list[str], read: dict[int, dict[str, Path]]
+) -> None:
+    """Append the workers' rank-local results of the ranks in `read` to the staged tables."""
+    for name in names:
+        files = sorted({str(parts[name]) for parts in read.values() if name in parts})
+        if not files:
+            continue
+        ranks = ", ".join(str(int(r)) for r in read)
+        con.execute(
+            f'INSERT INTO {main}."{STAGED}{name}" BY NAME SELECT * FROM read_parquet(?::VARCHAR[]) '
+            f"WHERE rank IN ({ranks})",
+            [files],
+        )
 
 
 def compute_in_session(con: duckdb.DuckDBPyConnection) -> None:
@@ -381,9 +435,9 @@ def compute_in_session(con: duckdb.DuckDBPyConnection) -> None:
     settings_as_variables(con)
     keep = set(query_layer.stored("rank")) | set(query_layer.stored("job"))
     made = rank_local_step(con)
-    _drop(con, [m for m in made if m[0] not in keep])
+    drop_made(con, [m for m in made if m[0] not in keep])
     made, _ = job_step(con, align=False)
-    _drop(con, [m for m in made if m[0] not in keep])
+    drop_made(con, [m for m in made if m[0] not in keep])
 
 
 def tty_progress(label: str) -> tuple[Progress | None, Callable[[], None]]:

@@ -89,6 +89,30 @@ THRESHOLDS: dict[str, Threshold] = {
     ),
     "clock_skew_min_us": Threshold(100.0, "report clock corrections between hosts larger than this (us)"),
     "graph_min_pct": Threshold(1.0, "report CUDA-graph coverage when graphs run >= this % of kernel time"),
+    "fusion_min_kernels": Threshold(
+        4.0,
+        "a run of at least this many consecutive memory-bound elementwise/norm kernels is a fusion candidate",
+    ),
+    "fusion_min_pct": Threshold(
+        1.0, "report fusion candidates when they can recover >= this % of the mean step"
+    ),
+    "attention_min_pct": Threshold(
+        1.0,
+        "report unfused attention (GEMM -> softmax -> GEMM) when it can recover >= this % of the mean step",
+    ),
+    "precision_min_pct": Threshold(
+        1.0,
+        "report FP32/TF32 GEMMs when moving them to 16-bit tensor cores can recover >= this % of the "
+        "mean step",
+    ),
+    "graph_candidate_min_kernels": Threshold(
+        20.0,
+        "a run of at least this many consecutive launch-bound kernels outside graphs is a CUDA-graph "
+        "candidate",
+    ),
+    "graph_candidate_min_pct": Threshold(
+        1.0, "report CUDA-graph candidates when their launch idle is >= this % of the mean step"
+    ),
     "evidence_rows": Threshold(100.0, "rows kept per evidence table (nsys prints 50 per rule)"),
 }
 
@@ -289,6 +313,9 @@ def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> 
             found.extend(rule(ctx))
         except Exception as exc:  # noqa: BLE001 - one broken rule or view must not hide the others
             errors.append(f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}: {str(exc).splitlines()[0]}")
+    from .rules.advice import annotate_memory
+
+    annotate_memory(con, found)  # fixes that need memory say whether it fits (memory_peak)
     found.sort(key=_sort_key)
     out = Findings(found)
     for i, f in enumerate(out, 1):

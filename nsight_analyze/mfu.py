@@ -3,8 +3,9 @@
 * MFU = model FLOPs per GPU per step / (step window x dense peak): how much of the GPU the
   *model* used; comparable across implementations (nsight_analyze.flops says how the
   model FLOPs were counted).
-* HFU = FLOPs the hardware counted (Nsight Compute, joined to the timeline by
-  `hfu_timeline_flops`) / (window x dense peak): recomputation, padding and non-model work
+* HFU = FLOPs the hardware counted (`kernel_flops`: Nsight Compute, or the PyTorch profiler's
+  CUPTI range profiler; joined to the timeline by `hfu_timeline_flops`) / (window x dense peak):
+  recomputation, padding and non-model work
   included. It covers only timeline kernels that had counter data, so the share of kernel
   time with counters (`coverage_pct`) is always printed beside it.
 * Where nsys sampled GPU metrics, a tensor-pipe-activity estimate is shown as a cross-check
@@ -115,7 +116,12 @@ agg AS (
 gm AS (
     SELECT w.rank, w.step,
         avg(g.value) FILTER (WHERE g.metric_name ILIKE 'Tensor Active%') AS tensor_active_pct,
-        avg(g.value) FILTER (WHERE g.metric_name ILIKE 'GPC Clock Frequency%') AS gpc_mhz
+        avg(g.value) FILTER (WHERE g.metric_name ILIKE 'GPC Clock Frequency%') AS gpc_mhz,
+        -- DCGM samples of the rank's GPU (sources/dcgm.match_ranks): ratio 0-1 -> %
+        100.0 * avg(g.value) FILTER (WHERE g.metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE')
+            AS dcgm_tensor_active_pct,
+        count(*) FILTER (WHERE g.metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') AS dcgm_samples,
+        avg(g.value) FILTER (WHERE g.metric_name = 'DCGM_FI_DEV_SM_CLOCK') AS dcgm_sm_mhz
     FROM w JOIN gpu_metrics g
         ON g.rank = w.rank AND g.timestamp_ns >= w.start_ns AND g.timestamp_ns < w.end_ns
     GROUP BY ALL
@@ -127,7 +133,15 @@ SELECT a.rank, a.step, a.start_ns, a.end_ns, (a.end_ns - a.start_ns) AS window_n
     p.peak_flops, p.source AS peak_source,
     a.counted_flops / nullif((a.end_ns - a.start_ns) * 1e-9 * p.peak_flops, 0) AS hfu,
     gm.tensor_active_pct, gm.gpc_mhz,
-    gm.tensor_active_pct / 100.0 * coalesce(gm.gpc_mhz / nullif(p.clock_ref_mhz, 0), 1.0) AS hfu_tensor_active
+    gm.tensor_active_pct / 100.0 * coalesce(gm.gpc_mhz / nullif(p.clock_ref_mhz, 0), 1.0)
+        AS hfu_tensor_active,
+    gm.dcgm_tensor_active_pct, coalesce(gm.dcgm_samples, 0) AS dcgm_samples,
+    -- an estimate: tensor-pipe activity x dense peak (precision-blind, clock-scaled)
+    gm.dcgm_tensor_active_pct / 100.0 * coalesce(gm.dcgm_sm_mhz / nullif(p.clock_ref_mhz, 0), 1.0)
+        AS hfu_dcgm_estimate,
+    gm.dcgm_tensor_active_pct / 100.0 * coalesce(gm.dcgm_sm_mhz / nullif(p.clock_ref_mhz, 0), 1.0)
+        * (a.end_ns - a.start_ns) * 1e-9 * p.peak_flops AS dcgm_estimated_flops,
+    gm.dcgm_tensor_active_pct / nullif(gm.tensor_active_pct, 0) AS dcgm_over_nsys_tensor_active
 FROM agg a
 LEFT JOIN _hfu_peaks p ON p.rank = a.rank
 LEFT JOIN gm ON gm.rank = a.rank AND gm.step IS NOT DISTINCT FROM a.step
@@ -135,10 +149,32 @@ ORDER BY a.rank, a.step NULLS FIRST
 """
 
 
+def _counter_kernels(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(Nsight Compute launches, CUPTI range-profiler kernels) in the workspace."""
+    row = con.execute(
+        "SELECT (SELECT count(*) FROM ncu_kernels), (SELECT count(*) FROM kineto_profiler_ranges)"
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def _range_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Say how many CUPTI range-profiler kernels could not be placed on the timeline, and why."""
+    if not _counter_kernels(con)[1]:
+        return []
+    rows = con.execute(
+        "SELECT status, count(*), count(DISTINCT rank) FROM cupti_range_joins WHERE status <> 'joined' "
+        "GROUP BY status ORDER BY count(*) DESC"
+    ).fetchall()
+    return [
+        f"{n} CUPTI range-profiler kernels of {ranks} rank(s) are not on the timeline ({status}): their "
+        "FLOPs are in kernel_flops but not in HFU"
+        for status, n, ranks in rows
+    ]
+
+
 def _kernel_source(con: duckdb.DuckDBPyConnection) -> str:
     """hfu_timeline_flops when there is counter data to match; else the bare kernels (fast path)."""
-    row = con.execute("SELECT count(*) FROM ncu_kernels").fetchone()
-    if row and row[0]:
+    if any(_counter_kernels(con)):
         return "hfu_timeline_flops"
     return (
         "(SELECT rank, start_ns, duration_ns, category, NULL::DOUBLE AS flops, NULL::DOUBLE AS tensor_flops"
@@ -335,12 +371,15 @@ def hfu_mfu_summary(
         "gap": explain_gap(mfu, hfu, ratio, coverage, model, hfu_ta),
         "notes": notes,
     }
+    notes += _range_notes(con)
+    summary["dcgm"] = dcgm_summary(con, stepped, precision, gpu)
+    summary["gap"] += summary["dcgm"]["lines"]
     if not stepped["kernels_counted"].sum():
         summary["hfu"] = None
         summary["hfu_over_mfu"] = None
         notes.append(
-            "no Nsight Compute counter data matched the timeline kernels: HFU unavailable. "
-            f"Collect it with: {NCU_HINT}"
+            "no counter data (Nsight Compute or CUPTI range profiler) matched the timeline kernels: HFU "
+            f"unavailable. Collect it with: {NCU_HINT}"
         )
     return summary
 
@@ -368,7 +407,7 @@ def explain_gap(
     out: list[str] = []
     if coverage is not None and coverage < 99.0 and hfu is not None:
         out.append(
-            f"HFU counts FLOPs of {coverage:.1f}% of kernel time (kernels with Nsight Compute data); "
+            f"HFU counts FLOPs of {coverage:.1f}% of kernel time (kernels with counter data); "
             "the rest is not counted, so HFU is a lower bound"
         )
     if ratio is not None and model is not None:
@@ -400,4 +439,141 @@ def explain_gap(
             f"tensor-pipe activity (nsys GPU metrics) suggests HFU about {hfu_tensor_active:.1%}: "
             "activity is per cycle and blind to precision, a cross-check only"
         )
+    return out
+
+
+DCGM_ESTIMATE = (
+    "estimates: DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, scaled by SM clock / the peak's clock, x dense peak; they "
+    "assume the active tensor pipe runs at its dense rate in the chosen precision and are blind to "
+    "precision and idle lanes"
+)
+
+
+def _weighted(df: pd.DataFrame, column: str) -> float | None:
+    ok = df[df[column].notna()]
+    if not len(ok) or not ok["window_ns"].sum():
+        return None
+    return float((ok[column] * ok["window_ns"]).sum() / ok["window_ns"].sum())
+
+
+def dcgm_summary(
+    con: duckdb.DuckDBPyConnection,
+    hfu_rows: pd.DataFrame,
+    precision: str = DEFAULT_PRECISION,
+    gpu: str | None = None,
+) -> dict[str, Any]:
+    """DCGM's tensor-pipe HFU estimate beside the other sources, never instead of them.
+
+    * per rank window (`hfu_rows` from hfu_table: DCGM samples of the rank's GPU inside it): the
+      estimate, and where nsys also sampled tensor activity or counters counted FLOPs, both values
+      and their ratio;
+    * per DCGM GPU, matched to a rank or not (production scrapes without traces): mean tensor-pipe
+      activity, the HFU estimate and the TFLOP/s it implies with the dense peak of the GPU's
+      modelName (or --gpu).
+    """
+    out: dict[str, Any] = {
+        "hfu_estimate": None,
+        "nsys_tensor_active_pct": None,
+        "dcgm_tensor_active_pct": None,
+        "dcgm_over_nsys_tensor_active": None,
+        "estimated_flops": None,
+        "counted_flops": None,
+        "estimated_over_counted_flops": None,
+        "gpus": [],
+        "lines": [],
+    }
+    n = con.execute("SELECT count(*) FROM gpu_metrics WHERE source = 'dcgm'").fetchone()[0]
+    if not n:
+        return out
+    lines: list[str] = out["lines"]
+    d = hfu_rows[hfu_rows["dcgm_samples"] > 0] if "dcgm_samples" in hfu_rows else hfu_rows.iloc[0:0]
+    if len(d):
+        out["hfu_estimate"] = _weighted(d, "hfu_dcgm_estimate")
+        both = d.dropna(subset=["tensor_active_pct", "dcgm_tensor_active_pct"])
+        if len(both):
+            nsys_pct = _weighted(both, "tensor_active_pct")
+            dcgm_pct = _weighted(both, "dcgm_tensor_active_pct")
+            out.update(
+                nsys_tensor_active_pct=nsys_pct,
+                dcgm_tensor_active_pct=dcgm_pct,
+                dcgm_over_nsys_tensor_active=_ratio(dcgm_pct, nsys_pct),
+            )
+            lines.append(
+                f"tensor-pipe activity over the same {len(both)} window(s): nsys {nsys_pct:.1f}%, DCGM "
+                f"{dcgm_pct:.1f}% (DCGM/nsys = {out['dcgm_over_nsys_tensor_active']:.2f}); both shown, "
+                "neither preferred"
+                if out["dcgm_over_nsys_tensor_active"] is not None
+                else f"tensor-pipe activity over the same {len(both)} window(s): nsys {nsys_pct:.1f}%, "
+                f"DCGM {dcgm_pct:.1f}%"
+            )
+        known = d["dcgm_estimated_flops"].notna() & d["counted_flops"].notna()
+        counted = d[(d["kernels_counted"] > 0) & known]
+        if len(counted):
+            est, cnt = float(counted["dcgm_estimated_flops"].sum()), float(counted["counted_flops"].sum())
+            out.update(estimated_flops=est, counted_flops=cnt, estimated_over_counted_flops=_ratio(est, cnt))
+            ratio = out["estimated_over_counted_flops"]
+            lines.append(
+                f"FLOPs over the same {len(counted)} window(s): DCGM estimate {est:.3g}, counters {cnt:.3g}"
+                + (f" (estimate/counted = {ratio:.2f})" if ratio is not None else "")
+                + "; counters cover only kernels with counter data"
+            )
+        if out["hfu_estimate"] is not None:
+            lines.append(
+                f"DCGM tensor-pipe activity suggests HFU about {out['hfu_estimate']:.1%} over "
+                f"{len(d)} rank window(s) ({DCGM_ESTIMATE})"
+            )
+    per_gpu = con.execute(
+        """SELECT host, gpu_id, gpu_uuid, gpu_instance, any_value(gpu_name) AS gpu_name, min(rank) AS rank,
+                  avg(value) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') AS tensor_active,
+                  count(*) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') AS samples,
+                  avg(value) FILTER (WHERE metric_name = 'DCGM_FI_DEV_SM_CLOCK') AS sm_mhz,
+                  min(utc_ns) AS first_utc_ns, max(utc_ns) AS last_utc_ns
+           FROM gpu_metrics WHERE source = 'dcgm'
+           GROUP BY host, gpu_id, gpu_uuid, gpu_instance
+           HAVING count(*) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') > 0
+           ORDER BY host NULLS LAST, gpu_id, gpu_instance NULLS FIRST"""
+    ).df()
+    for rec in per_gpu.to_dict("records"):  # one row per GPU (an aggregate), not per sample
+        rec = {k: gpus._none(v) for k, v in rec.items()}
+        peak = gpus.given_peak(gpu) if gpu else gpus.lookup(rec["gpu_name"])
+        flops = peak.peak_flops(precision) if peak is not None and rec["gpu_instance"] is None else None
+        ref = None if peak is None else (peak.tensor_mhz or peak.boost_mhz)
+        scale = rec["sm_mhz"] / ref if rec["sm_mhz"] and ref else 1.0
+        est = rec["tensor_active"] * scale
+        rec.update(
+            hfu_estimate=est,
+            estimated_tflops=None if flops is None else est * flops / 1e12,
+            peak_tflops=None if flops is None else flops / 1e12,
+            peak_model=None if peak is None else peak.model,
+            clock_scaled=bool(rec["sm_mhz"] and ref),
+        )
+        out["gpus"].append(rec)
+    if out["gpus"]:
+        shown = out["gpus"][:8]
+        for g in shown:
+            name = f"{g['host'] or 'host?'} GPU {g['gpu_id'] if g['gpu_id'] is not None else '?'}" + (
+                f" MIG {g['gpu_instance']}" if g["gpu_instance"] is not None else ""
+            )
+            rank = f", rank {g['rank']}" if g["rank"] is not None else ""
+            tflops = (
+                f", about {g['estimated_tflops']:.0f} of {g['peak_tflops']:.0f} dense {precision} TFLOP/s"
+                if g["estimated_tflops"] is not None
+                else (
+                    " (MIG instance: share of its slice, no peak)"
+                    if g["gpu_instance"] is not None
+                    else " (peak unknown: no modelName; state it with --gpu)"
+                )
+            )
+            lines.append(
+                f"DCGM {name}{rank}: tensor pipe active {100 * g['tensor_active']:.1f}% over {g['samples']} "
+                f"sample(s): HFU estimate {g['hfu_estimate']:.1%}{tflops}"
+            )
+        if len(out["gpus"]) > len(shown):
+            vals = [g["hfu_estimate"] for g in out["gpus"]]
+            lines.append(
+                f"... and {len(out['gpus']) - len(shown)} more DCGM GPUs (all {len(vals)}: HFU estimate "
+                f"{min(vals):.1%}-{max(vals):.1%}, mean {sum(vals) / len(vals):.1%})"
+            )
+        if out["hfu_estimate"] is None:
+            lines.append(f"DCGM HFU figures are {DCGM_ESTIMATE}")
     return out

@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS files (
     path             VARCHAR NOT NULL,
     sha256           VARCHAR NOT NULL,
     size_bytes       BIGINT,
-    source_format    VARCHAR,      -- nsys-sqlite | kineto-json | ncu-csv | ncu-rep
+    source_format    VARCHAR,      -- nsys-sqlite | kineto-json | ncu-csv | ncu-rep | nsys-recipe
     nsys_version     VARCHAR,      -- EXPORT_PRODUCT_VERSION, NULL for pre-2022 exports
     schema_version   VARCHAR,      -- EXPORT_SCHEMA_VERSION, NULL for pre-2022 exports
     ingested_at      TIMESTAMP,
@@ -126,13 +126,40 @@ CREATE TABLE IF NOT EXISTS nvtx (
     payload     VARCHAR    -- JSON payload text where the export has one
 );
 
+-- Sampled GPU utilisation from every source, one row per sample of one metric of one GPU:
+-- nsys GPU-metrics sampling (--gpu-metrics-devices; names like 'Tensor Active [Throughput %]',
+-- values as nsys shows them) and DCGM (dcgm-exporter scrapes, Prometheus query exports,
+-- dcgmi dmon tables; names are DCGM field names like DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, values as
+-- DCGM reports them: PROF activity 0-1, DEV utilisation %). The live view gpu_metric_samples
+-- adds a source-independent metric name and percent (docs/dcgm.md).
 CREATE TABLE IF NOT EXISTS gpu_metrics (
-    rank          INTEGER,
-    gpu_id        INTEGER,
-    timestamp_ns  BIGINT,
+    rank          INTEGER,     -- the rank that ran on this GPU; DCGM: NULL unless matched (rank_match)
+    gpu_id        INTEGER,     -- nsys: TARGET_INFO_GPU id; DCGM: the `gpu` label (NVML index)
+    timestamp_ns  BIGINT,      -- the rank's file time; DCGM: utc_ns - session start of the matched rank
     metric_name   VARCHAR,
-    value         DOUBLE
+    value         DOUBLE,
+    source        VARCHAR,     -- nsys | dcgm
+    file_id       INTEGER,
+    host          VARCHAR,     -- nsys: the traced host; DCGM: Hostname label (else kubernetes_node, instance)
+    gpu_uuid      VARCHAR,     -- as the source wrote it (nsys: bare hex, DCGM: GPU-...)
+    gpu_name      VARCHAR,     -- DCGM modelName label / nsys TARGET_INFO_GPU name
+    gpu_instance  VARCHAR,     -- DCGM GPU_I_ID of a MIG instance; NULL for the whole GPU
+    utc_ns        BIGINT,      -- wall-clock time of the sample; NULL for untimed scrapes/dmon rows
+    sample        INTEGER,     -- DCGM: scrape (dmon: row) ordinal in the file, from 0
+    labels        MAP(VARCHAR, VARCHAR),  -- DCGM: every label of the series as scraped
+    rank_match    VARCHAR      -- DCGM: uuid | host+pci_bus_id | host+gpu_index (how rank was found)
 );
+-- Columns added for DCGM (a workspace made before gets them here; old nsys rows: source NULL = nsys).
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS source VARCHAR;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS file_id INTEGER;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS gpu_uuid VARCHAR;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS gpu_name VARCHAR;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS gpu_instance VARCHAR;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS utc_ns BIGINT;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS sample INTEGER;
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS labels MAP(VARCHAR, VARCHAR);
+ALTER TABLE gpu_metrics ADD COLUMN IF NOT EXISTS rank_match VARCHAR;
 
 -- Allow-listed captured environment (rank variables, CUDA_VISIBLE_DEVICES, NCCL_*,
 -- peak hints). Values of names that look like secrets are never stored.
@@ -148,6 +175,21 @@ CREATE TABLE IF NOT EXISTS threads (
     name  VARCHAR
 );
 
+-- Device memory in use over time, one row per allocation or free that changed it.
+-- Sources: PyTorch-profiler `[memory]` instant events of CUDA devices (profile_memory=True;
+-- the caching allocator's running totals) and nsys `--cuda-memory-usage` rows
+-- (CUDA_GPU_MEMORY_USAGE_EVENTS of Device / Device Static memory, running sum of the
+-- allocations minus the frees seen in the capture, per process and device). queries/
+-- memory_peak.sql gives the per-rank peak and its headroom against the GPU's capacity.
+CREATE TABLE IF NOT EXISTS memory_usage (
+    rank            INTEGER,
+    device_id       INTEGER,
+    ts_ns           BIGINT,     -- file timeline
+    bytes_in_use    BIGINT,     -- allocated after this event (kineto: Total Allocated; nsys: running sum)
+    bytes_reserved  BIGINT,     -- kineto: Total Reserved (the caching allocator's pool); NULL when unknown
+    source          VARCHAR     -- kineto | nsys
+);
+
 -- Analysis settings read by the views (patterns, thresholds). Users change them with
 -- `nsight-analyze sql --write "UPDATE settings SET value = ... WHERE key = ..."` or the
 -- commands' options; defaults are documented in docs/metrics.md.
@@ -157,4 +199,6 @@ INSERT OR IGNORE INTO settings VALUES
     ('input_pattern', '(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)', 'regex: NVTX ranges of the input pipeline'),
     ('imbalance_balanced_ratio', '1.05', 'median over steps of max/mean compute below which the job is balanced'),
     ('straggler_persistent_share', '0.5', 'share of imbalanced steps one rank must be slowest in to be a persistent straggler'),
-    ('job_session_gap_s', '300', 'seconds between capture starts beyond which files belong to different jobs');
+    ('job_session_gap_s', '300', 'seconds between capture starts beyond which files belong to different jobs'),
+    ('whatif_max_events', '2000', 'collective events (and step ends) the what-if replay replays, first steps first (docs/whatif.md)'),
+    ('periodic_steps', 'off', 'on: without NVTX steps or optimizer kernels, steps come from a kernel that runs once per step (docs/metrics.md)');

@@ -1,5 +1,5 @@
 -- PyTorch-profiler (Kineto JSON) tables: what Kineto knows and the canonical tables have no
--- column for. Filled by nsight_analyze/sources/kineto.py; empty for nsys/ncu workspaces.
+-- column for. Filled by nsight_analyze/sources/kineto/; empty for nsys/ncu workspaces.
 -- All times are integer nanoseconds on the rank's file timeline (Kineto ts in µs × 1000,
 -- exact). Columns are only ever added.
 
@@ -44,4 +44,38 @@ CREATE TABLE IF NOT EXISTS kineto_gpu_annotations (
     end_ns       BIGINT,
     text         VARCHAR,
     external_id  BIGINT       -- matches the host annotation's "External id"
+);
+
+-- CUPTI range-profiler results (Kineto cat `cuda_profiler_range`, recorded with
+-- experimental_config profiler_metrics and profiler_measure_per_kernel=True): one row per
+-- profiled kernel with its FLOP counters (smsp__sass_thread_inst_executed_op_<op>_pred_on.sum,
+-- thread instructions; NULL when the trace did not record that metric). range_id is the range's
+-- 0-based position in the file (time order). The range profiler replays and serialises kernels,
+-- so start_ns/end_ns are not the kernel's unperturbed time: queries/kernel_flops.sql turns the
+-- counters into FLOPs and queries/cupti_range_joins.sql places them on the rank's kernels
+-- (same name, same order).
+CREATE TABLE IF NOT EXISTS kineto_profiler_ranges (
+    rank      INTEGER,
+    range_id  INTEGER,
+    name      VARCHAR,      -- the kernel's name; '__missing__' where CUPTI did not know it
+    start_ns  BIGINT,
+    end_ns    BIGINT,
+    dadd BIGINT, dmul BIGINT, dfma BIGINT,
+    fadd BIGINT, fmul BIGINT, ffma BIGINT,
+    hadd BIGINT, hmul BIGINT, hfma BIGINT
+);
+
+-- One row per process group the rank's trace lists in `distributedInfo.pg_config` (PyTorch's
+-- c10d process groups, newer PyTorch): which global ranks communicate together. Process-group
+-- names match kineto_collectives.pg_name, so each NCCL kernel finds its group's members even
+-- when only one rank's trace is present (the analysis of communication by parallelism
+-- dimension, queries/comm_kernels.sql, reads it). Empty when the trace has no pg_config.
+CREATE TABLE IF NOT EXISTS kineto_process_groups (
+    rank            INTEGER,     -- the workspace rank whose trace lists the group
+    pg_name         VARCHAR,     -- "pg_name" (e.g. '0'), = kineto_collectives.pg_name
+    pg_desc         VARCHAR,     -- "pg_desc" (e.g. 'default_pg', 'undefined')
+    backend_config  VARCHAR,     -- "backend_config" (e.g. 'cuda:nccl', 'cpu:gloo,cuda:gloo')
+    pg_size         INTEGER,     -- "pg_size": ranks in the group
+    pg_ranks        INTEGER[],   -- "ranks": global ranks of the group, NULL when not a list
+    nccl_version    VARCHAR      -- distributedInfo.nccl_version (NULL when absent)
 );

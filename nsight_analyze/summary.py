@@ -11,11 +11,12 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from .render import UNKNOWN, echo, format_duration, format_pct, print_table, records
+# The partition's columns have one source (partition.py); the names stay importable from here.
+from .partition import IDLE_PARTS, PARTS, TP_COLUMNS  # noqa: F401
+from .render.data import records
+from .render.terminal import echo, print_table
+from .render.units import UNKNOWN, format_duration, format_pct
 
-PARTS = ["compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns"]
-IDLE_PARTS = ["launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns"]
-TP_COLUMNS = ["window_ns", *PARTS, *IDLE_PARTS, "comms_total_ns", "comms_hidden_ns"]
 TOP_KERNELS = 10
 BY = ("rank", "step", "rank-step")
 

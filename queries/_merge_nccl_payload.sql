@@ -12,8 +12,18 @@
 --   bytes           BIGINT   message size in bytes from the payload (NULL when absent)
 --   peer            INTEGER  peer of a point-to-point call (ncclSend/ncclRecv "Peer rank"), a rank
 --                            of the communicator `comm` (NULL when absent)
+--   api_id          BIGINT   NCCL's own operation id ("apiId") of the advanced NCCL trace (nsys
+--                            2025.6.1+, NCCL >= 2.28, `--nccl-trace`): the same on every rank taking
+--                            part in one collective (Nsight Systems user guide, "NVIDIA NCCL Trace",
+--                            Event Correlation); NULL with the legacy NVTX ranges
+--   comm_ranks      INTEGER  ranks in the communicator when the payload says so ("nRanks",
+--                            "No. of ranks"); NULL when absent
 -- Payload keys are matched loosely (JSON text, case-insensitive): a key containing
--- "comm" -> comm; "seq" -> payload_seq; "message size" / "bytes" / "size" -> bytes; "peer" -> peer.
+-- "comm" -> comm; "seq" -> payload_seq; "message size" / "bytes" / "size" -> bytes; "peer" -> peer;
+-- exactly "apiId" -> api_id; "nRanks" / "No. of ranks" -> comm_ranks. The advanced trace names its
+-- ranges without the nccl prefix (AllReduce, KernelLaunch, ...) in the NCCL domain; the innermost
+-- range around the launch call is its KernelLaunch range (`--nccl-trace=...,kernel-launch`) or the
+-- API call's own range, either of which carries the apiId.
 -- stage: rank
 -- result: view
 -- requires: kernels, cuda_api, nvtx
@@ -49,5 +59,8 @@ SELECT
         AS payload_seq,
     TRY_CAST(NULLIF(regexp_extract(
         payload, '(?i)"[^"]*(?:message size|bytes|size)[^"]*"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT) AS bytes,
-    TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"[^"]*peer[^"]*"\s*:\s*"?(-?[0-9]+)', 1), '') AS INTEGER) AS peer
+    TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"[^"]*peer[^"]*"\s*:\s*"?(-?[0-9]+)', 1), '') AS INTEGER) AS peer,
+    TRY_CAST(NULLIF(regexp_extract(payload, '"apiId"\s*:\s*"?([0-9]+)', 1), '') AS BIGINT) AS api_id,
+    TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"(?:nRanks|No\. of ranks)"\s*:\s*"?([0-9]+)', 1), '') AS INTEGER)
+        AS comm_ranks
 FROM projected;

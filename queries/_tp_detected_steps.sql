@@ -1,14 +1,24 @@
--- _tp_detected_steps: steps detected from the periodic optimizer pattern, for ranks without NVTX steps.
--- Why: many captures have no step annotations; the optimizer update closes every training step,
--- so its kernels are a reliable step delimiter.
--- Columns: rank INTEGER, step BIGINT (0-based), start_ns BIGINT ns, end_ns BIGINT ns.
--- Definition: marker kernels are kernels whose name matches
+-- _tp_detected_steps: steps detected from the rank's own periodic pattern, for ranks without NVTX steps.
+-- Why: many captures have no step annotations. The optimizer update closes every training step, so
+-- its kernels are a reliable step delimiter; without them, kernels that run exactly once per step
+-- (the loss, the gradient all-reduce of a bucket, the norm) repeat with the step's period.
+-- Columns: rank INTEGER, step BIGINT (0-based), start_ns BIGINT ns, end_ns BIGINT ns,
+--   method VARCHAR: 'optimizer' | 'periodic', marker VARCHAR (the periodic kernel's name; NULL for
+--   optimizer bursts).
+-- Definition: optimizer: marker kernels are kernels whose name matches
 --   '(?i)(adam|sgd|adagrad|rmsprop|adafactor|optimi[sz]er)'. In the rank's GPU operations
 --   ordered by (start_ns, end_ns, correlation_id), a burst is a maximal run of consecutive marker
 --   kernels; E_i = running max of the burst ends. Step i's window is [E_{i-1}, E_i); step 0 starts
 --   at the rank's first GPU operation. Operations after the last burst (an incomplete step) are in
---   the whole-capture window only. Detection needs at least 2 bursts and is not tried on ranks
---   that have NVTX ranges matching the step pattern.
+--   the whole-capture window only. Detection needs at least 2 bursts.
+--   periodic (ranks without optimizer kernels): a kernel name is regular when it runs n >= 3 times
+--   and the intervals between its starts vary by less than 10 % (stddev / mean), its runs spanning
+--   at least half the rank's GPU activity (a pattern in a corner of the capture is not the step). The step count
+--   is the smallest n that at least two regular names share (one name alone may be a periodic
+--   side task); of those names, the marker is the one whose first run comes last within the
+--   first period (the closest to the step's end). Its runs then delimit the steps like the
+--   optimizer bursts. Neither is tried on ranks with NVTX ranges matching the step pattern.
+-- columns: rank, step, start_ns, end_ns, method, marker
 -- stage: rank
 -- result: view
 -- requires: _tp_nvtx_step_ranges, gpu_ops
@@ -25,11 +35,51 @@ marker_names AS (
     FROM (SELECT DISTINCT name FROM undetermined WHERE op = 'kernel' AND name IS NOT NULL)
     WHERE regexp_matches(lower(name), 'adam|sgd|adagrad|rmsprop|adafactor|optimizer|optimiser')
 ),
+optimizer_ranks AS (
+    SELECT DISTINCT rank FROM undetermined WHERE op = 'kernel' AND name IN (SELECT name FROM marker_names)
+),
+runs AS (
+    -- ranks without optimizer kernels: every kernel name's runs, with the interval to the next
+    SELECT rank, name, start_ns,
+           lead(start_ns) OVER (PARTITION BY rank, name ORDER BY start_ns, end_ns, correlation_id)
+               - start_ns AS gap
+    FROM undetermined
+    WHERE op = 'kernel' AND name IS NOT NULL AND rank NOT IN (SELECT rank FROM optimizer_ranks)
+),
+span AS (
+    SELECT rank, max(end_ns) - min(start_ns) AS span_ns FROM undetermined GROUP BY rank
+),
+regular AS (
+    SELECT r.rank, r.name, count(*) AS n, min(r.start_ns) AS first_ns, avg(r.gap) AS period
+    FROM runs AS r JOIN span AS s USING (rank)
+    GROUP BY r.rank, r.name
+    HAVING count(*) >= 3 AND avg(r.gap) > 0 AND coalesce(stddev_pop(r.gap), 0) < 0.1 * avg(r.gap)
+       AND (count(*) - 1) * avg(r.gap) >= 0.5 * any_value(s.span_ns)
+),
+step_count AS (
+    SELECT rank, min(n) AS n
+    FROM (SELECT rank, n FROM regular GROUP BY rank, n HAVING count(*) >= 2)
+    GROUP BY rank
+),
+periodic_marker AS (
+    SELECT r.rank, arg_max(r.name, r.first_ns) AS name
+    FROM regular AS r
+    JOIN step_count AS c ON c.rank = r.rank AND c.n = r.n
+    JOIN (SELECT r.rank, min(r.first_ns) AS t0, min(r.period) AS period
+          FROM regular AS r JOIN step_count AS c ON c.rank = r.rank AND c.n = r.n
+          GROUP BY r.rank) AS w ON w.rank = r.rank
+    WHERE r.first_ns < w.t0 + w.period
+    GROUP BY r.rank
+),
 cand AS (
     SELECT rank, start_ns, end_ns, correlation_id,
-           op = 'kernel' AND name IN (SELECT name FROM marker_names) AS marker
+           op = 'kernel' AND name IN (SELECT name FROM marker_names) AS marker, 'optimizer' AS method,
+           NULL::VARCHAR AS marker_name
     FROM undetermined
-    WHERE rank IN (SELECT rank FROM undetermined WHERE op = 'kernel' AND name IN (SELECT name FROM marker_names))
+    WHERE rank IN (SELECT rank FROM optimizer_ranks)
+    UNION ALL
+    SELECT u.rank, u.start_ns, u.end_ns, u.correlation_id, u.op = 'kernel' AND u.name = m.name, 'periodic', m.name
+    FROM undetermined AS u JOIN periodic_marker AS m USING (rank)
 ),
 numbered AS (
     SELECT rank, end_ns, marker,
@@ -55,11 +105,13 @@ ordered AS (
 windows AS (
     SELECT o.rank, o.step,
            coalesce(lag(o.e) OVER (PARTITION BY o.rank ORDER BY o.step), c.start_ns) AS start_ns,
-           o.e AS end_ns
+           o.e AS end_ns, c.method, c.marker_name
     FROM ordered AS o
-    JOIN (SELECT rank, min(start_ns) AS start_ns FROM cand GROUP BY rank) AS c USING (rank)
+    JOIN (SELECT rank, min(start_ns) AS start_ns, any_value(method) AS method,
+                 any_value(marker_name) AS marker_name
+          FROM cand GROUP BY rank) AS c USING (rank)
     WHERE o.n_bursts >= 2
 )
-SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns
+SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns, method, marker_name AS marker
 FROM windows
 WHERE end_ns > start_ns;

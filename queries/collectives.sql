@@ -29,7 +29,7 @@
 --   last_rank      INTEGER  rank that arrived last (the instance's straggler); NULL unless complete
 --   last_margin_ns BIGINT   ns, last arrival - second-latest arrival: how much sooner the
 --                           instance could start without its last rank (NULL unless complete)
---   key_source     VARCHAR  nvtx-payload | stream-ordinal | peer | peer-unknown
+--   key_source     VARCHAR  nccl-api-id | nvtx-payload | stream-ordinal | peer | peer-unknown
 --   complete       BOOLEAN  every participant is present (merge_coll_group_of): only then are
 --                           skew, last rank and the waits (collective_waits) reported
 -- columns: coll_id, job, op, comm, seq, ranks, expected_ranks, hosts, bytes, start_ns, end_ns, start_skew_ns, end_skew_ns, transfer_ns, busbw_gbps, last_rank, last_margin_ns, key_source, complete

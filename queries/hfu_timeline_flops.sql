@@ -1,4 +1,4 @@
--- hfu_timeline_flops: every timeline kernel (nsys `kernels`) with the FLOPs Nsight Compute measured for it.
+-- hfu_timeline_flops: every timeline kernel (`kernels`) with the FLOPs counters measured for it (kernel_flops).
 -- Purpose: ncu profiles a few launches under replay; nsys times every launch unperturbed. FLOPs are
 --   shape-determined, so a kernel's measured FLOPs apply to its occurrences on the timeline.
 -- Matching (all ncu files together; ncu data is not per rank), first that applies:
@@ -9,21 +9,41 @@
 --                 ncu usually profiles one or a few steps and training repeats them, so a sample
 --                 of whole steps gives exact FLOPs per kernel when it starts at a step boundary,
 --                 and exact totals over whole steps in any case;
---   'name':       same name key where ncu recorded no launch dimensions: mean FLOPs of those launches.
+--   'name':       same name key where ncu recorded no launch dimensions: mean FLOPs of those launches;
+--   'cupti_range': the CUPTI range-profiler kernel of the same rank placed on this kernel by
+--                 cupti_range_joins (same name, same order); only where no ncu match applies.
 --   Otherwise flops is NULL (the kernel had no counter data).
 -- Columns: rank, start_ns, end_ns, duration_ns (ns), name, category, correlation_id, invocation,
 --   flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops (FLOP), dram_bytes (byte), match,
---   ncu_launches (how many ncu launches the value came from).
+--   ncu_launches (how many profiled launches the value came from: ncu launches; 1 for 'cupti_range').
 -- columns: rank, start_ns, end_ns, duration_ns, name, category, correlation_id, invocation, flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops, dram_bytes, match, ncu_launches
 -- stage: live
--- requires: hfu_canon_name, hfu_ncu_flops, kernels, ncu_kernels
+-- requires: hfu_canon_name, kernel_flops, cupti_range_joins, kernels, ncu_kernels
 CREATE OR REPLACE VIEW hfu_timeline_flops AS
-WITH ncu AS (
-    SELECT f.*, k.match_key, k.grid_size, k.block_size,
-        row_number() OVER (PARTITION BY k.match_key, k.grid_size, k.block_size ORDER BY f.file_id, f.launch_id) - 1
+WITH per_kernel AS (  -- kernel_flops back to one row per profiled kernel
+    SELECT source, rank, file_id, kernel_id,
+        sum(flops) AS flops,
+        sum(flops) FILTER (WHERE pipe = 'tensor') AS tensor_flops,
+        sum(flops) FILTER (WHERE pipe = 'cuda_core' AND precision = 'fp32') AS fp32_flops,
+        sum(flops) FILTER (WHERE pipe = 'cuda_core' AND precision = 'fp64') AS fp64_flops,
+        sum(flops) FILTER (WHERE pipe = 'cuda_core' AND precision = 'fp16') AS fp16_flops,
+        any_value(dram_bytes) AS dram_bytes
+    FROM kernel_flops GROUP BY ALL
+),
+ncu AS (
+    SELECT f.file_id, f.kernel_id AS launch_id, f.flops, f.tensor_flops, f.fp32_flops, f.fp64_flops,
+        f.fp16_flops, f.dram_bytes, k.match_key, k.grid_size, k.block_size,
+        row_number() OVER (PARTITION BY k.match_key, k.grid_size, k.block_size ORDER BY f.file_id, f.kernel_id) - 1
             AS invocation
-    FROM hfu_ncu_flops f JOIN ncu_kernels k USING (file_id, launch_id)
-    WHERE f.flops IS NOT NULL
+    FROM per_kernel f JOIN ncu_kernels k ON k.file_id = f.file_id AND k.launch_id = f.kernel_id
+    WHERE f.source = 'ncu' AND f.flops IS NOT NULL
+),
+cr AS (  -- range-profiler kernels joined to a timeline kernel
+    SELECT j.rank, j.start_ns, j.name, j.correlation_id, f.flops, f.tensor_flops, f.fp32_flops, f.fp64_flops,
+        f.fp16_flops, f.dram_bytes
+    FROM cupti_range_joins j
+    JOIN per_kernel f ON f.source = 'cupti_range' AND f.rank = j.rank AND f.kernel_id = j.range_id
+    WHERE j.status = 'joined' AND f.flops IS NOT NULL
 ),
 by_sig AS (
     SELECT match_key, grid_size, block_size, count(*) AS n
@@ -57,17 +77,26 @@ matched AS (
     LEFT JOIN by_sig s ON s.match_key = t.match_key AND s.grid_size = t.grid_size AND s.block_size = t.block_size
 )
 SELECT t.rank, t.start_ns, t.end_ns, t.duration_ns, t.name, t.category, t.correlation_id, t.invocation,
-    coalesce(i.flops, n.flops) AS flops,
-    coalesce(i.tensor_flops, n.tensor_flops) AS tensor_flops,
-    coalesce(i.fp32_flops, n.fp32_flops) AS fp32_flops,
-    coalesce(i.fp64_flops, n.fp64_flops) AS fp64_flops,
-    coalesce(i.fp16_flops, n.fp16_flops) AS fp16_flops,
-    coalesce(i.dram_bytes, n.dram_bytes) AS dram_bytes,
+    coalesce(i.flops, n.flops, c.flops) AS flops,
+    CASE WHEN coalesce(i.flops, n.flops) IS NOT NULL THEN coalesce(i.tensor_flops, n.tensor_flops)
+         ELSE c.tensor_flops END AS tensor_flops,
+    CASE WHEN coalesce(i.flops, n.flops) IS NOT NULL THEN coalesce(i.fp32_flops, n.fp32_flops)
+         ELSE c.fp32_flops END AS fp32_flops,
+    CASE WHEN coalesce(i.flops, n.flops) IS NOT NULL THEN coalesce(i.fp64_flops, n.fp64_flops)
+         ELSE c.fp64_flops END AS fp64_flops,
+    CASE WHEN coalesce(i.flops, n.flops) IS NOT NULL THEN coalesce(i.fp16_flops, n.fp16_flops)
+         ELSE c.fp16_flops END AS fp16_flops,
+    CASE WHEN coalesce(i.flops, n.flops) IS NOT NULL THEN coalesce(i.dram_bytes, n.dram_bytes)
+         ELSE c.dram_bytes END AS dram_bytes,
     CASE WHEN i.flops IS NOT NULL AND t.invocation < t.n_sig THEN 'invocation'
          WHEN i.flops IS NOT NULL THEN 'repeat'
-         WHEN n.flops IS NOT NULL THEN 'name' END AS match,
-    CASE WHEN i.flops IS NOT NULL THEN 1 WHEN n.flops IS NOT NULL THEN n.n ELSE 0 END AS ncu_launches
+         WHEN n.flops IS NOT NULL THEN 'name'
+         WHEN c.flops IS NOT NULL THEN 'cupti_range' END AS match,
+    CASE WHEN i.flops IS NOT NULL THEN 1 WHEN n.flops IS NOT NULL THEN n.n WHEN c.flops IS NOT NULL THEN 1
+         ELSE 0 END AS ncu_launches
 FROM matched t
 LEFT JOIN ncu i ON i.match_key = t.match_key AND i.grid_size = t.grid_size AND i.block_size = t.block_size
                AND i.invocation = t.invocation % t.n_sig
-LEFT JOIN by_name n ON n.match_key = t.match_key;
+LEFT JOIN by_name n ON n.match_key = t.match_key
+LEFT JOIN cr c ON c.rank = t.rank AND c.start_ns = t.start_ns AND c.name = t.name
+              AND c.correlation_id IS NOT DISTINCT FROM t.correlation_id;

@@ -3,7 +3,8 @@
 -- and a communicator's size says whether all participants of a collective on it are present;
 -- both come only from NCCL's own NVTX payload of ncclCommInitRank (and its siblings
 -- ncclCommInitRankConfig/Scalable, ncclCommSplit, ...: NCCL >= 2.19, nsys --include-json),
--- which names the communicator, the caller's rank in it and the number of ranks.
+-- which names the communicator, the caller's rank in it and the number of ranks; with the
+-- advanced NCCL trace (nsys 2025.6.1+), from its `CommInit` markers (keys commHash, rank, nRanks).
 -- Columns:
 --   rank INTEGER, comm VARCHAR (communicator id, as in merge_nccl_kernels.comm),
 --   comm_rank INTEGER (the rank's number in the communicator), comm_size INTEGER (ranks in it)
@@ -16,11 +17,12 @@ WITH inits AS (
     SELECT
         rank,
         NULLIF(regexp_extract(payload, '(?i)"[^"]*comm[^"]*"\s*:\s*"?([0-9A-Za-z_]+)', 1), '') AS comm,
-        TRY_CAST(NULLIF(regexp_extract(payload, '"Rank"\s*:\s*"?([0-9]+)', 1), '') AS INTEGER) AS comm_rank,
-        TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"No\. of ranks"\s*:\s*"?([0-9]+)', 1), '') AS INTEGER)
-            AS comm_size
+        TRY_CAST(NULLIF(regexp_extract(payload, '"(?:Rank|rank)"\s*:\s*"?([0-9]+)', 1), '') AS INTEGER)
+            AS comm_rank,
+        TRY_CAST(NULLIF(regexp_extract(payload, '(?i)"(?:No\. of ranks|nRanks)"\s*:\s*"?([0-9]+)', 1), '')
+            AS INTEGER) AS comm_size
     FROM nvtx
-    WHERE payload IS NOT NULL AND starts_with(text, 'ncclComm')
+    WHERE payload IS NOT NULL AND (starts_with(text, 'ncclComm') OR text = 'CommInit')
 )
 SELECT rank, comm, MIN(comm_rank)::INTEGER AS comm_rank, MAX(comm_size)::INTEGER AS comm_size
 FROM inits

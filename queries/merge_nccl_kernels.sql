@@ -1,7 +1,10 @@
 -- merge_nccl_kernels: every NCCL kernel with the key that matches it across ranks.
 -- Why: a collective is one operation seen on several ranks; matching needs a key that is
 -- the same on every participant without relying on clocks (which are what we align).
--- Key = (op, comm, seq):
+-- Key = (op, comm, seq), the first of:
+--   * with the advanced NCCL trace's apiId (_merge_nccl_payload.api_id; collectives only, not
+--     point-to-point): comm = communicator id (or 'nccl-api' when the payload names none),
+--     seq = apiId, which NCCL gives every participant of one operation alike;
 --   * with NCCL's NVTX payload (_merge_nccl_payload): comm = communicator id, seq = the
 --     payload's sequence number, else the ordinal of the kernel among the rank's kernels
 --     of the same op on that communicator (0-based, by start time);
@@ -14,10 +17,10 @@
 --   comm     VARCHAR  communicator id or stream ordinal (see above)
 --   seq      BIGINT   sequence within (op, comm)
 --   bytes    BIGINT   message size from the payload (NULL when unknown)
---   key_source VARCHAR nvtx-payload | stream-ordinal
+--   key_source VARCHAR nccl-api-id | nvtx-payload | stream-ordinal
 --   peer     INTEGER  point-to-point peer named by the payload, a rank of `comm` (NULL when unknown)
 --   comm_size INTEGER ranks of the communicator when known: NCCL's init payload for `comm`
---                     (merge_nccl_comms), else Kineto's "Group size" (not for SendRecv/Send/Recv,
+--                     (merge_nccl_comms), else the operation's own payload ("nRanks"), else Kineto's "Group size" (not for SendRecv/Send/Recv,
 --                     whose PyTorch group size is the whole process group's); NULL when unknown
 -- Kernels are NCCL's when the demangled name starts with 'nccl' (or 'void nccl'). Point-to-point
 -- kernels get their matching key in the job step (_merge_coll_arrivals), from their peer.
@@ -39,7 +42,9 @@ WITH k AS (
 ),
 keyed AS (
     SELECT k.*, p.comm AS payload_comm, p.payload_seq, p.bytes, p.peer,
-           COALESCE(m.comm_size, CASE WHEN k.op NOT IN ('SendRecv', 'Send', 'Recv') THEN kc.group_size END)
+           CASE WHEN k.op NOT IN ('SendRecv', 'Send', 'Recv') THEN p.api_id END AS api_id,
+           COALESCE(m.comm_size, CASE WHEN k.op NOT IN ('SendRecv', 'Send', 'Recv') THEN p.comm_ranks END,
+                    CASE WHEN k.op NOT IN ('SendRecv', 'Send', 'Recv') THEN kc.group_size END)
                AS comm_size
     FROM k
     LEFT JOIN _merge_nccl_payload AS p ON p.rank = k.rank AND p.correlation_id = k.correlation_id
@@ -63,10 +68,13 @@ ordered AS (
 )
 SELECT
     o.rank, o.stream_id, o.start_ns, o.end_ns, o.duration_ns, o.correlation_id, o.op,
-    COALESCE(o.payload_comm, 'stream' || CAST(s.stream_idx AS VARCHAR)) AS comm,
-    CASE WHEN o.payload_comm IS NOT NULL THEN COALESCE(o.payload_seq, o.ordinal) ELSE o.ordinal END AS seq,
+    CASE WHEN o.api_id IS NOT NULL THEN COALESCE(o.payload_comm, 'nccl-api')
+         ELSE COALESCE(o.payload_comm, 'stream' || CAST(s.stream_idx AS VARCHAR)) END AS comm,
+    CASE WHEN o.api_id IS NOT NULL THEN o.api_id
+         WHEN o.payload_comm IS NOT NULL THEN COALESCE(o.payload_seq, o.ordinal) ELSE o.ordinal END AS seq,
     o.bytes,
-    CASE WHEN o.payload_comm IS NOT NULL THEN 'nvtx-payload' ELSE 'stream-ordinal' END AS key_source,
+    CASE WHEN o.api_id IS NOT NULL THEN 'nccl-api-id'
+         WHEN o.payload_comm IS NOT NULL THEN 'nvtx-payload' ELSE 'stream-ordinal' END AS key_source,
     o.peer::INTEGER AS peer,
     o.comm_size::INTEGER AS comm_size
 FROM ordered AS o

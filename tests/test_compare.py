@@ -32,8 +32,8 @@ from nsight_analyze.compare import (
     resolve_settings,
     step_time_comparison,
 )
-from nsight_analyze.compare_html import render
 from nsight_analyze.errors import UserError
+from nsight_analyze.render.compare_html import render
 
 RANKS, STEPS = 4, 12
 
@@ -79,6 +79,54 @@ def test_mann_whitney_matches_the_textbook_value():
     assert mann_whitney_p(x, y) == pytest.approx(0.012185, abs=1e-5)
     assert mann_whitney_p(y, x) == pytest.approx(0.012185, abs=1e-5)
     assert mann_whitney_p(np.ones(5), np.ones(5)) == 1.0
+
+
+def test_sql_rank_test_equals_scipy_per_configuration_and_stratified():
+    """The per-kernel duration test runs in SQL (compare/kernels.py `_duration_tests`); the oracle
+    is scipy.stats, computed here from the raw durations. One launch configuration: the p-value is
+    scipy's two-sided asymptotic Mann-Whitney test with continuity correction. Two: van Elteren's
+    combination of scipy's per-configuration U and tie-corrected variance (`tiecorrect`), weights
+    1/(n+1); `rel` is the change of the configuration medians weighted by BEFORE's time."""
+    from scipy import stats
+
+    from nsight_analyze.compare import SIDES
+    from nsight_analyze.compare.kernels import _duration_tests
+    from nsight_analyze.compare.stats import _p_values
+
+    rng = np.random.default_rng(11)
+    data, rows = {}, []
+    for name, configs in (("one", (1,)), ("two", (1, 2))):
+        for g in configs:
+            for side, shift in ((0, 0), (1, 3 * g)):
+                v = (rng.integers(100, 120, int(rng.integers(8, 30))) + shift).astype(float)  # ties
+                data[name, g, side] = v
+                rows += [(side, name, g, d) for d in v]
+    rows += [(0, "two", 3, 50.0), (0, "gone", 1, 10.0), (0, "gone", 1, 11.0)]  # BEFORE only: no test
+    con = duckdb.connect()
+    con.execute("CREATE TABLE durations (side INTEGER, name VARCHAR, g INTEGER, v DOUBLE)")
+    con.executemany("INSERT INTO durations VALUES (?, ?, ?, ?)", rows)
+    sources = {s: f"SELECT name, g, v FROM durations WHERE side = {i}" for i, s in enumerate(SIDES)}
+    _duration_tests(con, "t", sources, ["name"], ["g"])
+    got = con.execute("SELECT * FROM t ORDER BY name").df().set_index("name")
+    assert list(got.index) == ["one", "two"] and list(got["configs"]) == [1, 2]
+
+    x, y = data["one", 1, 0], data["one", 1, 1]
+    want = stats.mannwhitneyu(y, x, alternative="two-sided", method="asymptotic", use_continuity=True)
+    assert _p_values(got["stat"], got["var"], got["cc"])[0] == pytest.approx(want.pvalue, rel=1e-9)
+
+    stat = var = rel = time = 0.0
+    for g in (1, 2):
+        x, y = data["two", g, 0], data["two", g, 1]
+        n = len(x) + len(y)
+        w = 1.0 / (n + 1)
+        stat += w * (stats.mannwhitneyu(y, x).statistic - len(x) * len(y) / 2)
+        ties = stats.tiecorrect(stats.rankdata(np.concatenate([x, y])))
+        var += w * w * len(x) * len(y) * (n + 1) / 12 * ties
+        rel += x.sum() * (np.median(y) / np.median(x) - 1)
+        time += x.sum()
+    assert got.loc["two", "stat"] == pytest.approx(stat, rel=1e-9)
+    assert got.loc["two", "var"] == pytest.approx(var, rel=1e-9)
+    assert got.loc["two", "rel"] == pytest.approx(rel / time, rel=1e-9)
 
 
 def test_bootstrap_is_seeded_and_brackets_the_shift():

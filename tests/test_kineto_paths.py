@@ -1,5 +1,5 @@
 """The two Kineto parsers give the same workspace: DuckDB's JSON reader on pieces of the
-traceEvents array (sources/kineto_duck.py, the default) and the ijson stream (the fallback).
+traceEvents array (sources/kineto/duck_json.py, the default) and the ijson stream (the fallback).
 
 Each test ingests the same files once per path and compares every table the Kineto source
 fills, row for row, with the files' warnings and skipped counts. The fast path must not fall
@@ -18,7 +18,8 @@ from conftest import TRACES, requires_shared
 from test_kineto import kernel_event, write_trace
 
 from nsight_analyze.ingest import ingest
-from nsight_analyze.sources import kineto, kineto_duck
+from nsight_analyze.sources import kineto
+from nsight_analyze.sources.kineto import duck_json as kineto_duck
 from nsight_analyze.workspace import open_workspace
 
 KINETO = TRACES / "kineto"
@@ -32,6 +33,8 @@ TABLES = [
     "kineto_collectives",
     "threads",
     "gpus",
+    "memory_usage",
+    "kineto_profiler_ranges",
 ]
 SHARED_JOBS = [  # one job per folder (a job's ranks are distinct)
     "hta/critical_path",
@@ -296,7 +299,7 @@ def test_read_ahead_of_a_file_never_loaded_is_dropped(tmp_path, monkeypatch):
     for path in paths[1:]:
         ahead = kineto._take_read_ahead(path)
         ahead.cancel()
-        assert not ahead.thread.is_alive()
+        assert ahead.future.done()
     assert not kineto._read_ahead
     # no piece file is left in the folder every file's parse shares
     assert list(kineto._shared_parser().dir.iterdir()) == []

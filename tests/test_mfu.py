@@ -122,7 +122,9 @@ def build(tmp_path: Path, with_ncu: bool = True, with_metrics: bool = False):
             }
         )
         con.register("_samples", samples)
-        con.execute("INSERT INTO gpu_metrics SELECT * FROM _samples")
+        con.execute(
+            "INSERT INTO gpu_metrics (rank, gpu_id, timestamp_ns, metric_name, value) SELECT * FROM _samples"
+        )
         con.unregister("_samples")
     if with_ncu:
         path = write_gemm_ncu_csv(tmp_path / "gemm_ncu.csv")

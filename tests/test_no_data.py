@@ -39,7 +39,7 @@ RANK0_KERNELS = 1516  # kernels of rank 0 in sample_traces (the ingest's closing
 
 def cli(*args: str, env: dict[str, str | None] | None = None):
     """Run the CLI in-process; $NSIGHT_ANALYZE_DB is unset unless `env` sets it, and the terminal
-    is wide enough that no message line is wrapped (render.echo wraps to $COLUMNS)."""
+    is wide enough that no message line is wrapped (render.terminal.echo wraps to $COLUMNS)."""
     return CliRunner().invoke(
         main, list(args), env={"NSIGHT_ANALYZE_DB": None, "COLUMNS": "1000", **(env or {})}
     )

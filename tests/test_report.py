@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from nsight_analyze.errors import UserError
-from nsight_analyze.report import parse_steps, render_report, write_report
-from nsight_analyze.report.collect import PARTITION_COLUMNS, StepRange
-from nsight_analyze.report.sections import SECTIONS
-from nsight_analyze.report.timeline import build as build_timeline
+from nsight_analyze.render.report import parse_steps, render_report, write_report
+from nsight_analyze.render.report.collect import PARTITION_COLUMNS, StepRange
+from nsight_analyze.render.report.sections import SECTIONS
+from nsight_analyze.render.report.timeline import build as build_timeline
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -69,7 +69,7 @@ def library_partition(con) -> list[dict]:
     except ImportError:
         summary = None
     if summary is not None:
-        from nsight_analyze.report.sections import _rows_of
+        from nsight_analyze.render.report.sections import _rows_of
 
         rows = _rows_of(summary(con, by="rank"))
         if rows:

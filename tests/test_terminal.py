@@ -17,14 +17,14 @@ from conftest import TRACES, requires_shared
 from rich.cells import cell_len
 
 from nsight_analyze.cli import main
-from nsight_analyze.render import (
+from nsight_analyze.render.terminal import render_table
+from nsight_analyze.render.units import (
     UNKNOWN,
     format_bytes,
     format_duration,
     format_quantity,
     format_value,
     heading,
-    render_table,
 )
 
 NSYS_TRACE = TRACES / "nsys" / "nsys-ai" / "h100_2gpu_1s.sqlite"  # 2 ranks, whole-capture window

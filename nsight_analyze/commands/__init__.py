@@ -6,6 +6,7 @@ imports none of them (nor duckdb, pandas or plotly); a test checks it names ever
 
 SHORT_HELP = {
     "classify": "Re-classify every kernel with the rules; show kernel categories and coverage.",
+    "comms": "Communication per parallelism dimension (dp, tp, pp, ...): exposed time, bandwidth, advice.",
     "compare": "Compare two runs (workspaces or trace folders): what got faster or slower, and why.",
     "demo": "Ingest sample_traces/, print the summary and write the HTML report.",
     "diagnose": "Ranked findings with evidence (and its SQL), recoverable time and fixes.",
@@ -19,4 +20,5 @@ SHORT_HELP = {
     "sql": "Run a SQL query against the workspace (read-only unless --write).",
     "summary": "Time partition per rank or step: compute, memory, exposed comms, idle and its causes.",
     "synth": "Write synthetic per-rank traces with their ground truth.",
+    "whatif": "The step time if each cause went away: slow rank, exposed comms, input, launch, sync stalls.",
 }

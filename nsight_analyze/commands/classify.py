@@ -8,10 +8,8 @@ import click
 import duckdb
 import pandas as pd
 
-from ..classify import reclassify_all
-from ..clihelp import db_option, format_option
-from ..render import emit
-from ..workspace import open_workspace
+from ..clihelp import output_options
+from ..render.output import emit
 
 
 def coverage(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -59,7 +57,6 @@ def other_kernels(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 
 @click.command("classify")
-@db_option
 @click.option(
     "--rules",
     "rules",
@@ -70,17 +67,18 @@ def other_kernels(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 )
 @click.option("--list-other", is_flag=True, help="List the kernel names no rule classifies.")
 @click.option("--by-subcategory", is_flag=True, help="Break the coverage down by subcategory.")
-@format_option("table", "csv", "json")
+@output_options()
 def command(db: str, rules: Path | None, list_other: bool, by_subcategory: bool, fmt: str) -> None:
-    """Re-classify every kernel of the workspace and show kernel time per category."""
-    con = open_workspace(db, must_exist=True)
-    try:
-        reclassify_all(con, rules)
-        if list_other:
-            emit(other_kernels(con), fmt, title="Kernels classified as 'other'")
-        elif by_subcategory:
-            emit(coverage(con), fmt, title="Kernel time per category and subcategory")
-        else:
-            emit(category_totals(con), fmt, title="Kernel time per category")
-    finally:
-        con.close()
+    """Re-classify every kernel of the workspace and show kernel time per category.
+
+    Python: nsight_analyze.open(DB).classify(rules, by="category"|"subcategory"|"other")."""
+    from ..api import Workspace
+
+    by, title = (
+        ("other", "Kernels classified as 'other'")
+        if list_other
+        else ("subcategory", "Kernel time per category and subcategory")
+        if by_subcategory
+        else ("category", "Kernel time per category")
+    )
+    emit(Workspace(db).classify(rules, by=by), fmt, title=title)

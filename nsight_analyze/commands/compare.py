@@ -9,7 +9,6 @@ on stderr says what it is doing (nothing in pipes and CI).
 
 from __future__ import annotations
 
-import html
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,12 @@ import click
 import pandas as pd
 
 from .. import analysis
-from ..clihelp import NoData, require_workspace_data
+from ..clihelp import NoData, output_options, require_workspace_data
 from ..compare import DEFAULTS, PARTS, SIDES, compare, is_workspace, resolve_settings, workspaces
 from ..errors import UserError
-from ..render import format_value, print_table, to_json
+from ..render.data import to_json
+from ..render.markdown import markdown_table, markdown_text
+from ..render.terminal import print_table
 from ..workspace import open_workspace
 from .ingest import Spinner
 
@@ -254,25 +255,16 @@ def sections(r: dict[str, Any], top: int) -> list[tuple[str, pd.DataFrame]]:
     ]
 
 
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table; trace text cannot add markup (`<>&` as entities, `|` escaped)."""
-    cols = [str(c) for c in df.columns]
-    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.astype(object).itertuples(index=False):
-        cells = [
-            html.escape(format_value(v), quote=False).replace("|", "\\|").replace("\n", " ") for v in row
-        ]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
-
-
 def markdown(r: dict[str, Any], top: int) -> str:
-    parts = [f"## nsight-analyze compare: **{r['verdict']['verdict']}**", "", r["verdict"]["reason"], ""]
+    """Markdown for PR comments: cells without units by column (the columns name their unit),
+    trace text (kernel names, notes, inputs) literal through `render.markdown`."""
+    verdict = markdown_text(r["verdict"]["verdict"])
+    parts = [f"## nsight-analyze compare: **{verdict}**", "", markdown_text(r["verdict"]["reason"]), ""]
     for title, df in sections(r, top):
         if df.empty:
             continue
-        parts += [f"### {title}", "", markdown_table(df), ""]
-    parts += ["- " + line for line in _lines(r)]
+        parts += [markdown_table(df, title, units_by_column=False), ""]
+    parts += ["- " + markdown_text(line) for line in _lines(r)]
     return "\n".join(parts)
 
 
@@ -312,20 +304,17 @@ def _require_traces_data(db: Path, given: str, side: str) -> None:
 @click.command("compare")
 @click.argument("before", type=click.Path(exists=True))
 @click.argument("after", type=click.Path(exists=True))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json", "markdown"]),
-    default="table",
-    show_default=True,
-    help="Output format (json: the stable document of docs/compare.md).",
+@output_options(
+    db=False,
+    html_alias=True,
+    unsupported={"csv": "the comparison is several tables of different columns (json: docs/compare.md)"},
 )
 @click.option(
-    "-o",
-    "--output",
+    "--html",
     "html_out",
     type=click.Path(dir_okay=False),
     default=None,
+    metavar="FILE",
     help="Also write a self-contained HTML diff here.",
 )
 @click.option(
@@ -399,7 +388,7 @@ def command(
         for side in SIDES:  # compare() saw the temporary workspaces of trace inputs
             result["runs"][side]["input"] = str(given[side])
         if html_out:
-            from ..compare_html import write_html
+            from ..render.compare_html import write_html
 
             spinner.say(f"compare: writing {html_out}")
             write_html(result, Path(html_out))

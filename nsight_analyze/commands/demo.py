@@ -24,7 +24,7 @@ def sample_traces_dir() -> Path:
 def command(out: Path) -> None:
     """Ingest sample_traces/, print the summary and write the HTML report into OUT."""
     from ..ingest import ingest
-    from ..report import write_report
+    from ..render.report import write_report
     from ..summary import print_summary
     from ..workspace import open_workspace
 

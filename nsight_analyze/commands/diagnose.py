@@ -7,24 +7,15 @@ import sys
 import click
 import pandas as pd
 
-from ..clihelp import NO_DATA_EXIT, db_option, format_option, gpu_option, require_workspace_data
-from ..diagnose import SEVERITIES, THRESHOLDS, Finding, diagnose, findings_json, resolve_thresholds
+from ..api import Workspace, findings_frame
+from ..clihelp import NO_DATA_EXIT, gpu_option, output_options
+from ..diagnose import SEVERITIES, THRESHOLDS, Finding, findings_json
 from ..errors import UserError
-from ..gpus import stated_gpu
-from ..render import (
-    UNKNOWN,
-    format_duration,
-    format_pct,
-    format_quantity,
-    format_value,
-    print_table,
-    table_text,
-    terminal_width,
-    to_json,
-    wrap,
-    wrap_sql,
-)
-from ..workspace import open_workspace
+from ..render.data import to_json
+from ..render.markdown import code_block, markdown_cell, markdown_text
+from ..render.output import emit
+from ..render.terminal import print_table, table_text, terminal_width, wrap, wrap_sql
+from ..render.units import UNKNOWN, format_duration, format_pct, format_quantity, format_value
 
 PREVIEW_ROWS = 5
 
@@ -109,15 +100,14 @@ def _text(findings: list[Finding], evidence_rows: int, width: int | None = None)
     return "\n".join(lines)
 
 
-def _md_cell(value: object, column: str | None = None) -> str:
-    return format_value(value, column).replace("|", "\\|").replace("\n", " ")
-
-
 def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
+    """Markdown for CI: every text that can hold trace text (titles, summaries, signals, fixes,
+    evidence) goes through `render.markdown`, so a kernel or NVTX name stays literal text."""
+    md = markdown_text
     out = ["# nsight-analyze diagnose", ""]
     job = doc["job"]
     out.append(
-        f"{_headline(job)}. "
+        f"{md(_headline(job))}. "
         "Findings are ranked by recoverable time per step (an upper bound); capture notes come first."
     )
     out.append("")
@@ -128,46 +118,44 @@ def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
     out.append("|---|---|---|---|---|---|---|")
     for f in findings:
         out.append(
-            f"| {f.rank} | {f.severity} | {_md_cell(f.title)} (`{f.id}`) "
+            f"| {f.rank} | {md(f.severity)} | {md(f.title)} (`{md(f.id)}`) "
             f"| {format_duration(f.recoverable_ns_per_step)} | {format_pct(f.recoverable_pct)} "
             f"| {_short_list(f.ranks)} | {_short_list(f.steps)} |"
         )
     for f in findings:
-        out += ["", f"## {f.rank}. {f.title} (`{f.id}`, {f.severity})", "", f.summary, ""]
+        out += ["", f"## {f.rank}. {md(f.title)} (`{md(f.id)}`, {md(f.severity)})", "", md(f.summary), ""]
         out.append(
-            f"**Recoverable:** {format_duration(f.recoverable_ns_per_step)} per step. {f.recoverable_method}."
+            f"**Recoverable:** {format_duration(f.recoverable_ns_per_step)} per step. "
+            f"{md(f.recoverable_method)}."
         )
         if f.signals:
             out += ["", "**Signals checked:**", ""]
             out += [
-                f"- *{s.verdict}* {s.name}: {format_quantity(s.value, s.unit)} - {s.note}" for s in f.signals
+                f"- *{md(s.verdict)}* {md(s.name)}: {md(format_quantity(s.value, s.unit))} - {md(s.note)}"
+                for s in f.signals
             ]
         if f.fixes:
             out += ["", "**Fixes (trade-off):**", ""]
-            out += [f"- {x.action} (*{x.trade_off}*)" for x in f.fixes]
+            out += [f"- {md(x.action)} (*{md(x.trade_off)}*)" for x in f.fixes]
         for ev in f.evidence:
             out += [
                 "",
-                f"**Evidence: {ev.name}** ({ev.total_rows} rows). {ev.description}",
+                f"**Evidence: {md(ev.name)}** ({ev.total_rows} rows). {md(ev.description)}",
                 "",
-                "```sql",
-                ev.sql,
-                "```",
+                code_block(ev.sql, "sql"),
             ]
             if ev.rows and evidence_rows:
                 df = pd.DataFrame(ev.rows[:evidence_rows], columns=ev.columns)
-                out += ["", "| " + " | ".join(_md_cell(c) for c in ev.columns) + " |"]
+                out += ["", "| " + " | ".join(markdown_cell(c) for c in ev.columns) + " |"]
                 out.append("|" + "---|" * len(ev.columns))
-                out += [
-                    "| " + " | ".join(_md_cell(v, c) for v, c in zip(row, ev.columns, strict=True)) + " |"
-                    for row in df.astype(object).itertuples(index=False)
-                ]
+                for row in df.astype(object).itertuples(index=False):
+                    cells = [markdown_cell(v, c) for v, c in zip(row, ev.columns, strict=True)]
+                    out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
 @click.command("diagnose")
-@db_option
-@format_option("table", "json", "markdown")
+@output_options()
 @click.option(
     "--threshold",
     "thresholds",
@@ -200,7 +188,11 @@ def command(
     fail_on: str | None,
     gpu: str | None,
 ) -> None:
-    """Ranked findings: evidence (with its SQL), recoverable time per step, fixes and their trade-offs."""
+    """Ranked findings: evidence (with its SQL), recoverable time per step, fixes and their trade-offs.
+
+    CSV: one row per finding (rank, severity, id, title, recoverable_ns_per_step, recoverable_pct,
+    ranks, steps, summary). Python: nsight_analyze.open(DB).findings(), .diagnose(), .diagnosis().
+    """
     if list_thresholds:
         df = pd.DataFrame(
             [{"name": k, "default": v.default, "meaning": v.doc} for k, v in THRESHOLDS.items()]
@@ -208,21 +200,17 @@ def command(
         if fmt == "json":
             print(to_json({k: {"default": v.default, "meaning": v.doc} for k, v in THRESHOLDS.items()}))
         else:
-            print_table(df, title="thresholds")
+            emit(df, fmt, title="thresholds")
         return
     overrides = _parse_thresholds(thresholds)
-    resolve_thresholds(overrides)  # bad input (exit 2) is said before "no data"
-    # no GPU operation: exit NO_DATA_EXIT with one line, never "no findings" (a CI gate must not pass)
-    require_workspace_data(db, "diagnose")
-    con = open_workspace(db, read_only=True, must_exist=True)
-    try:
-        with stated_gpu(gpu):  # the HFU rule resolves peaks itself; --gpu states the model for it
-            findings = diagnose(con, overrides)
-    finally:
-        con.close()
+    # Bad input (exit 2) is said before "no data"; no GPU operation: exit NO_DATA_EXIT with one
+    # line, never "no findings" (a CI gate must not pass). --gpu states the model for the HFU rule.
+    findings = Workspace(db).diagnose(overrides, gpu=gpu)
     doc = findings_json(findings)
     if fmt == "json":
         print(to_json(doc))
+    elif fmt == "csv":
+        emit(findings_frame(findings), "csv")
     elif fmt == "markdown":
         print(_markdown(findings, doc, evidence_rows))
     else:

@@ -47,7 +47,7 @@ def command(out: Path, fmt: str, db: str, steps: str | None, ranks: str | None, 
     if steps is not None:
         if fmt != "chrome-trace":
             raise UserError("--steps applies to --format chrome-trace only (parquet exports whole tables)")
-        from ..report import parse_steps
+        from ..render.report import parse_steps
 
         step_range = parse_steps(steps)
         bounds = (step_range.first, step_range.last) if step_range is not None else None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from ..clihelp import db_option, format_option, gpu_option
-from ..gpus import DEFAULT_PRECISION, PRECISIONS, models, rank_peaks, validate_gpu
-from ..render import emit, records, to_json
-from ..workspace import open_workspace
+from ..clihelp import gpu_option, output_options
+from ..gpus import DEFAULT_PRECISION, PRECISIONS, models
+from ..render.data import records, to_json
+from ..render.output import emit
 
 COLUMNS = [
     "rank",
@@ -32,7 +32,6 @@ def _shown(df: pd.DataFrame) -> pd.DataFrame:
 
 
 @click.command("gpus")
-@db_option
 @gpu_option
 @click.option(
     "--peak-tflops",
@@ -49,7 +48,7 @@ def _shown(df: pd.DataFrame) -> pd.DataFrame:
 )
 @click.option("--all-precisions", is_flag=True, help="Also show the peak of every precision.")
 @click.option("--list-models", is_flag=True, help="List the GPU models (and aliases) --gpu accepts.")
-@format_option("table", "csv", "json")
+@output_options()
 def command(
     db: str,
     gpu: str | None,
@@ -64,30 +63,24 @@ def command(
     Sources: table (name matched, most specific alias first), derived (SM count x clock x
     FLOP/clk/SM, tensor-clock derated), given (--gpu), assumed (env hint PEAK_FLOPS_PER_GPU, or
     kernel names only one architecture runs), override (--peak-tflops), unknown (MFU/HFU unknown
-    until --gpu or --peak-tflops says what the GPU is).
+    until --gpu or --peak-tflops says what the GPU is). CSV: the rank rows.
+    Python: nsight_analyze.open(DB).gpus(...), .ncu_peaks(precision).
     """
     if list_models:
         emit(models(), fmt, title="GPU models --gpu accepts (a name or any alias; dense bf16 peak)")
         return
-    validate_gpu(gpu)
-    con = open_workspace(db, read_only=True)
-    try:
-        df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
-        ncu = con.execute(
-            """
-            SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
-                   p.mem_bw_bps / 1e9 AS mem_bw_gbs, p.reason
-            FROM ncu_peaks p LEFT JOIN files f USING (file_id)
-            WHERE p.precision = ? ORDER BY p.file_id
-            """,
-            [precision],
-        ).df()
-    finally:
-        con.close()
+    from ..api import Workspace
+
+    ws = Workspace(db)
+    df = ws.gpus(peak_tflops=peak_tflops, precision=precision, gpu=gpu)
+    ncu = ws.ncu_peaks(precision)
     cols = COLUMNS + ([f"peak_{p}_tflops" for p in PRECISIONS] if all_precisions or fmt == "json" else [])
     if fmt == "json":
         print(to_json({"ranks": records(df), "ncu_files": records(ncu)}))
         return
-    emit(_shown(df[cols]) if fmt == "table" else df[cols], fmt, title=f"Dense {precision} peak per rank")
-    if len(ncu) and fmt == "table":
+    human = fmt in ("table", "markdown")
+    emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {precision} peak per rank")
+    if len(ncu) and human:
+        if fmt == "markdown":
+            print()
         emit(ncu, fmt, title=f"Nsight Compute files (roofline ridge points use these {precision} peaks)")

@@ -6,9 +6,10 @@ import click
 import duckdb
 import pandas as pd
 
-from ..clihelp import db_option, format_option
-from ..render import echo, print_table, records, to_json
-from ..workspace import open_workspace
+from ..clihelp import output_options
+from ..render.data import records, to_json
+from ..render.markdown import markdown_table, markdown_text
+from ..render.terminal import echo, print_table
 
 EVENT_COUNTS = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics")
 LOADED = "coalesce(status, 'ok') = 'ok'"  # files rows of loaded files (the others: failed/skipped/ignored)
@@ -33,6 +34,43 @@ def job_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     ).df()
 
 
+def recipe_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The Nsight Systems recipe outputs found in the loaded inputs (read or not, with the ranks
+    their rows went to); empty for a workspace made before recipe outputs were read."""
+    try:
+        return con.execute(
+            """SELECT o.file_id, o.output, o.recipe, o.status, o.rows_read,
+                      (SELECT list(DISTINCT p.rank ORDER BY p.rank) FROM recipe_nvtx_gpu_proj AS p
+                       WHERE p.file_id = o.file_id AND p.output = o.output) AS ranks,
+                      coalesce(o.reason, '') AS reason
+               FROM recipe_outputs AS o ORDER BY o.file_id, o.output"""
+        ).df()
+    except duckdb.CatalogException:
+        return pd.DataFrame()
+
+
+def gpu_metric_files(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per file with sampled GPU metrics (nsys GPU metrics, DCGM): GPUs, metrics, samples, scrapes,
+    wall-clock span and the ranks the samples were matched to (docs/dcgm.md)."""
+    try:
+        return con.execute(
+            f"""SELECT g.file_id, f.path, f.source_format AS format, coalesce(g.source, 'nsys') AS source,
+                      count(DISTINCT g.host) AS hosts,
+                      count(DISTINCT coalesce(g.gpu_uuid, g.host || ':' || g.gpu_id, g.gpu_id::VARCHAR))
+                          FILTER (WHERE g.gpu_instance IS NULL) AS gpus,
+                      count(DISTINCT g.gpu_instance) AS mig_instances,
+                      count(DISTINCT g.metric_name) AS metrics, count(*) AS samples,
+                      count(DISTINCT g.sample) AS scrapes,
+                      make_timestamp(min(g.utc_ns) // 1000) AS first_utc,
+                      make_timestamp(max(g.utc_ns) // 1000) AS last_utc,
+                      list(DISTINCT g.rank ORDER BY g.rank) FILTER (WHERE g.rank IS NOT NULL) AS ranks
+               FROM gpu_metrics g LEFT JOIN files f ON f.file_id = g.file_id AND {LOADED}
+               GROUP BY ALL ORDER BY g.file_id NULLS FIRST"""
+        ).df()
+    except duckdb.BinderException:  # a workspace made before gpu_metrics had source/file_id
+        return pd.DataFrame()
+
+
 def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     """Files, versions, ranks, GPUs, event counts, time span and warnings of a workspace.
 
@@ -55,6 +93,7 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     ).df()
     jobs = job_rows(con)
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_COUNTS}
+    recipes = recipe_rows(con)
     span = con.execute(
         """SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM
            (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
@@ -91,21 +130,52 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
         "warnings": warnings,
         "skipped": skipped,
         "not_loaded": records(not_loaded),
+        "recipe_outputs": records(recipes),
+        "gpu_metric_files": records(gpu_metric_files(con)),
     }
 
 
+def _notes(info: dict) -> list[str]:
+    """The warnings and not-loaded files, one line each (worded like ingest's own lines)."""
+    lines = [f"warning: {line}" for line in info["warnings"]]
+    lines += [f"not loaded: {line}" for line in info["skipped"]]
+    lines += [
+        f"{row['status']}: {row['path']}" + (f": {row['reason']}" if row["reason"] else "")
+        for row in info["not_loaded"]
+    ]
+    return lines
+
+
+def _markdown(info: dict) -> None:
+    parts = [markdown_table(pd.DataFrame(info["files"]), "files")]
+    if info["jobs"]:
+        parts.append(markdown_table(pd.DataFrame(info["jobs"]), "jobs"))
+    parts.append(markdown_table(pd.DataFrame(info["ranks"]), "ranks"))
+    parts.append(markdown_table(pd.DataFrame([info["event_counts"]]), "events"))
+    if info.get("recipe_outputs"):
+        parts.append(markdown_table(pd.DataFrame(info["recipe_outputs"]), "nsys recipe outputs"))
+    if info.get("gpu_metric_files"):
+        parts.append(markdown_table(pd.DataFrame(info["gpu_metric_files"]), "sampled GPU metrics"))
+    notes = _notes(info)
+    if notes:
+        parts.append("\n".join(f"- {markdown_text(line)}" for line in notes))
+    print("\n\n".join(parts))
+
+
 @click.command("info")
-@db_option
-@format_option("table", "json")
+@output_options(unsupported={"csv": "the workspace info is several tables of different columns"})
 def command(db: str, fmt: str) -> None:
-    """Files, versions, ranks, GPUs, event counts, time span, warnings."""
-    con = open_workspace(db, read_only=True, analyse=False)  # the tables only: no stored results needed
-    try:
-        info = workspace_info(con)
-    finally:
-        con.close()
+    """Files, versions, ranks, GPUs, event counts, time span, warnings.
+
+    Python: nsight_analyze.open(DB).info() (the JSON document)."""
+    from ..api import Workspace
+
+    info = Workspace(db).info()  # the tables only: no stored results needed
     if fmt == "json":
         print(to_json(info))
+        return
+    if fmt == "markdown":
+        _markdown(info)
         return
     print_table(pd.DataFrame(info["files"]), title="files")
     if len(info["jobs"]) > 1:
@@ -115,9 +185,9 @@ def command(db: str, fmt: str) -> None:
         echo(f"1 job: {info['jobs'][0]['label']}")
     print_table(pd.DataFrame(info["ranks"]), title="ranks")
     print_table(pd.DataFrame([info["event_counts"]]), title="events")
-    for line in info["warnings"]:  # echo: wrapped to the terminal's width
-        echo(f"warning: {line}", hang="    ")
-    for line in info["skipped"]:
-        echo(f"not loaded: {line}", hang="    ")
-    for row in info["not_loaded"]:  # worded like ingest's own line for the file
-        echo(f"{row['status']}: {row['path']}" + (f": {row['reason']}" if row["reason"] else ""), hang="    ")
+    if info["recipe_outputs"]:
+        print_table(pd.DataFrame(info["recipe_outputs"]), title="nsys recipe outputs")
+    if info.get("gpu_metric_files"):
+        print_table(pd.DataFrame(info["gpu_metric_files"]), title="sampled GPU metrics (nsys, DCGM)")
+    for line in _notes(info):  # echo: wrapped to the terminal's width
+        echo(line, hang="    ")

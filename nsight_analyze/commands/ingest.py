@@ -10,7 +10,7 @@ import click
 
 from ..clihelp import env_db
 from ..ingest import FileOutcome, ingest
-from ..render import print_table
+from ..render.terminal import print_table
 from ..workspace import open_workspace
 
 
@@ -23,7 +23,20 @@ from ..workspace import open_workspace
     help="Workspace file [default: $NSIGHT_ANALYZE_DB, else DIR/nsight_analyze.duckdb].",
 )
 @click.option(
-    "--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True, help="Files probed in parallel."
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Worker processes that read the files and compute their rank-local results "
+    "[default: the machine's cores; inputs under 64 MB in all load in this process]. 1: no workers.",
+)
+@click.option(
+    "--dask",
+    metavar="ADDRESS",
+    default=None,
+    help="Run the per-file tasks on a Dask cluster: local:N (N worker processes started for this run), "
+    "a scheduler address (tcp://host:8786) or a scheduler file (scheduler.json). Workers must see the "
+    "input files. Needs pip install 'nsight-analyze[dask]'.",
 )
 @click.option("--replace", is_flag=True, help="Re-ingest files already in the workspace.")
 @click.option(
@@ -34,9 +47,20 @@ from ..workspace import open_workspace
 )
 @click.option("--quiet", "-q", is_flag=True, help="Only the closing summary.")
 def command(
-    inputs: tuple[Path, ...], db: Path | None, jobs: int, replace: bool, rules: Path | None, quiet: bool
+    inputs: tuple[Path, ...],
+    db: Path | None,
+    jobs: int | None,
+    dask: str | None,
+    replace: bool,
+    rules: Path | None,
+    quiet: bool,
 ):
-    """Read every .sqlite (and .nsys-rep via nsys) export below INPUTS into one DuckDB workspace.
+    """Read every trace below INPUTS into one DuckDB workspace: nsys exports (.sqlite; .nsys-rep
+    through the nsys CLI), PyTorch-profiler JSON and Nsight Compute reports.
+
+    Each file is read, and its rank-local results computed, by a worker process (or a Dask
+    worker); the client lands each file in the workspace as it comes back, then computes the
+    job-level results. Re-running processes only new or changed files.
 
     Exits 1 when a file failed or nothing was loaded; a workspace that did not exist before is then
     not created, one that did keeps its data (only the list of files not loaded is updated).
@@ -49,6 +73,7 @@ def command(
             list(inputs),
             db,
             jobs=jobs,
+            dask=dask,
             replace=replace,
             rules=rules,
             progress=progress.update,

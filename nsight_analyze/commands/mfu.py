@@ -5,18 +5,19 @@ from __future__ import annotations
 import click
 import pandas as pd
 
-from ..clihelp import db_option, format_option, gpu_option
+from ..api import Workspace
+from ..clihelp import gpu_option, output_options
 from ..flops import FORMULAS, RECOMPUTE
-from ..gpus import DEFAULT_PRECISION, PRECISIONS, validate_gpu
-from ..mfu import hfu_mfu_summary
-from ..render import emit, to_json
-from ..workspace import open_workspace
+from ..gpus import DEFAULT_PRECISION, PRECISIONS
+from ..render.data import to_json
+from ..render.escape import clean
+from ..render.markdown import markdown_text
+from ..render.output import emit
 
 MAX_STEP_ROWS = 40
 
 
 @click.command("mfu")
-@db_option
 @click.option(
     "--model-flops-per-step",
     type=float,
@@ -66,7 +67,7 @@ MAX_STEP_ROWS = 40
     default=None,
     help="Steps in the capture when no step windows were found.",
 )
-@format_option("table", "csv", "json")
+@output_options()
 def command(
     db: str,
     model_flops_per_step: float | None,
@@ -91,34 +92,30 @@ def command(
     ingested into the same workspace; its coverage (share of kernel time with counters) is shown.
     Both need the GPU's peak: when the trace does not record the GPU, state it with --gpu
     (or --peak-tflops); otherwise they are shown as unknown rather than guessed.
+    CSV and Markdown: the table (MFU/HFU in %); JSON: fractions (0.42 = 42 %).
+    Python: nsight_analyze.open(DB).mfu(...), .mfu_summary(...) (the JSON document).
     """
-    validate_gpu(gpu)
-    con = open_workspace(db, read_only=True)
-    try:
-        summary = hfu_mfu_summary(
-            con,
-            model_flops_per_step=model_flops_per_step,
-            params=params,
-            tokens_per_step=tokens_per_step,
-            layers=layers,
-            hidden=hidden,
-            seq_len=seq_len,
-            vocab=vocab,
-            recompute=recompute,
-            formula=formula,
-            peak_tflops=peak_tflops,
-            precision=precision,
-            n_gpus=n_gpus,
-            steps_in_window=steps_in_window,
-            gpu=gpu,
-        )
-    finally:
-        con.close()
+    summary = Workspace(db).mfu_summary(
+        model_flops_per_step=model_flops_per_step,
+        params=params,
+        tokens_per_step=tokens_per_step,
+        layers=layers,
+        hidden=hidden,
+        seq_len=seq_len,
+        vocab=vocab,
+        recompute=recompute,
+        formula=formula,
+        peak_tflops=peak_tflops,
+        precision=precision,
+        n_gpus=n_gpus,
+        steps_in_window=steps_in_window,
+        gpu=gpu,
+    )
     if fmt == "json":
         print(to_json(summary))
         return
     rows = list(summary["per_step"])
-    if len(rows) > MAX_STEP_ROWS:
+    if len(rows) > MAX_STEP_ROWS and fmt == "table":  # csv and markdown: every step
         click.echo(
             f"{len(rows)} steps: showing the first and last {MAX_STEP_ROWS // 2} (--format json for all)"
         )
@@ -136,7 +133,7 @@ def command(
     df = pd.DataFrame(rows, columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"])
     for col in ("mfu", "hfu"):
         df[col + "_pct"] = df[col].map(lambda v: None if v is None or pd.isna(v) else 100.0 * v)
-        if fmt == "table":  # say "unknown" (see the notes), not a blank that reads as nothing
+        if fmt in ("table", "markdown"):  # say "unknown" (see the notes), not a blank that reads as nothing
             df[col + "_pct"] = df[col + "_pct"].astype(object).where(df[col + "_pct"].notna(), "unknown")
     df["step"] = df["step"].astype(str)
     for col in ("ranks", "window_ns_max"):  # whole numbers; the "all" row has none
@@ -146,7 +143,7 @@ def command(
         fmt,
         title=f"MFU and HFU ({summary['precision']}, {summary['windows']}, {summary['n_gpus']} GPUs)",
     )
-    if fmt == "table":
+    if fmt in ("table", "markdown"):
         lines = []
         if summary["model_flops"]:
             lines.append(f"model FLOPs: {summary['model_flops']['explanation']}")
@@ -155,5 +152,7 @@ def command(
         if summary["hfu_tensor_active"] is not None:
             lines.append(f"tensor-active estimate: {100 * summary['hfu_tensor_active']:.1f}%")
         lines += summary["gap"] + summary["notes"]
+        if fmt == "markdown" and lines:
+            click.echo()
         for line in lines:
-            click.echo("  " + line)
+            click.echo("- " + markdown_text(line) if fmt == "markdown" else "  " + clean(line))

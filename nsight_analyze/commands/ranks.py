@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import click
-import duckdb
 import pandas as pd
 
-from ..clihelp import db_option, format_option
-from ..errors import UserError
-from ..render import UNKNOWN, echo, emit, format_duration, records, to_json
-from ..workspace import open_workspace
-
-
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    """Run one statement; a missing view is a stale or partial workspace, said in one line."""
-    try:
-        rel = con.sql(sql)
-        return rel.df() if rel is not None else pd.DataFrame()
-    except duckdb.CatalogException as exc:
-        missing = str(exc).splitlines()[0]
-        raise UserError(
-            f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
-        ) from None
+from ..api import Workspace, rank_report, rank_report_json
+from ..clihelp import output_options
+from ..render.data import to_json
+from ..render.markdown import markdown_table, markdown_text
+from ..render.output import emit
+from ..render.terminal import echo
+from ..render.units import UNKNOWN, format_duration
 
 
 def _num(col: pd.Series) -> pd.Series:
@@ -40,7 +30,7 @@ def _gpu(rows: pd.DataFrame) -> list[str]:
     return out
 
 
-def _table(rows: pd.DataFrame, several_jobs: bool) -> pd.DataFrame:
+def _table(rows: pd.DataFrame, several_jobs: bool, attribution: list[dict] | None = None) -> pd.DataFrame:
     """The terminal table: nanosecond columns, which the renderer shows in human units."""
     return pd.DataFrame(
         {
@@ -59,8 +49,26 @@ def _table(rows: pd.DataFrame, several_jobs: bool) -> pd.DataFrame:
             "times_last": rows["times_last"],
             "cost_ns": _num(rows["cost_ns"]),
             "straggler": rows["straggler"].map({True: "yes", False: ""}),
+            "cause": _causes(rows, attribution or []),
         }
     )
+
+
+def _causes(rows: pd.DataFrame, attribution: list[dict]) -> list[str]:
+    """Per rank row: the cause attribution blames it for (docs/whatif.md), '' when none."""
+    cause = {r["rank"]: r["cause"] for r in attribution if r["step"] is None and r["cause"]}
+    return [cause.get(int(r), "") for r in rows["rank"]]
+
+
+def _attribution_lines(attribution: list[dict]) -> list[str]:
+    from ..render.escape import clean
+
+    return [
+        f"rank {r['rank']} is slow: {r['cause']} ({format_duration(r['excess_ns'])} over the median rank): "
+        + clean(r["evidence"] or "")
+        for r in attribution
+        if r["step"] is None and r["cause"]
+    ]
 
 
 def _verdict_line(v: pd.Series, rows: pd.DataFrame) -> str:
@@ -127,58 +135,36 @@ def _summary(
 
 
 @click.command(name="ranks")
-@db_option
-@format_option("table", "json")
+@output_options()
 def command(db: str, fmt: str) -> None:
     """Per rank: job, host, GPU, clock offset and residual, compute time, collective wait suffered and
     caused, times slowest; per job: how many of its ranks are present (2 of 128), and whether it has a
-    persistent or rotating straggler or is balanced."""
-    con = open_workspace(db, read_only=True)
-    try:
-        if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
-            raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
-        # Evaluate the (costly) time partition once for both the roll-up and the verdict.
-        _fetch(
-            con,
-            "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition",
-        )
-        _fetch(
-            con,
-            "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS SELECT * FROM merge_imbalance_of('merge_cmd_tp')",
-        )
-        rows = _fetch(
-            con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank"
-        )
-        verdict = _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')")
-        alignment = _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host")
-        jobs = _fetch(con, "SELECT * FROM jobs ORDER BY job")
-        unmatched = int(rows["unmatched"].sum())
-        partial = int(
-            _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")[
-                "n"
-            ].iloc[0]
-        )
-    finally:
-        con.close()
+    persistent or rotating straggler or is balanced.
+
+    CSV: the rank rows of the JSON (raw values). Python: nsight_analyze.open(DB).ranks(),
+    .rank_report() (the JSON document)."""
+    with Workspace(db).connect() as con:
+        report = rank_report(con)
+    rows, verdict, alignment, jobs = (report[k] for k in ("ranks", "verdict", "alignment", "jobs"))
+    partial = report["partial"]
     if fmt == "json":
-        print(
-            to_json(
-                {
-                    "jobs": records(jobs),
-                    "ranks": records(rows),
-                    "alignment": records(alignment),
-                    "verdict": records(verdict)[0] if len(verdict) else None,  # the first job's
-                    "verdicts": records(verdict),
-                    "unmatched_nccl_kernels": unmatched,
-                    "peer_unknown_kernels": int(rows["peer_unknown"].sum()),
-                    "incomplete_nccl_kernels": int(rows["incomplete"].sum()),
-                    "partial_collectives": partial,
-                }
-            )
-        )
+        print(to_json(rank_report_json(report)))
         return
-    emit(_table(rows, len(jobs) > 1), fmt, title="Ranks")
-    for line in _summary(jobs, verdict, rows, alignment):
-        echo(line, hang="    ")
+    if fmt == "csv":
+        emit(rows, "csv")
+        return
+    lines = _summary(jobs, verdict, rows, alignment)
+    attribution = report.get("attribution", [])
+    lines += _attribution_lines(attribution)
     if partial:
-        echo(f"{partial} collective instance(s) had fewer participants than their communicator or series")
+        lines.append(
+            f"{partial} collective instance(s) had fewer participants than their communicator or series"
+        )
+    if fmt == "markdown":
+        print(markdown_table(_table(rows, len(jobs) > 1, attribution), "Ranks"))
+        print()
+        print("\n".join(f"- {markdown_text(line)}" for line in lines))
+        return
+    emit(_table(rows, len(jobs) > 1, attribution), fmt, title="Ranks")
+    for line in lines:
+        echo(line, hang="    ")

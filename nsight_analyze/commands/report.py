@@ -49,7 +49,7 @@ def command(
     gpu: str | None,
 ) -> None:
     """Write the HTML report: partition, aligned timeline, heatmap, overlap, kernels, capture quality."""
-    from ..report import parse_steps, write_report
+    from ..render.report import parse_steps, write_report
 
     step_range = parse_steps(steps)
     given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))

@@ -6,11 +6,15 @@ import sys
 
 import click
 import duckdb
+import pandas as pd
 
-from ..clihelp import db_option, format_option
+from ..api import Workspace
+from ..clihelp import output_options
 from ..errors import UserError
-from ..render import to_json
-from ..summary import BY, print_summary, summary
+from ..render.data import to_json
+from ..render.markdown import markdown_table
+from ..render.output import emit
+from ..summary import _TITLES, BY, idle_table, kernels_table, partition_table, print_summary
 from ..workspace import open_workspace
 
 STEP_PATTERN = "step_pattern"  # the settings key the step views read
@@ -48,8 +52,42 @@ def set_step_pattern(db: str, pattern: str) -> bool:
         con.close()
 
 
+def set_periodic_steps(db: str, on: bool) -> bool:
+    """Store settings.periodic_steps ('on' | 'off'); True when it changed (the steps recompute)."""
+    con = open_workspace(db, must_exist=True, analyse=False)
+    try:
+        value = "on" if on else "off"
+        old = con.execute("SELECT value FROM settings WHERE key = 'periodic_steps'").fetchone()
+        if old is not None and old[0] == value:
+            return False
+        con.execute(
+            "INSERT INTO settings VALUES ('periodic_steps', ?, 'on: steps from a kernel that runs once per "
+            "step') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [value],
+        )
+        return True
+    finally:
+        con.close()
+
+
+def print_markdown(result: dict) -> None:
+    """The tables of the terminal summary as Markdown (human units; JSON and CSV keep raw ns)."""
+    by, rows = result["by"], result["partition"]
+    if not rows:
+        print("No GPU time to partition." if by == "rank" else "No steps found.")
+        return
+    main_title, idle_title = _TITLES[by]
+    sources = ", ".join(sorted(set(result["step_source"].values())))
+    print(markdown_table(partition_table(rows, by), f"{main_title} (steps from: {sources})"))
+    print()
+    print(markdown_table(idle_table(rows, by), f"{idle_title}; % of the window"))
+    kernels = kernels_table(result["top_kernels"])
+    if not kernels.empty:
+        print()
+        print(markdown_table(kernels, "Top kernels (all ranks)"))
+
+
 @click.command("summary")
-@db_option
 @click.option(
     "--by",
     type=click.Choice(list(BY)),
@@ -65,23 +103,32 @@ def set_step_pattern(db: str, pattern: str) -> bool:
     help="RE2 regex of the NVTX ranges that delimit steps; stored in the workspace (settings "
     "step_pattern), so later commands use it too.",
 )
-@format_option("table", "json")
-def command(db: str, by: str, step_pattern: str | None, fmt: str) -> None:
+@click.option(
+    "--periodic-steps/--no-periodic-steps",
+    default=None,
+    help="Without NVTX steps or optimizer kernels, detect steps from a kernel that runs once per "
+    "step (docs/metrics.md); stored in the workspace (settings periodic_steps) [default: off].",
+)
+@output_options()
+def command(db: str, by: str, step_pattern: str | None, periodic_steps: bool | None, fmt: str) -> None:
     """Time partition per rank or step: compute, memory, exposed comms, idle and its causes.
 
     Times are in human units with the share of the window; JSON gives integer nanoseconds under
     the column names of the time_partition view (plus *_pct shares). With --by step, JSON rows
     hold sums over the ranks (rank-nanoseconds), `job_step_ns` (the longest window over the
-    ranks: the job's step time), `slowest_rank` and `min_window_ns`.
+    ranks: the job's step time), `slowest_rank` and `min_window_ns`. CSV: the partition rows of
+    the JSON. Python: nsight_analyze.open(DB).summary(by), .partition(by).
     """
     if step_pattern is not None and set_step_pattern(db, step_pattern):
         print(f"step_pattern set to {step_pattern!r} in {db}", file=sys.stderr)
-    con = open_workspace(db, read_only=True)
-    try:
-        result = summary(con, by=by)
-        if fmt == "json":
-            click.echo(to_json(result))
-        else:
-            print_summary(con, by=by, result=result)
-    finally:
-        con.close()
+    if periodic_steps is not None and set_periodic_steps(db, periodic_steps):
+        print(f"periodic_steps set to {'on' if periodic_steps else 'off'} in {db}", file=sys.stderr)
+    result = Workspace(db).summary(by=by)
+    if fmt == "json":
+        click.echo(to_json(result))
+    elif fmt == "csv":
+        emit(pd.DataFrame(result["partition"]), "csv")
+    elif fmt == "markdown":
+        print_markdown(result)
+    else:
+        print_summary(None, by=by, result=result)

@@ -13,11 +13,17 @@ import click
 
 from ..synth import SCHEMAS, TRUTH_FILE, WORKLOADS, generate
 from ..synth.injections import SPEC_HELP
+from ..synth.parallel import parse_parallel
 
 
 @click.command(name="synth")
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--ranks", default=8, show_default=True, type=click.IntRange(1), help="Number of ranks (GPUs).")
+@click.option(
+    "--ranks",
+    default=None,
+    type=click.IntRange(1),
+    help="Number of ranks (GPUs)  [default: 8, or T*P*D with --parallel].",
+)
 @click.option(
     "--gpus-per-node",
     default=4,
@@ -53,9 +59,43 @@ from ..synth.injections import SPEC_HELP
     "--inject", "inject", multiple=True, metavar="SPEC", help=f"Anomaly to inject (repeatable): {SPEC_HELP}."
 )
 @click.option("--no-truth", is_flag=True, help=f"Skip {TRUTH_FILE} (benchmark sizes).")
-def command(out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step, workload, inject, no_truth):
+@click.option(
+    "--parallel",
+    metavar="tp=T,pp=P,dp=D",
+    default=None,
+    help="3D-parallel transformer job: TP collectives inside a node, PP send/recv between stages, DP "
+    "gradient all-reduce, communicators in NCCL's NVTX payload (truth: comms_by_dimension).",
+)
+@click.option(
+    "--nccl-trace",
+    is_flag=True,
+    help="With --parallel: NCCL's ranges in the advanced NCCL trace form (nsys 2025.6.1+), with apiId.",
+)
+@click.option(
+    "--dcgm",
+    "dcgm_format",
+    type=click.Choice(["prom", "prom-ts", "prom-untimed", "json", "dmon"]),
+    default=None,
+    help="Also write DCGM series of every node's GPUs over the capture (dcgm_<host>.*, known values: "
+    "nsight_analyze.synth.dcgm): prom (scrapes with time comments), prom-ts (sample time stamps), "
+    "prom-untimed, json (Prometheus query_range), dmon (dcgmi dmon).",
+)
+@click.option(
+    "--dcgm-interval-ms",
+    type=click.FloatRange(min=0.001),
+    default=100.0,
+    show_default=True,
+    help="With --dcgm: scrape interval.",
+)
+def command(
+    out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step, workload, inject, no_truth,
+    parallel, nccl_trace, dcgm_format, dcgm_interval_ms,
+):  # fmt: skip
     """Write report_rank{R}.sqlite per rank into OUT_DIR, plus ground_truth.json."""
     t0 = time.perf_counter()
+    par = parse_parallel(parallel)
+    if ranks is None:
+        ranks = par.ranks if par is not None else 8
     doc = generate(
         out_dir,
         ranks=ranks,
@@ -67,9 +107,19 @@ def command(out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step
         injections=list(inject),
         workload=workload,
         truth=not no_truth,
+        parallel=parallel,
+        nccl_trace=nccl_trace,
     )
     kernels = sum(doc["kernels_per_step"].values()) if isinstance(doc["kernels_per_step"], dict) else 0
     click.echo(
         f"wrote {ranks} rank file(s) ({schema}, {steps} steps, ~{kernels:,} kernels per rank in steps)"
         f"{'' if no_truth else ' and ' + TRUTH_FILE} to {out_dir} in {time.perf_counter() - t0:.1f} s"
     )
+    if dcgm_format:
+        from ..synth import dcgm as synth_dcgm
+
+        series = synth_dcgm.for_traces(out_dir, dcgm_format, interval_ns=int(dcgm_interval_ms * 1e6))
+        click.echo(
+            f"wrote {len(series['samples']):,} DCGM samples of {len(series['gpus'])} GPUs ({dcgm_format}) to "
+            + ", ".join(series["files"])
+        )

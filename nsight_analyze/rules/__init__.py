@@ -5,7 +5,7 @@ The order of RULES does not matter: `diagnose()` ranks the findings by recoverab
 
 from __future__ import annotations
 
-from . import capture, comms, efficiency, idle, kernels, nsys
+from . import capture, comms, efficiency, idle, kernel_fixes, kernels, nsys, slow_rank
 
 RULES = [
     idle.input_stall,
@@ -22,6 +22,11 @@ RULES = [
     capture.clock_skew,
     capture.cuda_graphs,
     efficiency.compute_efficiency,
+    kernel_fixes.fusion_candidates,
+    kernel_fixes.unfused_attention,
+    kernel_fixes.gemm_precision,
+    kernel_fixes.cuda_graph_candidates,
+    slow_rank.slow_rank,
 ]
 
 __all__ = ["RULES"]

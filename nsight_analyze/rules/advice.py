@@ -363,3 +363,58 @@ def memory_fixes(families: list[str], short: bool) -> list[Fix]:
         if short:
             out.append(_more_work())
     return out
+
+
+# Fixes that need device memory: a larger (micro-)batch, less activation checkpointing/recomputation.
+NEEDS_MEMORY = re.compile(
+    r"(?i)\b(larger|bigger) (micro-?)?batch|\b(less|fewer|no|disable|reduce|drop) (activation )?"
+    r"(checkpointing|recomputation)"
+)
+_GIB = float(1 << 30)
+
+
+def memory_fit(con) -> str:
+    """Whether memory-hungry fixes fit: the fullest rank's peak device memory against its GPU's
+    capacity (queries/memory_peak.sql), or why that is unknown. Never guesses a capacity."""
+    try:
+        row = con.execute(
+            """SELECT rank, peak_bytes_in_use, peak_bytes_reserved, capacity_bytes, capacity_source,
+                      (SELECT count(DISTINCT rank) FROM memory_peak)
+               FROM memory_peak ORDER BY used_pct DESC NULLS LAST, peak_bytes_in_use DESC LIMIT 1"""
+        ).fetchone()
+    except Exception:  # noqa: BLE001 - a workspace without the table (older analysis)
+        row = None
+    if row is None:
+        return (
+            "whether it fits in GPU memory is unknown: the traces hold no device-memory events (record them "
+            "with torch.profiler(profile_memory=True) or nsys --cuda-memory-usage=true)"
+        )
+    rank, peak, reserved, capacity, source, ranks = row
+    held = f"peak {peak / _GIB:.1f} GiB allocated" + (
+        f" ({reserved / _GIB:.1f} GiB reserved by the caching allocator)" if reserved else ""
+    )
+    where = f"rank {rank}" + (f", the fullest of {ranks}" if ranks > 1 else "")
+    if capacity is None:
+        return f"{held} on {where}; the GPU's memory capacity is unknown, so whether it fits is unknown"
+    used = max(peak, reserved or 0)
+    free = capacity - used
+    cap = f"{capacity / _GIB:.1f} GiB" + (" (nominal, from the GPU name)" if source == "name" else "")
+    if free >= used:
+        verdict = "it fits: room to about double the memory in use"
+    elif free >= 0.1 * capacity:
+        verdict = f"it fits only partly: {free / _GIB:.1f} GiB free, {free / used:.0%} of what is in use"
+    else:
+        verdict = "it does not fit without freeing memory first"
+    return f"{held} of {cap} on {where}: {verdict}"
+
+
+def annotate_memory(con, findings) -> None:
+    """Append memory_fit to the trade-off of every fix that needs memory (rules write fixes as
+    text; this runs once over all findings, so each rule need not query memory itself)."""
+    fixes = {id(fix): fix for f in findings for fix in f.fixes if NEEDS_MEMORY.search(fix.action)}
+    if not fixes:
+        return
+    fit = memory_fit(con)
+    for fix in fixes.values():  # a Fix object shared by two findings is annotated once
+        if "; memory: " not in fix.trade_off:
+            fix.trade_off = f"{fix.trade_off}; memory: {fit}"

@@ -370,8 +370,8 @@ def _read_gpus(con: sqlite3.Connection, meta: NsysMeta) -> None:
         for gpu_id, cuda_id, pid in con.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
             if None not in (gpu_id, cuda_id, pid):
                 cuda_device[(int(pid), int(cuda_id))] = int(gpu_id)
-    for gpid, dev in meta.gpu_processes.items():
-        pid = gpid // PID_DIVISOR % PID_DIVISOR
+    for gpid, dev in sorted(meta.gpu_processes.items()):
+        pid = gpid // PID_DIVISOR % PID_DIVISOR  # in process order: the warnings' order is the file's
         info = None
         if dev is not None:
             if (pid, dev) in cuda_device and cuda_device[(pid, dev)] in by_id:

@@ -49,6 +49,7 @@ MEM_KINDS = {
     6: "Managed Static",
     7: "Unknown",
 }
+DEVICE_MEM_KINDS = (2, 5)  # MEM_KINDS: Device, Device Static (what counts against the GPU's capacity)
 SYNC_TYPES = {0: "unknown", 1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
 NVTX_TYPES = {59: "push_pop", 60: "start_end", 70: "push_pop", 71: "start_end", 34: "mark"}
 API_CLASSES = {0: "runtime", 1: "driver"}
@@ -233,6 +234,7 @@ class _Loader:
             self.load_nvtx()
             self.load_threads()
             self.load_gpu_metrics()
+            self.load_memory_usage()
             self.load_gpus_env()
             self.report_unused()
         finally:
@@ -437,12 +439,63 @@ class _Loader:
             return
         single_rank = next(iter(self.ranks.values())) if len(self.ranks) == 1 else None
         rank = "NULL" if single_rank is None else str(single_rank)
+        # source/host/GPU identity as DCGM rows have them (schema.sql: gpu_metrics is shared)
+        host = "NULL" if self.meta.hostname is None else "'" + self.meta.hostname.replace("'", "''") + "'"
+        utc0 = self.meta.session_start_utc_ns
+        utc = "NULL" if utc0 is None else f"CAST(x.timestamp AS BIGINT) + {int(utc0)}"
+        has_gpu = self.meta.has("TARGET_INFO_GPU", "id") and self.meta.has("TARGET_INFO_GPU", "uuid")
+        uuid, name, jg = "NULL", "NULL", ""
+        if has_gpu:
+            uuid = "g.uuid"
+            name = "g.name" if self.meta.has("TARGET_INFO_GPU", "name") else "NULL"
+            jg = (
+                f" LEFT JOIN (SELECT DISTINCT ON (id) * FROM {self.t('TARGET_INFO_GPU')}) g"
+                " ON g.id = x.typeId % 256"
+            )
         sql = f"""
             SELECT {rank}, CAST(x.typeId % 256 AS INTEGER), CAST(x.timestamp AS BIGINT), t.metricName,
-                   CAST(x.value AS DOUBLE)
+                   CAST(x.value AS DOUBLE), 'nsys', {int(self.file_id)}, {host}, CAST({uuid} AS VARCHAR),
+                   CAST({name} AS VARCHAR), {utc}
             FROM {self.t("GPU_METRICS")} x JOIN {self.t("TARGET_INFO_GPU_METRICS")} t
-              ON t.typeId = x.typeId AND t.metricId = x.metricId"""
-        self.insert("gpu_metrics", sql)
+              ON t.typeId = x.typeId AND t.metricId = x.metricId{jg}"""
+        cols = "rank, gpu_id, timestamp_ns, metric_name, value, source, file_id, host, gpu_uuid, gpu_name, "
+        cols += "utc_ns"
+        n = self.con.execute(f"INSERT INTO gpu_metrics ({cols}) {sql}").fetchone()[0]
+        self.result.counts["gpu_metrics"] = self.result.counts.get("gpu_metrics", 0) + n
+
+    def load_memory_usage(self) -> None:
+        """nsys --cuda-memory-usage rows -> memory_usage: per process and device, the running sum of
+        Device / Device Static allocations minus frees, in time order (frees first at one ns).
+        Host (pageable, pinned) and managed memory is not device capacity: counted, not loaded."""
+        table = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+        needed = ("start", "globalPid", "deviceId", "bytes", "memKind", "memoryOperationType")
+        if not all(self.meta.has(table, c) for c in needed):
+            return
+        device = f"x.memKind IN ({', '.join(str(k) for k in DEVICE_MEM_KINDS)})"
+        order = "x.start, x.memoryOperationType DESC" + (
+            ", x.address" if self.meta.has(table, "address") else ""
+        )
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.start AS BIGINT),
+                   CAST(sum(CASE WHEN x.memoryOperationType = 0 THEN x.bytes ELSE -x.bytes END)
+                        OVER (PARTITION BY x.globalPid, x.deviceId ORDER BY {order}
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS BIGINT),
+                   NULL, 'nsys'
+            {self.ranked(table)} WHERE {device}"""
+        n = self.insert("memory_usage", sql)
+        other = self.count(table, f"WHERE NOT ({device})")
+        if other:
+            self.result.skipped.append(f"{table}: {other} rows of host or managed memory (not device memory)")
+        if n:
+            low = self.con.execute(
+                "SELECT count(*) FROM memory_usage WHERE source = 'nsys' AND bytes_in_use < 0 "
+                f"AND rank IN (SELECT rank FROM {self.rank_map})"
+            ).fetchone()[0]
+            if low:
+                self.result.warnings.append(
+                    f"{table}: memory freed that was allocated before the capture started ({low} rows below "
+                    "zero): bytes in use count only the capture's allocations, so the peak is a lower bound"
+                )
 
     def load_gpus_env(self) -> None:
         rows = []

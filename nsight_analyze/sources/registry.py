@@ -16,15 +16,24 @@ NSYS_SUFFIXES = (".sqlite", ".sqlite3")
 KINETO_SUFFIXES = (".json", ".json.gz")
 NCU_TEXT_SUFFIXES = (".csv", ".txt", ".log", "")
 NCU_MAGIC = b"NVR\x00"
-ORDER = ("nsys_sqlite", "kineto", "ncu")  # tried in this order
+RECIPE_SUFFIXES = (".zip",)  # nsys recipe output folders (directories) or zips of them
+# DCGM scrapes (.prom/.txt/...), Prometheus query JSON and dcgmi dmon tables; its sniff reads 64 KiB
+DCGM_SUFFIXES = (".prom", ".txt", ".log", ".metrics", ".json", ".dmon", "")
+ORDER = ("nsys_recipe", "nsys_sqlite", "dcgm", "kineto", "ncu")  # tried in this order
 
 
 def _may_read(name: str, path: Path) -> bool:
     lower = path.name.lower()
+    if name == "nsys_recipe":
+        return path.suffix.lower() in RECIPE_SUFFIXES or path.is_dir()
+    if path.is_dir():  # only recipe outputs are folders
+        return False
     if name == "nsys_sqlite":
         return path.suffix.lower() in NSYS_SUFFIXES
     if name == "kineto":
         return lower.endswith(KINETO_SUFFIXES)
+    if name == "dcgm":
+        return path.suffix.lower() in DCGM_SUFFIXES
     if path.suffix.lower() in (".ncu-rep", *NCU_TEXT_SUFFIXES):
         return True
     try:

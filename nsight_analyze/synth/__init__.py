@@ -17,7 +17,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ..errors import UserError
+from . import causes as _causes
 from . import job as _job
+from . import kernel_faults as _kernel_faults
+from . import memory as _memory
+from . import parallel as _parallel
 from . import truth as _truth
 from . import writer as _writer
 from .injections import Injections, parse
@@ -53,11 +57,15 @@ def generate(
     truth: bool = True,
     vacuum: bool = True,
     workers: int | None = None,
+    parallel: str | None = None,
+    nccl_trace: bool = False,
 ) -> dict:
     """Write `report_rank{R}.sqlite` for every rank (and ground_truth.json); return the truth dict.
 
     With truth=False only the traces are written (benchmark sizes) and the dict has no partition.
     workers: processes writing rank files (default: one per CPU, up to 8, for large jobs only).
+    parallel: 'tp=T,pp=P,dp=D' for a 3D-parallel transformer job (synth/parallel.py; ranks must be
+    T*P*D); nccl_trace: its NCCL NVTX payloads in the advanced NCCL trace form (with apiId).
     """
     if schema not in VERSIONS:
         raise UserError(f"unknown nsys schema {schema!r}; choose one of {', '.join(VERSIONS)}")
@@ -70,6 +78,15 @@ def generate(
     if kernels_per_step is not None and kernels_per_step < 1:
         raise UserError("kernels-per-step must be at least 1")
     inj = injections if isinstance(injections, Injections) else parse(list(injections))
+    par = _parallel.parse_parallel(parallel)
+    if par is not None and par.ranks != ranks:
+        raise UserError(f"--parallel {par.spec} makes {par.ranks} ranks, not {ranks}")
+    if par is not None and inj.specs:
+        raise UserError("--inject is not supported with --parallel (the 3D-parallel job has no injections)")
+    if par is not None and workload != "transformer":
+        raise UserError("--parallel builds a transformer job; it cannot be combined with --workload gemm")
+    if nccl_trace and par is None:
+        raise UserError("--nccl-trace needs --parallel (only the 3D-parallel job writes NCCL payloads)")
     for r in inj.straggler:
         if r >= ranks:
             raise UserError(f"straggler rank {r} does not exist (ranks 0..{ranks - 1})")
@@ -77,6 +94,7 @@ def generate(
     for n in inj.clock_skew_ms:
         if n >= nodes:
             raise UserError(f"clock-skew node {n} does not exist (nodes 0..{nodes - 1})")
+    _causes.validate(inj, ranks, nodes, workload)
     cfg = Config(
         ranks=ranks,
         gpus_per_node=gpus_per_node,
@@ -94,16 +112,32 @@ def generate(
     stale = sorted(p.name for p in out.glob("report_rank*.sqlite") if p.name not in mine)
     if stale:  # a mixed folder would be ingested as one bigger job
         raise UserError(f"{out} already holds {stale[0]} from another job; use an empty folder")
-    job = _job.build(cfg)
+    job, comm_truth = _parallel.build(cfg, par, nccl_trace) if par else (_job.build(cfg), None)
+    _kernel_faults.annotate(job)  # unfused-attention: emit_nvtx shape ranges around the softmaxes
     files = {ev.rank: _writer.rank_identity(job, ev.rank)["file"] for ev in job.ranks}
     per_rank = _write_all(job, out, schema, vacuum, workers, truth)
     if not truth:
         return {"files": files, "kernels_per_step": job.kernels_per_step}
+    if comm_truth is not None:  # 3D-parallel job: partition and communication by dimension
+        doc = _truth.build(job, files, schema, GPU_INFO, per_rank, None)
+        doc["generator"]["parallel"] = par.spec
+        doc["generator"]["nccl_trace"] = nccl_trace
+        doc["comms_by_dimension"] = comm_truth.pop("by_dimension")
+        doc["comms_by_dimension_definition"] = comm_truth.pop("definition")
+        doc["parallel"] = comm_truth
+        (out / TRUTH_FILE).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+        return doc
     baseline = None
     if inj.straggler:  # the same job without its stragglers, for the straggler's exact cost
         calm = dataclasses.replace(inj, straggler={})
         baseline = _job.build(dataclasses.replace(cfg, injections=calm))
     doc = _truth.build(job, files, schema, GPU_INFO, per_rank, baseline)
+    doc.update(_causes.truth_doc(cfg, job))  # attribution, whatif (issue 19)
+    kernel_truth = _kernel_faults.truth(job)  # fp32-gemm, unfused-* injections; {} without them
+    if kernel_truth:
+        doc["kernel_faults"] = kernel_truth
+    if inj.memory_usage:  # peak device memory of the CUDA_GPU_MEMORY_USAGE_EVENTS rows
+        doc.update(_memory.truth_doc(job, _writer.GPU_TOTAL_MEMORY))
     (out / TRUTH_FILE).write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return doc
 

@@ -9,8 +9,12 @@ from ..errors import UserError
 
 SPEC_HELP = (
     "straggler=RANK:+PCT, clock-skew=NODE:+MS|-MS, input-stall=EVERY:MS, exposed-comm, "
-    "launch-bound=FIRST-LAST, sync-stall, cuda-graph"
+    "launch-bound=FIRST-LAST, sync-stall, cuda-graph, slow-gpu=RANK:+PCT, uneven-work=RANK:+PCT, "
+    "slow-host=RANK:+PCT, slow-link=NODE:+PCT, unfused-elementwise=FIRST-LAST, fp32-gemm=PCT, "
+    "unfused-attention, memory-usage"
 )
+# rank (node for slow-link) -> percent: one rank's (node's) cause of slowness (synth/causes.py)
+CAUSE_KEYS = {"slow-gpu": "RANK", "uneven-work": "RANK", "slow-host": "RANK", "slow-link": "NODE"}
 
 
 @dataclass
@@ -24,12 +28,27 @@ class Injections:
     launch_bound: tuple[int, int] | None = None  # inclusive step-number range
     sync_stall: bool = False
     cuda_graph: bool = False
+    memory_usage: bool = False  # write CUDA_GPU_MEMORY_USAGE_EVENTS rows (synth/memory.py)
     specs: list[str] = field(default_factory=list)
+    unfused_elementwise: tuple[int, int] | None = None  # steps with eager GELU chains (kernel_faults.py)
+    fp32_gemm_pct: float = 0.0  # % of layer GEMM launches in FP32
+    unfused_attention: bool = False  # bmm -> softmax -> bmm instead of FlashAttention
+    slow_gpu: dict[int, float] = field(default_factory=dict)  # rank -> % longer, every kernel
+    uneven_work: dict[int, float] = field(default_factory=dict)  # rank -> % more kernels
+    slow_host: dict[int, float] = field(default_factory=dict)  # rank -> host delay, % of step GPU time
+    slow_link: dict[int, float] = field(default_factory=dict)  # node -> % longer transfers
+    uneven_shape_pct: float = 0.0  # extra-kernel slots kept without uneven work (re-simulation)
+    input_wait_free: bool = False  # the data loader takes no time (no-input-stalls re-simulation)
+    comms_free: bool = False  # collectives end at their last arrival (comms-hidden re-simulation)
 
     def input_stall_ns(self, step: int) -> int:
         if self.input_stall and step % self.input_stall[0] == 0:
             return int(round(self.input_stall[1] * 1e6))
         return 0
+
+    def is_unfused_elementwise(self, step: int) -> bool:
+        u = self.unfused_elementwise
+        return bool(u) and u[0] <= step <= u[1]
 
     def is_launch_bound(self, step: int) -> bool:
         return bool(self.launch_bound) and self.launch_bound[0] <= step <= self.launch_bound[1]
@@ -58,6 +77,12 @@ def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
             if not m:
                 raise UserError(f"bad --inject {spec!r}: use straggler=RANK:+PCT, e.g. straggler=3:+20")
             inj.straggler[int(m.group(1))] = _num(m.group(2), spec)
+        elif key in CAUSE_KEYS:
+            what = CAUSE_KEYS[key]
+            m = re.fullmatch(r"(\d+):\+?([0-9.]+)%?", val.strip())
+            if not m:
+                raise UserError(f"bad --inject {spec!r}: use {key}={what}:+PCT, e.g. {key}=1:+20")
+            getattr(inj, key.replace("-", "_"))[int(m.group(1))] = _num(m.group(2), spec)
         elif key == "clock-skew":
             m = re.fullmatch(r"(\d+):([+-]?[0-9.]+)(ms)?", val.strip())
             if not m:
@@ -79,10 +104,14 @@ def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
             if last < first:
                 raise UserError(f"bad --inject {spec!r}: empty step range")
             inj.launch_bound = (first, last)
-        elif key in ("exposed-comm", "sync-stall", "cuda-graph"):
+        elif key in ("exposed-comm", "sync-stall", "cuda-graph", "memory-usage"):
             if val:
                 raise UserError(f"bad --inject {spec!r}: {key} takes no value")
             setattr(inj, key.replace("-", "_"), True)
+        elif key in ("unfused-elementwise", "fp32-gemm", "unfused-attention"):
+            from . import kernel_faults  # lazy: it imports the workload, which imports this module
+
+            kernel_faults.parse_into(inj, key, val, spec)
         else:
             raise UserError(f"unknown --inject {spec!r} (known: {SPEC_HELP})")
     return inj

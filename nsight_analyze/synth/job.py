@@ -43,6 +43,7 @@ class RankEvents:
     nvtx_tid: np.ndarray
     nvtx_type: np.ndarray  # 59 push/pop, 75 domain create
     nvtx_domain: np.ndarray  # 0 default, 1 NCCL
+    nvtx_payload: np.ndarray | None = None  # JSON payload text per range (object array), or None
 
 
 @dataclass
@@ -61,6 +62,13 @@ class Job:
     flops_per_step: dict[int, int]
 
 
+def _present(res: W.StepResult, cols: np.ndarray) -> np.ndarray:
+    """(R, len(cols)) bool: the rank ran the item (False only for skipped uneven-work slots)."""
+    if res.present is None:
+        return np.ones((res.gpu_start.shape[0], len(cols)), bool)
+    return res.present[:, cols]
+
+
 def build(cfg: W.Config) -> Job:
     rng = np.random.default_rng(cfg.seed)
     nodes = cfg.nodes
@@ -77,13 +85,13 @@ def build(cfg: W.Config) -> Job:
     sim = W.Simulator(cfg, rng, host0)
     sim.catalog = cat
     results: list[W.StepResult] = [sim.run(W.prologue(cat), None)]
-    cache: dict[bool, W.Program] = {}
+    cache: dict[tuple[bool, bool], W.Program] = {}
     step_ranges: list[tuple[int, np.ndarray, np.ndarray]] = []
     for i in range(cfg.steps):
         step = cfg.first_step + i
-        lb = cfg.injections.is_launch_bound(step)
+        lb = (cfg.injections.is_launch_bound(step), cfg.injections.is_unfused_elementwise(step))
         if lb not in cache:
-            cache[lb] = W.gemm_step(cfg, cat) if cfg.workload == "gemm" else W.transformer_step(cfg, cat, lb)
+            cache[lb] = W.gemm_step(cfg, cat) if cfg.workload == "gemm" else W.transformer_step(cfg, cat, *lb)
         push = W.advance_host(sim, 20_000, 45_000)
         res = sim.run(cache[lb], step, cfg.injections.input_stall_ns(step))
         pop = W.advance_host(sim, 8_000, 20_000)
@@ -117,6 +125,7 @@ def build(cfg: W.Config) -> Job:
                 p.stream[g],
                 res.corr_base + p.corr_offset[g],
                 gnode,
+                _present(res, g),
             )
         )
         api_cols.append(
@@ -127,13 +136,14 @@ def build(cfg: W.Config) -> Job:
                 res.corr_base + p.corr_offset[a],
                 p.tid[a],
                 p.is_sync_api[a],
+                _present(res, a),
             )
         )
         for s, e, text, tid in res.nvtx:
             nv.append((s, e, tix[text], tid, 59, 1 if text == W.NCCL_TEXT else 0))
         if res.step is not None:
             kinds = [cat.kinds[k] for k in p.ktype[g]]
-            kernels_per_step[res.step] = sum(1 for k in kinds if not k.memcpy)
+            kernels_per_step[res.step] = sum(1 for k, x in zip(kinds, p.extra[g]) if not k.memcpy and not x)
             flops_per_step[res.step] = int(sum(k.flops for k in kinds))
             for b, c in enumerate(res.collectives):
                 collectives.append({"step": res.step, "bucket": b, **c})
@@ -147,8 +157,10 @@ def build(cfg: W.Config) -> Job:
 
     g_start, g_end = cat_arr(0, gpu_cols), cat_arr(1, gpu_cols)
     g_static = [cat_arr(j, gpu_cols) for j in range(2, 6)]
+    g_present = cat_arr(6, gpu_cols)
     a_start, a_end = cat_arr(0, api_cols), cat_arr(1, api_cols)
     a_static = [cat_arr(j, api_cols) for j in range(2, 6)]
+    a_present = cat_arr(6, api_cols)
     first_api = int(a_start.min())
     dom_t = np.full(R, first_api - 5_000_000, np.int64)  # NCCL registers its domain at init
     nv.append((dom_t, np.full(R, -1, np.int64), tix["NCCL"], W.MAIN_TID, 75, 1))
@@ -160,8 +172,9 @@ def build(cfg: W.Config) -> Job:
     for r in range(R):
         node = cfg.node_of(r)
         off = session[node]
-        go = np.lexsort((g_static[2], g_start[r]))
-        ao = np.argsort(a_start[r], kind="stable")
+        gk, ak = np.flatnonzero(g_present[r]), np.flatnonzero(a_present[r])  # uneven-work slots
+        go = gk[np.lexsort((g_static[2][gk], g_start[r][gk]))]
+        ao = ak[np.argsort(a_start[r][ak], kind="stable")]
         no = np.argsort(n_start[r], kind="stable")
         nend = n_end[r][no]
         ranks.append(

@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from ..partition import IDLE_PARTS
 from . import workload as W
 from .job import Job, RankEvents
 
@@ -35,21 +36,6 @@ SYNC_NAMES = {
 }
 CATS = ("compute", "memory", "comms", "other")
 PAGEABLE = 0  # ENUM_CUDA_MEM_KIND
-FIELDS = (
-    "window_ns",
-    "compute_ns",
-    "memory_ns",
-    "other_ns",
-    "comms_exposed_ns",
-    "idle_ns",
-    "launch_gap_ns",
-    "input_stall_ns",
-    "sync_stall_ns",
-    "host_bound_ns",
-    "idle_other_ns",
-    "comms_total_ns",
-    "comms_hidden_ns",
-)
 
 
 def _strip_abi(name: str) -> str:
@@ -245,11 +231,7 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
             for key in parts:
                 row[key] = int(prefix[key][b] - prefix[key][a])
             row["idle_ns"] = row["window_ns"] - int(np.sum(np.where(busy[a:b], seglen[a:b], 0)))
-            for key, v in zip(
-                ("launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns"),
-                idle_split,
-                strict=False,
-            ):
+            for key, v in zip(IDLE_PARTS, idle_split, strict=False):
                 row[key] = int(v)
             result.append(row)
         return result

@@ -12,10 +12,12 @@ All times here are *true* times (ns); the writer shifts each node onto its own c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import causes as C
 from . import kernels as K
 from .injections import Injections
 
@@ -56,6 +58,7 @@ class Item:
     nccl: bool = False
     sync: str = ""
     pageable: bool = False
+    extra: bool = False  # uneven-work slot: runs only on ranks given more work (synth/causes.py)
 
 
 @dataclass
@@ -83,6 +86,7 @@ class Program:
         self.launch_item = np.array([x.launch_item for x in it], dtype=np.int64)
         self.tid = np.array([x.tid for x in it], dtype=np.int8)
         self.is_nccl = np.array([x.nccl for x in it], dtype=bool)
+        self.extra = np.array([x.extra for x in it], dtype=bool)
         self.has_api = np.isin(self.kind, (LAUNCH, SYNC, API_ONLY))
         self.has_gpu = (
             (self.kind == LAUNCH)
@@ -163,7 +167,10 @@ def _k(cat: Catalog, kt: K.KType, **kw) -> Item:
     return Item(LAUNCH, cat.add(kt), api=API_LAUNCH, dur=dur, **kw)
 
 
-def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
+def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool, unfused: bool = False) -> Program:
+    from .kernel_faults import Faults  # kernel-level injections (fp32-gemm, unfused-*)
+
+    faults = Faults(cfg, cat, unfused, _k)
     h, s, v, heads = cfg.hidden, cfg.seq, cfg.vocab, cfg.heads
     t = s  # tokens per micro-batch (batch 1)
     inj = cfg.injections
@@ -214,13 +221,14 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
             add(Item(SYNC, api=API_DEVICE_SYNC, sync="device", api_dur=3_000.0))
         if inj.cuda_graph and graph_launch < 0:
             graph_launch = add(Item(API_ONLY, api=API_GRAPH, api_dur=9_000.0))
-        for kt in fwd_layer:
-            it = _k(cat, kt)
+        for it in faults.expand(fwd_layer):
             if inj.cuda_graph:
                 it.kind, it.api, it.launch_item = GRAPH_NODE, -1, graph_launch
             add(it)
         if inj.cuda_graph and inj.sync_stall and layer + 1 == L // 2:
             graph_launch = -1  # the sync splits the region: relaunch a second graph after it
+    for kt in C.extra_kinds(inj, fwd_layer, L):  # uneven-work: more kernels of the same kinds
+        add(dataclasses.replace(_k(cat, kt), extra=True))
     add(_k(cat, K.gemm_kind(K.SM90_GEMM, t, v, h)))
     add(_k(cat, K.mem(K.SOFTMAX, t * v * 4)))
     add(_k(cat, K.mem(K.NLL, t * 8, grid=(1, 1, 1))))
@@ -273,8 +281,8 @@ def transformer_step(cfg: Config, cat: Catalog, launch_bound: bool) -> Program:
             K.mem(K.ADD, act * 3),
         ]
         last = -1
-        for kt in seq:
-            last = add(_k(cat, kt, **bw))
+        for it in faults.expand(seq, **bw):
+            last = add(it)
         buckets.append((last, layer_bytes))
     emb = add(_k(cat, K.mem(K.EMBED_BWD, act * 4), **bw))
     buckets.append((emb, v * h * 2))
@@ -348,6 +356,7 @@ class StepResult:
     corr_base: int
     nvtx: list[tuple[np.ndarray, np.ndarray, str, int]]  # (start (R,), end (R,), text, tid); domain by text
     collectives: list[dict]
+    present: np.ndarray | None = None  # (R, n) bool: False = an uneven-work slot this rank skips
 
 
 def _fifo(ready: np.ndarray, dur: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -371,6 +380,7 @@ class Simulator:
         for r, pct in cfg.injections.straggler.items():
             if 0 <= r < self.R:
                 self.slow[r] = 1 + pct / 100.0
+        self.causes = C.RankCauses(cfg)
 
     def run(self, p: Program, step: int | None, extra_input_ns: int = 0) -> StepResult:
         R, n, rng = self.R, p.n, self.rng
@@ -382,11 +392,12 @@ class Simulator:
         jitter = rng.integers(0, 1_500, (R, max(1, int(p.is_nccl.sum()))))
         compute = self._compute_mask(p)
         dur = p.dur[None, :] * noise * np.where(compute[None, :], self.slow[:, None], 1.0)
-        dur = np.maximum(np.rint(dur), 1).astype(np.int64)
+        dur = np.maximum(np.rint(dur * self.causes.gpu_factor(p)), 1).astype(np.int64)
         api_dur = np.rint(p.api_dur[None, :] * api_j).astype(np.int64)
         if p.dataloader_item >= 0:
             api_dur[:, p.dataloader_item] += extra_input_ns
         pre_gap = np.rint(p.pre_gap[None, :] * gap_j).astype(np.int64)
+        present = self.causes.apply(p, step, dur, api_dur, pre_gap, lat)
 
         cs = np.zeros((R, n), np.int64)
         ce = np.zeros((R, n), np.int64)
@@ -414,7 +425,7 @@ class Simulator:
                 if p.dep[i] >= 0:
                     arrive = np.maximum(arrive, ge[:, p.dep[i]])
                 last = int(arrive.max())
-                end = last + int(dur[:, i].max()) + jitter[:, nccl_k]
+                end = last + self.causes.transfer(int(dur[:, i].max()), jitter[:, nccl_k])
                 gs[:, i], ge[:, i] = arrive, end
                 self.free[NCCL_STREAM] = end.copy()
                 collectives.append(
@@ -457,7 +468,7 @@ class Simulator:
         if p.opt_range:
             f, l_ = p.opt_range
             nvtx.append((cs[:, f] - 1_500, ce[:, l_] + 1_000, OPTIMIZER_TEXT, MAIN_TID))
-        res = StepResult(p, step, cs, ce, gs, ge, self.corr, nvtx, collectives)
+        res = StepResult(p, step, cs, ce, gs, ge, self.corr, nvtx, collectives, present)
         self.corr += p.n_api
         return res
 

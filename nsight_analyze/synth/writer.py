@@ -16,11 +16,13 @@ import numpy as np
 import pyarrow as pa
 
 from ..duck import load_sqlite_reader, offline
+from . import memory as _memory
 from . import workload as W
 from .job import Job, RankEvents
 from .schemas import VERSIONS, columns, ddl
 
 GPU_NAME = "NVIDIA H100 80GB HBM3"
+GPU_TOTAL_MEMORY = 85_045_870_592  # TARGET_INFO_GPU.totalMemory of the generated GPUs (bytes)
 VM = 1 << 48
 BUS = [
     "0000:18:00.0",
@@ -155,7 +157,7 @@ def _gpu_rows(job: Job, ident: dict) -> list[dict]:
                 "busLocation": BUS[i % 8],
                 "isDiscrete": 1,
                 "l2CacheSize": 52_428_800,
-                "totalMemory": 85_045_870_592,
+                "totalMemory": GPU_TOTAL_MEMORY,
                 "memoryBandwidth": 3_352_320_000_000,
                 "clockRate": 1_980_000_000,
                 "smCount": 132,
@@ -332,7 +334,10 @@ def write_rank(
         "globalTid": gtid[ev.nvtx_tid],
         "textId": text_id,
         "domainId": ev.nvtx_domain.astype(np.int64),
+        "jsonText": ev.nvtx_payload,  # NCCL's JSON payload (nsys --include-json), None: none
     }
+    if job.cfg.injections.memory_usage:  # nsys --cuda-memory-usage rows (synth/memory.py)
+        _memory.write(con, job, ev, gpid, ident["device_id"])
     con.executemany(
         "INSERT INTO StringIds (id, value) VALUES (?, ?)", [(i, s) for s, i in strings.ids.items()]
     )

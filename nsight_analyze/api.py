@@ -1,0 +1,594 @@
+"""The Python API: the same answers as the CLI, as pandas DataFrames (or Arrow tables) and dicts.
+
+```python
+import nsight_analyze as na
+
+ws = na.open("job.duckdb")                 # or: ws = na.ingest("traces/", db="job.duckdb")
+ws.partition(by="rank")                    # where each rank's GPU time goes (ns)
+ws.ranks()                                 # clock offset, compute, waits suffered/caused (ns)
+ws.collectives()                           # every matched NCCL operation, its skew and bandwidth
+ws.findings()                              # ranked causes with recoverable time per step (ns)
+ws.mfu(model_flops_per_step=4.2e15)        # MFU/HFU per step (fractions of the dense peak)
+ws.sql("SELECT * FROM time_partition")     # any documented table or view
+ws.report("r.html")                        # the self-contained HTML report
+na.compare("before.duckdb", "after.duckdb")
+```
+
+The CLI is a thin layer over this module: each command calls a `Workspace` method (or the
+library function the method calls) and only renders what it returns, so `nsight-analyze X
+--format json` and `ws.X()` give the same numbers. Units: every `*_ns` value is integer
+nanoseconds (windows, durations, waits; `start_ns`/`end_ns` are timestamps on the aligned
+clock), `*_pct` a percentage (0-100), `*_bytes`/`bytes` bytes; MFU/HFU are fractions (0.42 =
+42 % of the dense peak). Definitions: docs/metrics.md; columns of the views: queries/*.sql.
+
+A `Workspace` holds no connection between calls (each call opens the DuckDB file read-only and
+closes it), so another process may ingest into the same file between two calls; use
+`ws.connect()` for several queries on one connection. Stale stored results (the files,
+settings or queries changed) are recomputed on the first call, as the CLI does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
+    import duckdb
+    import pandas as pd
+    import pyarrow as pa
+
+    from .diagnose import Finding
+    from .ingest import IngestReport
+
+PathArg = str | PathLike[str]
+By = Literal["rank", "step", "rank-step"]
+
+
+def _frame(rows: Sequence[dict[str, Any]] | pd.DataFrame, arrow: bool, columns: list[str] | None = None):
+    """A DataFrame of JSON-ready rows (the numbers the CLI's JSON prints), or its Arrow table."""
+    import pandas as pd
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=columns)
+    if not arrow:
+        return df
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(df, preserve_index=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Library functions on an open connection (what both the Workspace methods and the CLI call)
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    """Run one statement; a missing view is a stale or partial workspace, said in one line."""
+    import duckdb
+    import pandas as pd
+
+    from .errors import UserError
+
+    try:
+        rel = con.sql(sql)
+        return rel.df() if rel is not None else pd.DataFrame()
+    except duckdb.CatalogException as exc:
+        missing = str(exc).splitlines()[0]
+        raise UserError(
+            f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
+        ) from None
+
+
+def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """What `nsight-analyze ranks` shows, as DataFrames: {jobs, ranks, alignment, verdict, partial}.
+
+    `ranks`: one row per rank (merge_rank_rollup_of: clock offset and residuals, compute_ns,
+    wait_suffered_ns, wait_caused_ns, times_slowest, times_last, cost_ns, straggler); `verdict`:
+    one row per job (persistent / rotating / balanced, the straggler and its cost); `alignment`:
+    per job and host, how the clocks were aligned; `partial`: collective instances with fewer
+    participants than their communicator.
+    """
+    from .errors import UserError
+
+    if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
+        raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+    # Evaluate the (costly) time partition once for both the roll-up and the verdict.
+    _fetch(
+        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition"
+    )
+    _fetch(
+        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS SELECT * FROM merge_imbalance_of('merge_cmd_tp')"
+    )
+    rows = _fetch(con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank")
+    partial = _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")
+    return {
+        "ranks": rows,
+        "verdict": _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')"),
+        "alignment": _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host"),
+        "jobs": _fetch(con, "SELECT * FROM jobs ORDER BY job"),
+        "partial": int(partial["n"].iloc[0]),
+        "attribution": _attribution(con),
+    }
+
+
+def _attribution(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per rank and step (step None = whole job): its excess over the median rank by cause."""
+    from .errors import UserError
+    from .whatif import attribution
+
+    try:
+        return attribution(con, steps=True)
+    except UserError:  # a workspace computed before attribution existed
+        return []
+
+
+def rank_report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """The stable JSON document of `nsight-analyze ranks --format json`."""
+    from .render.data import records
+
+    rows, verdict = report["ranks"], report["verdict"]
+    return {
+        "jobs": records(report["jobs"]),
+        "ranks": records(rows),
+        "alignment": records(report["alignment"]),
+        "verdict": records(verdict)[0] if len(verdict) else None,  # the first job's
+        "verdicts": records(verdict),
+        "unmatched_nccl_kernels": int(rows["unmatched"].sum()),
+        "peer_unknown_kernels": int(rows["peer_unknown"].sum()),
+        "incomplete_nccl_kernels": int(rows["incomplete"].sum()),
+        "partial_collectives": report["partial"],
+        # why each rank is slow (docs/whatif.md): whole-job rows, then per step
+        "attribution": [_jsonable_row(r) for r in report.get("attribution", []) if r["step"] is None],
+        "attribution_by_step": [
+            _jsonable_row(r) for r in report.get("attribution", []) if r["step"] is not None
+        ],
+    }
+
+
+def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
+    from .render.data import jsonable
+
+    return {k: jsonable(v) for k, v in row.items()}
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):
+    """Run one statement: its result as a DataFrame (Arrow table), None when it returns no rows
+    (CREATE, INSERT, ...). A DuckDB error is one line (UserError), a read-only refusal says how."""
+    import duckdb
+
+    from .duck import out_of_memory
+    from .errors import UserError
+
+    try:
+        rel = con.execute(query)
+        if rel.description is None:
+            return None
+        if not arrow:
+            return rel.df()
+        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory(what) from None
+    except duckdb.Error as exc:
+        text = str(exc).splitlines()[0]
+        if "read-only" in text.lower() or "read only" in text.lower():
+            raise UserError(f"the workspace is opened read-only; add --write to change it ({text})") from None
+        raise UserError(f"SQL error: {text}") from None
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    """One row per finding, in rank order (the `diagnose` overview, raw values)."""
+    import pandas as pd
+
+    columns = [
+        "rank",
+        "severity",
+        "id",
+        "title",
+        "recoverable_ns_per_step",
+        "recoverable_pct",
+        "ranks",
+        "steps",
+        "summary",
+        "recoverable_method",
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "rank": f.rank,
+                "severity": f.severity,
+                "id": f.id,
+                "title": f.title,
+                "recoverable_ns_per_step": f.recoverable_ns_per_step,
+                "recoverable_pct": f.recoverable_pct,
+                "ranks": list(f.ranks),
+                "steps": list(f.steps),
+                "summary": f.summary,
+                "recoverable_method": f.recoverable_method,
+            }
+            for f in findings
+        ],
+        columns=columns,
+    )
+
+
+def mfu_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """The per-step rows of an MFU summary; the whole-capture values in `.attrs`."""
+    import pandas as pd
+
+    df = pd.DataFrame(
+        summary["per_step"], columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"]
+    )
+    df.attrs.update({k: v for k, v in summary.items() if k != "per_step"})
+    return df
+
+
+# ------------------------------------------------------------------------------------------------
+# The workspace object
+
+
+class Workspace:
+    """One nsight-analyze workspace (a DuckDB file made by `ingest`).
+
+    Every method opens the file, answers and closes it (see the module docstring). Methods
+    returning tables take `arrow=True` for a `pyarrow.Table` instead of a pandas DataFrame.
+    """
+
+    ingest_report: IngestReport | None = None  # set by na.ingest: the per-file outcomes
+
+    def __init__(self, path: PathArg):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    # -- connections ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def connect(self, read_only: bool = True, analyse: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB connection with the documented tables and views, closed on exit.
+
+        read_only=False lets statements change the workspace (and takes its write lock);
+        analyse=False skips recomputing stale stored results (the raw tables only)."""
+        from .workspace import open_workspace
+
+        con = open_workspace(self.path, read_only=read_only, must_exist=True, analyse=analyse)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def sql(self, query: str, arrow: bool = False, write: bool = False) -> pd.DataFrame | pa.Table | None:
+        """Run one DuckDB SQL statement on the workspace (read-only unless `write`).
+
+        The tables and views are documented in docs/metrics.md and queries/*.sql (integer ns
+        times). Returns None for a statement without a result (CREATE, INSERT, ...)."""
+        with self.connect(read_only=not write) as con:
+            return run_sql(con, query, arrow=arrow)
+
+    # -- what is in it ----------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Files, versions, jobs, ranks, event counts, time span and warnings (`info --format json`).
+
+        `span` rows: per rank, first_ns/last_ns, the earliest start and latest end of a GPU
+        operation on the rank's own (unaligned) clock."""
+        from .commands.info import workspace_info
+
+        with self.connect(analyse=False) as con:  # the tables only: no stored results needed
+            return workspace_info(con)
+
+    def gpus(
+        self,
+        peak_tflops: float | None = None,
+        precision: str | None = None,
+        gpu: str | None = None,
+        arrow: bool = False,
+    ) -> pd.DataFrame | pa.Table:
+        """Per rank: GPU name, matched peak-table model, how the peak was found (`source`), the dense
+        peak `peak_tflops` (TFLOP/s, for `precision`; NaN = unknown), memory bandwidth `mem_bw_gbs`
+        (GB/s) and the roofline ridge point (FLOP/byte). `gpu` states the model; `peak_tflops`
+        overrides the table."""
+        from .gpus import DEFAULT_PRECISION, rank_peaks, validate_gpu
+
+        validate_gpu(gpu)
+        with self.connect() as con:
+            df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision or DEFAULT_PRECISION, gpu=gpu)
+        return _frame(df, arrow)
+
+    def ncu_peaks(self, precision: str | None = None, arrow: bool = False) -> pd.DataFrame | pa.Table:
+        """Per Nsight Compute file: the dense peak (TFLOP/s) and memory bandwidth (GB/s) its
+        roofline ridge points use, and where they came from."""
+        from .gpus import DEFAULT_PRECISION
+
+        with self.connect() as con:
+            df = con.execute(
+                """
+                SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
+                       p.mem_bw_bps / 1e9 AS mem_bw_gbs, p.reason
+                FROM ncu_peaks p LEFT JOIN files f USING (file_id)
+                WHERE p.precision = ? ORDER BY p.file_id
+                """,
+                [precision or DEFAULT_PRECISION],
+            ).df()
+        return _frame(df, arrow)
+
+    def classify(
+        self,
+        rules: PathArg | None = None,
+        by: Literal["category", "subcategory", "other"] = "category",
+        arrow: bool = False,
+    ) -> pd.DataFrame | pa.Table:
+        """Re-apply the kernel rules (plus `rules`, a CSV kept in the workspace) and return kernel
+        time per category (by='category'), per category and subcategory, or the kernel names no
+        rule classifies (by='other'): kernels/instances counts, `total_ns` summed over all ranks
+        (ns), `pct` of all kernel time. Writes the workspace (the categories are stored)."""
+        from .commands.classify import category_totals, coverage, other_kernels
+
+        tables = {"category": category_totals, "subcategory": coverage, "other": other_kernels}
+        if by not in tables:
+            raise ValueError(f"by must be one of {', '.join(tables)}, not {by!r}")
+        from .classify import reclassify_all
+
+        with self.connect(read_only=False) as con:
+            reclassify_all(con, Path(rules) if rules is not None else None)
+            return _frame(tables[by](con), arrow)
+
+    # -- where the time goes ----------------------------------------------------------------------
+
+    def summary(self, by: By = "rank") -> dict[str, Any]:
+        """Everything `nsight-analyze summary` shows (`--format json`): {by, partition,
+        step_source, top_kernels}; see `partition` for the rows."""
+        from .summary import summary
+
+        with self.connect() as con:
+            return summary(con, by=by)
+
+    def partition(self, by: By = "rank", arrow: bool = False) -> pd.DataFrame | pa.Table:
+        """The GPU time partition: one row per rank (by='rank', the whole capture), per step
+        (by='step') or per rank and step (by='rank-step').
+
+        Columns (ns): `window_ns` is tiled exactly by compute_ns + memory_ns + other_ns +
+        comms_exposed_ns (communication no compute or memory operation overlaps) + idle_ns (no
+        GPU operation); idle_ns splits into launch_gap_ns, input_stall_ns, sync_stall_ns,
+        host_bound_ns and idle_other_ns. comms_total_ns is all communication time,
+        comms_hidden_ns the part overlapped by compute; overlap_pct = hidden / total. Each `*_pct`
+        is that column's share of the window. by='step' rows hold sums over the `ranks` that
+        have the step (rank-ns: divide by `ranks` for the mean rank), plus `job_step_ns` (the
+        longest window over the ranks: the job's step time), `slowest_rank` and `min_window_ns`.
+        """
+        from .summary import partition
+
+        with self.connect() as con:
+            return _frame(partition(con, by), arrow)
+
+    def top_kernels(self, limit: int = 10, arrow: bool = False) -> pd.DataFrame | pa.Table:
+        """The kernels with the most GPU time summed over all ranks: instances, total_ns (ns),
+        pct (of all kernel time)."""
+        from .summary import top_kernels
+
+        with self.connect() as con:
+            return _frame(top_kernels(con, limit), arrow)
+
+    # -- ranks, collectives, stragglers -----------------------------------------------------------
+
+    def rank_report(self) -> dict[str, Any]:
+        """The document of `nsight-analyze ranks --format json`: jobs, ranks, alignment, the
+        straggler verdict per job, and the NCCL kernels no wait could be computed for."""
+        with self.connect() as con:
+            return rank_report_json(rank_report(con))
+
+    def whatif(self) -> dict[str, Any]:
+        """The document of `nsight-analyze whatif --format json` (docs/whatif.md): per step and for
+        the whole job, the step time if each cause went away (the measured dependencies replayed)."""
+        from .whatif import scenarios, whatif_json
+
+        with self.connect() as con:
+            return whatif_json(scenarios(con))
+
+    def ranks(self, arrow: bool = False) -> pd.DataFrame | pa.Table:
+        """One row per rank: job, host, device, GPU, `clock_offset_ns` (added to the rank's
+        timestamps to put it on the job's clock) and its alignment residuals (p50/p95 ns),
+        `compute_ns` (whole capture), `wait_suffered_ns` (time its NCCL kernels waited for later
+        ranks), `wait_caused_ns` (GPU time the other ranks waited for it), `times_slowest`
+        (imbalanced steps it was slowest in), `times_last` (collectives it arrived last at),
+        `cost_ns` (the job's delay it caused, for the straggler) and `straggler`."""
+        return _frame(self.rank_report()["ranks"], arrow)
+
+    def collectives(self, arrow: bool = False) -> pd.DataFrame | pa.Table:
+        """One row per NCCL operation instance matched across ranks (queries/collectives.sql):
+        op, communicator, sequence, participants, bytes, aligned start_ns/end_ns (first arrival,
+        last end), start_skew_ns (last arrival - first arrival: what the early ranks wait),
+        transfer_ns (the shortest participant's kernel), busbw_gbps (nccl-tests bus bandwidth,
+        GB/s), last_rank (who arrived last) and last_margin_ns."""
+        return self.sql("SELECT * FROM collectives ORDER BY coll_id", arrow=arrow)
+
+    # -- findings and efficiency ------------------------------------------------------------------
+
+    def diagnose(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> list[Finding]:
+        """Run every rule: the findings (nsight_analyze.diagnose.Finding), ranked by recoverable
+        time per step (an upper bound, ns), capture notes first. `thresholds` override
+        docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
+        Raises NoData (exit status 4 in the CLI) when the workspace has no GPU operation."""
+        from .clihelp import require_gpu_data
+        from .diagnose import diagnose, resolve_thresholds
+        from .gpus import stated_gpu
+
+        resolve_thresholds(thresholds)  # bad input is said before "no data"
+        with self.connect(analyse=False) as con:
+            require_gpu_data(con, str(self.path), "diagnose")
+        with self.connect() as con, stated_gpu(gpu):
+            return diagnose(con, thresholds)
+
+    def diagnosis(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> dict[str, Any]:
+        """The stable document of `nsight-analyze diagnose --format json` (docs/diagnose.md)."""
+        from .diagnose import findings_json
+
+        return findings_json(self.diagnose(thresholds, gpu))
+
+    def findings(
+        self, thresholds: dict[str, Any] | None = None, gpu: str | None = None, arrow: bool = False
+    ) -> pd.DataFrame | pa.Table:
+        """One row per finding in rank order: severity, id, title, `recoverable_ns_per_step` (ns
+        of step time it could save per step, an upper bound), `recoverable_pct` (of the mean
+        step), the ranks and steps it concerns, its summary. Evidence, signals and fixes: see
+        `diagnose()` (Finding objects) or `diagnosis()` (JSON)."""
+        return _frame(findings_frame(self.diagnose(thresholds, gpu)), arrow)
+
+    def mfu_summary(self, **options: Any) -> dict[str, Any]:
+        """The document of `nsight-analyze mfu --format json`; options as for `mfu`."""
+        from .gpus import validate_gpu
+        from .mfu import hfu_mfu_summary
+
+        validate_gpu(options.get("gpu"))
+        with self.connect() as con:
+            return hfu_mfu_summary(con, **options)
+
+    def mfu(
+        self,
+        model_flops_per_step: float | None = None,
+        *,
+        params: float | None = None,
+        tokens_per_step: float | None = None,
+        layers: int | None = None,
+        hidden: int | None = None,
+        seq_len: int | None = None,
+        vocab: int | None = None,
+        recompute: str = "none",
+        formula: str = "palm",
+        gpu: str | None = None,
+        peak_tflops: float | None = None,
+        precision: str | None = None,
+        n_gpus: int | None = None,
+        steps_in_window: int | None = None,
+        arrow: bool = False,
+    ) -> pd.DataFrame | pa.Table:
+        """MFU and HFU per step: `mfu` = model FLOPs / (step time x GPUs x dense peak), `hfu` =
+        counted FLOPs (Nsight Compute) / (window x peak), both fractions (0.42 = 42 %);
+        `window_ns_max` is the step's longest rank window (ns), `coverage_pct` the share of kernel
+        time with counter data.
+
+        MFU needs `model_flops_per_step` (the whole job's, forward + backward) or a model
+        (params + tokens_per_step, or layers/hidden/seq_len[/vocab] with formula='megatron').
+        The whole-capture values (mfu, hfu, hfu_over_mfu, peaks, notes, gap) are in `.attrs` of
+        the DataFrame (the same keys as `mfu --format json`; an Arrow table has the rows only: see
+        `mfu_summary()`); unknown values are None/NaN, with the reason in attrs['notes'].
+        """
+        from .gpus import DEFAULT_PRECISION
+
+        summary = self.mfu_summary(
+            model_flops_per_step=model_flops_per_step,
+            params=params,
+            tokens_per_step=tokens_per_step,
+            layers=layers,
+            hidden=hidden,
+            seq_len=seq_len,
+            vocab=vocab,
+            recompute=recompute,
+            formula=formula,
+            peak_tflops=peak_tflops,
+            precision=precision or DEFAULT_PRECISION,
+            n_gpus=n_gpus,
+            steps_in_window=steps_in_window,
+            gpu=gpu,
+        )
+        return _frame(mfu_frame(summary), arrow)
+
+    # -- outputs ----------------------------------------------------------------------------------
+
+    def report(
+        self,
+        path: PathArg = "report.html",
+        steps: str | None = None,
+        model_flops_per_step: float | None = None,
+        peak_tflops: float | None = None,
+        gpu: str | None = None,
+    ) -> Path:
+        """Write the self-contained HTML report (as `nsight-analyze report -o PATH`); return its path.
+
+        `steps`: 'A:B' (inclusive), 'A:', ':B' or 'N'; MFU options as for `mfu`."""
+        from .gpus import validate_gpu
+        from .render.report import parse_steps, write_report
+
+        step_range = parse_steps(steps)
+        given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
+        validate_gpu(gpu)
+        with self.connect() as con:
+            return write_report(con, path, step_range, mfu_options={k: v for k, v in given if v is not None})
+
+
+# ------------------------------------------------------------------------------------------------
+# Module functions: na.open, na.ingest, na.compare
+
+
+def open(path: PathArg = "nsight_analyze.duckdb") -> Workspace:  # noqa: A001 - na.open, like io.open
+    """The workspace at `path` (made by `ingest`); raises UserError when there is none."""
+    from .workspace import open_workspace
+
+    path = Path(path)
+    con = open_workspace(path, read_only=True, must_exist=True, analyse=False)  # exists, and is one
+    con.close()
+    return Workspace(path)
+
+
+def ingest(
+    inputs: PathArg | Sequence[PathArg],
+    db: PathArg | None = None,
+    *,
+    jobs: int = 1,
+    replace: bool = False,
+    rules: PathArg | None = None,
+) -> Workspace:
+    """Read every trace below `inputs` (folders or files: nsys .sqlite/.nsys-rep, PyTorch-profiler
+    JSON, Nsight Compute CSV) into the workspace `db` (default: nsight_analyze.duckdb beside the
+    first input) and compute its analysis; return it. The ingest report (per-file outcomes) is
+    `ws.ingest_report`. Raises UserError when a file failed or nothing was loaded."""
+    from .errors import UserError
+    from .ingest import ingest as _ingest
+
+    paths = [Path(inputs)] if isinstance(inputs, (str, PathLike)) else [Path(p) for p in inputs]
+    if not paths:
+        raise UserError("ingest: no input given")
+    if db is None:
+        first = paths[0]
+        db = (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
+    report = _ingest(paths, Path(db), jobs=jobs, replace=replace, rules=Path(rules) if rules else None)
+    failed = report.by_status("failed")
+    if failed:
+        raise UserError(f"{failed[0].path}: {failed[0].message}")
+    if not Path(db).exists():
+        raise UserError(f"nothing ingested from {', '.join(map(str, paths))}")
+    ws = Workspace(db)
+    ws.ingest_report = report
+    return ws
+
+
+def compare(
+    before: PathArg | Workspace,
+    after: PathArg | Workspace,
+    *,
+    settings: dict[str, Any] | None = None,
+    findings: bool = True,
+    model_flops_per_step: float | None = None,
+    fail_on_regression_pct: float | None = None,
+) -> dict[str, Any]:
+    """Compare two runs (workspaces, or trace folders/files ingested into temporary ones): the
+    stable document of `nsight-analyze compare --format json` (docs/compare.md): verdict
+    (improvement / regression / neutral, on the slowest rank's median step time with a bootstrap
+    interval), step times, partition, kernels and collectives that changed, matched findings."""
+    from .compare import compare as _compare
+
+    return _compare(
+        Path(before),
+        Path(after),
+        settings=settings,
+        findings=findings,
+        model_flops_per_step=model_flops_per_step,
+        fail_on_regression_pct=fail_on_regression_pct,
+    )
+
+
+__all__ = ["Workspace", "compare", "ingest", "open", "rank_report", "run_sql"]

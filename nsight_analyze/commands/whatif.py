@@ -1,0 +1,88 @@
+"""`nsight-analyze whatif`: the job's step time if each cause of lost time went away (docs/whatif.md)."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from ..api import Workspace
+from ..clihelp import output_options
+from ..render.data import to_json
+from ..render.markdown import markdown_table, markdown_text
+from ..render.output import emit
+from ..render.terminal import echo
+from ..render.units import format_duration
+from ..whatif import SCENARIO_TEXT, scenarios, whatif_json
+
+
+def _table(rows: list[dict], several_jobs: bool) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            **({"job": [r["job"] for r in rows]} if several_jobs else {}),
+            "scenario": [r["scenario"] for r in rows],
+            "step": [r["step"] if r["step"] is not None else "all (mean)" for r in rows],
+            "actual_step_time_ns": [float(r["actual_step_time_ns"]) for r in rows],
+            "step_time_ns": [float(r["step_time_ns"]) for r in rows],
+            "gain_ns": [float(r["gain_ns"]) for r in rows],
+            "gain_pct": [
+                100.0 * r["gain_ns"] / r["replayed_actual_ns"] if r["replayed_actual_ns"] else float("nan")
+                for r in rows
+            ],
+        }
+    )
+
+
+def _lines(rows: list[dict]) -> list[str]:
+    lines = []
+    for r in rows:
+        if r["step"] is not None or not r["replayed_actual_ns"]:
+            continue
+        fixed = r["fixed_ranks"].split(",") if r["fixed_ranks"] else []
+        who = f" (rank{'s' if len(fixed) > 1 else ''} {', '.join(fixed)})" if fixed else ""
+        lines.append(
+            f"if {SCENARIO_TEXT.get(r['scenario'], r['scenario'])}{who}: "
+            f"{format_duration(r['step_time_ns'])} per step instead of "
+            f"{format_duration(r['actual_step_time_ns'])} "
+            f"({100.0 * r['gain_ns'] / r['replayed_actual_ns']:.1f} % faster)"
+        )
+    return lines
+
+
+@click.command(name="whatif")
+@click.option("--steps/--no-steps", "per_step", default=False, help="Table: one row per step as well.")
+@output_options()
+def command(db: str, fmt: str, per_step: bool) -> None:
+    """Per step and for the whole job: the job's step time (its slowest rank's step window) if the slow
+    rank(s) ran at the median rank's speed, communication were hidden behind compute, or input stalls,
+    launch gaps or sync stalls were removed. Computed by replaying the measured dependencies (a
+    collective ends when its last participant arrives plus its transfer; a rank's next work starts
+    after its previous work and its collectives), so waiting ranks gain only what the critical path
+    gains.
+
+    JSON: {"scenarios": [{"scenario", "step" (null = whole job), "actual_step_time_ns", "step_time_ns",
+    "gain_ns", ...}]} (docs/whatif.md). CSV: those rows."""
+    with Workspace(db).connect() as con:
+        rows = scenarios(con)
+    if fmt == "json":
+        print(to_json(whatif_json(rows)))
+        return
+    if fmt == "csv":
+        df = pd.DataFrame(whatif_json(rows)["scenarios"])
+        if len(df):
+            df["step"] = pd.array(df["step"], dtype="Int64")
+            df["fixed_ranks"] = [",".join(map(str, f)) if f else "" for f in df["fixed_ranks"]]
+        emit(df, "csv")
+        return
+    if not rows:
+        echo("no what-if: no step is present on every rank of the job (step windows are needed)")
+        return
+    shown = rows if per_step or fmt == "markdown" else [r for r in rows if r["step"] is None]
+    several = len({r["job"] for r in rows}) > 1
+    if fmt == "markdown":
+        print(markdown_table(_table(shown, several), "What fixing each cause would buy"))
+        print()
+        print("\n".join(f"- {markdown_text(line)}" for line in _lines(rows)))
+        return
+    emit(_table(shown, several), fmt, title="What fixing each cause would buy")
+    for line in _lines(rows):
+        echo(line, hang="    ")

@@ -1,0 +1,227 @@
+"""Compare two runs (before/after): what changed, whether it is real, and a CI gate.
+
+Why one library function: the terminal, markdown, JSON (CI) and HTML outputs all render the
+same `compare()` dict, so a verdict means one thing everywhere (docs/compare.md).
+
+How: both workspaces are ATTACHed read-only to one in-memory DuckDB. Each side's analysis
+results (time_partition, steps, imbalance, rank rollup) are copied once into temp tables; every
+comparison (partition, kernels, collectives, work rate) is SQL across the two catalogs, including
+the per-instance work (ranks and ties of kernel durations, clipping kernels to windows). Python
+only does the statistics on small inputs (scipy.stats): on the step-time samples (a few hundred
+numbers) a seeded percentile bootstrap of the relative change of the median and a Mann-Whitney U
+test, and the p-values of the per-kernel rank statistics SQL computed.
+
+The verdict has a basis (docs/compare.md "Verdict"): step times when both runs have step
+windows; otherwise work per unit of time (the kernels both runs launch, valued at BEFORE's mean
+duration, per ns of capture window), because a fixed-length capture has no step time to compare.
+Kernels are faster or slower by their per-instance durations, never by their count or total
+time. Findings are matched by the cause they measure (CAUSES), not by their id.
+
+One module per job; this one is the public API (`compare`) and the order of the work (`_run`):
+
+    settings.py   named defaults (DEFAULTS), resolve_settings, the JSON's vocabularies
+    sides.py      inputs: workspaces or ingested traces; each side's results copied once
+    stats.py      the statistics (scipy.stats): bootstrap, Mann-Whitney, rank-test p-values
+    step_time.py  step times: the slowest rank's and every rank's, compared
+    runs.py       partition per step window, step counts, imbalance, side by side
+    kernels.py    kernels and collectives matched, faster/slower by per-instance durations
+    work_rate.py  work per unit of time (the basis without steps)
+    findings.py   findings matched by cause, magnitudes and change status
+    verdict.py    verdict, its basis, the ranks it names, its reason, the CI gate
+
+`import nsight_analyze as na; na.compare(...)` calls api.compare: nsight_analyze/__init__.py
+makes this package callable (it is also a submodule named `compare`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ..duck import bound_memory, offline
+from ..errors import UserError
+from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_of  # noqa: F401
+from .kernels import _collectives, _kernels
+from .runs import _imbalance, _n_steps, _partition
+from .settings import (  # noqa: F401
+    BASES,
+    COMPANIONS,
+    CONFIG,
+    DEFAULTS,
+    PARTS,
+    SCHEMA,
+    SIDES,
+    STATUSES,
+    TRIM_LEVELS,
+    resolve_settings,
+)
+from .sides import _df, _findings, _materialise, _mfu, _refresh, is_workspace, workspaces
+from .stats import compare_samples, mann_whitney_p  # noqa: F401
+from .step_time import _step_windows, step_time_comparison
+from .verdict import _basis, _reason, _suspects, gate, rate_verdict, verdict_of  # noqa: F401
+from .work_rate import _work_rate
+
+
+def compare(
+    before: str | Path,
+    after: str | Path,
+    *,
+    settings: dict[str, Any] | None = None,
+    findings: bool = True,
+    model_flops_per_step: float | None = None,
+    fail_on_regression_pct: float | None = None,
+) -> dict[str, Any]:
+    """Compare two runs (workspaces or trace folders/files); the stable JSON of docs/compare.md."""
+    cfg = resolve_settings(settings)
+    with workspaces(before, after) as (db_b, db_a, notes):
+        for db in sorted({db_b.resolve(), db_a.resolve()}):
+            note = _refresh(db)
+            if note:
+                notes.append(note)
+        same = db_b.resolve() == db_a.resolve()
+        cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
+        con = offline(duckdb.connect())
+        try:
+            bound_memory(con)  # the same cap as every analysis connection: spill, never take the machine
+            con.execute("SET enable_progress_bar = false")
+            con.execute(f"ATTACH '{db_b.resolve()}' AS cmp_b (READ_ONLY)")
+            if not same:
+                con.execute(f"ATTACH '{db_a.resolve()}' AS cmp_a (READ_ONLY)")
+            result = _run(
+                con, cats, {"before": str(before), "after": str(after)}, cfg, findings, model_flops_per_step
+            )
+        finally:
+            con.close()
+    result["notes"] = notes + result["notes"]
+    if fail_on_regression_pct is not None:
+        result["gate"] = gate(result, fail_on_regression_pct)
+    return result
+
+
+def _run(
+    con: duckdb.DuckDBPyConnection,
+    cats: dict[str, str],
+    paths: dict[str, str],
+    cfg: dict[str, float],
+    with_findings: bool,
+    model_flops: float | None,
+) -> dict[str, Any]:
+    notes: list[str] = []
+    found: dict[str, list | None] = {}
+    mfu: dict[str, dict] = {}
+    ranks: dict[str, list[int]] = {}
+    for side in SIDES:
+        if side == "after" and cats["after"] == cats["before"]:  # the same workspace twice
+            for t in ("tp", "steps", "src", "win", "imb", "rr"):
+                con.execute(f"CREATE OR REPLACE TEMP TABLE after_{t} AS SELECT * FROM before_{t}")
+            ranks[side], found[side], mfu[side] = ranks["before"], found["before"], mfu["before"]
+            continue
+        _materialise(con, cats[side], side)
+        ranks[side] = [
+            int(r[0])
+            for r in con.execute(
+                "SELECT rank FROM (SELECT rank FROM ranks UNION SELECT rank FROM kernels) ORDER BY rank"
+            ).fetchall()
+        ]
+        found[side], note = _findings(con, cats[side]) if with_findings else (None, None)
+        if note:
+            notes.append(f"{side} {note}")
+        mfu[side] = _mfu(con, cats[side], model_flops)
+    con.execute("USE memory")
+    common = sorted(set(ranks["before"]) & set(ranks["after"]))
+    if not common:
+        raise UserError("the two runs have no rank in common: nothing to compare")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest($r::INTEGER[]) AS rank", {"r": common}
+    )
+    only_b = sorted(set(ranks["before"]) - set(ranks["after"]))
+    only_a = sorted(set(ranks["after"]) - set(ranks["before"]))
+    if only_b or only_a:
+        notes.append(
+            f"rank counts differ ({len(ranks['before'])} before, {len(ranks['after'])} after): "
+            f"compared on the {len(common)} ranks both have"
+        )
+    steps = {s: _n_steps(con, s) for s in SIDES}
+    # Steps found only as a periodic kernel's runs do not make the step-time basis: in a window
+    # cut from a longer run the two captures may repeat different kernels; work per unit of
+    # time stays the judge, and the step times are reported alongside.
+    has_steps = {
+        s: bool(
+            con.execute(
+                f"SELECT count(*) FROM {s}_tp WHERE step IS NOT NULL "
+                "AND rank IN (SELECT rank FROM cmp_common) "
+                f"AND rank IN (SELECT rank FROM {s}_src WHERE source <> 'periodic')"
+            ).fetchone()[0]
+        )
+        for s in SIDES
+    }
+    runs = {}
+    for side in SIDES:
+        src = _df(con, f"SELECT source, count(*) AS ranks FROM {side}_src GROUP BY source ORDER BY source")
+        runs[side] = {
+            "input": paths[side],
+            "ranks": len(ranks[side]),
+            "steps": steps[side],
+            "step_source": ", ".join(src["source"].astype(str)) or "none",
+            "has_steps": has_steps[side],
+        }
+    st = step_time_comparison(_step_windows(con, "before"), _step_windows(con, "after"), cfg)
+    step_verdict = st.pop("verdict")
+    wr = _work_rate(con, cats, cfg)
+    basis, basis_why = _basis(has_steps, wr)
+    if basis == "step_time":
+        verdict, confidence, why = step_verdict["verdict"], step_verdict["confidence"], step_verdict["why"]
+    else:
+        verdict, confidence, why = rate_verdict(wr, cfg)
+    measured = {s: _measures(con, s, cats[s]) for s in SIDES} if with_findings else {}
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "settings": cfg,
+        "runs": runs,
+        "ranks": {"common": common, "only_before": only_b, "only_after": only_a},
+        "verdict": {
+            "verdict": verdict,
+            "confidence": confidence,
+            "why": why,
+            "ranks": [],
+            "reason": "",
+            "basis": basis,
+            "basis_why": basis_why,
+            "comparable": basis != "none",
+        },
+        "step_time": st,
+        "work_rate": wr,
+        "partition": _partition(con),
+        "imbalance": {s: _imbalance(con, s) for s in SIDES},
+        "mfu": mfu,
+        "kernels": _kernels(con, cats, steps, cfg),
+        "collectives": _collectives(con, cats, steps, cfg),
+        "findings": _findings_diff(found.get("before"), found.get("after"), measured, cfg),
+        "notes": notes,
+    }
+    if basis != "step_time" and (has_steps["before"] or has_steps["after"]):
+        notes.append(f"verdict on work per unit of time: {basis_why}")
+    result["verdict"]["ranks"] = _suspects(result, cfg) if verdict != "neutral" else []
+    result["verdict"]["reason"] = _reason(result)
+    return result
+
+
+__all__ = [
+    "CAUSES",
+    "DEFAULTS",
+    "PARTS",
+    "SCHEMA",
+    "SIDES",
+    "compare",
+    "compare_samples",
+    "gate",
+    "is_workspace",
+    "mann_whitney_p",
+    "rate_verdict",
+    "resolve_settings",
+    "step_time_comparison",
+    "verdict_of",
+    "workspaces",
+]

@@ -1,0 +1,150 @@
+"""Work done per unit of time, before and after: the verdict's basis when a run has no steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from ..errors import UserError
+from .settings import CONFIG, SIDES, TRIM_LEVELS
+from .sides import _df
+
+
+def _overlap(s: str, e: str) -> str:
+    """SQL: the share of a kernel instance inside [s, e) (a zero-length one counts by its start)."""
+    return (
+        f"CASE WHEN end_ns > start_ns THEN greatest(least(end_ns, {e}) - greatest(start_ns, {s}), 0)"
+        f"::DOUBLE / (end_ns - start_ns) ELSE (start_ns >= {s} AND start_ns < {e})::DOUBLE END"
+    )
+
+
+def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[str, float]) -> dict[str, Any]:
+    """Work done per ns of window, before and after: the basis of a verdict without step times.
+
+    Work = the non-communication kernels both runs launch, matched by name AND launch
+    configuration (a different shape is different work), each instance valued at BEFORE's mean
+    duration of its kind and clipped to the window: so a kernel that got slower does not count
+    as more work, and fewer instances in the same time is less work. Window = each common rank's
+    step windows (first start to last end), i.e. the capture when there are no steps. Rate =
+    sum over ranks of work / sum of windows. Because a capture cuts iterations at arbitrary
+    points, the rate is also computed on sub-windows trimmed by 0..rate_trim_pct % at either end
+    (TRIM_LEVELS x TRIM_LEVELS per run); `range_pct` is the change between the extremes of the
+    two runs (any cut of one against any cut of the other). Per-instance work is SQL.
+    """
+    kq = (
+        "SELECT {side} AS side, rank, start_ns, end_ns, end_ns - start_ns AS dur, "
+        f"hash(name, {', '.join(CONFIG)}) AS kk FROM {{cat}}.kernels "
+        "WHERE rank IN (SELECT rank FROM cmp_common) AND category IS DISTINCT FROM 'comms'"
+    )
+    k_all = f"{kq.format(side=0, cat=cats['before'])} UNION ALL {kq.format(side=1, cat=cats['after'])}"
+    trim = float(cfg["rate_trim_pct"]) / 100.0
+    if not 0 <= trim < 0.5:
+        raise UserError("rate_trim_pct must be at least 0 and below 50")
+    cut_f = "lo + (hi - lo) * tr.f"
+    cut_b = "hi - (hi - lo) * tr.f"
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE cmp_wr AS
+        WITH w AS (SELECT 0 AS side, * FROM before_win WHERE rank IN (SELECT rank FROM cmp_common)
+                   UNION ALL SELECT 1, * FROM after_win WHERE rank IN (SELECT rank FROM cmp_common)),
+        k AS MATERIALIZED (
+            SELECT k.*, w.lo, w.hi FROM ({k_all}) k JOIN w ON w.side = k.side AND w.rank = k.rank
+            WHERE k.end_ns >= w.lo AND k.start_ns < w.hi),
+        ref AS MATERIALIZED (SELECT kk, avg(dur) AS ref_ns FROM k WHERE side = 0 GROUP BY kk
+                HAVING kk IN (SELECT kk FROM k WHERE side = 1)),
+        tr AS (SELECT i, {trim} * i / {TRIM_LEVELS - 1} AS f FROM range({TRIM_LEVELS}) r(i)),
+        whole AS (SELECT k.side, k.rank, sum(ref_ns * {_overlap("lo", "hi")}) AS work,
+                         sum(dur * {_overlap("lo", "hi")}) AS matched_ns
+                  FROM k JOIN ref USING (kk) GROUP BY k.side, k.rank),
+        tot AS (SELECT side, rank, sum(dur * {_overlap("lo", "hi")}) AS kernel_ns FROM k GROUP BY side, rank),
+        front AS (SELECT k.side, k.rank, tr.i, sum(ref_ns * {_overlap("lo", cut_f)}) AS cut
+                  FROM k JOIN ref USING (kk) JOIN tr ON k.start_ns < {cut_f} GROUP BY k.side, k.rank, tr.i),
+        back AS (SELECT k.side, k.rank, tr.i, sum(ref_ns * {_overlap(cut_b, "hi")}) AS cut
+                 FROM k JOIN ref USING (kk) JOIN tr ON k.end_ns > {cut_b} GROUP BY k.side, k.rank, tr.i),
+        g AS (SELECT w.side, w.rank, a.i AS fi, b.i AS bi, (w.hi - w.lo) * (1 - a.f - b.f) AS window_ns
+              FROM w, tr a, tr b)
+        SELECT g.*, coalesce(whole.work, 0) - coalesce(fc.cut, 0) - coalesce(bc.cut, 0) AS work_ns,
+               coalesce(whole.matched_ns, 0) AS matched_ns, coalesce(tot.kernel_ns, 0) AS kernel_ns
+        FROM g LEFT JOIN whole ON whole.side = g.side AND whole.rank = g.rank
+        LEFT JOIN tot ON tot.side = g.side AND tot.rank = g.rank
+        LEFT JOIN front fc ON fc.side = g.side AND fc.rank = g.rank AND fc.i = g.fi
+        LEFT JOIN back bc ON bc.side = g.side AND bc.rank = g.rank AND bc.i = g.bi""")
+    cuts = _df(
+        con,
+        "SELECT side, fi, bi, sum(work_ns) / nullif(sum(window_ns), 0) AS rate "
+        "FROM cmp_wr GROUP BY side, fi, bi",
+    )
+    whole = _df(
+        con,
+        """SELECT side, rank, window_ns, work_ns, matched_ns, kernel_ns FROM cmp_wr
+                        WHERE fi = 0 AND bi = 0 ORDER BY side, rank""",
+    )
+    busy = _df(
+        con,
+        " UNION ALL ".join(
+            f"SELECT {i} AS side, 100.0 * sum(compute_ns + memory_ns + other_ns) / nullif(sum(window_ns), 0) "
+            f"AS busy_pct FROM {side}_tp t WHERE rank IN (SELECT rank FROM cmp_common) AND (step IS NOT NULL "
+            f"OR NOT EXISTS (SELECT 1 FROM {side}_tp u WHERE u.rank = t.rank AND u.step IS NOT NULL))"
+            for i, side in enumerate(SIDES)
+        ),
+    )
+    out: dict[str, Any] = {
+        "basis": "kernel work per ns of window: the non-communication kernels both runs launch (same "
+        "name and launch configuration), each instance valued at BEFORE's mean duration",
+        "comparable": False,
+        "why": None,
+        "trim_pct": float(cfg["rate_trim_pct"]),
+        "delta_pct": None,
+        "range_pct": None,
+        "per_rank": [],
+    }
+    for i, side in enumerate(SIDES):
+        w = whole[whole["side"] == i]
+        window, work = float(w["window_ns"].sum()), float(w["work_ns"].sum())
+        kernel, matched = float(w["kernel_ns"].sum()), float(w["matched_ns"].sum())
+        bp = busy.loc[busy["side"] == i, "busy_pct"]
+        out[side] = {
+            "window_ns": window,
+            "work_ns": work,
+            "rate": work / window if window else None,
+            "kernel_ns": kernel,
+            "coverage_pct": 100.0 * matched / kernel if kernel else None,
+            "busy_pct": None if bp.empty or pd.isna(bp.iloc[0]) else float(bp.iloc[0]),
+        }
+    rb, ra = out["before"]["rate"], out["after"]["rate"]
+    cover = [out[s]["coverage_pct"] for s in SIDES]
+    if not rb or ra is None:
+        out["why"] = (
+            "no kernel work in " + ("BEFORE's" if not rb else "AFTER's") + " windows of the common ranks"
+        )
+        return out
+    if min(c or 0.0 for c in cover) < cfg["min_rate_coverage_pct"]:
+        out["why"] = (
+            f"the kernels both runs launch (same name and launch configuration) are only "
+            f"{cover[0] or 0:.1f} % of BEFORE's and {cover[1] or 0:.1f} % of AFTER's "
+            f"non-communication kernel time (< min_rate_coverage_pct "
+            f"{cfg['min_rate_coverage_pct']:g} %): the runs do different work, so work per "
+            "unit of time cannot be compared"
+        )
+        return out
+    ext = cuts.groupby("side")["rate"].agg(["min", "max"])
+    out["comparable"] = True
+    out["delta_pct"] = 100.0 * (ra / rb - 1.0)
+    out["range_pct"] = [
+        100.0 * (ext.at[1, "min"] / ext.at[0, "max"] - 1.0),
+        100.0 * (ext.at[1, "max"] / ext.at[0, "min"] - 1.0),
+    ]
+    per = whole.pivot(index="rank", columns="side", values=["work_ns", "window_ns"]).dropna()
+    for r, row in per.iterrows():  # a few ranks
+        b = row[("work_ns", 0)] / row[("window_ns", 0)] if row[("window_ns", 0)] else None
+        a = row[("work_ns", 1)] / row[("window_ns", 1)] if row[("window_ns", 1)] else None
+        out["per_rank"].append(
+            {
+                "rank": int(r),
+                "before_rate": b,
+                "after_rate": a,
+                "delta_pct": 100.0 * (a / b - 1.0) if a is not None and b else None,
+            }
+        )
+    return out

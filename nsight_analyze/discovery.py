@@ -1,0 +1,137 @@
+"""Which inputs a folder holds, and which rank each process in them is.
+
+Why apart from the ingest: this is the part a user reasons about when ranks come out wrong
+(file names, claimed ranks, two jobs in one folder); the ingest only acts on its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from .errors import UserError
+from .rank_task import export_cache
+from .sources import nsys_recipe
+from .sources.base import Probe
+
+WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
+MAX_FILENAME_RANK = 100_000
+
+
+@dataclass
+class Candidate:
+    path: Path  # what the user has (the .nsys-rep for exported reports)
+    readable: Path  # what the source reads (the exported .sqlite for .nsys-rep)
+    source: ModuleType
+    sha256: str = ""
+    probe: Probe | None = None
+    file_id: int | None = None
+    ranks: dict[int, int] = field(default_factory=dict)
+    rank_sources: dict[int, str] = field(default_factory=dict)
+    job_ranks: dict[int, int] = field(default_factory=dict)  # Process.key -> rank within its job
+    replaces: list[int] = field(default_factory=list)  # file_ids this file replaces
+
+
+def natural_key(path: Path) -> list:
+    """rank2 before rank10."""
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", str(path))]
+
+
+def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
+    """Every file below the inputs, naturally sorted; never the workspace or its export cache."""
+    files: list[Path] = []
+    for item in inputs:
+        if not item.exists():
+            raise UserError(f"{item}: no such file or directory")
+        if item.is_dir():
+            # every file (dangling links: reported); an nsys recipe output folder is one input
+            files.extend(nsys_recipe.walk(item))
+        else:
+            files.append(item)
+    workspace = {db.resolve(), Path(f"{db.resolve()}.wal")}
+    exports = export_cache(db).resolve()
+    keep = [
+        p
+        for p in files
+        if p.resolve() not in workspace
+        and exports not in p.resolve().parents
+        and not p.name.endswith(WORKSPACE_SUFFIXES)
+    ]
+    return sorted(keep, key=natural_key)
+
+
+def assign_ranks(cands: list[Candidate], taken: dict[int, str]) -> dict[int, str]:
+    """Number the ranks of all new files; returns {candidate index: note} for files naming a rank
+    number that another file already has.
+
+    Order of evidence: a rank claimed inside the file (captured environment, MPI_RANKS,
+    NCCL's init payload, Kineto distributedInfo: the source's probe decides); then digits
+    in the file name, when every unclaimed file has a distinct number; then natural file
+    order (rank2 before rank10), device order within a file. `rank` is unique in the
+    workspace; `job_rank` is the number the evidence gave. A file claiming a number another
+    file already has belongs to another job (queries/merge_jobs.sql): it keeps the number as
+    its job_rank, and its ranks get the next free workspace numbers after everyone else's.
+    """
+    notes: dict[int, str] = {}
+    owners = dict(taken)  # rank -> path
+    later: list[Candidate] = []
+    for i, cand in enumerate(cands):
+        claimed = [p for p in cand.probe.processes if p.claimed_rank is not None]
+        for proc in claimed:
+            cand.job_ranks[proc.key] = proc.claimed_rank
+            cand.rank_sources[proc.key] = proc.rank_source or "claimed"
+        clash = next((p for p in claimed if p.claimed_rank in owners), None)
+        if clash is not None or len({p.claimed_rank for p in claimed}) < len(claimed):
+            clash = clash or claimed[0]
+            notes[i] = (
+                f"rank {clash.claimed_rank} ({clash.rank_source}) is claimed by both "
+                f"{owners.get(clash.claimed_rank, cand.path)} and {cand.path}: the second is another "
+                "job's, its ranks are numbered after the others (ranks.job_rank keeps the claimed number)"
+            )
+            later.append(cand)
+            continue
+        for proc in claimed:
+            owners[proc.claimed_rank] = str(cand.path)
+            cand.ranks[proc.key] = proc.claimed_rank
+    open_cands = [c for c in cands if not any(c is d for d in later)]
+    unclaimed = [(c, p) for c in open_cands for p in c.probe.processes if p.key not in c.ranks]
+    numbers = [_file_number(c.path) if len(c.probe.processes) == 1 else None for c, _ in unclaimed]
+    by_name = (
+        all(n is not None for n in numbers)
+        and len(set(numbers)) == len(numbers)
+        and not set(numbers) & set(owners)
+    )
+    next_free = 0
+    for (cand, proc), number in zip(unclaimed, numbers):
+        if by_name:
+            rank, source = number, "filename"
+        else:
+            while next_free in owners:
+                next_free += 1
+            rank, source = next_free, "order"
+        owners[rank] = str(cand.path)
+        cand.ranks[proc.key] = rank
+        cand.job_ranks[proc.key] = rank
+        cand.rank_sources[proc.key] = source
+    for cand in later:  # another job's ranks: the next free numbers, claimed numbers kept as job_rank
+        for proc in cand.probe.processes:
+            while next_free in owners:
+                next_free += 1
+            owners[next_free] = str(cand.path)
+            cand.ranks[proc.key] = next_free
+            cand.job_ranks.setdefault(proc.key, next_free)
+            cand.rank_sources.setdefault(proc.key, "order")
+    return notes
+
+
+def _file_number(path: Path) -> int | None:
+    """The rank a file name suggests: digits after 'rank', else its last number when it is
+    small enough to be a rank (not a job id or a timestamp)."""
+    tagged = re.search(r"rank[_\-.]?(\d+)", path.stem, re.I)
+    if tagged:
+        return int(tagged.group(1))
+    groups = re.findall(r"\d+", path.stem)
+    return int(groups[-1]) if groups and int(groups[-1]) < MAX_FILENAME_RANK else None

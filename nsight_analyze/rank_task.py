@@ -1,0 +1,280 @@
+"""What a worker does with one file: prepare it (hash, export, probe), then map it (canonical
+rows and rank-local results into the rank store).
+
+Both tasks are plain functions of picklable arguments, so they run alike in this process, in a
+local worker process (`ingest --jobs N`) or on a Dask worker (`ingest --dask ADDRESS`). They
+never open the workspace: only the client writes it. A file the worker cannot read comes back
+as one line in the result, not as an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from . import analysis, classify, rank_store
+from .duck import OFFLINE_CONFIG, bound_memory, offline
+from .errors import UserError
+from .sources import registry
+from .sources.base import BadInput, Probe
+
+NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+# Tests only: crash the worker process (os._exit) while it maps a file whose path contains the
+# value; `SUBSTRING@FOLDER` crashes once, leaving a marker in FOLDER (the retry then succeeds).
+# Read on the client and sent with each task, so long-lived workers need not share its environment.
+CRASH_ENV = "NSIGHT_ANALYZE_TEST_CRASH"
+
+
+@dataclass
+class Prepared:
+    """A file hashed, exported if it is a report, and probed; `error` says why not."""
+
+    sha256: str = ""
+    readable: str = ""
+    probe: Probe | None = None
+    error: str | None = None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    if path.is_dir():  # a recipe output folder (sources/nsys_recipe.py): its files' names and contents
+        for sub in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(sub.relative_to(path).as_posix().encode() + b"\0" + sha256_of(sub).encode())
+        return digest.hexdigest()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export_cache(db: Path) -> Path:
+    return db.with_name(db.name + ".exports")
+
+
+def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
+    """Export a .nsys-rep/.qdrep with the nsys CLI into a cache beside the workspace."""
+    out = export_cache(db) / f"{report.stem}-{sha[:12]}.sqlite"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial.sqlite")
+    cmd = [
+        "nsys",
+        "export",
+        "--type",
+        "sqlite",
+        "--force-overwrite",
+        "true",
+        "--output",
+        str(tmp),
+        str(report),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0 or not tmp.exists():
+        last = (proc.stderr or proc.stdout).strip().splitlines()
+        raise BadInput(f"nsys export failed ({last[-1] if last else 'exit ' + str(proc.returncode)})")
+    tmp.rename(out)
+    return out
+
+
+def prepare(path: str, source: str, db: str) -> Prepared:
+    """Hash, export (.nsys-rep through the nsys CLI, into the cache beside the workspace) and probe."""
+    p = Path(path)
+    try:
+        sha = sha256_of(p)
+        readable = export_nsys_report(p, Path(db), sha) if p.suffix.lower() in NSYS_REPORT_SUFFIXES else p
+        return Prepared(sha, str(readable), registry.module(source).probe(readable))
+    except BadInput as exc:
+        return Prepared(error=str(exc))
+    except FileNotFoundError:
+        return Prepared(error=_unseen(p))
+    except OSError as exc:
+        return Prepared(error=f"unreadable ({exc.strerror or exc})")
+
+
+def _unseen(path: Path) -> str:
+    return (
+        f"worker on {socket.gethostname()} cannot open {path}: every worker must see the input files "
+        "(a filesystem shared by the client and the workers)"
+    )
+
+
+@dataclass
+class MapSpec:
+    """Everything a worker needs to map one file; the client numbered its ranks."""
+
+    path: str
+    readable: str
+    source: str  # sources/ module name
+    file_id: int
+    ranks: dict[int, int]  # Process.key -> rank
+    rank_sources: dict[int, str]
+    job_ranks: dict[int, int]
+    probe: Probe
+    settings: list[tuple]  # the workspace's settings rows (step pattern, user rules, ...)
+    entry: str  # the rank-store folder to write
+    crash: str = field(default_factory=lambda: os.environ.get(CRASH_ENV, ""))  # tests only (CRASH_ENV)
+
+
+@dataclass
+class Mapped:
+    entry: str
+    counts: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    stamp: str = ""
+    seconds: float = 0.0
+    error: str | None = None
+
+
+def map_file(spec: MapSpec) -> Mapped:
+    """Load one file into a private in-memory database, classify its kernels, compute its
+    rank-local results and write both to the rank store (rank_store.write_entry)."""
+    started = time.perf_counter()
+    _maybe_crash(spec.path, spec.crash)
+    con = _fresh_database()
+    made: analysis.Made = []
+    try:
+        from .workspace import settings_as_variables
+
+        if spec.settings:
+            con.executemany("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", spec.settings)
+        settings_as_variables(con)
+        canonical = _main_tables(con)
+        source = registry.module(spec.source)
+        try:
+            result = source.load(con, Path(spec.readable), spec.file_id, spec.ranks, spec.probe)
+        finally:
+            if hasattr(source, "release"):
+                source.release(con)
+        insert_ranks(con, spec.file_id, spec.probe, spec.ranks, spec.rank_sources, spec.job_ranks)
+        classify.classify_kernels(con)
+        stamp = analysis.global_stamp(con)
+        made = analysis.rank_local_step(con) if spec.ranks else []
+        filled = [t for t in canonical if con.execute(f'SELECT count(*) FROM main."{t}"').fetchone()[0]]
+        mapped = Mapped(spec.entry, result.counts, result.warnings, result.skipped, stamp)
+        rank_store.write_entry(
+            con,
+            Path(spec.entry),
+            filled,
+            analysis.rank_results() if made else [],
+            {"path": spec.path, "counts": result.counts, "warnings": result.warnings,
+             "skipped": result.skipped, "stamp": stamp},
+        )  # fmt: skip
+        mapped.seconds = time.perf_counter() - started
+        return mapped
+    except (BadInput, duckdb.Error, UserError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Mapped(spec.entry, error=message, seconds=time.perf_counter() - started)
+    except FileNotFoundError:
+        return Mapped(spec.entry, error=_unseen(Path(spec.readable)), seconds=time.perf_counter() - started)
+    finally:
+        _release_database(con, made)
+
+
+_database: duckdb.DuckDBPyConnection | None = None  # this worker process's, reused across its tasks
+
+
+def _fresh_database() -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the workspace schema and live views and no rows.
+
+    Why reused: creating the schema and the ~60 live views costs about half a second, as much as
+    mapping a small file; a worker maps many files one after another.
+    """
+    global _database
+    if _database is None:
+        from .workspace import _ensure_schema
+
+        con = offline(duckdb.connect(config=OFFLINE_CONFIG))
+        con.execute("SET threads = 1")  # one worker process per core
+        bound_memory(con)
+        _ensure_schema(con)
+        _database = con
+    return _database
+
+
+def _release_database(con: duckdb.DuckDBPyConnection, made: analysis.Made) -> None:
+    """Empty the reused database for the next task; a database in an unknown state is dropped."""
+    global _database
+    try:
+        analysis.drop_made(con, made)
+        for kind, listing in (
+            ("VIEW", "duckdb_views() WHERE NOT internal AND"),
+            ("TABLE", "duckdb_tables() WHERE"),
+        ):
+            col = "view_name" if kind == "VIEW" else "table_name"
+            for (name,) in con.execute(f"SELECT {col} FROM {listing} temporary").fetchall():
+                con.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')  # what a source left
+        for table in [*_main_tables(con), "settings"]:
+            con.execute(f'DELETE FROM main."{table}"')
+        con.execute("DELETE FROM meta WHERE key = 'classified_with'")
+    except duckdb.Error:
+        con.close()
+        _database = None
+
+
+def _main_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The canonical tables a file's rows go to (not the workspace's own bookkeeping)."""
+    rows = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main' "
+        "AND table_name NOT IN ('meta', 'settings', 'files') ORDER BY table_name"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def insert_ranks(
+    con: duckdb.DuckDBPyConnection,
+    file_id: int,
+    probe: Probe,
+    ranks: dict[int, int],
+    rank_sources: dict[int, str],
+    job_ranks: dict[int, int],
+) -> None:
+    """One `ranks` row per process of the file (its job is set by the job step, merge_jobs)."""
+    rows = [
+        (
+            ranks[proc.key],
+            file_id,
+            proc.pid,
+            proc.key,
+            proc.hostname,
+            proc.device_id,
+            proc.gpu_name,
+            proc.session_start_utc_ns,
+            None,
+            rank_sources[proc.key],
+            proc.local_rank,
+            proc.world_size,
+            None,
+            job_ranks.get(proc.key, ranks[proc.key]),
+        )  # fmt: skip
+        for proc in probe.processes
+    ]
+    if rows:
+        con.executemany(
+            "INSERT INTO ranks (rank, file_id, pid, global_pid, hostname, device_id, gpu_name, "
+            "session_start_utc_ns, clock_offset_ns, rank_source, local_rank, world_size, alignment_method, "
+            "job_rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+
+def _maybe_crash(path: str, value: str) -> None:
+    if not value:
+        return
+    needle, _, marker_dir = value.partition("@")
+    if needle not in path:
+        return
+    if marker_dir:
+        marker = Path(marker_dir) / (Path(path).name + ".crashed")
+        if marker.exists():
+            return
+        marker.touch()
+    os._exit(17)

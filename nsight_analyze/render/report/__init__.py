@@ -1,0 +1,103 @@
+"""Self-contained HTML report: one file, plotly.js inlined, readable offline.
+
+Why: performance engineers on air-gapped clusters need to hand one file to a colleague (or CI)
+that answers where step time goes, per rank, with the evidence; no server, no CDN. The report
+renders only what the library returns (summary, views, MFU, diagnose); see `collect`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import plotly.graph_objects as go
+import plotly.offline
+
+from ... import __version__
+from ...errors import UserError
+from . import sections, timeline, whatif_section
+from .collect import StepRange, collect
+from .html import page
+
+__all__ = ["StepRange", "parse_steps", "render_report", "write_report"]
+
+
+def parse_steps(text: str | None) -> StepRange | None:
+    """`A:B` (inclusive, either end may be left out) or a single step `N`; None for no filter."""
+    if text is None or text.strip() == "":
+        return None
+    m = re.fullmatch(r"\s*(\d*)\s*(?::\s*(\d*)\s*)?", text)
+    if not m or (m.group(1) == "" and not m.group(2)):
+        raise UserError(f"bad --steps {text!r}: use A:B (inclusive step numbers, e.g. 3:7, 5:, :4) or N")
+    first = int(m.group(1)) if m.group(1) else None
+    last = int(m.group(2)) if m.group(2) else (first if m.group(2) is None and ":" not in text else None)
+    if first is not None and last is not None and last < first:
+        raise UserError(f"bad --steps {text!r}: the last step {last} is before the first {first}")
+    return StepRange(first, last)
+
+
+def _figure_json(fig: Any) -> Any:
+    """A plotly Figure as plain JSON data (numpy arrays encoded the way plotly.js reads them)."""
+    if isinstance(fig, go.Figure):
+        return json.loads(fig.to_json())
+    return fig
+
+
+def render_report(
+    con: duckdb.DuckDBPyConnection,
+    steps: StepRange | str | None = None,
+    mfu_options: dict[str, Any] | None = None,
+    timeline_budget: int = timeline.MAX_TIMELINE_OPS,
+) -> str:
+    """The report as one HTML string."""
+    if isinstance(steps, str):
+        steps = parse_steps(steps)
+    inp = collect(con, steps, mfu_options)
+    tl = timeline.build(con, steps, budget=timeline_budget)
+    figs: dict[str, Any] = {}
+    part = sections.partition_frame(inp)
+    body = "".join(
+        [
+            sections.headline(inp, part, figs),
+            sections.partition(part, figs, steps),
+            sections.timeline(tl, figs),
+            sections.heatmap(inp, figs),
+            sections.overlap(inp, part, figs),
+            whatif_section.whatif(inp),
+            sections.kernels(inp, figs),
+            sections.capture(inp),
+            sections.definitions(),
+        ]
+    )
+    n_ranks = len(part.value) if part.ok else 0
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    subtitle = f"{n_ranks} rank(s) · generated {stamp} by nsight-analyze {__version__}"
+    return page(
+        "nsight-analyze report",
+        subtitle,
+        list(sections.SECTIONS),
+        body,
+        {k: _figure_json(v) for k, v in figs.items()},
+        plotly.offline.get_plotlyjs(),
+    )
+
+
+def write_report(
+    con: duckdb.DuckDBPyConnection,
+    out_path: str | Path,
+    steps: StepRange | str | None = None,
+    mfu_options: dict[str, Any] | None = None,
+) -> Path:
+    """Write the self-contained HTML report for an open workspace; return its path."""
+    out = Path(out_path)
+    if not out.parent.is_dir():
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    text = render_report(con, steps, mfu_options)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out

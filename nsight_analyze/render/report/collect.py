@@ -1,0 +1,216 @@
+"""Gather what the report shows from the library: summary, stored tables, workspace info, MFU, findings.
+
+Why a separate module: the report only renders what the library returns, and every section's
+data comes through here from the stored analysis tables and the library's functions (plain
+imports: a bug fails the report and its tests instead of turning into a note). Only a number
+the data cannot support (MFU without model FLOPs or a known peak) becomes a one-line reason
+the page shows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from ...errors import UserError
+
+# Environment names whose values the report never shows, even if a workspace (older ingest,
+# hand-edited) holds them: the env table is redacted at ingest; this is the second fence.
+SECRET_NAME = re.compile(
+    r"(?i)(?:key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|sig)"
+)
+SECRET_VALUE = re.compile(r"(?i)^(?:sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
+
+TOP_KERNELS = 20
+PARTITION_COLUMNS = [
+    "window_ns",
+    "compute_ns",
+    "memory_ns",
+    "other_ns",
+    "comms_exposed_ns",
+    "idle_ns",
+    "launch_gap_ns",
+    "input_stall_ns",
+    "sync_stall_ns",
+    "host_bound_ns",
+    "idle_other_ns",
+    "comms_total_ns",
+    "comms_hidden_ns",
+    "overlap_pct",
+]
+
+
+@dataclass
+class Part:
+    """One piece of report data: a value, or the reason it is missing."""
+
+    value: Any = None
+    missing: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.missing is None
+
+
+@dataclass
+class StepRange:
+    """Inclusive step-number range from `--steps A:B` (either end may be open)."""
+
+    first: int | None = None
+    last: int | None = None
+
+    def __str__(self) -> str:
+        return f"{'' if self.first is None else self.first}:{'' if self.last is None else self.last}"
+
+    def sql(self, column: str = "step") -> str:
+        """A SQL condition selecting step rows (never the whole-capture NULL row)."""
+        parts = [f"{column} IS NOT NULL"]
+        if self.first is not None:
+            parts.append(f"{column} >= {int(self.first)}")
+        if self.last is not None:
+            parts.append(f"{column} <= {int(self.last)}")
+        return " AND ".join(parts)
+
+
+@dataclass
+class ReportInputs:
+    """Everything the page renders, straight from the library."""
+
+    steps: StepRange | None
+    info: Part = field(default_factory=Part)
+    summary_rank: Part = field(default_factory=Part)
+    partition: Part = field(default_factory=Part)  # DataFrame: one row per rank
+    rank_step: Part = field(default_factory=Part)  # DataFrame: time_partition step rows
+    verdict: Part = field(default_factory=Part)
+    imbalance: Part = field(default_factory=Part)
+    rank_rollup: Part = field(default_factory=Part)
+    collectives: Part = field(default_factory=Part)
+    collective_waits: Part = field(default_factory=Part)
+    comm_overlap: Part = field(default_factory=Part)
+    alignment: Part = field(default_factory=Part)
+    kernel_summary: Part = field(default_factory=Part)
+    top_kernels: Part = field(default_factory=Part)
+    memop_summary: Part = field(default_factory=Part)
+    api_summary: Part = field(default_factory=Part)
+    gaps: Part = field(default_factory=Part)
+    longest_gaps: Part = field(default_factory=Part)
+    whatif: Part = field(default_factory=Part)  # whole-job what-if rows (docs/whatif.md)
+    attribution: Part = field(default_factory=Part)  # whole-job rank_attribution rows
+    launch_stats: Part = field(default_factory=Part)
+    sync_calls: Part = field(default_factory=Part)
+    mfu: Part = field(default_factory=Part)
+    findings: Part = field(default_factory=Part)
+    env: Part = field(default_factory=Part)
+
+
+def view(con: duckdb.DuckDBPyConnection, name: str, sql: str | None = None) -> Part:
+    """Rows of a stored table or live view of the workspace (or of a query over it)."""
+    return Part(con.execute(sql or f"SELECT * FROM {name}").df())
+
+
+def _mfu(con: duckdb.DuckDBPyConnection, options: dict[str, Any]) -> Part:
+    """MFU/HFU, or why they cannot be known from this workspace."""
+    from ...mfu import hfu_mfu_summary
+
+    try:
+        return Part(hfu_mfu_summary(con, **options))
+    except UserError as exc:
+        return Part(missing=str(exc))
+
+
+def safe_env(con: duckdb.DuckDBPyConnection) -> Part:
+    """The allow-listed env table, minus anything that still looks like a secret."""
+    part = view(con, "env", "SELECT file_id, name, value FROM env ORDER BY file_id, name")
+    if not part.ok:
+        return part
+    df = part.value
+    keep = ~df["name"].fillna("").str.contains(SECRET_NAME) & ~df["value"].fillna("").str.contains(
+        SECRET_VALUE
+    )
+    return Part(df[keep].reset_index(drop=True))
+
+
+def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Part:
+    """Per rank, the time_partition step rows of the chosen steps added up (parts still tile)."""
+    sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in PARTITION_COLUMNS if c != "overlap_pct")
+    return view(
+        con,
+        "time_partition",
+        f"""SELECT rank, {sums},
+                   100.0 * sum(comms_hidden_ns) / nullif(sum(comms_total_ns), 0) AS overlap_pct
+            FROM time_partition WHERE {steps.sql()} GROUP BY rank ORDER BY rank""",
+    )
+
+
+def collect(
+    con: duckdb.DuckDBPyConnection, steps: StepRange | None = None, mfu_options: dict[str, Any] | None = None
+) -> ReportInputs:
+    """Read every stored analysis the report shows (and MFU/HFU where the data supports them)."""
+    from ...commands.info import workspace_info
+    from ...diagnose import diagnose
+    from ...summary import summary, top_kernels
+
+    inp = ReportInputs(steps=steps)
+    inp.info = Part(workspace_info(con))
+    inp.summary_rank = Part(summary(con, by="rank"))
+    if steps:
+        inp.partition = _partition_of_steps(con, steps)
+    else:
+        inp.partition = view(
+            con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank"
+        )
+    inp.rank_step = view(
+        con,
+        "time_partition",
+        f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
+    )
+    inp.verdict = view(con, "merge_straggler_verdict")
+    inp.imbalance = view(con, "imbalance", "SELECT * FROM imbalance ORDER BY step NULLS FIRST")
+    inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
+    inp.collectives = view(con, "collectives", "SELECT * FROM collectives ORDER BY coll_id")
+    inp.collective_waits = view(con, "collective_waits")
+    # Per collective operation: how much of its time was hidden behind other GPU work.
+    inp.comm_overlap = view(
+        con,
+        "diag_comm_exposure",
+        """SELECT op, count(*) AS operations, sum(duration_ns)::BIGINT AS comms_ns,
+                  sum(exposed_ns)::BIGINT AS exposed_ns, sum(exposed_wait_ns)::BIGINT AS exposed_wait_ns,
+                  100.0 * (sum(duration_ns) - sum(exposed_ns)) / nullif(sum(duration_ns), 0) AS overlap_pct
+           FROM (SELECT DISTINCT ON (rank, start_ns, name) * FROM diag_comm_exposure)
+           GROUP BY op ORDER BY comms_ns DESC""",
+    )
+    inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
+    inp.kernel_summary = view(con, "kernel_summary")
+    inp.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
+    inp.memop_summary = view(con, "memop_summary")
+    inp.api_summary = view(con, "api_summary")
+    inp.gaps = view(
+        con,
+        "gaps",
+        """SELECT rank, cause, count(*) AS pieces, sum(duration_ns)::BIGINT AS total_ns
+           FROM gaps WHERE step IS NULL GROUP BY rank, cause ORDER BY rank, cause""",
+    )
+    inp.longest_gaps = view(
+        con,
+        "gaps",
+        """SELECT rank, step_of_gap AS step, cause, duration_ns, host_activity FROM (
+               SELECT g.*, (SELECT max(s.step) FROM gaps s WHERE s.step IS NOT NULL AND s.rank = g.rank
+                            AND s.start_ns = g.start_ns) AS step_of_gap
+               FROM gaps g WHERE g.step IS NULL ORDER BY duration_ns DESC LIMIT 15)
+           ORDER BY duration_ns DESC""",
+    )
+    inp.whatif = view(
+        con, "whatif", "SELECT * FROM whatif WHERE step IS NULL ORDER BY job, gain_ns DESC, scenario"
+    )
+    inp.attribution = view(
+        con, "rank_attribution", "SELECT * FROM rank_attribution WHERE step IS NULL ORDER BY job, rank"
+    )
+    inp.launch_stats = view(con, "launch_stats")
+    inp.sync_calls = view(con, "sync_calls")
+    inp.mfu = _mfu(con, mfu_options or {})
+    inp.findings = Part(diagnose(con))
+    inp.env = safe_env(con)
+    return inp

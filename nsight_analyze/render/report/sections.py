@@ -1,0 +1,523 @@
+"""The report's sections, each rendered from the library results gathered by `collect`.
+
+Why one function per section: each can say on its own why its data is missing, and the page's
+section ids (`data-section`) are a stable contract the browser test checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from . import figures
+from .collect import PARTITION_COLUMNS, Part, ReportInputs, StepRange
+from .definitions import DEFINITIONS
+from .html import esc, fmt, kpi, missing, notes, plain, section, table
+from .timeline import Timeline
+
+SECTIONS = (
+    ("headline", "Headline"),
+    ("partition", "Time partition"),
+    ("timeline", "Timeline"),
+    ("heatmap", "Rank × step"),
+    ("overlap", "Overlap & collectives"),
+    ("whatif", "What fixing each cause would buy"),
+    ("kernels", "Kernels, gaps, launches"),
+    ("capture", "Capture quality"),
+    ("definitions", "Definitions"),
+)
+PARTITION_TABLE = [("rank", "rank", "")] + [
+    (c, c.removesuffix("_ns").replace("_", " "), "pct" if c.endswith("pct") else "ns")
+    for c in PARTITION_COLUMNS
+]
+
+
+def _rows_of(summary: Any) -> list[dict] | None:
+    """The per-rank (or per-step) records of a summary() result, wherever the dict keeps them."""
+    if isinstance(summary, list):
+        return summary if all(isinstance(r, dict) for r in summary) else None
+    if not isinstance(summary, dict):
+        return None
+    for key in ("rows", "ranks", "by_rank", "partition", "steps", "by_step"):
+        if isinstance(summary.get(key), list) and all(isinstance(r, dict) for r in summary[key]):
+            return summary[key]
+    return None
+
+
+def partition_frame(inp: ReportInputs) -> Part:
+    """Per-rank partition: summary(con, by='rank') records when present, else the time_partition view."""
+    if inp.steps:  # summary() covers the whole capture; the chosen steps' rows are summed instead
+        return inp.partition
+    rows = _rows_of(inp.summary_rank.value) if inp.summary_rank.ok else None
+    if rows and all("rank" in r and "window_ns" in r for r in rows):
+        df = pd.DataFrame(rows)
+        if "step" in df:
+            df = df[df["step"].isna()] if df["step"].isna().any() else df
+        return Part(df.sort_values("rank").reset_index(drop=True))
+    return inp.partition
+
+
+def headline_numbers(part: pd.DataFrame, rank_step: pd.DataFrame | None) -> dict[str, Any]:
+    """Job-level ratios of the per-rank partition (sums over ranks), and step-time statistics."""
+    win = float(part["window_ns"].sum())
+    out: dict[str, Any] = {"ranks": len(part)}
+    if win > 0:
+        out["gpu_busy_pct"] = 100.0 * (win - float(part["idle_ns"].sum())) / win
+        out["comms_exposed_pct"] = 100.0 * float(part["comms_exposed_ns"].sum()) / win
+    total = float(part["comms_total_ns"].sum())
+    out["overlap_pct"] = 100.0 * float(part["comms_hidden_ns"].sum()) / total if total > 0 else None
+    if rank_step is not None and len(rank_step):
+        per_step = rank_step.groupby("step")["window_ns"].max()
+        out.update(
+            steps=int(len(per_step)),
+            step_time_median_ns=float(per_step.median()),
+            step_time_min_ns=int(per_step.min()),
+            step_time_max_ns=int(per_step.max()),
+        )
+    return out
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def findings_html(findings: list, limit: int) -> str:
+    """Top findings with severity, recoverable time, summary, fixes and the first evidence rows."""
+    out = []
+    for f in findings[:limit]:
+        sev = str(_get(f, "severity", "info"))
+        rec = _get(f, "recoverable_ns_per_step")
+        pct = _get(f, "recoverable_pct")
+        rec_text = (
+            "not bounded"
+            if rec is None
+            else f"{fmt(rec, 'ns')} per step" + (f" ({pct:.1f}% of a step)" if pct is not None else "")
+        )
+        fixes = "".join(
+            f"<li>{esc(_get(x, 'action'))}<br><small>trade-off: {esc(_get(x, 'trade_off'))}</small></li>"
+            for x in (_get(f, "fixes") or [])
+        )
+        ev_html = ""
+        for ev in (_get(f, "evidence") or [])[:1]:
+            rows = pd.DataFrame(_get(ev, "rows") or [])
+            if len(rows):
+                cols = [(c, c, "text") for c in (_get(ev, "columns") or list(rows.columns))]
+                ev_html = f"<p>{esc(_get(ev, 'description'))}</p>" + table(
+                    rows, cols, f"evidence-{esc(_get(f, 'id'))}", max_rows=10
+                )
+        out.append(
+            f'<div class="finding" data-finding="{esc(_get(f, "id"))}" data-severity="{esc(sev)}" '
+            f'data-recoverable-ns="{esc(plain(rec) if rec is not None else "")}">'
+            f'<b>{esc(_get(f, "title"))}</b> <span class="sev-{esc(sev)}">[{esc(sev)}]</span> '
+            f"— recoverable: {esc(rec_text)}<br>{esc(_get(f, 'summary'))}"
+            f"<details><summary>evidence and fixes</summary>{ev_html}<ul>{fixes}</ul></details></div>"
+        )
+    return "".join(out)
+
+
+def headline(inp: ReportInputs, part: Part, figs: dict) -> str:
+    body = []
+    if not part.ok:
+        body.append(missing(part.missing or ""))
+        nums: dict[str, Any] = {}
+    else:
+        nums = headline_numbers(part.value, inp.rank_step.value if inp.rank_step.ok else None)
+    cards = []
+    if "step_time_median_ns" in nums:
+        cards.append(
+            kpi(
+                "step time (median)",
+                "step_time_median_ns",
+                nums["step_time_median_ns"],
+                fmt(nums["step_time_median_ns"], "ns"),
+                f"{nums['steps']} steps, {fmt(nums['step_time_min_ns'], 'ns')} – "
+                f"{fmt(nums['step_time_max_ns'], 'ns')}",
+            )
+        )
+        cards.append(
+            kpi(
+                "step time spread",
+                "step_time_spread_ns",
+                nums["step_time_max_ns"] - nums["step_time_min_ns"],
+                fmt(nums["step_time_max_ns"] - nums["step_time_min_ns"], "ns"),
+                "max − min over steps",
+            )
+        )
+    elif part.ok:
+        cards.append(
+            kpi("step time", "step_time_median_ns", None, "no steps", "the whole capture is one window")
+        )
+    for key, label in (
+        ("gpu_busy_pct", "GPU busy"),
+        ("comms_exposed_pct", "exposed comms"),
+        ("overlap_pct", "comms overlap"),
+    ):
+        if key in nums:
+            cards.append(kpi(label, key, nums[key], fmt(nums[key], "pct"), f"all {nums['ranks']} ranks"))
+    if inp.verdict.ok and len(inp.verdict.value):
+        v = inp.verdict.value.iloc[0]
+        sub = ""
+        if plain(v.get("straggler_rank")) is not None:
+            sub = (
+                f"straggler rank {plain(v['straggler_rank'])}, costs "
+                f"{fmt(v.get('straggler_delay_ns'), 'ns')} of wall time"
+            )
+        elif plain(v.get("median_ratio")) is not None:
+            sub = f"median max/mean compute {plain(v['median_ratio']):.3f}"
+        cards.append(
+            kpi("imbalance", "imbalance_verdict", plain(v["verdict"]), str(plain(v["verdict"])), sub)
+        )
+    else:
+        cards.append(kpi("imbalance", "imbalance_verdict", None, "unknown", inp.verdict.missing or ""))
+    mfu_notes: list[str] = []
+    if inp.mfu.ok and isinstance(inp.mfu.value, dict):
+        m = inp.mfu.value
+        for key, label in (("mfu", "MFU"), ("hfu", "HFU")):
+            val = plain(m.get(key))
+            cards.append(
+                kpi(
+                    label,
+                    key,
+                    val,
+                    "unknown" if val is None else f"{100 * val:.1f}%",
+                    f"{m.get('precision', '')} dense peak" if val is not None else "see notes",
+                )
+            )
+        mfu_notes = [str(x) for x in (m.get("notes") or [])] + [str(x) for x in (m.get("gap") or [])]
+    else:
+        cards.append(kpi("MFU / HFU", "mfu", None, "unknown", inp.mfu.missing or ""))
+    body.append(f'<div class="kpis">{"".join(cards)}</div>')
+    if inp.steps:
+        body.append(
+            notes([f"steps {inp.steps} only (--steps): partition, heatmap and timeline cover these steps"])
+        )
+    body.append(notes(mfu_notes))
+    body.append("<h3>Top findings</h3>")
+    if inp.findings.ok:
+        found = list(inp.findings.value or [])
+        body.append(findings_html(found, 5) if found else "<p>No findings: nothing crossed a threshold.</p>")
+    else:
+        body.append(missing(inp.findings.missing or ""))
+    return section("headline", "Headline", "".join(body))
+
+
+def partition(part: Part, figs: dict, steps: StepRange | None = None) -> str:
+    if not part.ok:
+        return section("partition", "Time partition per rank", missing(part.missing or ""))
+    figs["partition"] = figures.partition_bars(part.value)
+    scope = f"steps {steps} summed per rank" if steps else "whole capture, the numbers of `summary`"
+    body = figures_div("partition") + table(part.value, PARTITION_TABLE, "partition-table", row_key="rank")
+    return section(
+        "partition",
+        "Time partition per rank",
+        body,
+        f"Exclusive parts of each rank's window ({scope}; same definitions as `summary`); "
+        "hover a bar for exact nanoseconds.",
+    )
+
+
+def figures_div(fid: str) -> str:
+    return f'<div class="figure" id="fig-{esc(fid)}" data-figure="{esc(fid)}"></div>'
+
+
+def timeline(tl: Timeline, figs: dict) -> str:
+    intro = (
+        "All ranks on the aligned job timeline; drag to zoom, double-click to reset. "
+        "Rows per rank: compute (other kernels in grey), memory, comms, idle by cause."
+    )
+    if tl.mode == "empty":
+        return section(
+            "timeline", "Aligned timeline", missing("; ".join(tl.notes) or "no GPU operations"), intro
+        )
+    t0, t1 = tl.window or (0, 0)
+    what = f"steps {', '.join(map(str, tl.steps_shown))}" if tl.steps_shown else "whole capture"
+    layout = figures.timeline_layout(
+        len(tl.payload["ranks"]),
+        tuple(tl.payload["rows"]),
+        (t1 - t0) / 1e6,
+        f"Aligned timeline: {what} ({(t1 - t0) / 1e6:,.3f} ms)",
+    )
+    figs["timeline"] = {"timeline": tl.payload, "layout": layout, "data": []}
+    info = (
+        f'<p class="intro" id="timeline-info" data-mode="{esc(tl.mode)}" data-ops="{tl.ops_in_window}" '
+        f'data-steps="{esc(",".join(map(str, tl.steps_shown)))}" data-window-start-ns="{t0}" '
+        f'data-window-end-ns="{t1}">Window: {esc(what)}, {tl.ops_in_window:,} GPU operations and idle '
+        f"pieces; mode: {esc(tl.mode)}.</p>"
+    )
+    return section("timeline", "Aligned timeline", info + notes(tl.notes) + figures_div("timeline"), intro)
+
+
+def heatmap(inp: ReportInputs, figs: dict) -> str:
+    rs = inp.rank_step
+    if not rs.ok:
+        return section("heatmap", "Rank × step", missing(rs.missing or ""))
+    if rs.value.empty:
+        return section("heatmap", "Rank × step", missing("no step windows (no NVTX steps, none detected)"))
+    figs["heatmap"] = figures.rank_step_heatmap(rs.value)
+    return section(
+        "heatmap",
+        "Rank × step",
+        figures_div("heatmap"),
+        "Each cell is one rank's step window (or its compute time, with the button); a straggler "
+        "is a row that stays bright.",
+    )
+
+
+def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
+    body = ["<h3>Per rank</h3>"]
+    if part.ok:
+        figs["overlap"] = figures.overlap_bars(part.value)
+        body.append(figures_div("overlap"))
+    else:
+        body.append(missing(part.missing or ""))
+    body.append("<h3>Per collective</h3>")
+    if inp.comm_overlap.ok and len(inp.comm_overlap.value):
+        body.append(
+            table(
+                inp.comm_overlap.value,
+                [
+                    ("op", "operation", "text"),
+                    ("operations", "operations (all ranks)", ""),
+                    ("comms_ns", "comms time", "ns"),
+                    ("exposed_ns", "exposed", "ns"),
+                    ("exposed_wait_ns", "exposed while waiting for the last rank", "ns"),
+                    ("overlap_pct", "overlap", "pct"),
+                ],
+                "comm-overlap-table",
+            )
+        )
+    else:
+        body.append(missing(inp.comm_overlap.missing or "no communication operations"))
+    if inp.collectives.ok and len(inp.collectives.value):
+        c = inp.collectives.value
+        per = (
+            c.groupby(["op", "comm"], sort=True)
+            .agg(
+                instances=("coll_id", "count"),
+                matched=("ranks", lambda r: int((r > 1).sum())),
+                ranks=("expected_ranks", "max"),
+                transfer_ns_median=("transfer_ns", "median"),
+                start_skew_ns_median=("start_skew_ns", "median"),
+                start_skew_ns_max=("start_skew_ns", "max"),
+                busbw_gbps_median=("busbw_gbps", "median"),
+                last_rank_mode=("last_rank", lambda r: r.mode().iloc[0] if len(r.dropna()) else None),
+            )
+            .reset_index()
+        )
+        body.append(
+            table(
+                per,
+                [
+                    ("op", "operation", "text"),
+                    ("comm", "communicator", "text"),
+                    ("instances", "instances", ""),
+                    ("matched", "matched", ""),
+                    ("ranks", "ranks", ""),
+                    ("transfer_ns_median", "transfer (median)", "ns"),
+                    ("start_skew_ns_median", "arrival skew (median)", "ns"),
+                    ("start_skew_ns_max", "arrival skew (max)", "ns"),
+                    ("busbw_gbps_median", "bus bw GB/s (median)", ""),
+                    ("last_rank_mode", "most often last", ""),
+                ],
+                "collectives-table",
+            )
+        )
+        if int((c["ranks"] > 1).sum()):
+            figs["skew"] = figures.collective_skew(c)
+            body.append(figures_div("skew"))
+    else:
+        body.append(missing(inp.collectives.missing or "no NCCL collectives in the capture"))
+    body.append("<h3>Collective waits per rank</h3>")
+    if inp.rank_rollup.ok and len(inp.rank_rollup.value):
+        r = inp.rank_rollup.value
+        figs["waits"] = figures.collective_waits(r)
+        body.append(figures_div("waits"))
+        body.append(
+            table(
+                r,
+                [
+                    ("rank", "rank", ""),
+                    ("host", "host", "text"),
+                    ("collectives", "collectives", ""),
+                    ("unmatched", "unmatched", ""),
+                    ("wait_suffered_ns", "wait suffered", "ns"),
+                    ("wait_caused_ns", "wait caused", "ns"),
+                    ("times_last", "times last", ""),
+                    ("times_slowest", "steps slowest", ""),
+                    ("straggler", "straggler", ""),
+                ],
+                "rank-rollup-table",
+                row_key="rank",
+            )
+        )
+    else:
+        body.append(missing(inp.rank_rollup.missing or "no ranks"))
+    return section("overlap", "Compute / communication overlap, collectives", "".join(body))
+
+
+def kernels(inp: ReportInputs, figs: dict) -> str:
+    body = ["<h3>Top kernels</h3>"]
+    if inp.top_kernels.ok and inp.top_kernels.value:
+        top = pd.DataFrame(inp.top_kernels.value)
+        top["avg_ns"] = top["total_ns"] / top["instances"].where(top["instances"] > 0)
+        figs["kernels"] = figures.top_kernels(top.head(15))
+        body.append(figures_div("kernels"))
+        body.append(
+            table(
+                top,
+                [
+                    ("name", "kernel", "text"),
+                    ("category", "category", "text"),
+                    ("instances", "count", ""),
+                    ("total_ns", "time", "ns"),
+                    ("pct", "share of kernel time", "pct"),
+                    ("avg_ns", "average", "ns"),
+                ],
+                "kernels-table",
+            )
+        )
+    else:
+        body.append(missing(inp.top_kernels.missing or "no kernels"))
+    body.append("<h3>Idle gaps by cause</h3>")
+    if inp.gaps.ok and len(inp.gaps.value):
+        figs["gaps"] = figures.idle_causes(inp.gaps.value)
+        body.append(figures_div("gaps"))
+    else:
+        body.append(missing(inp.gaps.missing or "no idle gaps"))
+    body.append("<h3>Longest idle pieces</h3>")
+    if inp.longest_gaps.ok and len(inp.longest_gaps.value):
+        body.append(
+            table(
+                inp.longest_gaps.value,
+                [
+                    ("rank", "rank", ""),
+                    ("step", "step", ""),
+                    ("cause", "cause", "text"),
+                    ("duration_ns", "duration", "ns"),
+                    ("host_activity", "what the host was doing", "text"),
+                ],
+                "longest-gaps-table",
+            )
+        )
+    else:
+        body.append(missing(inp.longest_gaps.missing or "no idle gaps"))
+    body.append("<h3>Launch statistics</h3>")
+    body.append(_generic(inp.launch_stats, "launch-table"))
+    body.append("<h3>Synchronising calls (costliest)</h3>")
+    if inp.sync_calls.ok and len(inp.sync_calls.value) and "gpu_idle_ns" in inp.sync_calls.value:
+        sc = inp.sync_calls.value.sort_values("gpu_idle_ns", ascending=False)
+        body.append(
+            table(
+                sc,
+                [
+                    ("rank", "rank", ""),
+                    ("name", "call", "text"),
+                    ("reason", "reason", "text"),
+                    ("duration_ns", "duration", "ns"),
+                    ("gpu_idle_ns", "GPU idle during", "ns"),
+                    ("sync_stall_ns", "sync stall", "ns"),
+                ],
+                "sync-table",
+                max_rows=15,
+            )
+        )
+    else:
+        body.append(_generic(inp.sync_calls, "sync-table", 15))
+    body.append("<h3>Memory operations</h3>")
+    body.append(_generic(inp.memop_summary, "memops-table", 30))
+    return section("kernels", "Top kernels, idle gaps, launches", "".join(body))
+
+
+def _generic(part: Part, tid: str, max_rows: int = 64) -> str:
+    if not part.ok:
+        return missing(part.missing or "")
+    df = part.value
+    if df.empty:
+        return "<p>None.</p>"
+    cols = [(c, c, "ns" if c.endswith("_ns") else "pct" if c.endswith("pct") else "") for c in df.columns]
+    return table(df, cols, tid, max_rows=max_rows)
+
+
+def capture(inp: ReportInputs) -> str:
+    body = []
+    if not inp.info.ok:
+        return section("capture", "Capture quality", missing(inp.info.missing or ""))
+    info = inp.info.value
+    files = pd.DataFrame(info.get("files") or [])
+    ranks = pd.DataFrame(info.get("ranks") or [])
+    versions = sorted({str(v) for v in files.get("nsys_version", pd.Series(dtype=object)).dropna()})
+    missing_ranks = [w for w in info.get("warnings", []) if "ranks missing" in w]
+    cards = [
+        kpi("files", "files", len(files), f"{len(files):,}"),
+        kpi(
+            "ranks found",
+            "ranks_found",
+            len(ranks),
+            f"{len(ranks):,}",
+            "missing: see warnings" if missing_ranks else "none missing",
+        ),
+        kpi("nsys versions", "nsys_versions", ", ".join(versions), ", ".join(versions) or "unknown"),
+    ]
+    if inp.alignment.ok and len(inp.alignment.value):
+        worst = inp.alignment.value["residual_p95_ns"].max()
+        cards.append(
+            kpi("alignment residual p95", "alignment_residual_p95_ns", worst, fmt(worst, "ns"), "worst host")
+        )
+    body.append(f'<div class="kpis">{"".join(cards)}</div>')
+    body.append("<h3>Warnings</h3>")
+    warn = list(info.get("warnings") or [])
+    body.append(notes(warn) if warn else "<p>None.</p>")
+    if info.get("skipped"):
+        body.append("<h3>Not loaded</h3>" + notes(list(info["skipped"])))
+    body.append("<h3>Files</h3>")
+    body.append(table(files, [(c, c, "text") for c in files.columns], "files-table"))
+    body.append("<h3>Ranks</h3>")
+    body.append(
+        table(
+            ranks,
+            [(c, c, "ns" if c.endswith("_ns") else "") for c in ranks.columns],
+            "ranks-table",
+            row_key="rank",
+        )
+    )
+    body.append("<h3>Clock alignment</h3>")
+    body.append(_generic(inp.alignment, "alignment-table"))
+    body.append("<h3>Captured environment (allow-listed)</h3>")
+    if inp.env.ok and len(inp.env.value):
+        env = (
+            inp.env.value.groupby("name", sort=True)
+            .agg(
+                files=("file_id", "nunique"),
+                values=("value", lambda v: ", ".join(sorted(set(map(str, v)))[:8])),
+            )
+            .reset_index()
+        )
+        body.append(
+            table(
+                env,
+                [("name", "name", "text"), ("files", "files", ""), ("values", "values", "text")],
+                "env-table",
+            )
+        )
+    else:
+        body.append(missing(inp.env.missing) if not inp.env.ok else "<p>None captured.</p>")
+    return section(
+        "capture",
+        "Capture quality",
+        "".join(body),
+        "What the numbers rest on: which files and ranks were found, exporter versions, how well "
+        "the ranks' clocks could be aligned, and what was missing.",
+    )
+
+
+def definitions() -> str:
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in DEFINITIONS)
+    return section(
+        "definitions",
+        "Definitions",
+        f'<dl class="defs">{items}</dl>',
+        "All times are integer nanoseconds in the data; the full contract is docs/metrics.md.",
+    )

@@ -1,0 +1,125 @@
+"""Why a rank is slow: its cause (rank_attribution) and what fixing it buys (whatif replay).
+
+The straggler rule (comms.imbalance) says *which* rank the others wait for; this one says *why*
+(slow GPU, more work, slow host, late input, slow links) with the kernels, counts or gaps
+compared, and takes its recoverable time from the what-if replay (docs/whatif.md), so a rank
+whose delay is hidden behind others' waits is not credited with time the job would not gain.
+"""
+
+from __future__ import annotations
+
+from ..diagnose import Ctx, Finding, Fix, Signal
+from ..whatif import evidence as evidence_text
+from ._common import step_metrics
+
+FIXES = {
+    "slow-gpu": [
+        Fix(
+            "Check the slow GPU's clocks, temperature, power cap and ECC/XID errors (nvidia-smi -q -d "
+            "CLOCK,PERFORMANCE,TEMPERATURE,POWER,ECC); drain or replace the node if it throttles",
+            "replacing a node costs a restart; a throttled GPU rarely recovers on its own",
+        ),
+    ],
+    "more-work": [
+        Fix(
+            "Balance the work per rank: even sharding, length-grouped or packed batches (variable sequence "
+            "lengths), balanced pipeline stages / expert capacity",
+            "packing changes the data order; rebalancing stages changes memory per GPU",
+        ),
+    ],
+    "slow-host": [
+        Fix(
+            "Give the rank's process its own CPU cores and NUMA node (taskset/numactl, no oversubscription), "
+            "move host work out of the step, capture the step in CUDA graphs",
+            "pinning needs the job launcher's help; graphs need static shapes",
+        ),
+    ],
+    "late-input": [
+        Fix(
+            "More data-loader workers and prefetch (num_workers, prefetch_factor, pin_memory) on that rank; "
+            "check its storage or network share",
+            "more workers use host memory and CPU",
+        ),
+    ],
+    "slow-link": [
+        Fix(
+            "Check the node's NICs and links (ibstat, port counters, NCCL_DEBUG=INFO for the chosen "
+            "transports; run nccl-tests between this node and another)",
+            "a degraded link often needs a cable or switch-port replacement",
+        ),
+    ],
+}
+
+
+def slow_rank(ctx: Ctx) -> list[Finding]:
+    """One finding per cause that rank_attribution blames a rank for."""
+    if not ctx.has("rank_attribution", "whatif"):
+        return []
+    rows = ctx.df("SELECT * FROM rank_attribution WHERE step IS NULL AND cause IS NOT NULL ORDER BY rank")
+    if rows.empty:
+        return []
+    gain = ctx.scalar(
+        "SELECT gain_ns FROM whatif WHERE scenario = 'slowest-rank-at-median' AND step IS NULL "
+        "ORDER BY job LIMIT 1"
+    )
+    rec = int(gain) if gain is not None and gain > 0 else 0
+    findings = []
+    for cause, group in rows.groupby("cause", sort=True):
+        ranks = sorted(int(r) for r in group["rank"])
+        recs = [dict(r) for r in group.to_dict("records")]
+        signals = [
+            Signal(
+                f"rank {r['rank']}: {cause} excess",
+                int(r["excess_ns"]),
+                "ns",
+                "supports",
+                evidence_text(r) or "",
+            )
+            for r in recs
+        ]
+        steps = ctx.df(
+            f"""SELECT DISTINCT step FROM rank_attribution WHERE step IS NOT NULL AND cause = '{cause}'
+                AND rank IN ({", ".join(map(str, ranks))}) ORDER BY step"""
+        )["step"].tolist()
+        findings.append(
+            Finding(
+                id=f"slow-rank-{cause}",
+                title=f"Rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} slow: {cause}",
+                kind="performance",
+                severity=ctx.severity(rec),
+                summary=f"{evidence_text(recs[0])}. The job's step would be {rec / 1e6:.3f} ms shorter "
+                "if the slow rank(s) ran at the median rank's speed (what-if replay).",
+                ranks=ranks,
+                steps=[int(s) for s in steps],
+                recoverable_ns_per_step=rec,
+                recoverable_pct=ctx.pct(rec),
+                recoverable_method="whatif 'slowest-rank-at-median' gain_ns (whole job): the measured "
+                "dependencies replayed with the blamed ranks at the median rank's speed (docs/whatif.md); "
+                "shared by every blamed rank",
+                metrics={
+                    "cause": cause,
+                    "excess_ns_by_rank": {str(r["rank"]): int(r["excess_ns"]) for r in recs},
+                    **step_metrics(ctx, [int(s) for s in steps], rec),
+                },
+                evidence=[
+                    ctx.evidence(
+                        "attribution",
+                        "Each rank's excess over the median rank by cause (rank_attribution, whole job).",
+                        """SELECT rank, cause, excess_ns, slow_gpu_ns, more_work_ns, slow_host_ns,
+                                  late_input_ns, slow_link_ns, round(gpu_score, 3) AS gpu_score,
+                                  kernels_compared, kernel_count, median_kernel_count, host_gap_ns,
+                                  median_host_gap_ns, transfer_ns, median_transfer_ns
+                           FROM rank_attribution WHERE step IS NULL ORDER BY rank""",
+                    ),
+                    ctx.evidence(
+                        "what-if",
+                        "The job's step time with each cause removed (whatif, whole job).",
+                        """SELECT scenario, actual_step_time_ns, step_time_ns, gain_ns, fixed_ranks
+                           FROM whatif WHERE step IS NULL ORDER BY gain_ns DESC""",
+                    ),
+                ],
+                signals=signals,
+                fixes=FIXES.get(cause, []),
+            )
+        )
+    return findings

@@ -1,0 +1,299 @@
+"""One file's load: the fast path, else the ijson path, then the rows that need the whole file.
+
+Why a module of its own: it is the one place that decides which parser reads a file and
+what happens after the pass (collectives joined to their ops, threads of the host process,
+profiler ranges, process groups, GPUs, the counts and warnings the ingest records). It
+takes its settings (fast path or not, batch size, a read-ahead already under way) as
+arguments from the package's `load`, which reads them from the package's knobs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from contextlib import closing
+from pathlib import Path
+
+import duckdb
+
+from ..base import BadInput, LoadResult, Probe
+from .batches import DTYPE_BYTES, RowSets
+from .duck_json import RANGE_OPS, NoFastPath
+from .events import EventStream, to_int, to_text
+from .meta import KinetoMeta, derive, merge_tail, read_meta, tail_meta
+from .pieces import EventText, parsed
+from .readahead import ReadAhead
+
+
+class Loader:
+    """One file's pass: events -> row sets -> canonical tables."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        path: Path,
+        rank: int,
+        meta: KinetoMeta,
+        result: LoadResult,
+        rows: RowSets,
+        text: EventText | None = None,
+        ahead: ReadAhead | None = None,
+    ):
+        """`text`: the file's pieces for the fast path (None: the ijson path only); `ahead`: a
+        read-ahead of the file whose parsed pieces to take instead."""
+        self.con, self.path, self.rank, self.meta, self.result = con, path, rank, meta, result
+        self.rows, self.text, self.ahead = rows, text, ahead
+        self.stream: EventStream | None = None
+        self.tail: bytes | None = None  # text after the array, when the fast path read the file
+        self.probe_device = meta.device_id  # the device probe() would have found (tail_pending)
+
+    def run(self) -> None:
+        self.rows.create_temp()
+        try:
+            if not self._scan():
+                self._stream()
+            self.rows.flush()
+            self._finish()
+        finally:
+            self.rows.drop_temp()
+
+    def _scan(self) -> bool:
+        """The fast path: pieces of the array parsed by DuckDB (duck_json) while the next ones
+        are cut. False, with nothing loaded, when it cannot read the file; the ijson pass then
+        loads it or says why it cannot."""
+        ahead = self.ahead
+        text = ahead.text if ahead else self.text
+        if text is None:
+            return False
+        try:
+            with closing(ahead.pieces()) if ahead else parsed(text) as pieces:
+                for piece in pieces:
+                    self.rows.add_piece(piece)
+        except (NoFastPath, OSError, EOFError, zlib.error):
+            self.rows.undo()
+            return False
+        self.tail = text.tail
+        return True
+
+    def _stream(self) -> None:
+        """The ijson path (events.py)."""
+        self.stream = EventStream(self.rows, self.path)
+        self.stream.run()
+
+    def _finish(self) -> None:
+        r = int(self.rank)
+        self.con.execute(
+            f"""
+            INSERT INTO kineto_collectives
+            WITH ops AS (
+                SELECT * FROM {self.rows.tmp} WHERE kind = 'cpu_op' AND external_id IS NOT NULL
+                QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY collective) = 1
+            ),
+            k AS (SELECT * FROM {self.rows.tmp} WHERE kind = 'kernel'),
+            m AS (
+                SELECT k.correlation_id, k.external_id, k.stream_id, k.start_ns, k.end_ns, k.kernel_name,
+                       CASE WHEN k.collective IS NOT NULL THEN 'kernel-args' ELSE 'record_param_comms' END
+                           AS source,
+                       CASE WHEN k.collective IS NOT NULL THEN k ELSE ops END AS a
+                FROM k LEFT JOIN ops ON k.collective IS NULL AND ops.external_id = k.external_id
+                WHERE k.collective IS NOT NULL OR ops.collective IS NOT NULL
+            )
+            SELECT {r}, correlation_id, external_id, stream_id, start_ns, end_ns, kernel_name,
+                   a.collective, a.dtype, d.bytes, a.in_nelems, a.out_nelems,
+                   a.in_nelems * d.bytes, a.out_nelems * d.bytes, a.in_split_size, a.out_split_size,
+                   a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source
+            FROM m LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS dtype, unnest(?::INTEGER[]) AS bytes) d
+              ON d.dtype = a.dtype
+            """,
+            [list(DTYPE_BYTES), list(DTYPE_BYTES.values())],
+        )
+        if self.meta.host_pid is None and self.rows.host_pids:
+            self.meta.host_pid = self.rows.host_pids.most_common(1)[0][0]
+        host_pid = self.meta.host_pid
+        where = f"WHERE pid = {int(host_pid)}" if host_pid is not None else ""
+        self.con.execute(
+            f"INSERT INTO threads SELECT DISTINCT {r}, tid, name FROM {self.rows.tmp}_threads {where}"
+        )
+        self._profiler_ranges()
+        self._tail_metadata()
+        self._process_groups()
+        self._gpus()
+        self._report()
+
+    def _profiler_ranges(self) -> None:
+        """CUPTI range-profiler kernels in time order (range_id), and whether they can be placed
+        on this trace's kernels (queries/cupti_range_joins.sql does it: same name, same order)."""
+        r = int(self.rank)
+        ops = ", ".join(RANGE_OPS)
+        self.con.execute(
+            f"""
+            INSERT INTO kineto_profiler_ranges
+            SELECT {r}, (row_number() OVER (ORDER BY start_ns, end_ns, name) - 1)::INTEGER,
+                   name, start_ns, end_ns, {ops}
+            FROM {self.rows.tmp}_ranges"""
+        )
+        row = self.con.execute(
+            f"""
+            WITH p AS (SELECT name, row_number() OVER (PARTITION BY name ORDER BY start_ns, end_ns) AS i
+                       FROM {self.rows.tmp}_ranges),
+                 k AS (SELECT name, count(*) AS n FROM kernels WHERE rank = {r} GROUP BY name)
+            SELECT count(*), count(*) FILTER (WHERE p.i <= k.n),
+                   count(*) FILTER (WHERE p.name = '__missing__'),
+                   (SELECT count(*) FROM kernels WHERE rank = {r})
+            FROM p LEFT JOIN k USING (name)"""
+        ).fetchone()
+        ranges, joinable, missing, kernels = row
+        if ranges and joinable < ranges:
+            if not kernels:
+                why = "the trace has no kernel events (record CUDA activities with the range profiler)"
+            else:
+                why = "no kernel of the same name and order"
+                if missing:
+                    why += f"; {missing} ranges have no kernel name (__missing__)"
+            self.result.warnings.append(
+                f"{ranges - joinable} of {ranges} CUPTI range-profiler kernels cannot be joined to kernels "
+                f"of this trace: {why}; their FLOPs are in kernel_flops, not on the timeline"
+            )
+
+    def _tail_metadata(self) -> None:
+        """Keys after traceEvents that probe() did not read (it reads a gzip's tail only when needed)."""
+        tail = self.tail if self.tail is not None else self.stream.tail() if self.stream else None
+        meta = self.meta
+        if tail is None or (meta.base_time_ns is not None and not meta.tail_pending):
+            return
+        if meta.tail_pending:  # what probe() would have derived with the whole metadata
+            if merge_tail(meta, tail):
+                derive(meta)
+            self.probe_device = meta.device_id
+            return
+        extra = tail_meta(tail) or {}
+        base = extra.get("baseTimeNanoseconds")
+        if isinstance(base, int):
+            meta.base_time_ns = base
+
+    def _process_groups(self) -> None:
+        """distributedInfo.pg_config -> kineto_process_groups (one row per listed process group)."""
+        dist = self.meta.top.get("distributedInfo")
+        config = dist.get("pg_config") if isinstance(dist, dict) else None
+        if not isinstance(config, list):
+            return
+        version = to_text(dist.get("nccl_version"))
+        rows = []
+        for g in config:
+            if not isinstance(g, dict) or g.get("pg_name") is None:
+                continue
+            members = g.get("ranks")
+            ranks = (
+                [int(x) for x in members]
+                if isinstance(members, list) and all(isinstance(x, int) for x in members)
+                else None
+            )
+            rows.append(
+                (self.rank, str(g["pg_name"]), to_text(g.get("pg_desc")), to_text(g.get("backend_config")),
+                 to_int(g.get("pg_size")), ranks, version)
+            )  # fmt: skip
+        if rows:
+            self.con.executemany("INSERT INTO kineto_process_groups VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        self.result.counts["kineto_process_groups"] = len(rows)
+
+    def _gpus(self) -> None:
+        proc_device = self.meta.device_id
+        devices = self.rows.devices
+        if devices:
+            main = devices.most_common(1)[0][0]
+            if proc_device is None or proc_device not in devices:
+                self.meta.device_id = proc_device = main
+            if len(devices) > 1:
+                self.result.warnings.append(
+                    f"GPU work on {len(devices)} devices ({', '.join(map(str, sorted(devices)))}) "
+                    "in one trace: all of it is attributed to one rank"
+                )
+        props = self.meta.device_properties()
+        rows = []
+        for dev in sorted(set(devices) | ({proc_device} if proc_device is not None else set())):
+            p = props.get(dev, {})
+            rows.append(
+                (
+                    self.rank,
+                    dev,
+                    p.get("name"),
+                    to_int(p.get("numSms")),
+                    None,
+                    None,
+                    to_int(p.get("totalGlobalMem")),
+                    to_int(p.get("computeMajor")),
+                    to_int(p.get("computeMinor")),
+                    None,
+                    None,
+                    "kineto" if p else "unknown",
+                )
+            )
+        if not rows:
+            rows.append((self.rank, None, None, None, None, None, None, None, None, None, None, "unknown"))
+        self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def _report(self) -> None:
+        counts = self.result.counts
+        batches = (
+            ("kernels", self.rows.kernels),
+            ("memops", self.rows.memops),
+            ("cuda_api", self.rows.api),
+            ("sync", self.rows.sync),
+            ("nvtx", self.rows.nvtx),
+            ("kineto_gpu_annotations", self.rows.gpu_ann),
+        )
+        for table, batch in batches:
+            counts[table] = counts.get(table, 0) + batch.total
+        counts["memory_usage"] = self.rows.memory.total
+        counts["kineto_profiler_ranges"] = self.rows.ranges.total
+        counts["kineto_collectives"] = self.con.execute(
+            "SELECT count(*) FROM kineto_collectives WHERE rank = ?", [self.rank]
+        ).fetchone()[0]
+        for what, n in sorted(self.rows.skipped.items()):
+            self.result.skipped.append(f"{what}: {n} events (not used by nsight-analyze)")
+        if self.rows.bad:
+            self.result.warnings.append(f"{self.rows.bad} events without ts/dur were not loaded")
+
+
+def load(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    ranks: dict[int, int],
+    probe: Probe,
+    *,
+    batch_rows: int,
+    text: EventText | None,
+    ahead: ReadAhead | None,
+) -> LoadResult:
+    """The source interface's load (see the package), with its settings as arguments."""
+    meta: KinetoMeta = probe.context if isinstance(probe.context, KinetoMeta) else read_meta(path)
+    if len(set(ranks.values())) != 1:
+        raise BadInput("a Kineto trace holds exactly one rank")
+    rank = next(iter(ranks.values()))
+    result = LoadResult(warnings=list(probe.warnings))
+    pending = meta.tail_pending
+    loader = Loader(con, path, rank, meta, result, RowSets(con, rank, batch_rows), text, ahead)
+    try:
+        loader.run()
+    except duckdb.Error as exc:
+        raise BadInput(f"failed while loading events ({str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read the Kineto trace ({exc})") from None
+    # Device, host pid and time base are only certain after the full pass; the ingest inserts
+    # the ranks row after load(), from this Process.
+    if probe.processes:
+        proc = probe.processes[0]
+        if pending:  # probe() left deviceProperties to this pass
+            proc.device_id = loader.probe_device
+            gpu = (
+                meta.device_properties().get(loader.probe_device) if loader.probe_device is not None else None
+            )
+            proc.gpu_name = gpu.get("name") if gpu else None
+        if proc.pid is None:
+            proc.pid = meta.host_pid
+        if meta.base_time_ns is not None:
+            proc.session_start_utc_ns = meta.base_time_ns
+        if proc.device_id is None and meta.device_id is not None:
+            proc.device_id = meta.device_id
+        if proc.gpu_name is None and meta.device_id is not None:
+            proc.gpu_name = meta.device_properties().get(meta.device_id, {}).get("name")
+    return result

@@ -1,0 +1,511 @@
+"""A 3D-parallel (tensor x pipeline x data) transformer job, for `synth --parallel tp=T,pp=P,dp=D`.
+
+Rank layout (Megatron's default order, tensor parallel fastest): rank = t + T*(d + D*p) for
+tensor index t, data-parallel replica d and pipeline stage p. Tensor-parallel groups are T
+consecutive ranks and must fit in a node; the pipeline stages exchange activations (forward) and
+gradients (backward) by send/recv between stage p and p+1 of the same (t, d); each stage's
+data-parallel group of D replicas all-reduces the gradients in two buckets on a second stream
+(the first one overlaps the last micro-batch's backward, the second runs after it).
+
+Schedule (GPipe): M micro-batches forward, then M backward, per stage L layers; every layer runs
+two GEMMs, each followed by a tensor-parallel all-reduce on the compute stream (on the critical
+path, as in Megatron without sequence parallelism). The step ends with the optimizer and a
+stream synchronisation.
+
+Collectives couple their participants only: a collective's transfer starts when its last
+participant arrives; the simulation is a small event loop over the ranks' streams (this is the
+generator, not an analysis). Every NCCL launch has NCCL's NVTX range with a JSON payload: the
+legacy form (`ncclAllReduce`, "NCCL communicator ID", "Message size [bytes]", "Peer rank", and
+`ncclCommInitRank` with "Rank" / "No. of ranks") or, with `--nccl-trace`, the advanced NCCL trace
+form of Nsight Systems 2025.6.1+ ("NVIDIA NCCL Trace": ranges named without the nccl prefix,
+`AllReduce` / `Send` / `Recv` inside an `API Group` range, `CommInit` markers; payload keys
+`apiId` (shared by all participants of one operation), `commHash`, `rank`, `nRanks`, `peer`,
+`msgSize`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UserError
+from . import kernels as K
+from . import workload as W
+from .job import UTC_BASE_NS, Job, RankEvents
+
+DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "unknown")
+NCCL_SENDRECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+NVLINK_BUSBW = 360e9  # B/s the synthetic transfers reach inside a node
+NETWORK_BUSBW = 40e9  # B/s across nodes (one 400 Gb/s NIC per GPU, ~80 %)
+MICRO_BATCHES = 2
+LAYERS_PER_STAGE = 2
+TP_BYTES = 8 * 1024 * 1024
+PP_BYTES = 8 * 1024 * 1024
+DP_BUCKET_BYTES = 64 * 1024 * 1024
+HIDDEN, TOKENS = 4096, 4096
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int
+    pp: int
+    dp: int
+
+    @property
+    def ranks(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(t, d, p) of a rank: rank = t + T*(d + D*p)."""
+        t = rank % self.tp
+        d = (rank // self.tp) % self.dp
+        p = rank // (self.tp * self.dp)
+        return t, d, p
+
+    def rank(self, t: int, d: int, p: int) -> int:
+        return t + self.tp * (d + self.dp * p)
+
+    @property
+    def spec(self) -> str:
+        return f"tp={self.tp},pp={self.pp},dp={self.dp}"
+
+
+def parse_parallel(text: str | None) -> Parallel | None:
+    """'tp=2,pp=2,dp=2' -> Parallel (missing sizes are 1); None for None or ''."""
+    if not text:
+        return None
+    sizes = {"tp": 1, "pp": 1, "dp": 1}
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(tp|pp|dp)\s*=\s*(\d+)\s*", part)
+        if not m or int(m.group(2)) < 1:
+            raise UserError(
+                f"bad --parallel {text!r}: use tp=T,pp=P,dp=D with sizes >= 1, e.g. tp=2,pp=2,dp=2"
+            )
+        sizes[m.group(1)] = int(m.group(2))
+    return Parallel(**sizes)
+
+
+@dataclass
+class _Group:
+    """One communicator: its dimension, members (global ranks, in communicator-rank order), id."""
+
+    dim: str
+    members: tuple[int, ...]
+    comm_id: int
+    busbw: float
+
+    def comm_text(self, advanced: bool) -> str | int:
+        return f"0x{self.comm_id:x}" if advanced else self.comm_id
+
+
+@dataclass
+class _Op:
+    kind: str  # kernel | coll | sync
+    ktype: int = -1
+    stream: int = W.COMPUTE_STREAM
+    dur: float = 0.0
+    group: int = -1  # index into groups (coll)
+    key: tuple = ()  # matching key of the instance (coll)
+    nbytes: int = 0
+    dep: int = -1  # op index whose GPU end this op waits for
+    deps: tuple[int, ...] = ()
+    peer: int = -1  # comm rank of the point-to-point peer
+    name: str = ""  # NCCL API name (AllReduce, Send, Recv)
+    api_id: int = 0  # NCCL's apiId of this step's instance (shared by its participants)
+
+
+def _groups(par: Parallel, gpus_per_node: int) -> tuple[list[_Group], dict]:
+    """Every communicator of the job and, per (dimension, rank), the index of the rank's group."""
+    groups: list[_Group] = []
+    of: dict[tuple[str, int], int] = {}
+
+    def node_span(members: tuple[int, ...]) -> int:
+        return len({m // gpus_per_node for m in members})
+
+    def add(dim: str, members: tuple[int, ...]) -> None:
+        bw = NVLINK_BUSBW if node_span(members) == 1 else NETWORK_BUSBW
+        groups.append(_Group(dim, members, 0x5EED0000 + 7919 * len(groups), bw))
+        for m in members:
+            of[(dim, m)] = len(groups) - 1
+
+    T, P, D = par.tp, par.pp, par.dp
+    if T > 1:
+        for p in range(P):
+            for d in range(D):
+                add("tp", tuple(par.rank(t, d, p) for t in range(T)))
+    if P > 1:
+        for t in range(T):
+            for d in range(D):
+                add("pp", tuple(par.rank(t, d, p) for p in range(P)))
+    if D > 1:
+        for t in range(T):
+            for p in range(P):
+                add("dp", tuple(par.rank(t, d, p) for d in range(D)))
+    return groups, of
+
+
+def _program(par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of: dict) -> list[_Op]:
+    """One step's ops of one rank, in host issue order."""
+    t, d, p = par.coords(rank)
+    ops: list[_Op] = []
+    seq: dict[tuple, int] = {}
+
+    def add(op: _Op) -> int:
+        ops.append(op)
+        return len(ops) - 1
+
+    gemm_fwd = cat.add(K.gemm_kind(K.SM90_GEMM, TOKENS, HIDDEN // par.tp * 3, HIDDEN))
+    gemm_fwd2 = cat.add(K.gemm_kind(K.NVJET_TN, TOKENS, HIDDEN, HIDDEN // par.tp * 3))
+    gemm_bwd = cat.add(K.gemm_kind(K.NVJET_NT, TOKENS, HIDDEN // par.tp * 3, HIDDEN))
+    wgrad = cat.add(K.gemm_kind(K.CUTLASS_WGRAD, HIDDEN, HIDDEN // par.tp * 3, TOKENS))
+    ar = cat.add(K.nccl_allreduce(TP_BYTES))
+    sendrecv = cat.add(K.KType(NCCL_SENDRECV, K.short_of(NCCL_SENDRECV), "comms", (8, 1, 1), (640, 1, 1), 96))
+    dp_ar = cat.add(K.nccl_allreduce(DP_BUCKET_BYTES))
+    adam = cat.add(K.mem(K.ADAM, 400 * 1024 * 1024, grid=(640, 1, 1), block=(512, 1, 1)))
+    kinds = cat.kinds
+
+    def kernel(kt: int, **kw) -> int:
+        k = kinds[kt]
+        dur = K.gemm_ns(k) if k.category == "compute" else K.bytes_ns(k.nbytes)
+        return add(_Op("kernel", kt, dur=dur, **kw))
+
+    def coll(dim: str, name: str, kt: int, nbytes: int, stream: int = W.COMPUTE_STREAM, **kw) -> int:
+        g = of[(dim, rank)]
+        n = len(groups[g].members)
+        factor = 2 * (n - 1) / n if name == "AllReduce" else 1.0
+        xfer = factor * nbytes / groups[g].busbw * 1e9 + 8_000
+        key = (g,)
+        if name in ("Send", "Recv"):
+            peer_rank = kw.pop("peer_rank")
+            key = (g, min(rank, peer_rank), max(rank, peer_rank))
+            kw["peer"] = groups[g].members.index(peer_rank)
+        s = seq.get(key, 0)
+        seq[key] = s + 1
+        return add(_Op("coll", kt, stream, xfer, g, key + (s,), nbytes, name=name, **kw))
+
+    def tp_layer(g1: int, g2: int) -> int:
+        last = kernel(g1)
+        if par.tp > 1:
+            last = coll("tp", "AllReduce", ar, TP_BYTES)
+        last = kernel(g2)
+        if par.tp > 1:
+            last = coll("tp", "AllReduce", ar, TP_BYTES)
+        return last
+
+    prev_stage = par.rank(t, d, p - 1) if p > 0 else -1
+    next_stage = par.rank(t, d, p + 1) if p < par.pp - 1 else -1
+    for _m in range(MICRO_BATCHES):
+        if prev_stage >= 0:
+            coll("pp", "Recv", sendrecv, PP_BYTES, peer_rank=prev_stage)
+        for _layer in range(LAYERS_PER_STAGE):
+            tp_layer(gemm_fwd, gemm_fwd2)
+        if next_stage >= 0:
+            coll("pp", "Send", sendrecv, PP_BYTES, peer_rank=next_stage)
+    buckets: list[int] = []
+    for m in range(MICRO_BATCHES):
+        if next_stage >= 0:
+            coll("pp", "Recv", sendrecv, PP_BYTES, peer_rank=next_stage)
+        for layer in range(LAYERS_PER_STAGE):
+            last = tp_layer(gemm_bwd, wgrad)
+            if par.dp > 1 and m == MICRO_BATCHES - 1 and layer == LAYERS_PER_STAGE // 2 - 1:
+                buckets.append(coll("dp", "AllReduce", dp_ar, DP_BUCKET_BYTES, W.NCCL_STREAM, dep=last))
+        if prev_stage >= 0:
+            coll("pp", "Send", sendrecv, PP_BYTES, peer_rank=prev_stage)
+    if par.dp > 1:
+        buckets.append(coll("dp", "AllReduce", dp_ar, DP_BUCKET_BYTES, W.NCCL_STREAM, dep=len(ops) - 1))
+    for _ in range(2):
+        kernel(adam, deps=tuple(buckets))
+    add(_Op("sync"))
+    return ops
+
+
+def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
+    """The job's per-rank events (true-time simulation shifted onto node clocks) and its truth."""
+    if par.ranks != cfg.ranks:
+        raise UserError(f"--parallel {par.spec} makes {par.ranks} ranks, not {cfg.ranks}")
+    if cfg.gpus_per_node % par.tp:
+        raise UserError(
+            f"tensor-parallel groups of {par.tp} ranks must fit in a node of {cfg.gpus_per_node} GPUs"
+        )
+    rng = np.random.default_rng(cfg.seed)
+    R, nodes = cfg.ranks, cfg.nodes
+    session = np.zeros(nodes, np.int64)
+    if nodes > 1:
+        session[1:] = np.arange(1, nodes) * 1_300_000 + rng.integers(0, 700_000, nodes - 1)
+    utc = UTC_BASE_NS + session
+    cat = W.Catalog()
+    groups, of = _groups(par, cfg.gpus_per_node)
+    programs = [_program(par, r, cat, groups, of) for r in range(R)]
+    kinds = cat.kinds
+
+    texts = [f"ProfilerStep#{cfg.first_step + i}" for i in range(cfg.steps)] + ["NCCL"]
+    tix = {s: j for j, s in enumerate(texts)}
+
+    def text(s: str) -> int:
+        if s not in tix:
+            tix[s] = len(texts)
+            texts.append(s)
+        return tix[s]
+
+    host = 350_000_000 + int(session.max()) + rng.integers(0, 300_000, R)
+    free = np.repeat(host[:, None], 2, axis=1).astype(np.int64)
+    gpu: list[list[tuple]] = [[] for _ in range(R)]  # (start, end, ktype, stream, corr)
+    api: list[list[tuple]] = [[] for _ in range(R)]  # (start, end, name, corr, tid, sync)
+    nvtx: list[list[tuple]] = [[] for _ in range(R)]  # (start, end, text, tid, type, domain, payload)
+    corr = np.ones(R, np.int64)
+    api_id = [1]
+    dims = {dim: {"total_ns": 0, "exposed_ns": 0} for dim in DIMENSIONS}
+    coll_kernels: list[list[tuple[int, int, str]]] = [[] for _ in range(R)]
+
+    # communicator creation: one init record per communicator and member
+    for g in groups:
+        for cr, r in enumerate(g.members):
+            s = int(host[r]) - 40_000_000 + 10_000 * of_index(groups, g)
+            if advanced:
+                payload = {"commHash": g.comm_text(True), "rank": cr, "nRanks": len(g.members)}
+                nvtx[r].append((s, s + 2_000, text("CommInit"), W.MAIN_TID, 59, 1, json.dumps(payload)))
+            else:
+                payload = {"NCCL communicator ID": g.comm_id, "Rank": cr, "No. of ranks": len(g.members)}
+                nvtx[r].append(
+                    (s, s + 50_000, text("ncclCommInitRank"), W.MAIN_TID, 59, 1, json.dumps(payload))
+                )
+
+    for step_i in range(cfg.steps):
+        step = cfg.first_step + step_i
+        push = host + rng.integers(20_000, 45_000, R)
+        host = push.copy()
+        n_ops = [len(p) for p in programs]
+        call = [np.zeros((n, 2), np.int64) for n in n_ops]
+        gpu_t = [np.full((n, 2), -1, np.int64) for n in n_ops]
+        corr_of = [np.zeros(n, np.int64) for n in n_ops]
+        for r in range(R):  # host issue times: the host runs ahead until the step's final sync
+            h = int(host[r])
+            for i, op in enumerate(programs[r]):
+                if op.kind == "sync":
+                    continue
+                h += int(6_000 * rng.uniform(0.7, 1.4))
+                a = int(5_000 * rng.uniform(0.8, 1.25))
+                call[r][i] = (h, h + a)
+                h += a
+                corr_of[r][i] = corr[r]
+                corr[r] += 1
+            host[r] = h
+        noise = [np.clip(rng.normal(1.0, 0.015, n), 0.95, 1.05) for n in n_ops]
+        # GPU: event loop over the ranks' two streams; collectives wait for all participants
+        head = [[0, 0] for _ in range(R)]
+        order = [
+            [[i for i, op in enumerate(programs[r]) if op.kind != "sync" and op.stream == s] for s in (0, 1)]
+            for r in range(R)
+        ]
+        arrivals: dict[tuple, dict[int, tuple[int, int]]] = {}
+        done = 0
+        total = sum(len(o[0]) + len(o[1]) for o in order)
+        while done < total:
+            progress = False
+            for r in range(R):
+                for s in (0, 1):
+                    while head[r][s] < len(order[r][s]):
+                        i = order[r][s][head[r][s]]
+                        op = programs[r][i]
+                        deps = [x for x in (op.dep, *op.deps) if x >= 0]
+                        if any(gpu_t[r][x][1] < 0 for x in deps):
+                            break
+                        ready = int(call[r][i][0]) + int(rng.integers(2_500, 6_000))
+                        start = max(ready, int(free[r][s]), *(int(gpu_t[r][x][1]) for x in deps))
+                        if op.kind == "kernel":
+                            end = start + max(1, int(round(op.dur * noise[r][i])))
+                            gpu_t[r][i] = (start, end)
+                            free[r][s] = end
+                            head[r][s] += 1
+                            done += 1
+                            progress = True
+                            continue
+                        key = op.key
+                        got = arrivals.setdefault(key, {})
+                        if r not in got:
+                            got[r] = (start, i)
+                            progress = True
+                        need = len(groups[op.group].members) if op.name == "AllReduce" else 2
+                        if len(got) < need:
+                            break
+                        last = max(a for a, _ in got.values())
+                        end = last + int(round(op.dur * float(rng.uniform(0.97, 1.03))))
+                        for pr, (a, pi) in got.items():
+                            pe = end + int(rng.integers(0, 1_500))
+                            gpu_t[pr][pi] = (a, pe)
+                            free[pr][programs[pr][pi].stream] = pe
+                            head[pr][programs[pr][pi].stream] += 1
+                            done += 1
+                        api_id[0] += 1
+                        for pr, (_, pi) in got.items():
+                            programs[pr][pi].api_id = api_id[0]
+                        del arrivals[key]
+                        progress = True
+                        break
+            if not progress:
+                raise AssertionError("the 3D-parallel schedule deadlocked (generator bug)")
+        # step end: synchronise, then the step range closes
+        for r in range(R):
+            drain = int(max(free[r]))
+            s_call = int(host[r]) + 4_000
+            e_call = max(s_call + 3_000, drain + int(rng.integers(4_000, 15_000)))
+            api[r].append((s_call, e_call, W.API_STREAM_SYNC, int(corr[r]), W.MAIN_TID, True))
+            corr[r] += 1
+            host[r] = e_call + int(rng.integers(8_000, 20_000))
+            nvtx[r].append(
+                (int(push[r]), int(host[r]), text(f"ProfilerStep#{step}"), W.MAIN_TID, 59, 0, None)
+            )
+            for i, op in enumerate(programs[r]):
+                if op.kind == "sync":
+                    continue
+                cs, ce = (int(x) for x in call[r][i])
+                gs, ge = (int(x) for x in gpu_t[r][i])
+                c = int(corr_of[r][i])
+                api[r].append((cs, ce, W.API_LAUNCH, c, W.MAIN_TID, False))
+                gpu[r].append((gs, ge, op.ktype, op.stream, c))
+                if op.kind == "coll":
+                    g = groups[op.group]
+                    coll_kernels[r].append((gs, ge, g.dim))
+                    nvtx[r].extend(_nccl_ranges(op, g, g.members.index(r), cs, ce, advanced, text))
+
+    ranks = []
+    dom_t = min(int(min(x[0] for x in nvtx[r])) for r in range(R)) - 5_000_000
+    for r in range(R):
+        node = cfg.node_of(r)
+        off = int(session[node])
+        nvtx[r].append((dom_t, -1, text("NCCL"), W.MAIN_TID, 75, 1, None))
+        ranks.append(_events(r, node, off, gpu[r], api[r], nvtx[r]))
+        # truth: per dimension, kernel time and the part no compute/memory/other kernel covers
+        busy = [(s, e) for s, e, kt, _, _ in gpu[r] if kinds[kt].category != "comms"]
+        for dim in {d for _, _, d in coll_kernels[r]}:
+            mine = [(s, e) for s, e, d in coll_kernels[r] if d == dim]
+            dims[dim]["total_ns"] += sum(e - s for s, e in mine)
+            dims[dim]["exposed_ns"] += _uncovered(mine, busy)
+    flops = sum(kinds[op.ktype].flops for op in programs[0] if op.kind == "kernel")
+    kernels = sum(1 for op in programs[0] if op.kind != "sync")
+    job = Job(
+        cfg,
+        cat,
+        session,
+        utc,
+        np.zeros(nodes, np.int64),
+        ranks,
+        texts,
+        [cfg.first_step + i for i in range(cfg.steps)],
+        {cfg.first_step + i: i for i in range(cfg.steps)},
+        [],
+        {cfg.first_step + i: kernels for i in range(cfg.steps)},
+        {cfg.first_step + i: flops for i in range(cfg.steps)},
+    )
+    truth = {
+        "definition": "per dimension, summed over ranks: total_ns = sum of the dimension's NCCL kernel "
+        "durations; exposed_ns = length of the union of those kernels not covered by any compute, "
+        "memory or other GPU operation of the same rank (whole capture)",
+        "by_dimension": {k: v for k, v in dims.items() if v["total_ns"]},
+        "layout": "rank = t + tp*(d + dp*p) (tensor index t, data-parallel replica d, pipeline stage p)",
+        "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp},
+        "nccl_trace": "advanced" if advanced else "legacy",
+        "communicators": [
+            {
+                "dimension": g.dim,
+                "ranks": list(g.members),
+                "comm": str(g.comm_text(advanced)),
+                "link": "nvlink" if g.busbw == NVLINK_BUSBW else "network",
+            }
+            for g in groups
+        ],
+    }
+    return job, truth
+
+
+def of_index(groups: list[_Group], g: _Group) -> int:
+    return next(i for i, x in enumerate(groups) if x is g)
+
+
+def _nccl_ranges(op: _Op, g: _Group, comm_rank: int, cs: int, ce: int, advanced: bool, text) -> list[tuple]:
+    """NCCL's NVTX range(s) around one launch call, with the JSON payload of the chosen trace form."""
+    n = len(g.members)
+    if not advanced:
+        payload: dict = {"NCCL communicator ID": g.comm_id, "Message size [bytes]": op.nbytes}
+        if op.name in ("Send", "Recv"):
+            payload["Peer rank"] = op.peer
+        else:
+            payload["Reduction operation"] = "ncclSum"
+        payload["Data type"] = "ncclBfloat16"
+        name = f"nccl{op.name}"
+        return [(cs - 1_200, ce + 700, text(name), W.MAIN_TID, 59, 1, json.dumps(payload))]
+    payload = {"apiId": op.api_id, "commHash": g.comm_text(True), "rank": comm_rank, "nRanks": n}
+    if op.name in ("Send", "Recv"):
+        payload["peer"] = op.peer
+    payload.update({"count": op.nbytes // 2, "datatype": "ncclBfloat16", "msgSize": op.nbytes})
+    group = {"apiGroupId": op.api_id, "commHash": g.comm_text(True)}
+    return [
+        (cs - 2_500, ce + 1_500, text("API Group"), W.MAIN_TID, 59, 1, json.dumps(group)),
+        (cs - 1_200, ce + 700, text(op.name), W.MAIN_TID, 59, 1, json.dumps(payload)),
+    ]
+
+
+def _uncovered(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
+    """Length of union(spans) minus union(cover)."""
+
+    def union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        out: list[list[int]] = []
+        for s, e in sorted(x for x in iv if x[1] > x[0]):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return [(s, e) for s, e in out]
+
+    a, b = union(spans), union(cover)
+    total, j = 0, 0
+    for s, e in a:
+        cur = s
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                total += b[k][0] - cur
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            total += e - cur
+    return total
+
+
+def _events(rank: int, node: int, off: int, gpu: list, api: list, nvtx: list) -> RankEvents:
+    g = sorted(gpu, key=lambda x: (x[0], x[4]))
+    a = sorted(api, key=lambda x: x[0])
+    n = sorted(nvtx, key=lambda x: x[0])
+
+    def col(rows: list, j: int, dtype=np.int64) -> np.ndarray:
+        return np.array([x[j] for x in rows], dtype=dtype)
+
+    ev = RankEvents(
+        rank=rank,
+        node=node,
+        gpu_start=col(g, 0) - off,
+        gpu_end=col(g, 1) - off,
+        gpu_ktype=col(g, 2),
+        gpu_stream=col(g, 3),
+        gpu_corr=col(g, 4),
+        gpu_graph_node=np.full(len(g), -1, np.int64),
+        api_start=col(a, 0) - off,
+        api_end=col(a, 1) - off,
+        api_name=col(a, 2),
+        api_corr=col(a, 3),
+        api_tid=col(a, 4),
+        api_sync=col(a, 5, bool),
+        nvtx_start=col(n, 0) - off,
+        nvtx_end=np.where(col(n, 1) < 0, -1, col(n, 1) - off),
+        nvtx_text=col(n, 2),
+        nvtx_tid=col(n, 3),
+        nvtx_type=col(n, 4),
+        nvtx_domain=col(n, 5),
+    )
+    ev.nvtx_payload = np.array([x[6] for x in n], dtype=object)
+    return ev

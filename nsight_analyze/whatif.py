@@ -1,0 +1,139 @@
+"""Why a rank is slow (attribution) and what fixing each cause would buy (what-if), as plain data.
+
+Both are SQL (queries/rank_attribution.sql, queries/whatif.sql, computed once per refresh); this
+module only reads their small result tables and shapes them: the JSON documents of
+docs/whatif.md and one line of evidence per blamed rank. Python loops over result rows only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from .errors import UserError
+
+SCENARIOS = ("slowest-rank-at-median", "comms-hidden", "no-input-stalls", "no-launch-gaps", "no-sync-stalls")
+CAUSES = ("slow-gpu", "more-work", "slow-host", "late-input", "slow-link")
+SCENARIO_TEXT = {
+    "slowest-rank-at-median": "the slow rank(s) ran at the median rank's speed",
+    "comms-hidden": "communication were fully hidden behind compute",
+    "no-input-stalls": "input stalls were removed",
+    "no-launch-gaps": "launch gaps were removed (the most CUDA graphs can buy)",
+    "no-sync-stalls": "synchronisation stalls were removed",
+}
+_ATTR_COLS = (
+    "job, rank, step, cause, excess_ns, slow_gpu_ns, more_work_ns, slow_host_ns, late_input_ns, "
+    "slow_link_ns, gpu_score, kernels_compared, kernel_count, median_kernel_count, host_gap_ns, "
+    "median_host_gap_ns, "
+    "input_stall_ns, median_input_stall_ns, transfer_ns, median_transfer_ns, n_collectives, transfer_bytes, "
+    "threshold_ns"
+)
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, what: str) -> list[dict[str, Any]]:
+    try:
+        cur = con.execute(sql)
+    except duckdb.CatalogException:
+        raise UserError(f"this workspace has no {what} yet; re-run `nsight-analyze ingest`") from None
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def scenarios(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The what-if rows: per job, scenario and step (None = the whole job, means over steps)."""
+    if con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 0:
+        raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+    rows = _rows(
+        con,
+        "SELECT job, scenario, step, actual_step_time_ns, replayed_actual_ns, step_time_ns, gain_ns, "
+        "fixed_ranks FROM whatif",
+        "what-if results",
+    )
+    order = {s: i for i, s in enumerate(SCENARIOS)}
+    rows.sort(key=lambda r: (r["job"], order.get(r["scenario"], 99), r["step"] is None, r["step"] or 0))
+    return rows
+
+
+def whatif_json(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stable document of `nsight-analyze whatif --format json` (docs/whatif.md)."""
+    jobs = {r["job"] for r in rows}
+    out = []
+    for r in rows:
+        row = {
+            "scenario": r["scenario"],
+            "step": _int(r["step"]),
+            "actual_step_time_ns": _int(r["actual_step_time_ns"]),
+            "step_time_ns": _int(r["step_time_ns"]),
+            "gain_ns": _int(r["gain_ns"]),
+            "replayed_actual_ns": _int(r["replayed_actual_ns"]),
+            "fixed_ranks": [int(x) for x in r["fixed_ranks"].split(",")] if r["fixed_ranks"] else None,
+        }
+        if len(jobs) > 1:
+            row["job"] = int(r["job"])
+        out.append(row)
+    return {"scenarios": out}
+
+
+def attribution(con: duckdb.DuckDBPyConnection, steps: bool = False) -> list[dict[str, Any]]:
+    """Per rank (whole job; with steps=True also per step) its excess over the median rank by cause."""
+    where = "" if steps else "WHERE step IS NULL"
+    rows = _rows(
+        con,
+        f"SELECT {_ATTR_COLS} FROM rank_attribution {where} ORDER BY job, rank, step NULLS FIRST",
+        "attribution results",
+    )
+    for r in rows:
+        r["evidence"] = evidence(r)
+    return rows
+
+
+def evidence(r: dict[str, Any]) -> str | None:
+    """One sentence of evidence for a row's cause (None when nothing is blamed)."""
+    from .render.units import format_duration as d
+
+    cause = r.get("cause")
+    if cause == "slow-gpu":
+        score = r.get("gpu_score")
+        return (
+            f"the same {r['kernels_compared']} kernel(s) every rank runs equally often take "
+            f"{d(r['slow_gpu_ns'])} longer than on the median rank"
+            + (
+                f" (speed score {score:.2f}: fastest rank's median / this rank's, weighted by time)"
+                if score
+                else ""
+            )
+        )
+    if cause == "more-work":
+        return (
+            f"{int(r['kernel_count'])} kernels against the median rank's {r['median_kernel_count']:g}: "
+            f"{d(r['more_work_ns'])} more GPU work"
+        )
+    if cause == "slow-host":
+        return (
+            f"launch gaps and host-bound idle of {d(r['host_gap_ns'])} against the median rank's "
+            f"{d(r['median_host_gap_ns'])}: the GPU waits for this rank's host"
+        )
+    if cause == "late-input":
+        return (
+            f"input stalls of {d(r['input_stall_ns'])} against the median rank's "
+            f"{d(r['median_input_stall_ns'])}"
+        )
+    if cause == "slow-link":
+        per = ""
+        if r.get("transfer_bytes"):
+            per = f" ({r['transfer_ns'] / r['transfer_bytes'] * 1e6:.3g} ns/MB)"
+        return (
+            f"its {int(r['n_collectives'])} collective(s) finish transferring {d(r['transfer_ns'])}{per} "
+            f"after the last arrival, against {d(r['median_transfer_ns'])} for the median participant"
+        )
+    return None
+
+
+def blamed(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The whole-job attribution rows that name a cause."""
+    return [r for r in attribution(con) if r["cause"]]

@@ -1,0 +1,53 @@
+-- graph_candidates: launch-bound regions outside CUDA graphs, the places where capturing a graph
+--   would remove the per-kernel launch cost.
+-- Why: when the host launches kernels more slowly than the GPU runs them, the GPU idles before
+--   each kernel; a CUDA graph launches the whole region with one call (docs/diagnose.md
+--   `cuda-graph-candidates`).
+-- Columns: rank INTEGER, step BIGINT (NULL: the whole-capture window), start_ns, end_ns BIGINT ns
+--   (first kernel start, last kernel end), kernels BIGINT, streams BIGINT, busy_ns BIGINT ns
+--   (summed kernel durations), idle_ns BIGINT ns (launch_gap + host_bound idle before the region's
+--   kernels), launch_gap_ns, host_bound_ns BIGINT ns (its two parts), short_kernels BIGINT
+--   (kernels shorter than 10 us), first_name VARCHAR (short name of the first kernel).
+-- Definition: a kernel is launch-bound when the GPU idle piece that its start ended (`gaps`, same
+--   rank and correlation_id, cause launch_gap or host_bound) is non-empty and it is not a
+--   graph node. The rank's kernels, ordered by start over all streams, form islands of consecutive
+--   launch-bound kernels within one step window; an island of >= 2 kernels is a region. The gaps
+--   rows of the step windows are used (the whole-capture rows only for ranks without steps).
+-- columns: rank, step, start_ns, end_ns, kernels, streams, busy_ns, idle_ns, launch_gap_ns, host_bound_ns, short_kernels, first_name
+-- stage: rank
+-- result: stored
+-- requires: kernels, gaps, steps
+CREATE OR REPLACE VIEW graph_candidates AS
+WITH idle AS (
+    SELECT rank, correlation_id,
+           sum(duration_ns) FILTER (WHERE cause = 'launch_gap') AS launch_gap_ns,
+           sum(duration_ns) FILTER (WHERE cause = 'host_bound') AS host_bound_ns
+    FROM gaps
+    WHERE cause IN ('launch_gap', 'host_bound') AND duration_ns > 0
+      AND (step IS NOT NULL OR rank NOT IN (SELECT rank FROM steps WHERE step IS NOT NULL))
+    GROUP BY rank, correlation_id
+),
+k AS (
+    SELECT k.rank, w.step, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
+           coalesce(k.short_name, k.name) AS short,
+           coalesce(i.launch_gap_ns, 0) AS launch_gap_ns, coalesce(i.host_bound_ns, 0) AS host_bound_ns,
+           k.graph_node_id IS NULL AND i.correlation_id IS NOT NULL AS lb,
+           row_number() OVER (PARTITION BY k.rank ORDER BY k.start_ns, k.end_ns, k.stream_id) AS rn
+    FROM kernels k
+    ASOF JOIN steps w ON w.rank = k.rank AND w.start_ns <= k.start_ns
+    LEFT JOIN idle i ON i.rank = k.rank AND i.correlation_id = k.correlation_id
+    WHERE k.start_ns < w.end_ns
+),
+islands AS (
+    SELECT *, rn - row_number() OVER (PARTITION BY rank, step, lb ORDER BY rn) AS island
+    FROM k
+)
+SELECT rank, step, min(start_ns)::BIGINT AS start_ns, max(end_ns)::BIGINT AS end_ns, count(*) AS kernels,
+       count(DISTINCT stream_id) AS streams, sum(d)::BIGINT AS busy_ns,
+       sum(launch_gap_ns + host_bound_ns)::BIGINT AS idle_ns, sum(launch_gap_ns)::BIGINT AS launch_gap_ns,
+       sum(host_bound_ns)::BIGINT AS host_bound_ns, count(*) FILTER (WHERE d < 10000) AS short_kernels,
+       arg_min(short, rn) AS first_name
+FROM islands
+WHERE lb
+GROUP BY rank, step, island
+HAVING count(*) >= 2;

@@ -1,0 +1,24 @@
+-- graph_coverage: per rank and step window, how many kernels and how much kernel time come from
+--   CUDA-graph replays.
+-- Why: a graph replays many kernels for one host call, so its kernels cost no per-kernel launch;
+--   the share of kernels and time already in graphs says how much launch overhead is left to
+--   capture (docs/diagnose.md `cuda-graph-candidates`).
+-- Columns: rank INTEGER, step BIGINT (NULL: the whole-capture window), kernels BIGINT,
+--   graph_kernels BIGINT (graph_node_id set), kernel_ns BIGINT ns, graph_kernel_ns BIGINT ns
+--   (summed durations), graphs BIGINT (distinct graph_id of the replayed kernels).
+-- Definition: kernels whose start lies in a `steps` window [start_ns, end_ns) of their rank;
+--   kernels outside every window are not counted.
+-- columns: rank, step, kernels, graph_kernels, kernel_ns, graph_kernel_ns, graphs
+-- stage: rank
+-- result: stored
+-- requires: kernels, steps
+CREATE OR REPLACE VIEW graph_coverage AS
+SELECT k.rank, w.step, count(*) AS kernels, count(k.graph_node_id) AS graph_kernels,
+       CAST(sum(k.end_ns - k.start_ns) AS BIGINT) AS kernel_ns,
+       CAST(coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE k.graph_node_id IS NOT NULL), 0) AS BIGINT)
+           AS graph_kernel_ns,
+       count(DISTINCT k.graph_id) FILTER (WHERE k.graph_node_id IS NOT NULL) AS graphs
+FROM kernels k
+ASOF JOIN steps w ON w.rank = k.rank AND w.start_ns <= k.start_ns
+WHERE k.start_ns < w.end_ns
+GROUP BY k.rank, w.step;

@@ -1,0 +1,113 @@
+-- nvtx_gpu_projection: NVTX ranges projected onto the GPU work they launched (our own, in SQL).
+-- Why: an NVTX range is CPU time; what it cost the GPU starts when its first kernel runs and
+-- ends when its last one does. This is the question Nsight Systems' nvtx_gpu_proj_trace recipe
+-- answers; queries/nvtx_projection_compare.sql puts the recipe's numbers beside these.
+-- Columns:
+--   rank INTEGER, tid BIGINT (thread of the range), start_ns BIGINT ns, end_ns BIGINT ns (the CPU
+--   range), text VARCHAR, domain VARCHAR, event_type VARCHAR (push_pop | start_end),
+--   level INTEGER (push/pop nesting depth on its thread, 0 = outermost; NULL for start/end ranges),
+--   projected_start_ns BIGINT ns (start of the earliest GPU operation launched in the range),
+--   projected_end_ns BIGINT ns (end of the latest one), projected_duration_ns BIGINT ns
+--   (projected_end_ns - projected_start_ns), num_gpu_ops BIGINT (kernels, memcpys and memsets
+--   launched in the range)
+-- Definition: a GPU operation (gpu_ops) is launched in a range when its launching call (cuda_api,
+--   same rank and correlation_id) is on the range's thread and starts in [start_ns, end_ns).
+--   Nested ranges each count the operations launched inside them (a parent includes its
+--   children's). Ranges that launched nothing have no row; marks and ranges without an end are
+--   not ranges. Vectorised: push/pop ranges on one thread nest, so the ranges of one nesting level
+--   are disjoint and each launch lies in at most one of them: one ASOF join per level finds it
+--   (work proportional to launches x levels). Start/end ranges may overlap anyhow: launches are
+--   numbered in (rank, tid, launch time) order, each range finds its first and last launch
+--   number with two ASOF joins, and one range join on the numbers gathers the operations.
+-- columns: rank, tid, start_ns, end_ns, text, domain, event_type, level, projected_start_ns, projected_end_ns, projected_duration_ns, num_gpu_ops
+-- stage: rank
+-- result: stored
+-- requires: nvtx, cuda_api, gpu_ops
+CREATE OR REPLACE VIEW nvtx_gpu_projection AS
+WITH ranges AS (
+    SELECT
+        row_number() OVER (ORDER BY rank, tid, start_ns, end_ns DESC, text) AS rid,
+        rank, tid, start_ns, end_ns, text, domain, event_type
+    FROM nvtx
+    WHERE event_type IN ('push_pop', 'start_end')
+      AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
+),
+launches AS (
+    SELECT
+        row_number() OVER (ORDER BY a.rank, a.tid, a.start_ns, o.start_ns, o.end_ns) AS idx,
+        a.rank, a.tid, a.start_ns AS launch_ns, o.start_ns, o.end_ns
+    FROM cuda_api AS a
+    JOIN gpu_ops AS o ON o.rank = a.rank AND o.correlation_id = a.correlation_id
+    WHERE a.rank IN (SELECT DISTINCT rank FROM ranges)
+),
+launch_keys AS (  -- one row per launch time: ASOF needs unique keys (a graph launch has many ops)
+    SELECT rank, tid, launch_ns, min(idx) AS lo, max(idx) AS hi
+    FROM launches
+    GROUP BY rank, tid, launch_ns
+),
+events AS (  -- push/pop depth: +1 at a start, -1 at an end; ends sort before starts at one time,
+             -- except the end of an empty range, which follows its own start
+    SELECT rank, tid, start_ns AS t, 1 AS kind, -end_ns AS tie, rid, 1 AS delta
+    FROM ranges WHERE event_type = 'push_pop'
+    UNION ALL
+    SELECT rank, tid, end_ns, CASE WHEN end_ns = start_ns THEN 2 ELSE 0 END, 0, rid, -1
+    FROM ranges WHERE event_type = 'push_pop'
+),
+depth AS (
+    SELECT rid, delta,
+           sum(delta) OVER (PARTITION BY rank, tid ORDER BY t, kind, tie, rid ROWS UNBOUNDED PRECEDING) - 1
+               AS level
+    FROM events
+),
+nested AS (  -- non-empty push/pop ranges with their level (empty ones launch nothing)
+    SELECT r.rid, r.rank, r.tid, r.start_ns, r.end_ns, d.level
+    FROM ranges AS r JOIN depth AS d ON d.rid = r.rid AND d.delta = 1
+    WHERE r.event_type = 'push_pop' AND r.end_ns > r.start_ns
+),
+levels AS (
+    SELECT DISTINCT rank, tid, level FROM nested
+),
+nested_ops AS (  -- per level, the one range (if any) each launch lies in
+    SELECT n.rid, l.start_ns, l.end_ns
+    FROM launches AS l
+    JOIN levels AS v ON v.rank = l.rank AND v.tid = l.tid
+    ASOF JOIN nested AS n ON n.rank = l.rank AND n.tid = l.tid AND n.level = v.level AND l.launch_ns >= n.start_ns
+    WHERE l.launch_ns < n.end_ns
+),
+loose AS (
+    SELECT * FROM ranges WHERE event_type <> 'push_pop'
+),
+firsts AS (
+    SELECT r.rid, f.lo AS first_idx
+    FROM loose AS r
+    ASOF JOIN launch_keys AS f ON f.rank = r.rank AND f.tid = r.tid AND f.launch_ns >= r.start_ns
+),
+lasts AS (
+    SELECT r.rid, l.hi AS last_idx
+    FROM loose AS r
+    ASOF JOIN launch_keys AS l ON l.rank = r.rank AND l.tid = r.tid AND l.launch_ns < r.end_ns
+),
+spans AS (
+    SELECT f.rid, f.first_idx, l.last_idx
+    FROM firsts AS f JOIN lasts AS l USING (rid)
+    WHERE l.last_idx >= f.first_idx
+),
+loose_ops AS (
+    SELECT s.rid, o.start_ns, o.end_ns
+    FROM spans AS s
+    JOIN launches AS o ON o.idx >= s.first_idx AND o.idx <= s.last_idx
+),
+projected AS (
+    SELECT rid, min(start_ns) AS projected_start_ns, max(end_ns) AS projected_end_ns, count(*) AS num_gpu_ops
+    FROM (SELECT * FROM nested_ops UNION ALL SELECT * FROM loose_ops)
+    GROUP BY rid
+)
+SELECT
+    r.rank, r.tid, r.start_ns, r.end_ns, r.text, r.domain, r.event_type,
+    CAST(d.level AS INTEGER) AS level,
+    p.projected_start_ns, p.projected_end_ns,
+    p.projected_end_ns - p.projected_start_ns AS projected_duration_ns,
+    p.num_gpu_ops
+FROM projected AS p
+JOIN ranges AS r USING (rid)
+LEFT JOIN depth AS d ON d.rid = p.rid AND d.delta = 1;

@@ -1,0 +1,223 @@
+"""One CLI convention (issue 21): every command that prints results takes the same `--db`,
+`--format table|json|csv|markdown` and `-o/--output FILE` (clihelp.output_options), each format's
+output parses, a format a command cannot give is refused in one line, and --output writes the file.
+
+The commands are read from the click group itself, so a new command fails here until it either
+adopts `@output_options(...)` (and gets a case in CASES) or is listed in WRITERS with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT
+
+from nsight_analyze.cli import main
+from nsight_analyze.clihelp import FORMATS
+
+# Commands that write files or workspaces rather than print results: no --format table|json|...
+WRITERS = {
+    "demo": "ingests sample_traces/ and writes the HTML report (prints the summary table)",
+    "export": "writes Parquet files or a Chrome trace; its --format is the file format",
+    "ingest": "writes the workspace; its --db defaults beside the traces",
+    "report": "writes the HTML report (-o/--output is the HTML file)",
+    "synth": "writes synthetic trace files",
+}
+# Printing commands without --db: their inputs are arguments.
+NO_DB = {"compare": "BEFORE and AFTER are workspaces or trace folders"}
+SQL = "SELECT rank, count(*) AS kernels FROM kernels GROUP BY rank ORDER BY rank"
+# Per printing command: invocations ("{db}" is the workspace) run with every --format.
+CASES = {
+    "summary": [["summary", "--db", "{db}"], ["summary", "--db", "{db}", "--by", "step"]],
+    "ranks": [["ranks", "--db", "{db}"]],
+    "diagnose": [["diagnose", "--db", "{db}"], ["diagnose", "--list-thresholds"]],
+    "mfu": [["mfu", "--db", "{db}", "--model-flops-per-step", "4e14"]],
+    "sql": [["sql", "--db", "{db}", SQL]],
+    "classify": [["classify", "--db", "{copy}"]],  # re-classifies: writes, so on its own copy
+    "gpus": [["gpus", "--db", "{db}"], ["gpus", "--list-models"]],
+    "info": [["info", "--db", "{db}"]],
+    "compare": [["compare", "{db}", "{db}", "--no-findings"]],
+    "whatif": [["whatif", "--db", "{db}"]],
+    "comms": [["comms", "--db", "{db}"]],
+}
+
+
+def group_commands() -> dict:
+    ctx = main.make_context("nsight-analyze", ["--help"], resilient_parsing=True)
+    return {name: main.get_command(ctx, name) for name in main.list_commands(ctx)}
+
+
+COMMANDS = group_commands()
+PRINTING = sorted(set(COMMANDS) - set(WRITERS))
+
+
+@pytest.fixture(scope="module")
+def dbs(tmp_path_factory):
+    """The sample job ingested once; a copy for the commands that write the workspace."""
+    from nsight_analyze.ingest import ingest
+
+    tmp = tmp_path_factory.mktemp("convention")
+    db = tmp / "job.duckdb"
+    ingest([ROOT / "sample_traces"], db)
+    shutil.copy(db, tmp / "copy.duckdb")
+    return {"db": str(db), "copy": str(tmp / "copy.duckdb")}
+
+
+def run(args: list[str], dbs: dict, *extra: str):
+    args = [a.format(**dbs) for a in args] + list(extra)
+    return CliRunner().invoke(main, args, env={"COLUMNS": "100"}, catch_exceptions=False)
+
+
+def parses(fmt: str, out: str) -> None:
+    """The output is what the format promises: JSON, a rectangular CSV with a header and rows, a
+    Markdown table (header line then its `|---|` separator with as many cells), or text."""
+    assert out.strip(), "empty output"
+    if fmt == "json":
+        json.loads(out)
+    elif fmt == "csv":
+        rows = list(csv.reader(io.StringIO(out)))
+        assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows), rows[:3]
+    elif fmt == "markdown":
+        lines = out.splitlines()
+        pairs = [
+            (a, b)
+            for a, b in zip(lines, lines[1:])
+            if a.startswith("| ") and a.endswith(" |") and re.fullmatch(r"\|(---\|)+", b)
+        ]
+        assert pairs, out[:400]
+        head, sep = pairs[0]
+        assert len(re.split(r"(?<!\\)\|", head)) - 2 == sep.count("---")
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_follows_the_convention(name):
+    cmd = COMMANDS[name]
+    if name in WRITERS:
+        return  # documented above: a writer, not a printer
+    formats = getattr(cmd.callback, "output_formats", None)
+    assert formats, f"`{name}` prints results but does not use clihelp.output_options (or is not in WRITERS)"
+    params = {p.name: p for p in cmd.params}
+    assert list(params["fmt"].type.choices) == list(FORMATS) == ["table", "json", "csv", "markdown"]
+    assert params["fmt"].opts == ["--format"] and params["output"].opts == ["-o", "--output"]
+    assert ("db" in params) == (name not in NO_DB), name
+    assert set(formats) <= set(FORMATS) and "table" in formats and "json" in formats
+    assert name in CASES, f"add `{name}` to CASES so that its formats are tested"
+    text = cmd.get_help(click_context(cmd))
+    for fmt in set(FORMATS) - set(formats):  # what it cannot give is said in --help
+        assert f"Not --format {fmt} here" in " ".join(text.split()), name
+
+
+def click_context(cmd):
+    import click
+
+    return click.Context(cmd, info_name=cmd.name)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(  # a command not yet on output_options fails the test above instead
+    "name", [n for n in PRINTING if n in CASES and hasattr(COMMANDS[n].callback, "output_formats")]
+)
+def test_each_format_parses_or_is_refused_in_one_line(dbs, name, fmt):
+    formats = COMMANDS[name].callback.output_formats
+    for args in CASES[name]:
+        res = run(args, dbs, "--format", fmt)
+        if fmt in formats:
+            assert res.exit_code == 0, (args, res.output)
+            parses(fmt, res.stdout)
+        else:
+            assert res.exit_code == 2, (args, res.output)
+            lines = res.stderr.strip().splitlines()
+            assert len(lines) == 1 and f"--format {fmt}" in lines[0] and "use --format" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["summary", "--db", "{db}", "--format", "json"],
+        ["ranks", "--db", "{db}", "--format", "csv"],
+        ["info", "--db", "{db}", "--format", "markdown"],
+        ["sql", "--db", "{db}", SQL],
+        ["diagnose", "--db", "{db}", "--format", "markdown"],
+    ],
+)
+def test_output_writes_the_file(dbs, tmp_path, args):
+    """--output FILE holds exactly what stdout would (stdout stays empty)."""
+    shown = run(args, dbs)
+    assert shown.exit_code == 0, shown.output
+    out = tmp_path / "result.txt"
+    res = run(args, dbs, "--output", str(out))
+    assert res.exit_code == 0, res.output
+    assert res.stdout == ""
+    assert out.read_text() == shown.stdout
+    assert list(tmp_path.iterdir()) == [out]  # no temporary file left beside it
+
+
+def test_compare_output_and_its_html_alias(dbs, tmp_path):
+    """compare: --output FILE takes the printed result, --html the HTML diff; an --output ending in
+    .html is the HTML diff (compare's -o before the shared option) and the result stays on stdout.
+    (Compared as text only loosely: compare's float sums are not bit-for-bit repeatable.)"""
+    md, page = tmp_path / "diff.md", tmp_path / "diff.html"
+    res = run(
+        ["compare", "{db}", "{db}", "--no-findings", "--format", "markdown"],
+        dbs,
+        "-o",
+        str(md),
+        "--html",
+        str(page),
+    )
+    assert res.exit_code == 0 and res.stdout == "", res.output
+    assert md.read_text().startswith("## nsight-analyze compare: **neutral**")  # the same run twice
+    assert 'data-verdict="neutral"' in page.read_text()
+    page.unlink()
+    res = run(["compare", "{db}", "{db}", "--no-findings", "--format", "markdown"], dbs, "-o", str(page))
+    assert res.exit_code == 0 and res.stdout.startswith("## nsight-analyze compare: **neutral**")
+    assert 'data-verdict="neutral"' in page.read_text()
+
+
+def test_output_keeps_the_result_of_a_failed_gate(dbs, tmp_path):
+    """diagnose --fail-on exits 1 on findings (sample traces: a high input-stall finding, injected
+    per sample_traces/README.md) and the JSON is still written."""
+    out = tmp_path / "findings.json"
+    res = run(["diagnose", "--db", "{db}", "--fail-on", "high", "--format", "json", "-o", str(out)], dbs)
+    assert res.exit_code == 1, res.output
+    assert any(f["id"] == "input-stall" for f in json.loads(out.read_text())["findings"])
+
+
+def test_output_is_not_written_when_the_command_fails(dbs, tmp_path):
+    out = tmp_path / "r.csv"
+    res = run(["sql", "--db", "{db}", "SELECT * FROM no_such_table", "--format", "csv", "-o", str(out)], dbs)
+    assert res.exit_code == 2 and "SQL error" in res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_into_a_missing_folder_is_one_clear_error(dbs, tmp_path):
+    res = run(["ranks", "--db", "{db}", "-o", str(tmp_path / "nope" / "r.json")], dbs)
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"error: --output {tmp_path / 'nope' / 'r.json'}: folder "
+                                               f"{tmp_path / 'nope'} does not exist"]  # fmt: skip
+
+
+def test_unknown_format_is_refused_by_the_parser(dbs):
+    res = run(["summary", "--db", "{db}", "--format", "yaml"], dbs)
+    assert res.exit_code == 2 and "'yaml' is not one of 'table', 'json', 'csv', 'markdown'" in res.output
+
+
+def test_shell_completion_is_documented_and_completes_the_shared_options():
+    readme = (ROOT / "README.md").read_text()
+    assert "_NSIGHT_ANALYZE_COMPLETE=bash_source nsight-analyze" in readme
+    env = {
+        "_NSIGHT_ANALYZE_COMPLETE": "bash_complete",
+        "COMP_WORDS": "nsight-analyze ranks --fo",
+        "COMP_CWORD": "2",
+    }
+    res = CliRunner().invoke(main, [], env=env, prog_name="nsight-analyze")
+    assert "plain,--format" in res.stdout.splitlines()
+    env["COMP_WORDS"], env["COMP_CWORD"] = "nsight-analyze ranks --format ", "3"
+    res = CliRunner().invoke(main, [], env=env, prog_name="nsight-analyze")
+    assert [line.split(",")[1] for line in res.stdout.splitlines()] == list(FORMATS)

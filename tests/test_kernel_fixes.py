@@ -1,0 +1,231 @@
+"""Kernel-level findings (rules/kernel_fixes.py): fusion candidates, unfused attention, GEMM
+precision, CUDA-graph candidates.
+
+Expected values come from two independent places:
+* the generator's ground truth (`ground_truth.json` -> `kernel_faults`, computed in Python from the
+  generated events, not by the SQL): each injection must be found with its ranks, steps and
+  recoverable time;
+* the real nsys-ai H100 capture read with sqlite3 directly (kernel names and durations as nsys
+  stored them), and the dense peaks of data/gpus.csv.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, requires_shared
+
+from nsight_analyze import gpus
+from nsight_analyze.diagnose import diagnose
+from nsight_analyze.errors import UserError
+
+SYN = dict(ranks=2, gpus_per_node=2, steps=4, seed=3)
+CASES = {
+    "clean": [],
+    "unfused-elementwise": ["unfused-elementwise=2-3"],
+    "fp32-gemm": ["fp32-gemm=25"],
+    "unfused-attention": ["unfused-attention"],
+    "launch-bound-graphs": ["launch-bound=2-3", "cuda-graph"],
+}
+KERNEL_IDS = ("fusion-candidates", "unfused-attention", "gemm-precision", "cuda-graph-candidates")
+H100 = TRACES / "nsys" / "nsys-ai" / "h100_2gpu_1s.sqlite"
+
+
+def _open(paths: list[Path], db: Path):
+    from nsight_analyze.ingest import ingest
+    from nsight_analyze.workspace import open_workspace
+
+    ingest(paths, db)
+    return open_workspace(db, read_only=True)
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """case -> (findings, truth, traces folder): generated, ingested and diagnosed once per module."""
+    from nsight_analyze.synth import generate
+
+    cache: dict[str, tuple] = {}
+
+    def get(case: str):
+        if case not in cache:
+            out = tmp_path_factory.mktemp(case.replace("-", "_"))
+            truth = generate(out / "traces", injections=CASES[case], **SYN)
+            con = _open(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb")
+            try:
+                cache[case] = (diagnose(con), truth, out / "traces")
+            finally:
+                con.close()
+        return cache[case]
+
+    return get
+
+
+def _finding(findings, fid):
+    ids = [f.id for f in findings]
+    assert fid in ids, f"{fid} not found: {ids}"
+    return next(f for f in findings if f.id == fid)
+
+
+def _worst_rank_per_step(rows: list[dict], field: str) -> float:
+    """Sum over steps of the largest rank value, / the job's steps (docs/diagnose.md convention)."""
+    per_step: dict = {}
+    for r in rows:
+        per_step[r["step"]] = max(per_step.get(r["step"], 0), r[field])
+    return sum(per_step.values()) / SYN["steps"]
+
+
+def test_clean_run_is_quiet(synthetic):
+    findings, _, _ = synthetic("clean")
+    assert findings.job["rule_errors"] == []
+    assert not [f.id for f in findings if f.id in KERNEL_IDS]
+
+
+def test_unfused_elementwise_is_a_fusion_candidate(synthetic):
+    findings, truth, _ = synthetic("unfused-elementwise")
+    rows = truth["kernel_faults"]["unfused_elementwise"]
+    f = _finding(findings, "fusion-candidates")
+    assert f.steps == sorted({r["step"] for r in rows}) == [2, 3]  # the injected range
+    assert f.ranks == sorted({r["rank"] for r in rows}) == list(range(SYN["ranks"]))
+    # the chains found are exactly the injected ones (the clean workload has none this long)
+    assert f.metrics["chains"] == sum(r["chains"] for r in rows)
+    assert f.metrics["chain_kernels"] == sum(r["kernels"] for r in rows)
+    expected = _worst_rank_per_step(rows, "recoverable_ns")
+    assert expected > 0
+    assert f.recoverable_ns_per_step == pytest.approx(expected, rel=0.02)
+    assert f.severity != "info" and f.evidence[0].rows and all(x.trade_off for x in f.fixes)
+    assert any("torch.compile" in x.action for x in f.fixes)
+    assert any("register" in x.trade_off for x in f.fixes)
+
+
+def test_fp32_gemms_get_a_precision_finding_bounded_by_the_dense_peaks(synthetic):
+    findings, truth, _ = synthetic("fp32-gemm")
+    rows = truth["kernel_faults"]["fp32_gemm"]
+    f = _finding(findings, "gemm-precision")
+    # the synthetic GPU is an H100 80GB HBM3 -> table row H100 SXM: FP32 66.9, BF16 989.4 dense TFLOP/s
+    peak = gpus.model_peak("NVIDIA H100 SXM").tflops
+    factor = 1 - peak["fp32"] / peak["bf16"]
+    assert f.metrics["gpu_models"] == ["NVIDIA H100 SXM"]
+    assert f.metrics["gain_factor_fp32"] == pytest.approx(factor, abs=1e-4)
+    per_rank: dict[int, int] = {}
+    for r in rows:
+        per_rank[r["rank"]] = per_rank.get(r["rank"], 0) + r["kernel_ns"]
+    assert f.metrics["fp32_gemm_ns_total"] == sum(per_rank.values())
+    expected = max(per_rank.values()) * factor / SYN["steps"]
+    assert f.recoverable_ns_per_step == pytest.approx(expected, rel=0.01)
+    assert f.ranks == sorted(per_rank)
+    assert any("bfloat16" in x.action for x in f.fixes) and any("mantissa" in x.trade_off for x in f.fixes)
+    # the injected FP32 work is known: 25 % of the layer GEMMs, 2*M*N*K FLOPs each
+    assert all(r["flops"] > 0 for r in rows)
+
+
+def test_unfused_attention_is_found(synthetic):
+    findings, truth, _ = synthetic("unfused-attention")
+    rows = truth["kernel_faults"]["unfused_attention"]
+    f = _finding(findings, "unfused-attention")
+    assert f.steps == sorted({r["step"] for r in rows}) == list(range(1, SYN["steps"] + 1))
+    assert f.metrics["sequences"] == sum(r["chains"] for r in rows)
+    expected = _worst_rank_per_step(rows, "recoverable_ns")
+    assert f.recoverable_ns_per_step == pytest.approx(expected, rel=0.02)
+    assert f.severity != "info"
+    assert f.signals[0].verdict == "supports"  # no flash kernel left in the job
+    assert any("scaled_dot_product_attention" in x.action for x in f.fixes)
+    # ground truth: score matrix b*h*n^2*2 bytes of the generator's shape (batch 1, 16 heads, 4096)
+    assert {r["score_matrix_bytes"] for r in rows} == {1 * 16 * 4096**2 * 2}
+    # the finding reads it from the emit_nvtx shapes around the softmax launches and the bf16 name
+    assert f.metrics["score_matrix_bytes"] == 1 * 16 * 4096**2 * 2
+    shapes = next(e for e in f.evidence if e.name == "score-matrix shapes")
+    assert {tuple(r["dims"]) for r in shapes.rows} == {(1, 16, 4096, 4096)}
+    # against the generated GPU's memory (TARGET_INFO_GPU.totalMemory, synth/writer.py)
+    from nsight_analyze.synth.writer import GPU_TOTAL_MEMORY
+
+    expected_pct = round(100.0 * 1 * 16 * 4096**2 * 2 / GPU_TOTAL_MEMORY, 2)
+    assert f.metrics["score_matrix_pct_of_gpu_memory"] == expected_pct
+
+
+def test_launch_bound_region_outside_graphs_is_a_graph_candidate(synthetic):
+    findings, truth, traces = synthetic("launch-bound-graphs")
+    f = _finding(findings, "cuda-graph-candidates")
+    assert f.steps == [2, 3] and f.ranks == list(range(SYN["ranks"]))  # the launch-bound range
+    # ground truth: per step the worst rank's launch-gap + host-bound idle (docs/metrics.md); the
+    # candidate regions hold nearly all of it (the 3000 one-by-one launches), never more
+    per_step: dict = {}
+    for r in truth["partition"]:
+        if r["step"] is not None:
+            per_step[r["step"]] = max(per_step.get(r["step"], 0), r["launch_gap_ns"] + r["host_bound_ns"])
+    expected = sum(per_step.values()) / SYN["steps"]
+    assert 0.95 * expected <= f.recoverable_ns_per_step <= expected * 1.001
+    # coverage: the share of kernels replayed from graphs, counted in the nsys exports themselves
+    graph = total = 0
+    for path in sorted(traces.glob("*.sqlite")):
+        raw = sqlite3.connect(path)
+        g, n = raw.execute("SELECT count(graphNodeId), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+        raw.close()
+        graph, total = graph + g, total + n
+    assert 0 < graph < total
+    # graph_coverage counts the kernels of the step windows only: not the prologue's 4 fills per
+    # rank before the first step (synth/workload.py prologue)
+    prologue = 4 * SYN["ranks"]
+    assert f.metrics["graph_launch_pct"] == round(100.0 * graph / (total - prologue), 2)
+    assert f.metrics["graph_launches"] > 0
+    assert any("static shapes" in x.trade_off and "memory pool" in x.trade_off for x in f.fixes)
+
+
+@requires_shared
+def test_h100_trace_gets_a_precision_finding(tmp_path):
+    raw = sqlite3.connect(H100)
+    # every sm80_xmma FP32 (ffma) GEMM in the capture, read straight from the nsys export
+    fp32_ns = raw.execute(
+        """SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+           JOIN StringIds s ON s.id = k.demangledName
+           WHERE s.value LIKE 'sm80_xmma_gemm_f32f32_f32f32_f32%ffma%'"""
+    ).fetchone()[0]
+    raw.close()
+    assert fp32_ns > 0
+    con = _open([H100], tmp_path / "ws.duckdb")
+    try:
+        findings = diagnose(con)
+    finally:
+        con.close()
+    assert findings.job["rule_errors"] == []
+    f = _finding(findings, "gemm-precision")
+    assert f.metrics["fp32_gemm_ns_total"] == fp32_ns
+    assert f.metrics["fp32_tf32_share_of_gemm_pct"] == 100.0
+    # GPU not recorded: the bound is the most favourable ampere-or-newer table model
+    assert f.metrics["gpu_models"] and "NVIDIA H100 SXM" in f.metrics["gpu_models"]
+    assert f.metrics["recoverable_ns_per_step_low"] < f.recoverable_ns_per_step <= fp32_ns
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        # names from the shared traces (nsys-ai H100, TraceLens H100, synthetic catalogue) and cuBLAS
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4", "fp32"),
+        ("sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4", "tf32"),
+        ("ampere_sgemm_128x64_nn", "fp32"),
+        ("ampere_s1688gemm_128x128_ldg4_stages_64x3_tn", "tf32"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64", "bf16"),
+        ("ampere_h16816gemm_256x128_ldg8_stages_32x3_nn", "fp16"),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", None),
+    ],
+)
+def test_gemm_precision_from_names(name, expected):
+    import duckdb
+
+    from nsight_analyze import query_layer
+
+    con = duckdb.connect()
+    con.execute(next(q.sql for q in query_layer.layer() if q.name == "gemm_precision"))
+    assert con.execute("SELECT gemm_precision(?)", [name]).fetchone()[0] == expected
+
+
+@pytest.mark.parametrize(
+    "spec", ["fp32-gemm=0", "fp32-gemm=150", "fp32-gemm=x", "unfused-elementwise=5-3", "unfused-attention=1"]
+)
+def test_bad_kernel_injection_is_one_line(spec):
+    from nsight_analyze.synth.injections import parse
+
+    with pytest.raises(UserError) as exc:
+        parse([spec])
+    assert "\n" not in str(exc.value) and spec in str(exc.value)

@@ -1,0 +1,176 @@
+"""kernel_flops: counted FLOPs of every counter source in one view (queries/kernel_flops.sql).
+
+Expected values are computed here by hand from the raw inputs (the trace's JSON read with
+json.load, the ncu CSV with the csv module), never with nsight_analyze's readers, using the
+arithmetic of ../shared/docs/nsys-sqlite-schema.md §10.1 for FP64/FP32 (add + mul + 2·fma) and, for
+FP16, ncu's half-roofline convention 2·hadd + 2·hmul + 4·hfma that hfu_ncu_flops already uses
+(tests/test_ncu.py): the range profiler records the same smsp__ counters, so both sources must give
+the same FLOPs for the same counters.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, requires_shared
+from test_kineto import kernel_event, write_trace
+from test_ncu import LELEUCAS, hand_counters, hand_flops
+
+from nsight_analyze import mfu
+from nsight_analyze.ingest import ingest
+from nsight_analyze.workspace import open_workspace
+
+CUPTI_TRACE = TRACES / "kineto/hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
+OPS = ("dadd", "dmul", "dfma", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
+METRIC = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+
+
+def hand_range_flops(args: dict) -> dict[str, int]:
+    """FLOPs per precision from one cuda_profiler_range event's own counters."""
+    g = {op: args[METRIC.format(op)] for op in OPS}
+    return {
+        "fp64": g["dadd"] + g["dmul"] + 2 * g["dfma"],
+        "fp32": g["fadd"] + g["fmul"] + 2 * g["ffma"],
+        "fp16": 2 * g["hadd"] + 2 * g["hmul"] + 4 * g["hfma"],
+    }
+
+
+def flops_by_kernel(con, source: str) -> dict[int, dict[str, float]]:
+    rows = con.execute(
+        "SELECT kernel_id, precision, flops FROM kernel_flops WHERE source = ? AND pipe = 'cuda_core'",
+        [source],
+    ).fetchall()
+    out: dict[int, dict[str, float]] = {}
+    for kernel_id, precision, flops in rows:
+        out.setdefault(int(kernel_id), {})[precision] = flops
+    return out
+
+
+@requires_shared
+def test_cupti_range_flops_equal_a_hand_computation(tmp_path: Path) -> None:
+    with gzip.open(CUPTI_TRACE, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    ranges = [e for e in events if e.get("cat") == "cuda_profiler_range"]
+    assert len(ranges) == 77  # ../shared/traces/README.md: 77 cuda_profiler_range events
+    # range_id is the time order (ts, then dur, then name)
+    ranges.sort(key=lambda e: (e["ts"], e["dur"], e["name"]))
+    expected = {i: hand_range_flops(e["args"]) for i, e in enumerate(ranges)}
+    assert sum(f["fp32"] for f in expected.values()) > 0  # the trace does count FP32 work
+
+    ingest([CUPTI_TRACE], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    got = flops_by_kernel(con, "cupti_range")
+    assert got == {i: {k: float(v) for k, v in f.items()} for i, f in expected.items()}
+    names = dict(
+        con.execute("SELECT kernel_id, name FROM kernel_flops WHERE source = 'cupti_range'").fetchall()
+    )
+    assert [names[i] for i in range(77)] == [e["name"] for e in ranges]
+    # the trace has no kernel events: no range can be joined, and that is said, not dropped
+    assert con.execute("SELECT status, count(*) FROM cupti_range_joins GROUP BY ALL").fetchall() == [
+        ("no kernel events in the trace", 77)
+    ]
+    warnings = [w for (ws,) in con.execute("SELECT warnings FROM files").fetchall() for w in ws or []]
+    assert any("77 of 77 CUPTI range-profiler kernels cannot be joined" in w for w in warnings), warnings
+    notes = mfu.hfu_mfu_summary(con)["notes"]
+    assert any("77 CUPTI range-profiler kernels" in n and "not on the timeline" in n for n in notes), notes
+
+
+def _range_event(ts: int, name: str, **counters: int) -> str:
+    args = {METRIC.format(op): counters.get(op, 0) for op in OPS}
+    return json.dumps(
+        {"ph": "X", "cat": "cuda_profiler_range", "name": name, "pid": 0, "tid": 0, "ts": ts, "dur": 100,
+         "args": args}
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["duckdb", "ijson"])
+def test_ranges_join_kernels_by_name_and_order(tmp_path: Path, monkeypatch, fast: bool) -> None:
+    """Kernels A, B, A on the timeline; ranges A, B, A, A, __missing__: the n-th range of a name
+    goes to the n-th kernel of that name, the rest say why they cannot be joined."""
+    from nsight_analyze.sources import kineto
+
+    monkeypatch.setattr(kineto, "FAST_PATH", fast)
+    kernels = [
+        kernel_event("1000", "10", name="kA", corr=1),
+        kernel_event("1020", "10", name="kB", corr=2),
+        kernel_event("1040", "10", name="kA", corr=3),
+    ]
+    ranges = [
+        _range_event(5000, "kA", ffma=10, fadd=1),  # kA #0 -> corr 1: 1 + 2*10 = 21 FLOP (fp32)
+        _range_event(5200, "kB", dfma=4),  # kB #0 -> corr 2: 2*4 = 8 FLOP (fp64)
+        _range_event(5400, "kA", hfma=3),  # kA #1 -> corr 3: 4*3 = 12 FLOP (fp16, packed pairs)
+        _range_event(5600, "kA", fmul=7),  # kA #2: no third kA kernel
+        _range_event(5800, "__missing__", fadd=5),  # CUPTI did not know the name
+    ]
+    text = '{"schemaVersion": 1, "traceEvents": [' + ", ".join(kernels + ranges) + "]}"
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(text)
+    ingest([path], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    joins = con.execute(
+        "SELECT range_id, name, correlation_id, status FROM cupti_range_joins ORDER BY range_id"
+    ).fetchall()
+    assert joins == [
+        (0, "kA", 1, "joined"),
+        (1, "kB", 2, "joined"),
+        (2, "kA", 3, "joined"),
+        (3, "kA", None, "more ranges than kernels of this name"),
+        (4, "__missing__", None, "no kernel name (__missing__)"),
+    ]
+    timeline = con.execute(
+        "SELECT correlation_id, flops, fp32_flops, fp64_flops, fp16_flops, match FROM hfu_timeline_flops "
+        "ORDER BY correlation_id"
+    ).fetchall()
+    assert timeline == [
+        (1, 21.0, 21.0, 0.0, 0.0, "cupti_range"),
+        (2, 8.0, 0.0, 8.0, 0.0, "cupti_range"),
+        (3, 12.0, 0.0, 0.0, 12.0, "cupti_range"),
+    ]
+    warnings = [w for (ws,) in con.execute("SELECT warnings FROM files").fetchall() for w in ws or []]
+    assert any("2 of 5 CUPTI range-profiler kernels cannot be joined" in w for w in warnings), warnings
+    hfu = mfu.hfu_table(con, peak_tflops=1.0)
+    assert int(hfu["kernels_counted"].sum()) == 3
+    assert float(hfu["counted_flops"].sum()) == 21 + 8 + 12
+
+
+@requires_shared
+def test_ncu_counters_land_in_kernel_flops(tmp_path: Path) -> None:
+    path = LELEUCAS / "bert_torch_nsight.csv"
+    ingest([path], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    expected = {i: hand_flops(c) for i, c in hand_counters(path).items()}
+    got = flops_by_kernel(con, "ncu")
+    assert set(got) == set(expected) and len(got) == 26  # README: 26 profiled launches
+    for launch, flops in expected.items():
+        assert got[launch] == pytest.approx(flops), launch
+    # every launch is in kernel_flops, and the rows of one launch add up to hfu_ncu_flops.flops
+    diff = con.execute(
+        """SELECT count(*) FROM (SELECT file_id, kernel_id, sum(flops) AS s FROM kernel_flops
+                                 WHERE source = 'ncu' GROUP BY ALL) k
+           FULL JOIN hfu_ncu_flops f ON f.file_id = k.file_id AND f.launch_id = k.kernel_id
+           WHERE k.s IS DISTINCT FROM f.flops"""
+    ).fetchone()[0]
+    assert diff == 0
+
+
+def test_kernel_without_counters_keeps_one_row(tmp_path: Path) -> None:
+    """A range event without any FLOP counter: one row with flops NULL, never dropped."""
+    event = json.dumps(
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "k", "pid": 0, "tid": 0, "ts": 10, "dur": 5,
+         "args": {"sm__cycles_elapsed.avg": 100}}
+    )  # fmt: skip
+    path = write_trace(tmp_path / "rank0.pt.trace.json", [json.loads(event)])
+    ingest([path], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    rows = con.execute("SELECT pipe, precision, flops, missing FROM kernel_flops").fetchall()
+    assert rows == [
+        (
+            None,
+            None,
+            None,
+            "CUDA-core FLOP counters, tensor FLOP counters (not read from range-profiler traces)",
+        )
+    ]
