@@ -43,6 +43,9 @@ INGEST_MEMORY_LIMIT = "512MB"
 # Inputs smaller than this in all load in this process when the number of workers is left to
 # the default: starting worker processes would cost more than they save.
 SMALL_INPUT_BYTES = 64 << 20
+# ... nor on fewer cores than this: a worker maps a file in about twice the time the client
+# loads it in its rank batches (benchmarks/bench_scale.py, docs/scale.md), so 2 workers lose.
+AUTO_MIN_CORES = 4
 
 
 @dataclass
@@ -117,7 +120,8 @@ def ingest(
     """Load traces into the workspace; see the module docstring for the guarantees.
 
     `jobs`: worker processes that read the files and compute their rank-local results (1: this
-    process; None: the machine's cores, for inputs of at least SMALL_INPUT_BYTES). `dask`: run
+    process; None: the machine's cores, for inputs of at least SMALL_INPUT_BYTES on machines of
+    at least AUTO_MIN_CORES cores). `dask`: run
     those tasks on a Dask cluster instead (executors.DaskCluster). `progress(outcome, done,
     total)` follows the files loaded; `analysis_progress(done, total)` the rank batches of the
     analysis computed after them (analysis.refresh).
@@ -245,6 +249,8 @@ def _use_workers(cands: list[Candidate], jobs: int | None, dask: str | None) -> 
         return False
     if jobs is not None:
         return True
+    if (os.cpu_count() or 1) < AUTO_MIN_CORES:
+        return False
     size = 0
     for cand in cands:
         try:

@@ -28,7 +28,8 @@ from ..workspace import open_workspace
     type=click.IntRange(1, 1024),
     default=None,
     help="Worker processes that read the files and compute their rank-local results "
-    "[default: the machine's cores; inputs under 64 MB in all load in this process]. 1: no workers.",
+    "[default: the machine's cores; inputs under 64 MB in all, or machines of fewer than 4 cores, "
+    "load in this process]. 1: no workers.",
 )
 @click.option(
     "--dask",
