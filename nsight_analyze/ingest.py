@@ -326,7 +326,7 @@ def _prepare_all(
             errors[i] = result.error
 
         executor.run(
-            _prepare_task, [(i, str(c.path), c.source.__name__.rsplit(".", 1)[-1], str(db)) for i, c in
+            _prepare_task, [(i, str(c.path), _source_name(c), str(db)) for i, c in
                             enumerate(candidates)], lambda item, result: prepared(item[0], result)
         )  # fmt: skip
         _drop_failed(candidates, [errors.get(i) for i in range(len(candidates))], report)
@@ -346,6 +346,11 @@ def _prepare_all(
         con.close()
         raise
     return con
+
+
+def _source_name(cand: Candidate) -> str:
+    """The name a worker passes to registry.module() to import the file's source again."""
+    return cand.source.__name__.rsplit(".", 1)[-1]
 
 
 def _prepare_task(item: tuple[int, str, str, str]):
@@ -400,7 +405,7 @@ def _map_and_land(
     for cand in to_load:
         key = rank_store.entry_key(cand.sha256, cand.ranks, cand.rank_sources, cand.job_ranks, stamp)
         spec = MapSpec(
-            str(cand.path), str(cand.readable), cand.source.__name__.rsplit(".", 1)[-1], cand.file_id,
+            str(cand.path), str(cand.readable), _source_name(cand), cand.file_id,
             cand.ranks, cand.rank_sources, cand.job_ranks, cand.probe, settings, str(store / key),
         )  # fmt: skip
         by_entry[spec.entry] = cand
