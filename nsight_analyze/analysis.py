@@ -25,24 +25,19 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from . import query_layer
+from . import query_layer, schema
 from .duck import bound_memory, out_of_memory
 from .errors import UserError
 
 STATE_TABLE = "_analysis_ranks"
 BATCH_EVENTS = 2_000_000  # canonical rows per rank batch: ~1 GB of peak working memory
-# Canonical tables whose rows belong to one rank (the rank-local step sees only its batch's).
-RANK_TABLES = (
-    "ranks", "gpus", "kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics", "threads",
-    "kineto_collectives", "kineto_gpu_annotations", "memory_usage", "kineto_profiler_ranges",
-    "kineto_process_groups",
-)  # fmt: skip
 COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a rank's size
 SCHEMA_VERSION = "2"
 
@@ -78,10 +73,8 @@ def _objects(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 def layer_hash() -> str:
     """The queries and schema files: a change of either recomputes everything."""
-    from .workspace import schema_files
-
     digest = hashlib.sha256(SCHEMA_VERSION.encode())
-    for path in [*schema_files(), *query_layer.query_files()]:
+    for path in [*schema.schema_files(), *query_layer.query_files()]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -100,8 +93,7 @@ def global_stamp(con: duckdb.DuckDBPyConnection) -> str:
 
 def _fingerprints(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, str], dict[int, int]]:
     """Per rank: a hash of its file's content hash and its row counts; and its event count."""
-    tables = _objects(con)
-    present = {t for t in RANK_TABLES if tables.get(t) == "table"}
+    present = set(schema.owned_by(con, "rank"))
     counts = " UNION ALL ".join(
         f"SELECT rank, '{t}' AS t, count(*) AS n FROM {t} GROUP BY rank" for t in COUNTED if t in present
     )
@@ -128,7 +120,14 @@ def plan(con: duckdb.DuckDBPyConnection) -> Plan:
     """What is stale: cheap (row counts per rank, a few small tables); changes nothing."""
     glob = global_stamp(con)
     fps, sizes = _fingerprints(con)
-    job_stamp = hashlib.sha256((glob + "".join(f"{r}:{fp};" for r, fp in fps.items())).encode()).hexdigest()
+    # files that own no rank feed job results too (a recipe output read beside its reports' ranks)
+    (rankless,) = con.execute(
+        "SELECT coalesce(string_agg(sha256, ',' ORDER BY sha256), '') FROM files AS f "
+        "WHERE coalesce(f.status, 'ok') = 'ok' "
+        "AND NOT EXISTS (SELECT 1 FROM ranks AS r WHERE r.file_id = f.file_id)"
+    ).fetchone()
+    ranked = "".join(f"{r}:{fp};" for r, fp in fps.items())
+    job_stamp = hashlib.sha256((glob + ranked + (f"|{rankless}" if rankless else "")).encode()).hexdigest()
     stamps = {"analysis_global": glob, "analysis_job": job_stamp}
     objects = _objects(con)
     missing = [
@@ -274,16 +273,18 @@ def refresh(
     progress: Progress | None = None,
     say: Callable[[str], None] | None = None,
     precomputed: dict[int, dict[str, Path]] | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> list[str]:
     """Bring the stored results up to date with the workspace; returns the alignment's notes.
 
-    A no-op when nothing changed. `say` receives the one line telling why it recomputes.
+    A no-op when nothing changed. `say` receives the one line telling why it recomputes;
+    `seconds`, when given, the time of the rank-local step ("rank") and the job step ("job").
     `precomputed` gives ranks whose rank-local results a worker already computed with the
     current global stamp ({rank: {result name: Parquet file}}, rank_store): they are read, not
     recomputed (a file's Parquet holds all its ranks; each is read once).
 
     Why staged tables and not one transaction around everything: DuckDB reads data written by
-    the running transaction several times slower (the gap and sync-call joins took 20x longer),
+    the running transaction several times slower (the gap and sync-call joins most of all),
     so the results are computed into `_staged_*` tables in autocommit mode and swapped in by
     one short transaction of renames, stamps and clock offsets included. A kill or an error
     before the swap leaves the previous results; the staged leftovers are dropped by the next
@@ -297,7 +298,7 @@ def refresh(
     if say and (p.ranks or p.removed):  # a new, empty workspace is set up silently
         say(f"analysis {p.reason}: computing {len(p.ranks)} rank(s) and the job")
     _drop_staged(con)  # leftovers of an interrupted recompute; listing them is not analysis work
-    existing = _objects(con)
+    shown = schema.owned_by(con, "rank")  # the tables each rank batch sees only its own rows of
     bound_memory(con)
     con.execute("RESET threads")
     from .workspace import settings_as_variables
@@ -305,7 +306,9 @@ def refresh(
     settings_as_variables(con)
     main = _main(con)
     try:
-        notes = _compute(con, p, batch_events, progress, precomputed or {}, existing)
+        notes = _compute(
+            con, p, shown, batch_events, progress, precomputed or {}, {} if seconds is None else seconds
+        )
     except BaseException:
         try:  # the cleanup (catalog queries, drops) must not run out of memory itself
             con.execute("SET memory_limit = '1GiB'")
@@ -353,23 +356,22 @@ def _drop_staged(con: duckdb.DuckDBPyConnection) -> None:
 def _compute(
     con: duckdb.DuckDBPyConnection,
     p: Plan,
+    tables: list[str],
     batch_events: int,
     progress: Progress | None,
     precomputed: dict[int, dict[str, Path]],
-    existing: dict[str, str],
+    seconds: dict[str, float],
 ) -> list[str]:
     """Fill `_staged_<name>` for every stored result: rank batches (or the workers' results),
     then the job step."""
+    started = time.perf_counter()
     main = _main(con)
     rank_results = query_layer.stored("rank")
     if not p.full:  # the unchanged ranks' rows are kept
-        stale = ", ".join(str(int(r)) for r in [*p.ranks, *p.removed]) or "NULL"
+        stale = ", ".join(str(int(r)) for r in [*p.ranks, *p.removed])
+        keep = f"WHERE rank NOT IN ({stale})" if stale else ""  # NOT IN (NULL) would keep nothing
         for name in rank_results:
-            con.execute(
-                f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM {main}."{name}" '
-                f"WHERE rank NOT IN ({stale})"
-            )
-    tables = [t for t in RANK_TABLES if existing.get(t) == "table"]
+            con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM {main}."{name}" {keep}')
     read = {r: precomputed[r] for r in p.ranks if r in precomputed}
     # a full recompute computes at least an empty batch: it creates the staged tables, typed
     # as the queries type them, which the workers' Parquet rows are then cast to
@@ -388,6 +390,8 @@ def _compute(
         if progress:
             progress(done, len(todo))
     _stage_precomputed(con, main, rank_results, read)
+    seconds["rank"] = time.perf_counter() - started
+    started = time.perf_counter()
     # the job step reads the new rank results under their own names, and aligns the clocks in
     # a private copy of `ranks`, written back by the swap
     made = [(name, "VIEW") for name in rank_results] + [("ranks", "TABLE")]
@@ -404,6 +408,7 @@ def _compute(
         )
     finally:
         drop_made(con, made)
+    seconds["job"] = time.perf_counter() - started
     return notes
 
 

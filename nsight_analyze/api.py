@@ -30,7 +30,7 @@ settings or queries changed) are recomputed on the first call, as the CLI does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,8 +40,10 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     import pandas as pd
     import pyarrow as pa
 
-    from .diagnose import Finding
+    from .diagnose import Diagnosis, Finding
     from .ingest import IngestReport
+
+from .api_frames import mfu_frame, rank_report, rank_report_json, run_sql
 
 PathArg = str | PathLike[str]
 By = Literal["rank", "step", "rank-step"]
@@ -57,123 +59,6 @@ def _frame(rows: Sequence[dict[str, Any]] | pd.DataFrame, arrow: bool, columns: 
     import pyarrow as pa
 
     return pa.Table.from_pandas(df, preserve_index=False)
-
-
-# ------------------------------------------------------------------------------------------------
-# Library functions on an open connection (what both the Workspace methods and the CLI call)
-
-
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    """Run one statement; a missing view is a stale or partial workspace, said in one line."""
-    import duckdb
-    import pandas as pd
-
-    from .errors import UserError
-
-    try:
-        rel = con.sql(sql)
-        return rel.df() if rel is not None else pd.DataFrame()
-    except duckdb.CatalogException as exc:
-        missing = str(exc).splitlines()[0]
-        raise UserError(
-            f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
-        ) from None
-
-
-def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """What `nsight-analyze ranks` shows, as DataFrames: {jobs, ranks, alignment, verdict, partial}.
-
-    `ranks`: one row per rank (merge_rank_rollup_of: clock offset and residuals, compute_ns,
-    wait_suffered_ns, wait_caused_ns, times_slowest, times_last, cost_ns, straggler); `verdict`:
-    one row per job (persistent / rotating / balanced, the straggler and its cost); `alignment`:
-    per job and host, how the clocks were aligned; `partial`: collective instances with fewer
-    participants than their communicator.
-    """
-    from .errors import UserError
-
-    if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
-        raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
-    # Evaluate the (costly) time partition once for both the roll-up and the verdict.
-    _fetch(
-        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition"
-    )
-    _fetch(
-        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS SELECT * FROM merge_imbalance_of('merge_cmd_tp')"
-    )
-    rows = _fetch(con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank")
-    partial = _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")
-    return {
-        "ranks": rows,
-        "verdict": _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')"),
-        "alignment": _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host"),
-        "jobs": _fetch(con, "SELECT * FROM jobs ORDER BY job"),
-        "partial": int(partial["n"].iloc[0]),
-        "attribution": _attribution(con),
-    }
-
-
-def _attribution(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per rank and step (step None = whole job): its excess over the median rank by cause."""
-    from .errors import UserError
-    from .whatif import attribution
-
-    try:
-        return attribution(con, steps=True)
-    except UserError:  # a workspace computed before attribution existed
-        return []
-
-
-def rank_report_json(report: dict[str, Any]) -> dict[str, Any]:
-    """The stable JSON document of `nsight-analyze ranks --format json`."""
-    from .render.data import records
-
-    rows, verdict = report["ranks"], report["verdict"]
-    return {
-        "jobs": records(report["jobs"]),
-        "ranks": records(rows),
-        "alignment": records(report["alignment"]),
-        "verdict": records(verdict)[0] if len(verdict) else None,  # the first job's
-        "verdicts": records(verdict),
-        "unmatched_nccl_kernels": int(rows["unmatched"].sum()),
-        "peer_unknown_kernels": int(rows["peer_unknown"].sum()),
-        "incomplete_nccl_kernels": int(rows["incomplete"].sum()),
-        "partial_collectives": report["partial"],
-        # why each rank is slow (docs/whatif.md): whole-job rows, then per step
-        "attribution": [_jsonable_row(r) for r in report.get("attribution", []) if r["step"] is None],
-        "attribution_by_step": [
-            _jsonable_row(r) for r in report.get("attribution", []) if r["step"] is not None
-        ],
-    }
-
-
-def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
-    from .render.data import jsonable
-
-    return {k: jsonable(v) for k, v in row.items()}
-
-
-def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):
-    """Run one statement: its result as a DataFrame (Arrow table), None when it returns no rows
-    (CREATE, INSERT, ...). A DuckDB error is one line (UserError), a read-only refusal says how."""
-    import duckdb
-
-    from .duck import out_of_memory
-    from .errors import UserError
-
-    try:
-        rel = con.execute(query)
-        if rel.description is None:
-            return None
-        if not arrow:
-            return rel.df()
-        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
-    except duckdb.OutOfMemoryException:
-        raise out_of_memory(what) from None
-    except duckdb.Error as exc:
-        text = str(exc).splitlines()[0]
-        if "read-only" in text.lower() or "read only" in text.lower():
-            raise UserError(f"the workspace is opened read-only; add --write to change it ({text})") from None
-        raise UserError(f"SQL error: {text}") from None
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
@@ -212,17 +97,6 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
     )
 
 
-def mfu_frame(summary: dict[str, Any]) -> pd.DataFrame:
-    """The per-step rows of an MFU summary; the whole-capture values in `.attrs`."""
-    import pandas as pd
-
-    df = pd.DataFrame(
-        summary["per_step"], columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"]
-    )
-    df.attrs.update({k: v for k, v in summary.items() if k != "per_step"})
-    return df
-
-
 # ------------------------------------------------------------------------------------------------
 # The workspace object
 
@@ -236,8 +110,10 @@ class Workspace:
 
     ingest_report: IngestReport | None = None  # set by na.ingest: the per-file outcomes
 
-    def __init__(self, path: PathArg):
+    def __init__(self, path: PathArg, job: int | None = None):
         self.path = Path(path)
+        self.job = job  # the job one-job methods show (job_scope.py); None: the one with most ranks
+        self.scope: Any = None  # the JobScope the last scoped call showed (None: a single job)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
@@ -248,15 +124,21 @@ class Workspace:
     # -- connections ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def connect(self, read_only: bool = True, analyse: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(
+        self, read_only: bool = True, analyse: bool = True, scope: bool | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A DuckDB connection with the documented tables and views, closed on exit.
 
         read_only=False lets statements change the workspace (and takes its write lock);
-        analyse=False skips recomputing stale stored results (the raw tables only)."""
+        analyse=False skips recomputing stale stored results (the raw tables only); scope=True
+        shows one job only (self.job, else the largest; job_scope.py), None: when self.job is set."""
+        from .job_scope import scope as scope_job
         from .workspace import open_workspace
 
         con = open_workspace(self.path, read_only=read_only, must_exist=True, analyse=analyse)
         try:
+            if scope or (scope is None and self.job is not None):
+                self.scope = scope_job(con, self.job)
             yield con
         finally:
             con.close()
@@ -300,8 +182,9 @@ class Workspace:
         return _frame(df, arrow)
 
     def ncu_peaks(self, precision: str | None = None, arrow: bool = False) -> pd.DataFrame | pa.Table:
-        """Per Nsight Compute file: the dense peak (TFLOP/s) and memory bandwidth (GB/s) its
-        roofline ridge points use, and where they came from."""
+        """Per hardware-counter file (Nsight Compute, or a Kineto trace with CUPTI range-profiler
+        counters): the dense peak (TFLOP/s) and memory bandwidth (GB/s) its roofline ridge points
+        use, and where they came from."""
         from .gpus import DEFAULT_PRECISION
 
         with self.connect() as con:
@@ -344,8 +227,9 @@ class Workspace:
         step_source, top_kernels}; see `partition` for the rows."""
         from .summary import summary
 
-        with self.connect() as con:
-            return summary(con, by=by)
+        with self.connect(scope=True) as con:
+            out = summary(con, by=by)
+        return {**out, "job": self.scope.as_dict() if self.scope else None}
 
     def partition(self, by: By = "rank", arrow: bool = False) -> pd.DataFrame | pa.Table:
         """The GPU time partition: one row per rank (by='rank', the whole capture), per step
@@ -362,7 +246,7 @@ class Workspace:
         """
         from .summary import partition
 
-        with self.connect() as con:
+        with self.connect(scope=True) as con:
             return _frame(partition(con, by), arrow)
 
     def top_kernels(self, limit: int = 10, arrow: bool = False) -> pd.DataFrame | pa.Table:
@@ -370,7 +254,7 @@ class Workspace:
         pct (of all kernel time)."""
         from .summary import top_kernels
 
-        with self.connect() as con:
+        with self.connect(scope=True) as con:
             return _frame(top_kernels(con, limit), arrow)
 
     # -- ranks, collectives, stragglers -----------------------------------------------------------
@@ -384,10 +268,10 @@ class Workspace:
     def whatif(self) -> dict[str, Any]:
         """The document of `nsight-analyze whatif --format json` (docs/whatif.md): per step and for
         the whole job, the step time if each cause went away (the measured dependencies replayed)."""
-        from .whatif import scenarios, whatif_json
+        from .whatif import document
 
-        with self.connect() as con:
-            return whatif_json(scenarios(con))
+        with self.connect(scope=True) as con:
+            return document(con)
 
     def ranks(self, arrow: bool = False) -> pd.DataFrame | pa.Table:
         """One row per rank: job, host, device, GPU, `clock_offset_ns` (added to the rank's
@@ -406,28 +290,49 @@ class Workspace:
         GB/s), last_rank (who arrived last) and last_margin_ns."""
         return self.sql("SELECT * FROM collectives ORDER BY coll_id", arrow=arrow)
 
+    def comms(self, by: Literal["dimension", "communicator", "collective"] = "dimension") -> dict[str, Any]:
+        """The document of `nsight-analyze comms --format json`: communication per parallelism
+        dimension (dp, fsdp, tp, pp, ep, unknown), communicator or collective: `total_ns`, `exposed_ns`
+        (not overlapped by compute), bytes, `busbw_gbps` against the link's peak, plus notes and
+        advice (docs/metrics.md). `pd.DataFrame(ws.comms()["rows"])` for a table."""
+        from .comms import comms
+        from .errors import UserError
+
+        with self.connect() as con:
+            if con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 0:
+                raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+            return comms(con, by)
+
     # -- findings and efficiency ------------------------------------------------------------------
 
-    def diagnose(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> list[Finding]:
+    def diagnose(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> Diagnosis:
         """Run every rule: the findings (nsight_analyze.diagnose.Finding), ranked by recoverable
-        time per step (an upper bound, ns), capture notes first. `thresholds` override
-        docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
+        time per step (an upper bound, ns), capture notes first, as a Diagnosis (a sequence of
+        the findings, with .thresholds and .job: the job shape, missing views, rule errors).
+        `thresholds` override docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
         Raises NoData (exit status 4 in the CLI) when the workspace has no GPU operation."""
         from .clihelp import require_gpu_data
         from .diagnose import diagnose, resolve_thresholds
         from .gpus import stated_gpu
 
         resolve_thresholds(thresholds)  # bad input is said before "no data"
-        with self.connect(analyse=False) as con:
+        with self.connect(analyse=False, scope=True) as con:
             require_gpu_data(con, str(self.path), "diagnose")
-        with self.connect() as con, stated_gpu(gpu):
+        with self.connect(scope=True) as con, stated_gpu(gpu):
             return diagnose(con, thresholds)
 
     def diagnosis(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> dict[str, Any]:
         """The stable document of `nsight-analyze diagnose --format json` (docs/diagnose.md)."""
+        return self.diagnosis_of(self.diagnose(thresholds, gpu))
+
+    def diagnosis_of(self, findings: Any) -> dict[str, Any]:
+        """The JSON document of findings `diagnose()` returned, with the job they are of
+        (`job.scope`: which job of a workspace of several, job_scope.py)."""
         from .diagnose import findings_json
 
-        return findings_json(self.diagnose(thresholds, gpu))
+        doc = findings_json(findings)
+        doc["job"]["scope"] = self.scope.as_dict() if self.scope else None
+        return doc
 
     def findings(
         self, thresholds: dict[str, Any] | None = None, gpu: str | None = None, arrow: bool = False
@@ -444,8 +349,9 @@ class Workspace:
         from .mfu import hfu_mfu_summary
 
         validate_gpu(options.get("gpu"))
-        with self.connect() as con:
-            return hfu_mfu_summary(con, **options)
+        with self.connect(scope=True) as con:
+            summary = hfu_mfu_summary(con, **options)
+        return {**summary, "job": self.scope.as_dict() if self.scope else None}  # which job (job_scope.py)
 
     def mfu(
         self,
@@ -516,8 +422,61 @@ class Workspace:
         step_range = parse_steps(steps)
         given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
         validate_gpu(gpu)
+        with self.connect(scope=True) as con:
+            note = self.scope.note() if self.scope else None
+            return write_report(con, path, step_range, {k: v for k, v in given if v is not None}, note)
+
+    def export(
+        self,
+        out: PathArg,
+        format: Literal["chrome-trace", "parquet"] = "chrome-trace",  # noqa: A002 - the CLI's --format
+        steps: str | None = None,
+        ranks: str | Sequence[int] | None = None,
+        force: bool = False,
+        while_writing: Callable[[str], contextlib.AbstractContextManager] | None = None,
+    ) -> Any:
+        """What `nsight-analyze export OUT --format F` writes; returns what was written (`.counts`).
+
+        chrome-trace: OUT is one .json (.json.gz) file for the Perfetto UI / chrome://tracing, the
+        aligned timeline (one process per rank, one track per stream, idle gaps by cause, steps,
+        collectives linked across ranks); `steps` 'A:B' keeps those steps only. parquet: OUT is
+        a folder of <table>.parquet files and manifest.json. `ranks`: '0,2-3' or [0, 2, 3].
+        A refused OUT or bad option fails before the workspace is opened (no recompute first);
+        `while_writing(text)` wraps the writing only (the command's spinner)."""
+        from .errors import UserError
+        from .export import parse_ranks, select_ranks
+        from .render.report import parse_steps
+
+        busy = while_writing or (lambda text: contextlib.nullcontext())
+        wanted = (
+            parse_ranks(ranks) if ranks is None or isinstance(ranks, str) else sorted({int(r) for r in ranks})
+        )
+        out = Path(out)
+        if format == "parquet":
+            from .export.parquet import check_folder, export_parquet
+
+            if steps is not None:
+                raise UserError(
+                    "--steps applies to --format chrome-trace only (parquet exports whole tables)"
+                )
+            check_folder(out, force)
+            with self.connect() as con:
+                select_ranks(con, wanted)
+                with busy(f"exporting Parquet files to {out}"):
+                    return export_parquet(con, out, wanted, force=force, workspace=str(self.path.resolve()))
+        if format != "chrome-trace":
+            raise UserError(f"unknown export format {format!r}: use chrome-trace or parquet")
+        from .clihelp import require_gpu_data
+        from .export.chrome_trace import check_file, export_chrome_trace
+
+        step_range = parse_steps(steps)
+        check_file(out, force)
         with self.connect() as con:
-            return write_report(con, path, step_range, mfu_options={k: v for k, v in given if v is not None})
+            chosen = select_ranks(con, wanted)
+            require_gpu_data(con, str(self.path), "export")
+            with busy(f"writing the Chrome trace {out}"):
+                bounds = (step_range.first, step_range.last) if step_range is not None else None
+                return export_chrome_trace(con, out, chosen, bounds, force=force)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -574,11 +533,15 @@ def compare(
     findings: bool = True,
     model_flops_per_step: float | None = None,
     fail_on_regression_pct: float | None = None,
+    before_job: int | None = None,
+    after_job: int | None = None,
 ) -> dict[str, Any]:
     """Compare two runs (workspaces, or trace folders/files ingested into temporary ones): the
     stable document of `nsight-analyze compare --format json` (docs/compare.md): verdict
     (improvement / regression / neutral, on the slowest rank's median step time with a bootstrap
-    interval), step times, partition, kernels and collectives that changed, matched findings."""
+    interval), step times, partition, kernels and collectives that changed, matched findings.
+    An input of several jobs is compared as one: `before_job`/`after_job` (or the Workspace's
+    `job`), else the one with the most ranks."""
     from .compare import compare as _compare
 
     return _compare(
@@ -588,6 +551,8 @@ def compare(
         findings=findings,
         model_flops_per_step=model_flops_per_step,
         fail_on_regression_pct=fail_on_regression_pct,
+        before_job=before_job if before_job is not None else getattr(before, "job", None),
+        after_job=after_job if after_job is not None else getattr(after, "job", None),
     )
 
 

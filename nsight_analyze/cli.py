@@ -38,7 +38,12 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+            return result
+        except BrokenPipeError:  # `... | head`: the reader has what it wanted; stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush too
+            sys.exit(141)  # 128 + SIGPIPE, as `cat big | head` reports it
         except UserError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)

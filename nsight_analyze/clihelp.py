@@ -64,6 +64,25 @@ gpu_option = click.option(
     help="GPU model of every rank, e.g. 'H100 SXM' (see `gpus --list-models`); sets the dense peak.",
 )
 
+# --step-pattern: the NVTX ranges that delimit steps, stored in the workspace's settings
+# (commands.summary.apply_step_pattern), so every later command uses the same steps.
+step_pattern_option = click.option(
+    "--step-pattern",
+    metavar="REGEX",
+    default=None,
+    help="RE2 regex of the NVTX ranges that delimit steps; stored in the workspace (settings "
+    "step_pattern), so later commands use it too.",
+)
+
+job_option = click.option(
+    "--job",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The job to show when the workspace holds several (`info` lists them) "
+    "[default: the one with the most ranks with GPU work].",
+)
+
 
 def has_gpu_operations(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether a workspace holds any GPU operation: a timeline kernel or memory operation, or an

@@ -14,18 +14,36 @@ coverage), which change how every other number must be read, come first.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypedDict, overload
 
 import duckdb
-import pandas as pd
 
 from .errors import UserError
+from .rules import RULES
+from .rules.advice import annotate_memory
+from .rules.base import SEVERITIES, Ctx, Evidence, Finding, Fix, Signal, jsonable, rows_of, run_rules
+
+__all__ = [
+    "SCHEMA",
+    "SEVERITIES",
+    "THRESHOLDS",
+    "Ctx",
+    "Diagnosis",
+    "Evidence",
+    "Finding",
+    "Fix",
+    "JobShape",
+    "Signal",
+    "diagnose",
+    "finding_dict",
+    "findings_json",
+    "resolve_thresholds",
+    "rows_of",
+]
 
 SCHEMA = "nsight-analyze-diagnose/1"
-SEVERITIES = ("high", "medium", "low", "info")
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,11 @@ THRESHOLDS: dict[str, Threshold] = {
     ),
     "exposed_comm_min_pct": Threshold(
         10.0, "report exposed communication when the overlap-recoverable part is >= this % of the mean step"
+    ),
+    "dimension_comm_min_pct": Threshold(
+        3.0,
+        "with exposed-comm reported in a job of several parallelism dimensions: report a dimension when "
+        "its overlap-recoverable part is >= this % of the mean step",
     ),
     "imbalance_min_pct": Threshold(
         3.0, "report load imbalance when the slowest rank's extra compute is >= this % of the mean step"
@@ -117,164 +140,38 @@ THRESHOLDS: dict[str, Threshold] = {
 }
 
 
-@dataclass
-class Evidence:
-    """A table that backs a finding, with the SQL that produced it (re-runnable as is)."""
+class JobShape(TypedDict):
+    """The job the findings were computed for, and what the rules could not read."""
 
-    name: str
-    description: str
-    sql: str
-    columns: list[str]
-    rows: list[dict[str, Any]]
-    total_rows: int
-
-
-@dataclass
-class Signal:
-    """A correlated measurement that was checked, and whether it supports the diagnosis."""
-
-    name: str
-    value: Any
-    unit: str
-    verdict: str  # supports | against | neutral
-    note: str
+    ranks: int
+    steps: int
+    has_steps: bool
+    mean_step_ns: int
+    missing_views: list[str]
+    rule_errors: list[str]  # "module.rule: first line of the error", one per failed rule
 
 
 @dataclass
-class Fix:
-    action: str
-    trade_off: str
+class Diagnosis(Sequence[Finding]):
+    """The ranked findings plus what they were computed with (thresholds, job shape).
 
+    A sequence of its findings (iterate, index, len), so callers that only rank or render findings
+    need not know the rest.
+    """
 
-@dataclass
-class Finding:
-    """One diagnosed problem (or capture caveat), ranked by the time a fix could recover."""
-
-    id: str
-    title: str
-    kind: str  # capture | performance
-    severity: str  # high | medium | low | info
-    summary: str
-    ranks: list[int]
-    steps: list[int]
-    recoverable_ns_per_step: int | None  # upper bound per step; None = cannot be bounded from the data
-    recoverable_pct: float | None  # of the mean step time
-    recoverable_method: str
-    metrics: dict[str, Any] = field(default_factory=dict)
-    evidence: list[Evidence] = field(default_factory=list)
-    signals: list[Signal] = field(default_factory=list)
-    fixes: list[Fix] = field(default_factory=list)
-    rank: int = 0  # position in the ranked list (1 = first)
-
-
-class Findings(list):
-    """The ranked findings plus what they were computed with (thresholds, job shape)."""
-
+    findings: list[Finding]
     thresholds: dict[str, float]
-    job: dict[str, Any]
+    job: JobShape
 
+    @overload
+    def __getitem__(self, i: int) -> Finding: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Finding]: ...
+    def __getitem__(self, i: int | slice) -> Finding | list[Finding]:
+        return self.findings[i]
 
-# ------------------------------------------------------------------------------------------------
-# Context shared by the rules
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return _jsonable(value.tolist())
-    if hasattr(value, "item"):
-        return _jsonable(value.item())
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
-
-
-def rows_of(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
-    """DataFrame rows as plain JSON-able dicts (lists stay lists, NaN/NA become None)."""
-    part = df if limit is None else df.head(limit)
-    return [{str(k): _jsonable(v) for k, v in r.items()} for r in part.astype(object).to_dict("records")]
-
-
-class Ctx:
-    """Connection, thresholds and job shape, with helpers the rule modules share."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, th: dict[str, float]):
-        self.con = con
-        self.th = th
-        self.objects = {
-            r[0]
-            for r in con.execute(
-                "SELECT view_name FROM duckdb_views() UNION SELECT table_name FROM duckdb_tables() "
-                "UNION SELECT function_name FROM duckdb_functions() WHERE function_type IN "
-                "('table_macro', 'macro')"
-            ).fetchall()
-        }
-        self.missing: list[str] = []
-        job = (
-            self.df(
-                """SELECT count(DISTINCT step) AS steps, bool_or(step IS NOT NULL) AS has_steps,
-                      count(DISTINCT rank) AS ranks FROM diag_windows"""
-            )
-            if self.has("diag_windows")
-            else pd.DataFrame()
-        )
-        if job.empty or not job.at[0, "ranks"]:
-            self.n_steps, self.has_steps, self.n_ranks, self.mean_step_ns = 0, False, 0, 0.0
-        else:
-            self.has_steps = bool(job.at[0, "has_steps"])
-            self.n_steps = int(job.at[0, "steps"]) if self.has_steps else 1
-            self.n_ranks = int(job.at[0, "ranks"])
-            self.mean_step_ns = float(
-                self.scalar("SELECT avg(w) FROM (SELECT max(window_ns) AS w FROM diag_windows GROUP BY step)")
-                or 0.0
-            )
-
-    def has(self, *names: str) -> bool:
-        ok = all(n in self.objects for n in names)
-        if not ok:
-            self.missing.extend(n for n in names if n not in self.objects and n not in self.missing)
-        return ok
-
-    def df(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        return self.con.execute(sql, params or []).df()
-
-    def scalar(self, sql: str) -> Any:
-        row = self.con.execute(sql).fetchone()
-        return None if row is None else _jsonable(row[0])
-
-    def evidence(self, name: str, description: str, sql: str) -> Evidence:
-        sql = " ".join(sql.split())
-        df = self.df(sql)
-        rows = rows_of(df, int(self.th["evidence_rows"]))
-        return Evidence(name, description, sql, [str(c) for c in df.columns], rows, int(len(df)))
-
-    def pct(self, ns: float | None) -> float | None:
-        if ns is None or not self.mean_step_ns:
-            return None
-        return round(100.0 * ns / self.mean_step_ns, 2)
-
-    def severity(self, ns: float | None) -> str:
-        p = self.pct(ns)
-        if p is None or p <= 0:
-            return "info"
-        if p >= self.th["severity_high_pct"]:
-            return "high"
-        if p >= self.th["severity_medium_pct"]:
-            return "medium"
-        return "low"
-
-    def per_step(self, total_ns: float) -> int:
-        return int(round(total_ns / self.n_steps)) if self.n_steps else 0
-
-    def step_word(self) -> str:
-        return "step" if self.has_steps else "capture (no steps found: the whole capture is one window)"
+    def __len__(self) -> int:
+        return len(self.findings)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,41 +197,29 @@ def _sort_key(f: Finding) -> tuple:
     return (capture, -rec, SEVERITIES.index(f.severity), f.id)
 
 
-def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> list[Finding]:
+def diagnose(con: duckdb.DuckDBPyConnection, thresholds: dict | None = None) -> Diagnosis:
     """Run every rule on an open workspace and return the findings ranked by recoverable time."""
-    from .rules import RULES
-
     th = resolve_thresholds(thresholds)
     ctx = Ctx(con, th)
-    found: list[Finding] = []
-    errors: list[str] = []
-    for rule in RULES:
-        try:
-            found.extend(rule(ctx))
-        except Exception as exc:  # noqa: BLE001 - one broken rule or view must not hide the others
-            errors.append(f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}: {str(exc).splitlines()[0]}")
-    from .rules.advice import annotate_memory
-
+    found, errors = run_rules(ctx, RULES)
     annotate_memory(con, found)  # fixes that need memory say whether it fits (memory_peak)
     found.sort(key=_sort_key)
-    out = Findings(found)
-    for i, f in enumerate(out, 1):
+    for i, f in enumerate(found, 1):
         f.rank = i
-    out.thresholds = th
-    out.job = {
-        "ranks": ctx.n_ranks,
-        "steps": ctx.n_steps,
-        "has_steps": ctx.has_steps,
-        "mean_step_ns": int(round(ctx.mean_step_ns)),
-        "missing_views": sorted(set(ctx.missing)),
-        "rule_errors": errors,
-    }
-    return out
+    job = JobShape(
+        ranks=ctx.n_ranks,
+        steps=ctx.n_steps,
+        has_steps=ctx.has_steps,
+        mean_step_ns=int(round(ctx.mean_step_ns)),
+        missing_views=sorted(set(ctx.missing)),
+        rule_errors=errors,
+    )
+    return Diagnosis(found, th, job)
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
-    d = asdict(f)
-    return _jsonable_tree(d)
+    """One finding as JSON data (docs/diagnose.md), evidence rows and metrics included."""
+    return _jsonable_tree(asdict(f))
 
 
 def _jsonable_tree(obj: Any) -> Any:
@@ -342,21 +227,16 @@ def _jsonable_tree(obj: Any) -> Any:
         return {str(k): _jsonable_tree(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_jsonable_tree(v) for v in obj]
-    return _jsonable(obj)
+    return jsonable(obj)
 
 
-def findings_json(findings: list[Finding]) -> dict[str, Any]:
+def findings_json(result: Diagnosis) -> dict[str, Any]:
     """The stable JSON document (docs/diagnose.md): schema id, job, thresholds, ranked findings."""
-    th = getattr(findings, "thresholds", None) or {k: v.default for k, v in THRESHOLDS.items()}
-    job = getattr(findings, "job", None) or {}
-    counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}
+    counts = {s: sum(1 for f in result if f.severity == s) for s in SEVERITIES}
     return {
         "schema": SCHEMA,
-        "job": _jsonable_tree(job),
-        "thresholds": dict(th),
+        "job": _jsonable_tree(dict(result.job)),
+        "thresholds": dict(result.thresholds),
         "counts": counts,
-        "findings": [finding_dict(f) for f in findings],
+        "findings": [finding_dict(f) for f in result],
     }
-
-
-RuleFn = Callable[[Ctx], list[Finding]]

@@ -8,12 +8,13 @@ matching that takes a GH200 for an H200 or an A10G for an A10. So:
 * the table is data (`data/gpus.csv`, dense TFLOP/s per precision), matched on whole
   tokens, most specific (longest) alias first;
 * an unknown model is derived from SM count x clock x FLOP/clk/SM of its architecture
-  (gpu-peaks.md §3), with the tensor-clock derate, and labelled ``derived``;
+  (gpu-peaks.md §3; the rates and derates are in gpu_arch.py), with the tensor-clock derate,
+  and labelled ``derived``;
 * with no GPU information at all, an environment hint (``PEAK_FLOPS_PER_GPU``) is used, or
-  kernel names that only one architecture runs (``sm90``/``wgmma`` -> Hopper, ``sm100``/
-  ``tcgen05`` -> Blackwell), labelled ``assumed``. Names that newer GPUs run too (``sm80``,
-  ``ampere_``: every Hopper trace has them; ``nvjet``: Hopper and Blackwell) identify nothing,
-  so the peak stays ``unknown`` and MFU/HFU are reported as unknown rather than guessed
+  kernel names that only one architecture runs (gpu_arch.KERNEL_FAMILIES: ``sm90``/``wgmma``
+  -> Hopper, ``sm100``/``tcgen05`` -> Blackwell), labelled ``assumed``. Names that newer GPUs
+  run too (``sm80``, ``ampere_``: every Hopper trace has them; ``nvjet``: Hopper and Blackwell)
+  identify nothing, so the peak stays ``unknown`` and MFU/HFU are reported as unknown rather than guessed
   (an A100 guess for an H100 made MFU 3x too high);
 * the user can state the model (``--gpu NAME``, a table name or alias), labelled ``given``;
 * a user override (``--peak-tflops``) beats everything and is labelled ``override``.
@@ -38,6 +39,20 @@ import pandas as pd
 
 from .errors import UserError
 
+# Architecture knowledge (rates, derates, kernel-name families) lives in gpu_arch; its names are
+# re-exported so `gpus.KERNEL_FAMILIES`, `gpus.families_sql`, ... keep working for callers.
+from .gpu_arch import (  # noqa: F401
+    ARCH_GUESS,
+    ARCH_RATES,
+    ARCHS,
+    BLACKWELL_DERATE,
+    HOPPER_DERATE_PCIE,
+    HOPPER_DERATE_SXM,
+    KERNEL_FAMILIES,
+    families_sql,
+    infer_arch,
+)
+
 DATA = Path(__file__).with_name("data") / "gpus.csv"
 
 #: Precisions with a dense peak column in data/gpus.csv (TFLOP/s; TOPS for int8).
@@ -45,115 +60,6 @@ PRECISIONS = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 #: Precisions executed on tensor cores: Hopper/Blackwell specs use the lower tensor clock.
 TENSOR_PRECISIONS = ("tf32", "bf16", "fp16", "fp8", "int8")
 DEFAULT_PRECISION = "bf16"
-
-# Dense FLOP/clk/SM per architecture (gpu-peaks.md §3; FMA = 2). `half` lists the
-# precisions whose FP32-accumulate rate is halved on GeForce fuses (§1.3).
-# Keys: (compute major, minor).
-ARCH_RATES: dict[tuple[int, int], dict[str, Any]] = {
-    (7, 0): {"arch": "volta", "fp64": 64, "fp32": 128, "fp16": 1024},
-    (7, 5): {
-        "arch": "turing",
-        "fp64": 4,
-        "fp32": 128,
-        "fp16": 1024,
-        "int8": 2048,
-        "half": ("fp16",),
-        "half_rule": "geforce",
-    },
-    (8, 0): {
-        "arch": "ampere GA100",
-        "fp64": 64,
-        "fp64_tc": 128,
-        "fp32": 128,
-        "tf32": 1024,
-        "bf16": 2048,
-        "fp16": 2048,
-        "int8": 4096,
-    },
-    (8, 6): {
-        "arch": "ampere GA10x",
-        "fp64": 4,
-        "fp32": 256,
-        "tf32": 512,
-        "bf16": 1024,
-        "fp16": 1024,
-        "int8": 2048,
-        "half": ("tf32", "bf16", "fp16"),
-    },
-    (8, 9): {
-        "arch": "ada",
-        "fp64": 4,
-        "fp32": 256,
-        "tf32": 512,
-        "bf16": 1024,
-        "fp16": 1024,
-        "fp8": 2048,
-        "int8": 2048,
-        "half": ("tf32", "bf16", "fp16", "fp8"),
-    },
-    (9, 0): {
-        "arch": "hopper",
-        "fp64": 128,
-        "fp64_tc": 256,
-        "fp32": 256,
-        "tf32": 2048,
-        "bf16": 4096,
-        "fp16": 4096,
-        "fp8": 8192,
-        "int8": 8192,
-    },
-    (10, 0): {
-        "arch": "blackwell",
-        "fp64": 128,
-        "fp64_tc": 128,
-        "fp32": 256,
-        "tf32": 4096,
-        "bf16": 8192,
-        "fp16": 8192,
-        "fp8": 16384,
-        "int8": 16384,
-    },
-    (12, 0): {
-        "arch": "blackwell consumer",
-        "fp64": 4,
-        "fp32": 256,
-        "bf16": 1024,
-        "fp16": 1024,
-        "half": ("bf16", "fp16"),
-    },
-}
-
-# Tensor-clock derate: NVIDIA's Hopper/Blackwell tensor specs use a lower clock than the
-# max boost clock that NVML/nsys report (gpu-peaks.md §1.2, §3 steps 4-5).
-HOPPER_DERATE_SXM = 1830 / 1980
-HOPPER_DERATE_PCIE = 1620 / 1755
-BLACKWELL_DERATE = 1856 / 1965
-
-#: Architectures, oldest first (kernel-name evidence below is stated over these).
-ARCHS = ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
-
-
-def _and_newer(arch: str) -> tuple[str, ...]:
-    """`arch` and every later one: libraries keep running older-named kernels on newer GPUs."""
-    return ARCHS[ARCHS.index(arch) :]
-
-
-# Kernel-name evidence: (family, pattern, architectures a kernel of that family runs on).
-# Only a family that fits one architecture identifies it. Newer GPUs run older-named kernels
-# (the nsys-ai H100 capture has only sm80_xmma GEMMs; TraceLens's H100 traces hold cutlass_80
-# kernels) and cuBLASLt's nvjet kernels run on Hopper (fuser H200 traces) and Blackwell
-# (TraceLens B200 trace) alike, so those narrow the choice without settling it.
-KERNEL_FAMILIES: list[tuple[str, str, tuple[str, ...]]] = [
-    ("blackwell", r"(?i)(sm100|sm_100|_100a_|tcgen05|utcmma)", ("blackwell",)),
-    ("hopper", r"(?i)(sm90|sm_90|_90a_|wgmma|hopper)", ("hopper",)),
-    ("nvjet", r"(?i)nvjet", ("hopper", "blackwell")),
-    ("ampere", r"(?i)(ampere_|sm80_|cutlass_80|sm_80|_sm80)", _and_newer("ampere")),
-    ("turing", r"(?i)(turing_|sm75_|cutlass_75)", _and_newer("turing")),
-    ("volta", r"(?i)(volta_|sm70_|cutlass_70)", _and_newer("volta")),
-]
-
-#: The table row assumed when the kernel names leave exactly this architecture.
-ARCH_GUESS = {"hopper": "NVIDIA H100 SXM", "blackwell": "NVIDIA B200"}
 
 #: How a user finds the names --gpu accepts (said in every error and unknown-peak reason).
 LIST_HINT = "`nsight-analyze gpus --list-models` lists the names --gpu accepts"
@@ -350,27 +256,6 @@ def with_override(peak: Peak | None, peak_tflops: float, precision: str) -> Peak
     )
 
 
-def infer_arch(families: list[str] | None) -> tuple[str | None, str]:
-    """The one architecture every matched kernel-name family runs on (or None), and why.
-
-    Each family narrows the candidates; a guess is made only when one architecture is left,
-    because a family that newer GPUs also run (sm80 on an H100) says nothing about the model.
-    """
-    seen = [(f, archs) for f, _pattern, archs in KERNEL_FAMILIES if f in (families or [])]
-    if not seen:
-        return None, "no architecture-specific kernel names"
-    fits = set(ARCHS)
-    for _family, archs in seen:
-        fits &= set(archs)
-    names = "/".join(f for f, _archs in seen) + " kernel names"
-    if len(fits) == 1:
-        arch = fits.pop()
-        return arch, f"{names} run only on {arch} GPUs"
-    if not fits:
-        return None, f"{names} contradict each other (no architecture runs them all)"
-    return None, f"{names} run on {', '.join(a for a in ARCHS if a in fits)} GPUs alike"
-
-
 def unknown_gpu_message(gpu: str) -> str:
     """The one-line error for a --gpu name that matches no table row."""
     return f"unknown GPU {gpu!r} for --gpu: {LIST_HINT} (or give the peak with --peak-tflops)"
@@ -484,22 +369,6 @@ def models() -> pd.DataFrame:
             "confidence": df["confidence"],
         }
     )
-
-
-def families_sql(name_column: str = "name") -> str:
-    """SQL expressions `bool_or(regexp_matches(name, ...)) AS fam_<family>` for a GROUP BY."""
-    parts = []
-    for family, pattern, _archs in KERNEL_FAMILIES:
-        parts.append(f"bool_or(regexp_matches({name_column}, '{pattern}')) AS fam_{family}")
-    return ", ".join(parts)
-
-
-def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND NOT internal", [name]
-    ).fetchone()
-    row2 = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()
-    return bool(row and row[0]) or bool(row2 and row2[0])
 
 
 def rank_peaks(

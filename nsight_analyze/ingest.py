@@ -24,19 +24,18 @@ from . import analysis, classify, rank_store
 from .discovery import Candidate, assign_ranks, discover, natural_key
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
-from .landing import FileOutcome, land_entry, load_one
+from .landing import FileOutcome, land_batch, load_one
 from .rank_task import (
     NSYS_REPORT_SUFFIXES,
-    Mapped,
+    BatchMapped,
+    MapBatch,
     MapSpec,
+    Prepared,
     export_cache,
-    export_nsys_report,
-    map_file,
+    map_batch,
     prepare,
-    sha256_of,
 )
-from .sources import registry
-from .sources.base import BadInput
+from .sources import nsys_recipe, registry
 from .workspace import open_workspace
 
 INGEST_MEMORY_LIMIT = "512MB"
@@ -46,6 +45,10 @@ SMALL_INPUT_BYTES = 64 << 20
 # ... nor on fewer cores than this: a worker maps a file in about twice the time the client
 # loads it in its rank batches (benchmarks/bench_scale.py, docs/scale.md), so 2 workers lose.
 AUTO_MIN_CORES = 4
+# Worker tasks: files are mapped in batches of at most this much input, at least this many per
+# worker (ingest._batches).
+BATCH_BYTES = 96 << 20
+TASKS_PER_WORKER = 2
 
 
 @dataclass
@@ -54,7 +57,9 @@ class IngestReport:
     outcomes: list[FileOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # seconds spent: "prepare" (hash, export, probe), "load" (read or map the files and land
-    # them), "analysis" (the stored results: rank-local ones not computed by workers, the job's)
+    # them), "analysis" (the stored results: rank-local ones not computed by workers, the job's),
+    # of which "analysis_rank" (the rank-local step, or reading the workers' results) and
+    # "analysis_job" (the job step)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def by_status(self, status: str) -> list[FileOutcome]:
@@ -87,24 +92,6 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candid
         else:
             candidates.append(Candidate(path, path, module))
     return candidates
-
-
-def _prepare(cand: Candidate, db: Path, hasher: ThreadPoolExecutor) -> None:
-    """Hash, export and probe one file (runs in worker threads: no workspace access).
-
-    An export is cached under its report's hash, so a report is hashed first; an SQLite
-    file is hashed on the hasher thread while it is probed.
-    """
-    if cand.path.suffix.lower() in NSYS_REPORT_SUFFIXES:
-        cand.sha256 = sha256_of(cand.path)
-        cand.readable = export_nsys_report(cand.path, db, cand.sha256)
-        cand.probe = cand.source.probe(cand.readable)
-        return
-    digest = hasher.submit(sha256_of, cand.path)
-    try:
-        cand.probe = cand.source.probe(cand.readable)
-    finally:
-        cand.sha256 = digest.result()
 
 
 def ingest(
@@ -280,14 +267,15 @@ def _ingest(
         if rules is not None:
             classify.store_user_rules(con, rules)
         ready = _dedupe(con, candidates, replace, report)
+        nsys_recipe.attach(con, ready)  # recipe outputs of these reports: read beside their ranks
         _refuse_mixed_formats(con, ready)
         _number_ranks(con, ready, report)
+        nsys_recipe.resolve(ready)
         to_load = [c for c in ready if c.file_id is not None]
         precomputed: dict[int, dict[str, Path]] = {}
-        landed: list[Path] = []
         started = time.perf_counter()
         if executor is not None:
-            precomputed, landed = _map_and_land(con, executor, to_load, db, report, progress)
+            precomputed = _map_and_land(con, executor, to_load, db, report, progress)
         else:
             _load_here(con, to_load, report, progress)
         report.seconds["load"] = time.perf_counter() - started
@@ -295,10 +283,7 @@ def _ingest(
         if report.by_status("ok"):
             _post_ingest(con, report, analysis_progress, precomputed)
         report.seconds["analysis"] = time.perf_counter() - started
-        for entry in landed:  # the workspace holds their rows and results now
-            rank_store.remove_entry(entry)
-        if executor is not None:
-            rank_store.remove_if_empty(rank_store.store_dir(db))
+        rank_store.remove_store(rank_store.store_dir(db))  # the workspace holds what it held
     finally:
         con.close()
     report.outcomes.sort(key=lambda o: natural_key(o.path))
@@ -317,12 +302,7 @@ def _prepare_all(
             if isinstance(result, WorkerDied):
                 errors[i] = result.message
                 return
-            cand = candidates[i]
-            cand.sha256, cand.readable, cand.probe = (
-                result.sha256,
-                Path(result.readable or cand.path),
-                result.probe,
-            )
+            _take(candidates[i], result)
             errors[i] = result.error
 
         executor.run(
@@ -366,7 +346,7 @@ def _load_here(
     """Load the files one after another in this process (one transaction each)."""
     if to_load and all(getattr(c.source, "PARSES_IN_OWN_THREADS", False) for c in to_load):
         # the sources' parsers keep the cores busy; a second worker thread of this connection
-        # only spins and contends with them (16 Kineto files: 8.7 s -> 7.7 s on 2 cores)
+        # only spins and contends with them
         con.execute("SET threads = 1")
     for done, cand in enumerate(to_load, 1):
         if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):
@@ -384,13 +364,14 @@ def _map_and_land(
     db: Path,
     report: IngestReport,
     progress: Callable[[FileOutcome, int, int], None] | None,
-) -> tuple[dict[int, dict[str, Path]], list[Path]]:
-    """Map the files on the executor's workers into the rank store; land each in the workspace
-    (one transaction) as it comes back. Returns the workers' rank-local results per rank, and
-    the entries landed (removed once the analysis has read them).
+) -> dict[int, dict[str, Path]]:
+    """Map batches of files on the executor's workers into the rank store; land each batch in
+    the workspace (one transaction) as it comes back. Returns the workers' rank-local results
+    per rank (read by the analysis; the store is removed after it).
 
-    An entry left complete by an earlier, killed ingest of the same file, numbering and
-    analysis is landed without being mapped again.
+    A batch whose worker died twice, or that failed as a whole, is mapped again one file per
+    task, so only the file at fault fails. An entry left complete by an earlier, killed ingest
+    of the same batch, numbering and analysis is landed without being mapped again.
     """
     store = rank_store.store_dir(db)
     rank_store.clear_partials(store)
@@ -399,59 +380,84 @@ def _map_and_land(
     stamp = hashlib.sha256(
         f"{analysis.layer_hash()}|{settings}|{classify.BUILTIN_RULES.read_bytes().hex()}".encode()
     ).hexdigest()
-    by_entry: dict[str, Candidate] = {}
-    specs: list[MapSpec] = []
-    reused: list[tuple[MapSpec, Mapped]] = []
-    for cand in to_load:
-        key = rank_store.entry_key(cand.sha256, cand.ranks, cand.rank_sources, cand.job_ranks, stamp)
-        spec = MapSpec(
-            str(cand.path), str(cand.readable), _source_name(cand), cand.file_id,
-            cand.ranks, cand.rank_sources, cand.job_ranks, cand.probe, settings, str(store / key),
-        )  # fmt: skip
-        by_entry[spec.entry] = cand
-        manifest = rank_store.read_manifest(Path(spec.entry))
-        if manifest is not None:
-            reused.append((spec, Mapped(spec.entry, manifest["counts"], manifest["warnings"],
-                                        manifest["skipped"], manifest["stamp"])))  # fmt: skip
-        else:
-            specs.append(spec)
+    cands: dict[str, list[Candidate]] = {}  # entry -> its files
+
+    def batch_of(files: list[Candidate]) -> MapBatch:
+        keys = [rank_store.file_key(c.sha256, c.ranks, c.rank_sources, c.job_ranks, stamp) for c in files]
+        entry = str(store / rank_store.entry_key(keys))
+        cands[entry] = files
+        specs = [MapSpec(str(c.path), str(c.readable), _source_name(c), c.file_id, c.ranks,
+                         c.rank_sources, c.job_ranks, c.probe) for c in files]  # fmt: skip
+        return MapBatch(specs, settings, entry)
+
     precomputed: dict[int, dict[str, Path]] = {}
     stamps: dict[int, str] = {}
-    landed: list[Path] = []
+    again: list[Candidate] = []
 
-    def land(spec: MapSpec, result: Mapped | WorkerDied) -> None:
-        cand = by_entry[spec.entry]
+    def land(batch: MapBatch, result: BatchMapped | WorkerDied) -> None:
+        files = cands[batch.entry]
         if isinstance(result, WorkerDied) or result.error:
+            if len(files) > 1:
+                again.extend(files)
+                return
             message = result.message if isinstance(result, WorkerDied) else result.error
-            outcome = FileOutcome(cand.path, "failed", message)
+            outcomes = [FileOutcome(files[0].path, "failed", message)]
         else:
-            outcome = land_entry(con, cand, Path(spec.entry), result)
-            if outcome.status == "ok":
-                landed.append(Path(spec.entry))
-                parts = rank_store.tables(Path(spec.entry), "results")
-                for rank in cand.ranks.values():
-                    precomputed[rank], stamps[rank] = parts, result.stamp
-        report.outcomes.append(outcome)
-        if progress:
-            progress(outcome, len(report.outcomes), len(to_load))
+            outcomes = land_batch(con, list(zip(files, result.files)), Path(batch.entry))
+            parts = rank_store.tables(Path(batch.entry), "results")
+            for cand, outcome in zip(files, outcomes):
+                if outcome.status == "ok":
+                    for rank in cand.ranks.values():
+                        precomputed[rank], stamps[rank] = parts, result.stamp
+        for outcome in outcomes:
+            report.outcomes.append(outcome)
+            if progress:
+                progress(outcome, len(report.outcomes), len(to_load))
 
-    for spec, result in reused:
-        land(spec, result)
-    executor.run(map_file, specs, land)
+    todo = []
+    for batch in map(batch_of, _batches(to_load, executor.workers)):
+        manifest = rank_store.read_manifest(Path(batch.entry))
+        if manifest is not None:
+            land(batch, BatchMapped.from_manifest(batch.entry, manifest))
+        else:
+            todo.append(batch)
+    executor.run(map_batch, todo, land)
+    if again:  # the files of batches that failed as a whole, one per task
+        executor.run(map_batch, [batch_of([c]) for c in again], land)
     classify.classify_kernels(con)  # the workers classified every kernel; this stamps the rules
     current = analysis.global_stamp(con)
-    return {r: parts for r, parts in precomputed.items() if stamps[r] == current}, landed
+    return {r: parts for r, parts in precomputed.items() if stamps[r] == current}
+
+
+def _batches(cands: list[Candidate], workers: int) -> list[list[Candidate]]:
+    """Consecutive files grouped into tasks: at least TASKS_PER_WORKER per worker (so a slow
+    task does not leave the others idle at the end) and at most BATCH_BYTES of input each (a
+    worker holds its batch in memory); a larger file is a task alone."""
+    sizes = [nsys_recipe.input_size(c.readable) or 0 for c in cands]
+    per_task = -(-len(cands) // (workers * TASKS_PER_WORKER)) if cands else 1
+    out: list[list[Candidate]] = []
+    total = 0
+    for cand, size in zip(cands, sizes):
+        if out and len(out[-1]) < per_task and total + size <= BATCH_BYTES:
+            out[-1].append(cand)
+            total += size
+        else:
+            out.append([cand])
+            total = size
+    return out
 
 
 def _prepare_one(cand: Candidate, db: Path, hasher: ThreadPoolExecutor) -> str | None:
-    """_prepare, with a bad file turned into its one-line reason."""
-    try:
-        _prepare(cand, db, hasher)
-        return None
-    except BadInput as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"unreadable ({exc.strerror or exc})"
+    """rank_task.prepare in this process (the file hashed on `hasher` while it is probed);
+    the one-line reason when the file cannot be used."""
+    result = prepare(str(cand.path), _source_name(cand), str(db), hasher)
+    _take(cand, result)
+    return result.error
+
+
+def _take(cand: Candidate, result: Prepared) -> None:
+    if result.error is None:
+        cand.sha256, cand.readable, cand.probe = result.sha256, Path(result.readable), result.probe
 
 
 def _drop_failed(cands: list[Candidate], errors: list[str | None], report: IngestReport) -> None:
@@ -503,10 +509,9 @@ def _refuse_mixed_formats(con: duckdb.DuckDBPyConnection, ready: list[Candidate]
         ).fetchall()
     }
     if len(formats) > 1:
-        raise UserError(
-            f"these traces mix formats ({', '.join(sorted(formats))}) for the ranks of one job; "
-            "ingest each profiler's traces into its own workspace (--db)"
-        )
+        advice = nsys_recipe.unmatched_hint(ready) or "ingest each profiler's traces into its own workspace"
+        mixed = ", ".join(sorted(formats))
+        raise UserError(f"these traces mix formats ({mixed}) for the ranks of one job; {advice} (--db)")
 
 
 def _number_ranks(con: duckdb.DuckDBPyConnection, ready: list[Candidate], report: IngestReport) -> None:
@@ -536,4 +541,6 @@ def _post_ingest(
     collectives)."""
     # DCGM samples belong to a host and GPU; the ranks on them may come in any file, any ingest
     report.notes.extend(registry.module("dcgm").match_ranks(con))
-    report.notes.extend(analysis.refresh(con, progress=progress, precomputed=precomputed))
+    steps: dict[str, float] = {}
+    report.notes.extend(analysis.refresh(con, progress=progress, precomputed=precomputed, seconds=steps))
+    report.seconds.update({f"analysis_{step}": s for step, s in steps.items()})

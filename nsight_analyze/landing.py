@@ -1,6 +1,7 @@
-"""One file's rows into the workspace, in one transaction: read by its source in this process
-(`load_one`) or from the rank store a worker filled (`land_entry`). A file that fails leaves
-nothing behind; `delete_file` removes what a file owns when it is replaced.
+"""Files' rows into the workspace, in one transaction: one file read by its source in this
+process (`load_one`), or a batch of files from the rank-store entry a worker filled
+(`land_batch`). A file that fails leaves nothing behind; `delete_file` removes what a file owns
+when it is replaced.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import classify, rank_store
+from . import classify, rank_store, schema
 from .discovery import Candidate
 from .rank_task import Mapped, insert_ranks
 from .sources import nsys_recipe
@@ -64,67 +65,56 @@ def load_one(con: duckdb.DuckDBPyConnection, cand: Candidate) -> FileOutcome:
     )
 
 
-# What a file owns, keyed by its ranks or by its file_id (schema.sql and schema_*.sql).
-RANK_TABLES = (
-    "kernels",
-    "memops",
-    "cuda_api",
-    "sync",
-    "nvtx",
-    "gpu_metrics",
-    "threads",
-    "gpus",
-    "kineto_collectives",
-    "kineto_gpu_annotations",
-    "kineto_process_groups",
-    "memory_usage",
-    "kineto_profiler_ranges",
-    "recipe_nvtx_gpu_proj",
-)
-FILE_TABLES = (
-    "env",
-    "ncu_kernels",
-    "ncu_metrics",
-    "ncu_peaks",
-    "recipe_outputs",
-    "gpu_metrics",
-    "ranks",
-    "files",
-)  # fmt: skip  (gpu_metrics: DCGM rows have a file but no rank)
-
-
 def delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
+    """Every row a file owns: its ranks' rows, and its own (schema.owned_by)."""
     ranks = [r[0] for r in con.execute("SELECT rank FROM ranks WHERE file_id = ?", [file_id]).fetchall()]
     if ranks:
-        for table in RANK_TABLES:
+        for table in schema.owned_by(con, "rank"):
             # DCGM samples matched to these ranks belong to their own file (match_ranks re-matches them)
             own = " AND source IS DISTINCT FROM 'dcgm'" if table == "gpu_metrics" else ""
+            if table == "recipe_nvtx_gpu_proj":  # a recipe output read beside reports owns its rows
+                own = f" AND file_id = {int(file_id)}"
             con.execute(f"DELETE FROM {table} WHERE rank IN (SELECT unnest(?::INTEGER[])){own}", [ranks])
-    for table in FILE_TABLES:
+    for table in [*schema.owned_by(con, "file_id"), "files"]:
         con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
 
 
-def land_entry(con: duckdb.DuckDBPyConnection, cand: Candidate, entry: Path, mapped: Mapped) -> FileOutcome:
-    """One file's rank-store entry into the workspace, in one transaction."""
+def land_batch(
+    con: duckdb.DuckDBPyConnection, files: list[tuple[Candidate, Mapped]], entry: Path
+) -> list[FileOutcome]:
+    """A batch's rank-store entry into the workspace, in one transaction: the files the worker
+    loaded land together; the ones it could not load are reported failed with its reason."""
+    good = [(cand, m) for cand, m in files if m.error is None]
+    failed = [FileOutcome(cand.path, "failed", m.error) for cand, m in files if m.error is not None]
+    if not good:
+        return failed
     con.execute("BEGIN TRANSACTION")
     try:
-        for fid in cand.replaces:
-            delete_file(con, fid)
-        rank_store.insert_canonical(con, entry, cand.file_id)
-        insert_file_row(con, cand, mapped.warnings, mapped.skipped)
+        for cand, _ in good:
+            for fid in cand.replaces:
+                delete_file(con, fid)
+        rank_store.insert_canonical(con, entry, {m.file_id: cand.file_id for cand, m in good})
+        for cand, m in good:
+            insert_file_row(con, cand, m.warnings, m.skipped)
         con.execute("COMMIT")
     except duckdb.Error as exc:
         con.execute("ROLLBACK")
-        return FileOutcome(
-            cand.path, "failed", f"its worker's results could not be read ({str(exc).splitlines()[0]})"
-        )
+        reason = f"its worker's results could not be read ({str(exc).splitlines()[0]})"
+        return failed + [FileOutcome(cand.path, "failed", reason) for cand, _ in good]
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    warn = f"{len(mapped.warnings)} warning(s)" if mapped.warnings else ""
-    return FileOutcome(
-        cand.path, "ok", warn, cand.file_id, sorted(cand.ranks.values()), mapped.counts, mapped.seconds
-    )
+    return failed + [
+        FileOutcome(
+            cand.path,
+            "ok",
+            f"{len(m.warnings)} warning(s)" if m.warnings else "",
+            cand.file_id,
+            sorted(cand.ranks.values()),
+            m.counts,
+        )
+        for cand, m in good
+    ]
 
 
 def insert_file_row(

@@ -96,9 +96,8 @@ def _peaks(
     return peaks
 
 
-_HFU_SQL = """
-WITH w AS (SELECT rank, step, start_ns, end_ns FROM _hfu_windows),
-k AS (
+# per window: the kernels, their time and what the counters counted (FLOPs joined per kernel)
+_HFU_AGG_SCAN = """k AS (
     SELECT rank, start_ns, duration_ns, flops, tensor_flops, coalesce(category = 'comms', false) AS is_comms
     FROM {kernels}
 ),
@@ -112,7 +111,20 @@ agg AS (
         sum(k.tensor_flops) AS tensor_flops
     FROM w LEFT JOIN k ON k.rank = w.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns
     GROUP BY ALL
-),
+)"""
+
+# no counter data, `steps` windows: the stored kernel totals (hfu_window_kernels), nothing counted
+_HFU_AGG_STORED = """agg AS (SELECT w.rank, w.step, w.start_ns, w.end_ns, coalesce(h.kernels, 0) AS kernels,
+    0::BIGINT AS kernels_counted, coalesce(h.kernel_ns, 0::HUGEINT) AS kernel_ns, 0::HUGEINT AS counted_ns,
+    NULL::DOUBLE AS counted_flops, NULL::DOUBLE AS tensor_flops FROM w LEFT JOIN hfu_window_kernels h
+    ON h.rank = w.rank AND h.step IS NOT DISTINCT FROM w.step AND h.start_ns = w.start_ns)"""
+
+_WINDOWS_NOT_STORED = """SELECT count(*) FROM _hfu_windows w ANTI JOIN hfu_window_kernels h ON h.rank = w.rank
+    AND h.step IS NOT DISTINCT FROM w.step AND h.start_ns = w.start_ns AND h.end_ns = w.end_ns"""
+
+_HFU_SQL = """
+WITH w AS (SELECT rank, step, start_ns, end_ns FROM _hfu_windows),
+{agg},
 gm AS (
     SELECT w.rank, w.step,
         avg(g.value) FILTER (WHERE g.metric_name ILIKE 'Tensor Active%') AS tensor_active_pct,
@@ -195,8 +207,11 @@ def hfu_table(
     peaks = _peaks(con, peaks, peak_tflops, precision, gpu)
     con.register("_hfu_windows", wins)
     con.register("_hfu_peaks", peaks[["rank", "peak_flops", "source", "clock_ref_mhz"]])
-    try:
-        return con.execute(_HFU_SQL.format(kernels=_kernel_source(con))).df()
+    try:  # the stored totals only when nothing was counted and every window is a stored one
+        stored = not any(_counter_kernels(con)) and _exists(con, "hfu_window_kernels")
+        stored = stored and not con.execute(_WINDOWS_NOT_STORED).fetchone()[0]
+        agg = _HFU_AGG_STORED if stored else _HFU_AGG_SCAN.format(kernels=_kernel_source(con))
+        return con.execute(_HFU_SQL.format(agg=agg)).df()
     finally:
         con.unregister("_hfu_windows")
         con.unregister("_hfu_peaks")
@@ -268,8 +283,10 @@ def hfu_mfu_summary(
     window_df: pd.DataFrame | None = None,
     steps_in_window: int | None = None,
     gpu: str | None = None,
+    detail: bool = True,
 ) -> dict[str, Any]:
     """MFU and HFU overall and per step, their ratio and the reasons for the gap (for summary/report).
+    `detail=False` leaves per_step and per_rank empty (callers that read only the totals).
 
     Without a model description MFU is None and only HFU is reported; without a known peak
     (see `gpus`; `gpu` states the model) both are None. Never raises for missing data (only
@@ -302,7 +319,7 @@ def hfu_mfu_summary(
     kernel_ns = float(stepped["kernel_ns"].sum())
     coverage = 100.0 * float(stepped["counted_ns"].sum()) / kernel_ns if kernel_ns > 0 else None
     per_step = []
-    if df["step"].notna().any():
+    if detail and df["step"].notna().any():
         grouped = df[df["step"].notna()].groupby("step", sort=True)
         for step, g in grouped:
             per_step.append(
@@ -320,7 +337,7 @@ def hfu_mfu_summary(
                 }
             )
     per_rank = []
-    for rank, g in stepped.groupby("rank", sort=True):
+    for rank, g in stepped.groupby("rank", sort=True) if detail else ():
         kns = float(g["kernel_ns"].sum())
         per_rank.append(
             {
@@ -576,4 +593,13 @@ def dcgm_summary(
             )
         if out["hfu_estimate"] is None:
             lines.append(f"DCGM HFU figures are {DCGM_ESTIMATE}")
+    blind = con.execute(  # GPUs sampled without the tensor-pipe field: said, not left out silently
+        """SELECT count(*), list(DISTINCT h ORDER BY h) FROM (SELECT coalesce(host, 'host?') AS h
+           FROM gpu_metrics WHERE source = 'dcgm' GROUP BY host, gpu_id, gpu_uuid, gpu_instance
+           HAVING count(*) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') = 0)"""
+    ).fetchone()
+    if blind[0]:
+        lines.append(f"DCGM: {blind[0]} GPU(s) on {', '.join(blind[1][:4])} were sampled without "
+                     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: no HFU estimate for them (add the DCGM_FI_PROF_* "
+                     "fields to dcgm-exporter's counters)")  # fmt: skip
     return out

@@ -1,16 +1,19 @@
-"""The rank store: each file's canonical rows and rank-local results as Parquet, beside the workspace.
+"""The rank store: batches of files' canonical rows and rank-local results as Parquet, beside the
+workspace.
 
 Why: a worker process (local or on a Dask cluster) reads one file and computes its rank-local
 results without touching the workspace, which only one process may write. It leaves them here,
-`NAME.ranks/<key>/` beside `NAME.duckdb`, and the client moves them into the workspace one file
-per transaction. An entry is written under a temporary name and renamed when complete, so a
-partial entry is never read; an entry whose file has landed is removed (the workspace holds the
-rows), so what remains after a killed client is exactly the work a rerun can reuse.
+one entry per task (a batch of files), `NAME.ranks/<key>/` beside `NAME.duckdb`, and the client
+moves them into the workspace one entry per transaction. An entry is written under a temporary
+name and renamed when complete, so a partial entry is never read; the store is removed when the
+ingest completes (the workspace holds the rows), so what remains after a killed client is the
+work a rerun of the same files can reuse.
 
 Layout of an entry:
-    manifest.json               what the task read and computed (counts, warnings, stamp)
-    canonical/<table>.parquet   the file's rows of each canonical table (zstd)
-    results/<table>.parquet     the file's ranks' rank-local results (zstd)
+    manifest.json               what the task read and computed (per file: counts, warnings,
+                                error; the analysis stamp)
+    canonical/<table>.parquet   the batch's rows of each canonical table (zstd)
+    results/<table>.parquet     the batch's ranks' rank-local results (zstd)
 """
 
 from __future__ import annotations
@@ -32,11 +35,16 @@ def store_dir(db: Path) -> Path:
     return db.with_name(f"{db.stem}.ranks")
 
 
-def entry_key(sha256: str, ranks: dict, rank_sources: dict, job_ranks: dict, stamp: str) -> str:
-    """What an entry's content depends on: the file, the rank numbers it was given and the
-    analysis it was computed with. The file_id is not part of it: it is set when the entry lands."""
+def file_key(sha256: str, ranks: dict, rank_sources: dict, job_ranks: dict, stamp: str) -> str:
+    """What a file's share of an entry depends on: the file, the rank numbers it was given and
+    the analysis it was computed with. Its file_id is not part of it: it is set when it lands."""
     numbering = json.dumps([sorted(ranks.items()), sorted(rank_sources.items()), sorted(job_ranks.items())])
     return hashlib.sha256(f"{sha256}|{numbering}|{stamp}".encode()).hexdigest()[:24]
+
+
+def entry_key(file_keys: list[str]) -> str:
+    """An entry's name: the keys of the files it holds, in order."""
+    return hashlib.sha256("|".join(file_keys).encode()).hexdigest()[:24]
 
 
 def _quote(path: Path) -> str:
@@ -77,26 +85,26 @@ def tables(entry: Path, kind: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted((entry / kind).glob("*.parquet"))}
 
 
-def insert_canonical(con: duckdb.DuckDBPyConnection, entry: Path, file_id: int) -> None:
+def insert_canonical(con: duckdb.DuckDBPyConnection, entry: Path, file_ids: dict[int, int]) -> None:
     """Append an entry's canonical rows to the workspace's tables (inside the caller's
-    transaction), under the file_id the client gave the file."""
+    transaction), each file's rows under the file_id the client gives it now ({the task's
+    file_id: the client's}; they differ when an earlier, killed ingest left the entry)."""
+    moved = {int(a): int(b) for a, b in file_ids.items() if a != b}
+    renumber = (
+        "* REPLACE (CASE file_id " + " ".join(f"WHEN {a} THEN {b}" for a, b in moved.items())
+        + " ELSE file_id END AS file_id)"
+    )  # fmt: skip
     for table, path in tables(entry, "canonical").items():
         columns = {
             r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_quote(path)})").fetchall()
         }
-        select = f"* REPLACE ({int(file_id)} AS file_id)" if "file_id" in columns else "*"
+        select = renumber if moved and "file_id" in columns else "*"
         con.execute(f'INSERT INTO "{table}" BY NAME SELECT {select} FROM read_parquet({_quote(path)})')
 
 
-def remove_entry(entry: Path) -> None:
-    shutil.rmtree(entry, ignore_errors=True)
-
-
-def remove_if_empty(store: Path) -> None:
-    try:
-        store.rmdir()
-    except OSError:  # entries a rerun can reuse (or not there)
-        pass
+def remove_store(store: Path) -> None:
+    """The whole store, once an ingest has landed what it could (what is left is of no use)."""
+    shutil.rmtree(store, ignore_errors=True)
 
 
 def clear_partials(store: Path) -> None:

@@ -1,5 +1,5 @@
-"""What a worker does with one file: prepare it (hash, export, probe), then map it (canonical
-rows and rank-local results into the rank store).
+"""What a worker does: prepare a file (hash, export, probe), then map a batch of files (canonical
+rows and rank-local results into one rank-store entry).
 
 Both tasks are plain functions of picklable arguments, so they run alike in this process, in a
 local worker process (`ingest --jobs N`) or on a Dask worker (`ingest --dask ADDRESS`). They
@@ -14,12 +14,13 @@ import os
 import socket
 import subprocess
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from . import analysis, classify, rank_store
+from . import analysis, classify, rank_store, schema
 from .duck import OFFLINE_CONFIG, bound_memory, offline
 from .errors import UserError
 from .sources import registry
@@ -84,16 +85,30 @@ def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
     return out
 
 
-def prepare(path: str, source: str, db: str) -> Prepared:
-    """Hash, export (.nsys-rep through the nsys CLI, into the cache beside the workspace) and probe."""
+def prepare(path: str, source: str, db: str, hasher: Executor | None = None) -> Prepared:
+    """Hash, export (.nsys-rep through the nsys CLI, into the cache beside the workspace) and probe.
+
+    A report is hashed first (its export is cached under that hash); another file is hashed
+    on `hasher`'s thread, when given, while it is probed. Without a hasher this runs on a
+    worker, and a missing file means the worker does not see the client's files.
+    """
     p = Path(path)
     try:
-        sha = sha256_of(p)
-        readable = export_nsys_report(p, Path(db), sha) if p.suffix.lower() in NSYS_REPORT_SUFFIXES else p
-        return Prepared(sha, str(readable), registry.module(source).probe(readable))
+        if p.suffix.lower() in NSYS_REPORT_SUFFIXES:
+            sha = sha256_of(p)
+            readable = export_nsys_report(p, Path(db), sha)
+            return Prepared(sha, str(readable), registry.module(source).probe(readable))
+        digest = hasher.submit(sha256_of, p) if hasher is not None else None
+        try:
+            probe = registry.module(source).probe(p)
+        finally:
+            sha = digest.result() if digest is not None else sha256_of(p)
+        return Prepared(sha, str(p), probe)
     except BadInput as exc:
         return Prepared(error=str(exc))
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
+        if hasher is not None:
+            return Prepared(error=f"unreadable ({exc.strerror or exc})")
         return Prepared(error=_unseen(p))
     except OSError as exc:
         return Prepared(error=f"unreadable ({exc.strerror or exc})")
@@ -108,7 +123,7 @@ def _unseen(path: Path) -> str:
 
 @dataclass
 class MapSpec:
-    """Everything a worker needs to map one file; the client numbered its ranks."""
+    """One file of a batch: what a worker needs to map it; the client numbered its ranks."""
 
     path: str
     readable: str
@@ -118,6 +133,18 @@ class MapSpec:
     rank_sources: dict[int, str]
     job_ranks: dict[int, int]
     probe: Probe
+
+
+@dataclass
+class MapBatch:
+    """Files one task maps together into one rank-store entry.
+
+    Why a batch: the rank-local step is about a hundred statements and an entry some forty
+    Parquet files, whatever the size of the input; run once per file they cost more than the
+    mapping of a small file (benchmarks/bench_scale.py), run once per batch they are shared.
+    """
+
+    files: list[MapSpec]
     settings: list[tuple]  # the workspace's settings rows (step pattern, user rules, ...)
     entry: str  # the rank-store folder to write
     crash: str = field(default_factory=lambda: os.environ.get(CRASH_ENV, ""))  # tests only (CRASH_ENV)
@@ -125,58 +152,95 @@ class MapSpec:
 
 @dataclass
 class Mapped:
-    entry: str
+    """One file's outcome in a batch (its rows are in the batch's entry unless `error`)."""
+
+    path: str
+    file_id: int
     counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class BatchMapped:
+    """What a task hands back; `error` fails the whole batch (the client retries its files alone)."""
+
+    entry: str
+    files: list[Mapped] = field(default_factory=list)
     stamp: str = ""
     seconds: float = 0.0
     error: str | None = None
 
+    def manifest(self) -> dict:
+        return {"stamp": self.stamp, "seconds": self.seconds, "files": [vars(m) for m in self.files]}
 
-def map_file(spec: MapSpec) -> Mapped:
-    """Load one file into a private in-memory database, classify its kernels, compute its
-    rank-local results and write both to the rank store (rank_store.write_entry)."""
+    @classmethod
+    def from_manifest(cls, entry: str, manifest: dict) -> BatchMapped:
+        files = [Mapped(**m) for m in manifest["files"]]
+        return cls(entry, files, manifest["stamp"], manifest.get("seconds", 0.0))
+
+
+def map_batch(batch: MapBatch) -> BatchMapped:
+    """Load a batch of files into a private in-memory database (one transaction each, so a bad
+    file is rolled back alone), classify their kernels, compute their ranks' rank-local results
+    and write both to one rank-store entry (rank_store.write_entry)."""
     started = time.perf_counter()
-    _maybe_crash(spec.path, spec.crash)
     con = _fresh_database()
     made: analysis.Made = []
+    out = BatchMapped(batch.entry)
     try:
         from .workspace import settings_as_variables
 
-        if spec.settings:
-            con.executemany("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", spec.settings)
+        if batch.settings:
+            con.executemany("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", batch.settings)
         settings_as_variables(con)
-        canonical = _main_tables(con)
-        source = registry.module(spec.source)
-        try:
-            result = source.load(con, Path(spec.readable), spec.file_id, spec.ranks, spec.probe)
-        finally:
-            if hasattr(source, "release"):
-                source.release(con)
-        insert_ranks(con, spec.file_id, spec.probe, spec.ranks, spec.rank_sources, spec.job_ranks)
+        canonical = schema.canonical_tables()
+        for spec in batch.files:
+            _maybe_crash(spec.path, batch.crash)
+            out.files.append(_load(con, spec))
         classify.classify_kernels(con)
-        stamp = analysis.global_stamp(con)
-        made = analysis.rank_local_step(con) if spec.ranks else []
+        out.stamp = analysis.global_stamp(con)
+        loaded = any(m.error is None and spec.ranks for m, spec in zip(out.files, batch.files))
+        made = analysis.rank_local_step(con) if loaded else []
         filled = [t for t in canonical if con.execute(f'SELECT count(*) FROM main."{t}"').fetchone()[0]]
-        mapped = Mapped(spec.entry, result.counts, result.warnings, result.skipped, stamp)
-        rank_store.write_entry(
-            con,
-            Path(spec.entry),
-            filled,
-            analysis.rank_results() if made else [],
-            {"path": spec.path, "counts": result.counts, "warnings": result.warnings,
-             "skipped": result.skipped, "stamp": stamp},
-        )  # fmt: skip
-        mapped.seconds = time.perf_counter() - started
-        return mapped
+        out.seconds = time.perf_counter() - started
+        rank_store.write_entry(con, Path(batch.entry), filled, analysis.rank_results() if made else [],
+                               out.manifest())  # fmt: skip
+        return out
     except (BadInput, duckdb.Error, UserError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return Mapped(spec.entry, error=message, seconds=time.perf_counter() - started)
-    except FileNotFoundError:
-        return Mapped(spec.entry, error=_unseen(Path(spec.readable)), seconds=time.perf_counter() - started)
+        out.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return out
+    except FileNotFoundError as exc:
+        out.error = _unseen(Path(exc.filename or batch.entry))
+        return out
     finally:
+        out.seconds = time.perf_counter() - started
         _release_database(con, made)
+
+
+def _load(con: duckdb.DuckDBPyConnection, spec: MapSpec) -> Mapped:
+    """One file's canonical rows and `ranks` rows, in one transaction."""
+    source = registry.module(spec.source)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = source.load(con, Path(spec.readable), spec.file_id, spec.ranks, spec.probe)
+        insert_ranks(con, spec.file_id, spec.probe, spec.ranks, spec.rank_sources, spec.job_ranks)
+        con.execute("COMMIT")
+    except (BadInput, duckdb.Error, UserError) as exc:
+        con.execute("ROLLBACK")
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return Mapped(spec.path, spec.file_id, error=message)
+    except FileNotFoundError:
+        con.execute("ROLLBACK")
+        return Mapped(spec.path, spec.file_id, error=_unseen(Path(spec.readable)))
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        if hasattr(source, "release"):
+            source.release(con)
+    return Mapped(spec.path, spec.file_id, result.counts, result.warnings, result.skipped)
 
 
 _database: duckdb.DuckDBPyConnection | None = None  # this worker process's, reused across its tasks
@@ -212,21 +276,12 @@ def _release_database(con: duckdb.DuckDBPyConnection, made: analysis.Made) -> No
             col = "view_name" if kind == "VIEW" else "table_name"
             for (name,) in con.execute(f"SELECT {col} FROM {listing} temporary").fetchall():
                 con.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')  # what a source left
-        for table in [*_main_tables(con), "settings"]:
+        for table in [*schema.canonical_tables(), "settings"]:
             con.execute(f'DELETE FROM main."{table}"')
         con.execute("DELETE FROM meta WHERE key = 'classified_with'")
     except duckdb.Error:
         con.close()
         _database = None
-
-
-def _main_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The canonical tables a file's rows go to (not the workspace's own bookkeeping)."""
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE NOT temporary AND schema_name = 'main' "
-        "AND table_name NOT IN ('meta', 'settings', 'files') ORDER BY table_name"
-    ).fetchall()
-    return [r[0] for r in rows]
 
 
 def insert_ranks(

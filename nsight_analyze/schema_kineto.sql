@@ -49,7 +49,10 @@ CREATE TABLE IF NOT EXISTS kineto_gpu_annotations (
 -- CUPTI range-profiler results (Kineto cat `cuda_profiler_range`, recorded with
 -- experimental_config profiler_metrics and profiler_measure_per_kernel=True): one row per
 -- profiled kernel with its FLOP counters (smsp__sass_thread_inst_executed_op_<op>_pred_on.sum,
--- thread instructions; NULL when the trace did not record that metric). range_id is the range's
+-- thread instructions: `kineto__cuda_core_flops`), its DRAM bytes (dram__bytes.sum,
+-- dram__bytes_read.sum, dram__bytes_write.sum) and tensor-pipe instructions
+-- (sm__inst_executed_pipe_tensor.sum: `kineto__tensor_core_insts`); NULL when the trace did not
+-- record that metric. range_id is the range's
 -- 0-based position in the file (time order). The range profiler replays and serialises kernels,
 -- so start_ns/end_ns are not the kernel's unperturbed time: queries/kernel_flops.sql turns the
 -- counters into FLOPs and queries/cupti_range_joins.sql places them on the rank's kernels
@@ -62,8 +65,14 @@ CREATE TABLE IF NOT EXISTS kineto_profiler_ranges (
     end_ns    BIGINT,
     dadd BIGINT, dmul BIGINT, dfma BIGINT,
     fadd BIGINT, fmul BIGINT, ffma BIGINT,
-    hadd BIGINT, hmul BIGINT, hfma BIGINT
+    hadd BIGINT, hmul BIGINT, hfma BIGINT,
+    dram_bytes BIGINT, dram_read BIGINT, dram_write BIGINT, tensor_inst BIGINT
 );
+-- Columns added after the first release (a workspace made before gets them here).
+ALTER TABLE kineto_profiler_ranges ADD COLUMN IF NOT EXISTS dram_bytes BIGINT;
+ALTER TABLE kineto_profiler_ranges ADD COLUMN IF NOT EXISTS dram_read BIGINT;
+ALTER TABLE kineto_profiler_ranges ADD COLUMN IF NOT EXISTS dram_write BIGINT;
+ALTER TABLE kineto_profiler_ranges ADD COLUMN IF NOT EXISTS tensor_inst BIGINT;
 
 -- One row per process group the rank's trace lists in `distributedInfo.pg_config` (PyTorch's
 -- c10d process groups, newer PyTorch): which global ranks communicate together. Process-group
@@ -78,4 +87,20 @@ CREATE TABLE IF NOT EXISTS kineto_process_groups (
     pg_size         INTEGER,     -- "pg_size": ranks in the group
     pg_ranks        INTEGER[],   -- "ranks": global ranks of the group, NULL when not a list
     nccl_version    VARCHAR      -- distributedInfo.nccl_version (NULL when absent)
+);
+
+-- Shapes of the PyTorch ops an analysis reads (cpu_op events recorded with record_shapes=True
+-- whose name matches sources/kineto/duck_json.SHAPE_OPS: the softmax ops, whose input is the
+-- attention score matrix b x h x n x n). A kernel the op launched carries the op's "External id"
+-- and its launch (cuda_runtime, same thread) lies inside the op's span; queries/
+-- attention_scores.sql finds the op around the launch of an unfused softmax kernel.
+CREATE TABLE IF NOT EXISTS kineto_op_shapes (
+    rank         INTEGER,
+    tid          BIGINT,       -- host thread (= cuda_api.tid of the launches inside it)
+    start_ns     BIGINT,
+    end_ns       BIGINT,
+    name         VARCHAR,      -- e.g. aten::_softmax, aten::_softmax_backward_data
+    external_id  BIGINT,       -- "External id" (= that of the kernels it launched)
+    input_dims   VARCHAR,      -- "Input Dims" as JSON text, e.g. [[1,16,4096,4096],[],[]]
+    input_types  VARCHAR       -- "Input type" as JSON text, e.g. ["c10::BFloat16","Scalar","Scalar"]
 );

@@ -40,8 +40,9 @@ CREATE TABLE IF NOT EXISTS ncu_metrics (
     value_text  VARCHAR      -- the value as written, for strings and auditing
 );
 
--- Dense peaks of the GPU an ncu file was captured on (for the roofline's ridge point),
--- resolved at ingest by nsight_analyze.gpus (table, derived, or assumed from kernel names).
+-- Dense peaks of the GPU a hardware-counter file was captured on (for the roofline's ridge
+-- point): each ncu file, and each Kineto trace with CUPTI range-profiler counters (its rank's
+-- GPU); resolved at ingest by nsight_analyze.gpus (table, derived, or assumed from kernel names).
 CREATE TABLE IF NOT EXISTS ncu_peaks (
     file_id      INTEGER,
     precision    VARCHAR,    -- fp64 | fp64_tc | fp32 | tf32 | bf16 | fp16 | fp8 | int8

@@ -41,8 +41,11 @@ DISPLAY_IDLE = [  # idle (their sum) is in the first table
 
 
 def _has_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether `name` is a view or a table (a stored result such as kernel_summary is a table)."""
     row = con.execute(
-        "SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND NOT internal", [name]
+        "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name = $n AND NOT internal)"
+        " + (SELECT count(*) FROM duckdb_tables() WHERE table_name = $n)",
+        {"n": name},
     ).fetchone()
     return bool(row and row[0])
 

@@ -59,7 +59,35 @@ def scenarios(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return rows
 
 
-def whatif_json(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def empty_reason(con: duckdb.DuckDBPyConnection) -> str:
+    """Why the what-if table has no rows, from the conditions of queries/whatif.sql (docs/whatif.md).
+
+    Why: an empty replay must read as "unknown, because ...", never as "nothing to gain"."""
+
+    def one(sql: str) -> Any:
+        try:
+            return con.execute(sql).fetchone()[0]
+        except duckdb.Error:
+            return None
+
+    if one("SELECT count(*) FROM whatif") is None:
+        return "the workspace has no whatif table (re-run `nsight-analyze ingest`)"
+    if not one("SELECT count(*) FROM steps WHERE step IS NOT NULL"):
+        return "no step windows (NVTX step ranges, or --periodic-steps): the replay runs per step"
+    full = one(
+        """SELECT count(*) FROM (SELECT r.job, s.step FROM steps AS s JOIN merge_rank_clock AS r USING (rank)
+           WHERE s.step IS NOT NULL GROUP BY r.job, s.step
+           HAVING count(*) = (SELECT count(*) FROM merge_rank_clock AS q WHERE q.job = r.job))"""
+    )
+    if not full:
+        return "no step is present on every rank of the job (the replay couples all ranks)"
+    budget = one("SELECT TRY_CAST(value AS BIGINT) FROM settings WHERE key = 'whatif_max_events'")
+    if budget is not None and budget < 1:
+        return f"settings.whatif_max_events = {budget} leaves no step to replay"
+    return "unknown: the replay produced no rows although steps are present on every rank"
+
+
+def whatif_json(rows: list[dict[str, Any]], reason: str | None = None) -> dict[str, Any]:
     """The stable document of `nsight-analyze whatif --format json` (docs/whatif.md)."""
     jobs = {r["job"] for r in rows}
     out = []
@@ -76,7 +104,16 @@ def whatif_json(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if len(jobs) > 1:
             row["job"] = int(r["job"])
         out.append(row)
-    return {"scenarios": out}
+    doc: dict[str, Any] = {"scenarios": out}
+    if not out:  # unknown, never "nothing to gain": say why (docs/whatif.md)
+        doc["reason"] = reason or "unknown"
+    return doc
+
+
+def document(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """The `whatif --format json` document of a workspace; empty scenarios carry the reason."""
+    rows = scenarios(con)
+    return whatif_json(rows, None if rows else empty_reason(con))
 
 
 def attribution(con: duckdb.DuckDBPyConnection, steps: bool = False) -> list[dict[str, Any]]:
@@ -132,8 +169,3 @@ def evidence(r: dict[str, Any]) -> str | None:
             f"after the last arrival, against {d(r['median_transfer_ns'])} for the median participant"
         )
     return None
-
-
-def blamed(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """The whole-job attribution rows that name a cause."""
-    return [r for r in attribution(con) if r["cause"]]

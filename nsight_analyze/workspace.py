@@ -15,14 +15,7 @@ from . import analysis, query_layer
 from .duck import OFFLINE_CONFIG, bound_memory, offline
 from .errors import UserError, WorkspaceBusy
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
-
-SCHEMA_FILE = Path(__file__).with_name("schema.sql")
-
-
-def schema_files() -> list[Path]:
-    """schema.sql first, then the format-specific schema_*.sql files (e.g. Nsight Compute)."""
-    return [SCHEMA_FILE] + sorted(SCHEMA_FILE.parent.glob("schema_*.sql"))
-
+from .schema import schema_files  # noqa: F401 - re-exported for callers
 
 SCHEMA_VERSION = "2"
 

@@ -24,6 +24,9 @@
 -- ranges without the nccl prefix (AllReduce, KernelLaunch, ...) in the NCCL domain; the innermost
 -- range around the launch call is its KernelLaunch range (`--nccl-trace=...,kernel-launch`) or the
 -- API call's own range, either of which carries the apiId.
+-- Not verified: no searchable copy of the user guide (docs.nvidia.com/nsight-systems/UserGuide) has
+-- the "NVIDIA NCCL Trace" section or a payload schema, so the key names above are unconfirmed
+-- (docs/metrics.md "Collectives").
 -- stage: rank
 -- result: view
 -- requires: kernels, cuda_api, nvtx

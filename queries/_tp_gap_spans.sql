@@ -1,5 +1,7 @@
 -- _tp_gap_spans: the gaps of every window: maximal intervals of the window not covered by any GPU
 -- operation of the rank.
+-- Why: idle time is attributed per gap (what the host did during it), so the partition's idle
+--   segments are first joined into the gaps they belong to.
 -- Columns: rank INTEGER, step BIGINT (NULL = the whole-capture window), g0, g1 BIGINT ns (the gap
 --   [g0, g1)), at_window_end BOOLEAN (g1 is the window's end).
 -- Definition: idle segments of _tp_segments (no operation of any category), merged when

@@ -10,23 +10,14 @@
 --   (j+1)-th start, and the pair is a gap when start - end > min_gap_ms. Leading and trailing
 --   idle time are not gaps. nsys also counts its own profiler-overhead ranges as busy; those
 --   are not in the workspace, so a gap that nsys splits at such a range is listed whole here.
--- stage: live
--- requires: gpu_ops
+--   From the stored gaps (diag_gpu_idle_gaps, > 1 ms) when min_gap_ms >= 1; below that the
+--   operations are paired again (_diag_gpu_gaps).
+-- stage: job
+-- requires: diag_gpu_idle_gaps, _diag_gpu_gaps
 CREATE OR REPLACE MACRO diag_gpu_starvation(min_gap_ms := 500) AS TABLE
-WITH ops AS (
-    SELECT rank, device_id, start_ns, end_ns FROM gpu_ops WHERE start_ns > 0
-),
-s AS (
-    SELECT rank, device_id, start_ns,
-           row_number() OVER (PARTITION BY rank, device_id ORDER BY start_ns) AS j
-    FROM ops
-),
-e AS (
-    SELECT rank, device_id, end_ns,
-           row_number() OVER (PARTITION BY rank, device_id ORDER BY end_ns) AS j
-    FROM ops
-)
-SELECT e.rank, e.device_id, e.end_ns AS start_ns, s.start_ns AS end_ns, s.start_ns - e.end_ns AS duration_ns,
-       'gpu-starv' AS nsys_rule
-FROM e JOIN s ON s.rank = e.rank AND s.device_id IS NOT DISTINCT FROM e.device_id AND s.j = e.j + 1
-WHERE s.start_ns - e.end_ns > min_gap_ms * 1000000;
+SELECT rank, device_id, start_ns, end_ns, duration_ns, 'gpu-starv' AS nsys_rule
+FROM (
+    SELECT * FROM diag_gpu_idle_gaps WHERE min_gap_ms >= 1 AND duration_ns > min_gap_ms * 1000000
+    UNION ALL
+    SELECT * FROM _diag_gpu_gaps(min_gap_ms * 1000000) WHERE min_gap_ms < 1
+);

@@ -18,28 +18,24 @@
 -- Definition: memops joined to their launch call (same rank and correlation_id). A copy issued by
 --   two API rows with the same correlation id (e.g. a wrapper and the runtime call) appears once
 --   per call, as in nsys.
--- stage: live
--- requires: memops, cuda_api, sync
+--   The copies and their calls are the stored pairs of diag_copy_calls.
+-- stage: job
+-- requires: diag_copy_calls
 CREATE OR REPLACE MACRO diag_sync_copies(htod_min_bytes := 65536) AS TABLE
 WITH j AS (
-    SELECT m.rank, m.device_id, m.stream_id, m.start_ns, m.end_ns - m.start_ns AS duration_ns,
-           m.end_ns, m.kind, m.bytes, m.src_kind, m.dst_kind,
-           a.name AS api_name, a.start_ns AS api_start_ns, a.end_ns - a.start_ns AS api_duration_ns,
-           a.tid, m.correlation_id,
+    SELECT *,
            CASE
-               WHEN lower(m.kind) = 'memset' THEN
-                   CASE WHEN a.name ILIKE 'cudaMemset%' AND a.name NOT ILIKE '%async%'
-                             AND (m.dst_kind IN ('Pinned', 'Managed') OR m.src_kind IN ('Pinned', 'Managed'))
+               WHEN lower(kind) = 'memset' THEN
+                   CASE WHEN api_name ILIKE 'cudaMemset%' AND api_name NOT ILIKE '%async%'
+                             AND (dst_kind IN ('Pinned', 'Managed') OR src_kind IN ('Pinned', 'Managed'))
                         THEN 'cuda-sync-memset' END
-               WHEN a.name ILIKE 'cudaMemcpy%async%' THEN
-                   CASE WHEN 'Pageable' IN (m.src_kind, m.dst_kind) THEN 'cuda-async-memcpy' END
-               WHEN a.name ILIKE 'cudaMemcpy%' THEN
-                   CASE WHEN m.kind = 'DtoD' THEN NULL
-                        WHEN m.kind = 'HtoD' AND m.bytes <= htod_min_bytes THEN NULL
+               WHEN api_name ILIKE 'cudaMemcpy%async%' THEN
+                   CASE WHEN 'Pageable' IN (src_kind, dst_kind) THEN 'cuda-async-memcpy' END
+               WHEN api_name ILIKE 'cudaMemcpy%' THEN
+                   CASE WHEN kind = 'DtoD' THEN NULL
+                        WHEN kind = 'HtoD' AND bytes <= htod_min_bytes THEN NULL
                         ELSE 'cuda-sync-memcpy' END
            END AS nsys_rule
-    FROM memops m
-    JOIN cuda_api a ON a.rank = m.rank AND a.correlation_id = m.correlation_id
-    WHERE m.start_ns > 0
+    FROM diag_copy_calls
 )
 SELECT * FROM j WHERE nsys_rule IS NOT NULL;

@@ -39,9 +39,12 @@
 -- result: stored
 -- requires: kernels, steps
 CREATE OR REPLACE VIEW kernel_chains AS
-WITH k AS MATERIALIZED (
+-- The windows carry as few strings as they can (strings make DuckDB's window sort several times
+-- slower): the short name, the full name only where there is no short one; names are put
+-- together after the runs are found.
+WITH kb AS (  -- the per-kernel values first: a window sorts every column its query reads
     SELECT rank, device_id, stream_id, start_ns, end_ns, end_ns - start_ns AS d,
-           coalesce(short_name, name) AS short, graph_node_id,
+           short_name, CASE WHEN short_name IS NULL THEN name END AS long_name, graph_node_id,
            category = 'memory' AND subcategory IN
                ('elementwise', 'norm', 'softmax', 'reduction', 'random', 'loss', 'pooling', 'quantize')
                AS fusible,
@@ -53,13 +56,13 @@ WITH k AS MATERIALIZED (
                 WHEN regexp_matches(name, 'BFloat16|c10::Half|__half|bfloat16') THEN 2
                 WHEN regexp_matches(name, 'double') THEN 8
                 WHEN regexp_matches(name, 'float') THEN 4 END AS elem_bytes,
-           correlation_id,
-           row_number() OVER s AS rn,
-           start_ns - lag(end_ns) OVER s AS gap_ns,
-           lag(category = 'memory' AND subcategory IN
-               ('elementwise', 'norm', 'softmax', 'reduction', 'random', 'loss', 'pooling', 'quantize'))
-               OVER s AS prev_fusible
+           correlation_id
     FROM kernels
+),
+k AS MATERIALIZED (
+    SELECT *, row_number() OVER s AS rn, start_ns - lag(end_ns) OVER s AS gap_ns,
+           lag(fusible) OVER s AS prev_fusible
+    FROM kb
     WINDOW s AS (PARTITION BY rank, device_id, stream_id ORDER BY start_ns, end_ns)
 ),
 linked AS (  -- a fusible kernel continues the run of the one before it, on its stream
@@ -78,23 +81,25 @@ runs AS (
               AS run_no
     FROM paired
 ),
-fusion AS (
+fusion AS (  -- names: a sorted list of (rn, name) pairs; `list(... ORDER BY rn)` costs twice as much
     SELECT rank, device_id, stream_id, 'fusion' AS kind, min(start_ns) AS start_ns,
            max(end_ns) AS end_ns, count(*) AS kernels, sum(d) AS busy_ns, max(d) AS max_kernel_ns,
-           0::BIGINT AS gemm_ns, count(graph_node_id) AS graph_kernels, arg_min(short, rn) AS first_name,
+           0::BIGINT AS gemm_ns, count(graph_node_id) AS graph_kernels,
+           arg_min(coalesce(short_name, long_name), rn) AS first_name,
            NULL::VARCHAR AS softmax_name, NULL::BIGINT AS softmax_correlation_id,
            NULL::INTEGER AS softmax_elem_bytes,
-           list(short ORDER BY rn)[1:12] AS names
+           list_transform(list_sort(list(struct_pack(r := rn, s := coalesce(short_name, long_name))))[1:12],
+                          x -> x.s) AS names
     FROM runs WHERE fusible
     GROUP BY rank, device_id, stream_id, run_no
     HAVING count(*) >= 2
 ),
 nf AS (  -- non-filler kernels with their neighbours in that sequence
-    SELECT rank, device_id, stream_id, rn, role, start_ns, end_ns, d, short, correlation_id, elem_bytes,
+    SELECT rank, device_id, stream_id, rn, role, start_ns, end_ns, d, correlation_id, elem_bytes,
            lag(role) OVER n AS prev_role, lead(role) OVER n AS next_role,
            lag(rn) OVER n AS prev_rn, lead(rn) OVER n AS next_rn,
            lag(start_ns) OVER n AS prev_start, lead(end_ns) OVER n AS next_end,
-           lag(d) OVER n AS prev_d, lead(d) OVER n AS next_d, lag(short) OVER n AS prev_short
+           lag(d) OVER n AS prev_d, lead(d) OVER n AS next_d
     FROM k WHERE role <> 'filler'
     WINDOW n AS (PARTITION BY rank, device_id, stream_id ORDER BY rn)
 ),
@@ -102,9 +107,12 @@ attn AS (
     SELECT a.rank, a.device_id, a.stream_id, 'attention' AS kind, a.prev_start AS start_ns,
            a.next_end AS end_ns, a.next_rn - a.prev_rn + 1 AS kernels, sum(k.d) AS busy_ns,
            max(k.d) AS max_kernel_ns, a.prev_d + a.next_d AS gemm_ns,
-           count(k.graph_node_id) AS graph_kernels, a.prev_short AS first_name,
-           a.short AS softmax_name, a.correlation_id AS softmax_correlation_id,
-           a.elem_bytes AS softmax_elem_bytes, list(k.short ORDER BY k.rn)[1:12] AS names
+           count(k.graph_node_id) AS graph_kernels,
+           arg_min(coalesce(k.short_name, k.long_name), k.rn) AS first_name,  -- the first GEMM
+           any_value(coalesce(k.short_name, k.long_name)) FILTER (WHERE k.rn = a.rn) AS softmax_name,
+           a.correlation_id AS softmax_correlation_id, a.elem_bytes AS softmax_elem_bytes,
+           list_transform(list_sort(list(struct_pack(r := k.rn, s := coalesce(k.short_name, k.long_name))))[1:12],
+                          x -> x.s) AS names
     FROM nf a
     JOIN k ON k.rank = a.rank AND k.device_id IS NOT DISTINCT FROM a.device_id
           AND k.stream_id IS NOT DISTINCT FROM a.stream_id AND k.rn BETWEEN a.prev_rn AND a.next_rn

@@ -12,17 +12,24 @@
 -- result: stored
 -- requires: kernels, steps
 CREATE OR REPLACE VIEW rank_step_work AS
+-- steps of one rank do not overlap, so each kernel's step is the last one starting at or before
+-- it (ASOF), and the launch text is built once per group, not per kernel
+WITH k AS (
+    SELECT k.rank, s.step, k.name, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
+           k.end_ns - k.start_ns AS d
+    FROM kernels AS k
+    ASOF JOIN steps AS s ON s.rank = k.rank AND k.start_ns >= s.start_ns
+    WHERE k.start_ns < s.end_ns AND s.step IS NOT NULL AND k.category IS DISTINCT FROM 'comms'
+)
 SELECT
-    k.rank,
-    s.step,
-    k.name,
-    coalesce('grid ' || k.grid_x || ',' || k.grid_y || ',' || k.grid_z
-             || ' block ' || k.block_x || ',' || k.block_y || ',' || k.block_z, '') AS launch,
+    rank,
+    step,
+    name,
+    coalesce('grid ' || grid_x || ',' || grid_y || ',' || grid_z
+             || ' block ' || block_x || ',' || block_y || ',' || block_z, '') AS launch,
     count(*) AS instances,
-    sum(k.end_ns - k.start_ns)::BIGINT AS total_ns,
-    avg(k.end_ns - k.start_ns)::DOUBLE AS avg_ns,
-    median(k.end_ns - k.start_ns)::DOUBLE AS med_ns
-FROM kernels AS k
-JOIN steps AS s ON s.rank = k.rank AND k.start_ns >= s.start_ns AND k.start_ns < s.end_ns
-WHERE s.step IS NOT NULL AND k.category IS DISTINCT FROM 'comms'
-GROUP BY ALL;
+    sum(d)::BIGINT AS total_ns,
+    avg(d)::DOUBLE AS avg_ns,
+    median(d)::DOUBLE AS med_ns
+FROM k
+GROUP BY rank, step, name, grid_x, grid_y, grid_z, block_x, block_y, block_z;

@@ -1,4 +1,6 @@
 -- tp_capture: the whole-capture window of each rank (helper of steps/time_partition).
+-- Why: every rank has one window over its whole capture (the step = NULL rows of the partition,
+--   all a trace without step markers has), and merge_jobs dates a capture by its first GPU operation.
 -- Columns: rank INTEGER, start_ns BIGINT ns, end_ns BIGINT ns, ops BIGINT (GPU operations).
 -- Definition (docs/metrics.md "Windows"): [min(start_ns), max(end_ns)) over the rank's GPU
 --   operations (kernels and memops, zero-length ones included). Ranks without GPU operations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -21,10 +23,39 @@ def nsys_traces() -> list[Path]:
     return sorted((TRACES / "nsys").rglob("*.sqlite")) if TRACES.is_dir() else []
 
 
+def rounded_select(con, table: str, skip: Collection[str] = ()) -> str:
+    """SELECT of a table's columns (all but `skip`), floating-point ones as text to 10 significant
+    digits: a sum's last bits depend on the order DuckDB's threads add in, so two computations of
+    the same table are "identical" only so rounded (test_scale, test_partition)."""
+    cols = [c[:2] for c in con.execute(f'DESCRIBE "{table}"').fetchall() if c[0] not in skip]
+    exprs = [f'printf(\'%.10g\', "{c}") AS "{c}"' if t in ("DOUBLE", "FLOAT") else f'"{c}"' for c, t in cols]
+    return f'SELECT {", ".join(exprs)} FROM "{table}"'
+
+
 def oracle_dir(trace: Path) -> Path:
     """traces/nsys/a/b.sqlite -> oracles/nsys-2022.4/a__b"""
     rel = trace.relative_to(TRACES / "nsys").with_suffix("")
     return ORACLES / "__".join(rel.parts)
+
+
+@pytest.fixture(scope="session")
+def sample_workspace(tmp_path_factory) -> Path:
+    """sample_traces/ ingested once per test run (each ingest of it costs seconds of analysis):
+    open it read-only, or `copy_workspace` it before writing."""
+    from nsight_analyze.ingest import ingest
+
+    db = tmp_path_factory.mktemp("sample_workspace") / "sample.duckdb"
+    ingest([ROOT / "sample_traces"], db)
+    return db
+
+
+def copy_workspace(src: Path, dst: Path) -> Path:
+    """A private copy of a closed workspace file (its .wal too, if one was left)."""
+    shutil.copy(src, dst)
+    wal = src.with_name(src.name + ".wal")
+    if wal.exists():
+        shutil.copy(wal, dst.with_name(dst.name + ".wal"))
+    return dst
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from conftest import ROOT
 import nsight_analyze as na
 from nsight_analyze.cli import main
 from nsight_analyze.errors import UserError
-from nsight_analyze.render.data import to_json
+from nsight_analyze.render.data import records, to_json
 
 SAMPLES = ROOT / "sample_traces"
 TRUTH = json.loads((SAMPLES / "ground_truth.json").read_text())
@@ -156,3 +156,61 @@ def test_report_and_compare(ws, tmp_path):
     cli = json.loads(res.stdout)
     assert as_json(doc["verdict"]) == cli["verdict"] and as_json(doc["step_time"]) == cli["step_time"]
     assert doc["verdict"]["verdict"] == "neutral"  # source: one run compared with itself cannot differ
+
+
+# Every Workspace method with a CLI twin returns the document that command prints as JSON (the
+# CLI's JSON is the expected value: the API and the CLI must agree on the same workspace).
+DOCUMENTS = {
+    "info": (lambda ws: ws.info(), ["info"]),
+    "summary": (lambda ws: ws.summary(), ["summary"]),
+    "whatif": (lambda ws: ws.whatif(), ["whatif"]),
+    "diagnose": (lambda ws: ws.diagnosis(), ["diagnose"]),
+    "mfu": (lambda ws: ws.mfu_summary(model_flops_per_step=4e14), ["mfu", "--model-flops-per-step", "4e14"]),
+    "comms": (lambda ws: ws.comms(), ["comms"]),
+    "comms-communicator": (lambda ws: ws.comms("communicator"), ["comms", "--by", "communicator"]),
+    "comms-collective": (lambda ws: ws.comms("collective"), ["comms", "--by", "collective"]),
+    "gpus": (
+        lambda ws: {"ranks": records(ws.gpus()), "ncu_files": records(ws.ncu_peaks())},
+        ["gpus"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_api_documents_equal_the_cli_json(ws, name):
+    method, args = DOCUMENTS[name]
+    doc = cli_json(args[0], "--db", str(ws.path), *args[1:])
+    assert as_json(method(ws)) == doc
+    assert doc, name  # not two empty answers
+
+
+def test_table_methods_equal_the_cli_json(ws):
+    summary = cli_json("summary", "--db", str(ws.path))
+    assert as_json(records(ws.top_kernels())) == summary["top_kernels"] != []
+    classified = cli_json("classify", "--db", str(ws.path))  # re-classifies: same rules, same rows
+    assert as_json(records(ws.classify())) == classified
+    # source: sample_traces/README.md (compute, memory and NCCL kernels are generated)
+    assert {"compute", "memory", "comms"} <= {r["category"] for r in classified}
+
+
+def test_export_writes_what_the_cli_writes(ws, tmp_path):
+    """ws.export and `nsight-analyze export` write the same events (order aside: DuckDB streams
+    the batches in any order) and report the same counts."""
+    mine = ws.export(tmp_path / "api.json", steps="3:5", ranks=[0, 2])
+    res = CliRunner().invoke(
+        main,
+        ["export", str(tmp_path / "cli.json"), "--format", "chrome-trace", "--steps", "3:5", "--ranks",
+         "0,2", "--db", str(ws.path)],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert f"({mine.events:,} events: {mine.counts['kernels']:,} kernels" in res.output
+    events = [
+        sorted(json.dumps(e, sort_keys=True) for e in json.loads((tmp_path / f).read_text())["traceEvents"])
+        for f in ("api.json", "cli.json")
+    ]
+    assert events[0] == events[1] and len(events[0]) == mine.events
+    parquet = ws.export(tmp_path / "pq", format="parquet", ranks="1")
+    assert (tmp_path / "pq" / "manifest.json").is_file() and parquet.rows > 0
+    with pytest.raises(UserError, match="chrome-trace only"):
+        ws.export(tmp_path / "pq2", format="parquet", steps="1:2")

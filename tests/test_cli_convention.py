@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT
+from conftest import ROOT, copy_workspace
 
 from nsight_analyze.cli import main
 from nsight_analyze.clihelp import FORMATS
@@ -58,13 +58,11 @@ PRINTING = sorted(set(COMMANDS) - set(WRITERS))
 
 
 @pytest.fixture(scope="module")
-def dbs(tmp_path_factory):
-    """The sample job ingested once; a copy for the commands that write the workspace."""
-    from nsight_analyze.ingest import ingest
-
+def dbs(tmp_path_factory, sample_workspace):
+    """The sample job ingested once (conftest.sample_workspace); a copy for the commands that
+    write the workspace."""
     tmp = tmp_path_factory.mktemp("convention")
-    db = tmp / "job.duckdb"
-    ingest([ROOT / "sample_traces"], db)
+    db = copy_workspace(sample_workspace, tmp / "job.duckdb")
     shutil.copy(db, tmp / "copy.duckdb")
     return {"db": str(db), "copy": str(tmp / "copy.duckdb")}
 
@@ -221,3 +219,21 @@ def test_shell_completion_is_documented_and_completes_the_shared_options():
     env["COMP_WORDS"], env["COMP_CWORD"] = "nsight-analyze ranks --format ", "3"
     res = CliRunner().invoke(main, [], env=env, prog_name="nsight-analyze")
     assert [line.split(",")[1] for line in res.stdout.splitlines()] == list(FORMATS)
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_output_into_a_closed_pipe_stops_quietly(dbs, fmt):
+    """`nsight-analyze sql ... | head -1`: the reader leaves early; no error line, no traceback,
+    and the exit status of a command killed by SIGPIPE (141) or 0 when all was written."""
+    import subprocess
+    import sys
+
+    args = ["sql", "--db", dbs["db"], "SELECT * FROM kernels, range(4)", "--format", fmt]  # ~24k rows
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nsight_analyze", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout.readline()  # the first line arrived
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() in (0, 141)
+    assert "error" not in err.lower() and "Traceback" not in err, err

@@ -286,3 +286,93 @@ def test_pg_config_rows_on_both_kineto_paths(fast, tmp_path, monkeypatch):
     finally:
         con.close()
     assert rows == [(0, "0", "default_pg", "cuda:nccl", 2, [0, 1], "2.17.1")]
+
+
+# ------------------------------------------------------------------------------------------------
+# diagnose and the report (issue 19: communication by dimension in `diagnose` and the report)
+
+
+def _diagnosed(db: str):
+    from nsight_analyze.diagnose import diagnose
+
+    con = open_workspace(db, read_only=True)
+    try:
+        gain = con.sql(
+            "SELECT gain_ns FROM whatif WHERE scenario = 'comms-hidden' AND step IS NULL"
+        ).fetchone()[0]
+        return diagnose(con), gain
+    finally:
+        con.close()
+
+
+def test_diagnose_breaks_exposed_comm_down_by_dimension(legacy):
+    """exposed-comm gets one child per dimension whose overlap-recoverable part reaches
+    dimension_comm_min_pct, with that dimension's evidence and fixes, never more than the parent."""
+    db, truth = legacy
+    findings, gain = _diagnosed(db)
+    assert findings.job["rule_errors"] == []
+    by_id = {f.id: f for f in findings}
+    parent = by_id["exposed-comm"]
+    kids = {f.metrics["dimension"]: f for f in findings if f.metrics.get("parent") == "exposed-comm"}
+    want = truth["comms_by_dimension"]  # generator truth, summed over ranks
+    # truth: TP all-reduces and PP send/recv are fully exposed (exposed == total), DP's exposure is
+    # the step's last gradient reduction, which overlap cannot hide (excluded like exposed-comm does)
+    assert (
+        want["tp"]["exposed_ns"] == want["tp"]["total_ns"]
+        and want["pp"]["exposed_ns"] == want["pp"]["total_ns"]
+    )
+    assert set(kids) == {"tp", "pp"}
+    step_ns = findings.job["mean_step_ns"]
+    n = len(truth["kernels_per_step"]) * 8  # steps x ranks of the fixture
+    for dim, f in kids.items():
+        assert f.id == f"exposed-comm-{dim}"
+        assert f.metrics["total_ns"] == want[dim]["total_ns"], dim  # exact, as comms
+        assert f.metrics["exposed_ns"] == pytest.approx(want[dim]["exposed_ns"], rel=0.01), dim
+        # recoverable <= the truth's mean exposed per rank and step, <= the parent, <= what-if
+        assert 0 < f.recoverable_ns_per_step <= want[dim]["exposed_ns"] / n
+        assert f.recoverable_ns_per_step <= parent.recoverable_ns_per_step
+        assert f.recoverable_ns_per_step <= gain
+        assert f.metrics["recoverable_source"] in ("exposed", "whatif comms-hidden")
+        assert 100.0 * f.recoverable_ns_per_step / step_ns >= findings.thresholds["dimension_comm_min_pct"]
+        assert f.fixes and all(x.trade_off for x in f.fixes)
+        assert {e.name for e in f.evidence} == {
+            f"{dim} communicators",
+            f"{dim} exposed communication per step",
+        }
+    # the parts never exceed the whole (per step, min over ranks of a part <= min of the sum): the
+    # children's own measures add up to at most the parent's own measure (before the what-if bound)
+    own = parent.metrics.get("recoverable_ns_per_step_rule", parent.recoverable_ns_per_step)
+    assert sum(f.metrics["dimension_recoverable_ns_per_step"] for f in kids.values()) <= own + 8
+    assert any("inside one node" in x.action for x in kids["tp"].fixes)
+    assert any("micro-batches" in x.action for x in kids["pp"].fixes)
+    assert kids["pp"].metrics["link"] == "network" and kids["pp"].metrics["link_peak_gbps"] is None
+    assert kids["tp"].metrics["link"] == "nvlink" and kids["tp"].metrics["link_peak_gbps"] == 450.0  # H100
+    # the parent carries the breakdown: totals per dimension equal the truth's
+    ev = next(e for e in parent.evidence if e.name == "per parallelism dimension")
+    assert {r["dimension"]: r["total_ns"] for r in ev.rows} == {d: w["total_ns"] for d, w in want.items()}
+
+
+def test_report_section_communication_by_dimension(legacy, tmp_path):
+    """The report's section shows comms' per-dimension rows (exact totals of the truth) and the
+    advice of every exposed dimension."""
+    import re
+
+    from nsight_analyze.render.report import render_report
+
+    db, truth = legacy
+    con = open_workspace(db, read_only=True)
+    try:
+        html = render_report(con)
+    finally:
+        con.close()
+    part = html[html.index('data-section="comms-dimension"') :]
+    part = part[: part.index("</section>")]
+    table = part[part.index('id="comms-dimension-table"') :]
+    table = table[: table.index("</table>")]
+    dims = re.findall(r'data-key="dimension" data-value="(\w+)"', table)
+    totals = [int(v) for v in re.findall(r'data-key="total_ns" data-value="(\d+)"', table)]
+    assert dict(zip(dims, totals, strict=True)) == {
+        d: w["total_ns"] for d, w in truth["comms_by_dimension"].items()
+    }
+    assert {m for m in re.findall(r'data-dimension="(\w+)"', part)} == {"tp", "pp", "dp"}
+    assert "exposed-comm-tp" in part and "exposed-comm-pp" in part

@@ -172,7 +172,10 @@ def test_dmon_tables(tmp_path: Path) -> None:
     ).fetchone()
     assert span == (0.227, 0.546)
     (warnings,) = con.execute("SELECT warnings FROM files").fetchone()
-    assert any("not matched to ranks" in w for w in warnings)
+    assert any(
+        "matched to ranks by GPU index only while the workspace's ranks run on one host" in w
+        for w in warnings
+    )
 
 
 @requires_shared
@@ -534,3 +537,45 @@ def test_nsys_gpu_metrics_rows_carry_source_host_and_gpu(tmp_path: Path) -> None
     inside = [s["value"] for s in truth["samples"] if lo <= s["utc_ns"] - utc0 <= hi]
     assert cmp[1] == pytest.approx(100 * sum(inside) / len(inside))
     assert cmp[2] == pytest.approx(cmp[1] / 50.0)
+
+
+@pytest.mark.parametrize("ranks", [2, 3], ids=["one-host", "two-hosts"])
+def test_dmon_rows_match_by_gpu_index_only_in_a_one_host_workspace(tmp_path: Path, ranks: int) -> None:
+    """dcgmi dmon names no host: its GPU index matches the rank on that CUDA ordinal while the
+    workspace's ranks run on one host; across hosts the index is ambiguous, and the ingest says so."""
+    from nsight_analyze.synth import generate
+
+    folder = tmp_path / "job"
+    generate(folder, ranks=ranks, gpus_per_node=2, steps=2, workload="gemm", truth=False)
+    # writer.rank_identity: node00 holds ranks 0, 1 on GPUs 0, 1; with 3 ranks node01 holds rank 2 on GPU 0
+    truth = synth_dcgm.for_traces(folder, "dmon", interval_ns=5_000_000)
+    hosts = sorted({g["host"] for g in truth["gpus"]})
+    assert hosts == (["h100-node00"] if ranks == 2 else ["h100-node00", "h100-node01"])
+    report = ingest([folder], tmp_path / "ws.duckdb")
+    assert not report.failed
+    con = open_workspace(tmp_path / "ws.duckdb")
+    rows = con.execute(
+        "SELECT gpu_id, min(rank), max(rank), any_value(rank_match) FROM gpu_metrics "
+        "WHERE source = 'dcgm' GROUP BY ALL ORDER BY 1"
+    ).fetchall()
+    if ranks == 2:
+        how = "gpu_index (no host, one-host workspace)"
+        assert rows == [(0, 0, 0, how), (1, 1, 1, how)]
+        assert any("2 of 2 sampled GPUs matched" in n for n in report.notes), report.notes
+    else:  # each host's file has GPUs 0 and 1: four host-less GPUs, none given a rank
+        assert rows == [(0, None, None, None), (1, None, None, None)]
+        assert any("name no host" in n and "ranks run on 2 hosts" in n for n in report.notes), report.notes
+
+
+@requires_shared
+def test_gpus_without_tensor_activity_are_said(tmp_path: Path) -> None:
+    """The 8 x H100 scrape has no DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (grep: 0 lines): no HFU estimate
+    for its GPUs, and the summary says so instead of leaving them out."""
+    assert "PIPE_TENSOR_ACTIVE" not in H100X8.read_text()
+    con, _ = _ws(tmp_path, H100X8)
+    out = mfu.dcgm_summary(con, mfu.hfu_table(con))
+    assert out["gpus"] == []
+    assert any(
+        "8 GPU(s) on gpu-node-1 were sampled without DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in x
+        for x in out["lines"]
+    )

@@ -1,8 +1,9 @@
 """`nsight-analyze export`: Parquet files equal to the workspace, and a Chrome trace that viewers
 and nsight-analyze's own Kineto reader open, with every kernel, rank and matched collective.
 
-One workspace of sample_traces/ (4 synthetic ranks on 2 hosts) is built once for the module; each
-test exports it through the CLI (what users run) into its own folder.
+One workspace of sample_traces/ (4 synthetic ranks on 2 hosts) is built once per test run
+(conftest.sample_workspace) and copied for the module; each test exports it through the CLI (what
+users run) into its own folder.
 """
 
 from __future__ import annotations
@@ -14,23 +15,21 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT
+from conftest import copy_workspace
 
 from nsight_analyze import query_layer
 from nsight_analyze.cli import main
 from nsight_analyze.export import chrome_trace, parse_ranks
-from nsight_analyze.export.parquet import MANIFEST, canonical_tables
+from nsight_analyze.export.parquet import MANIFEST
 from nsight_analyze.ingest import ingest
+from nsight_analyze.schema import schema_tables
 from nsight_analyze.sources import kineto
 from nsight_analyze.workspace import open_workspace
 
-SAMPLE = ROOT / "sample_traces"
-
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("export") / "ws.duckdb"
-    ingest([SAMPLE], path)
+def db(tmp_path_factory, sample_workspace) -> Path:
+    path = copy_workspace(sample_workspace, tmp_path_factory.mktemp("export") / "ws.duckdb")
     open_workspace(path, read_only=True).close()  # any recompute happens here, once
     return path
 
@@ -62,7 +61,7 @@ def test_parquet_files_equal_the_workspace(db, tmp_path):
         q.name for q in query_layer.layer() if not q.private and q.result == "stored" and q.stage != "live"
     }
     views = {q.name for q in query_layer.layer() if not q.private and q.stage == "live" and q.kind == "view"}
-    assert set(canonical_tables()) | public | views <= set(listed)
+    assert set(schema_tables()) | public | views <= set(listed)
     assert {"kernels", "time_partition", "gaps", "aligned_kernels", "collectives"} <= set(listed)
     assert not [p for p in out.iterdir() if p.name.startswith(".")], "temporary files left behind"
     assert {p.name for p in out.iterdir()} == {t["file"] for t in manifest["tables"]} | {MANIFEST}
@@ -135,6 +134,9 @@ def test_parquet_ranks_filter_rank_tables_only(db, tmp_path):
 def _check_structure(trace: dict, ranks: list[int]) -> list[dict]:
     assert trace["displayTimeUnit"] == "ns"
     events = trace["traceEvents"]
+    # the Trace Event Format's phases used: complete slices, metadata, flow start / finish
+    assert {e["ph"] for e in events} <= {"X", "M", "s", "f"}
+    assert all(isinstance(e["pid"], int) and isinstance(e["tid"], int) for e in events)
     procs = [e for e in events if e["ph"] == "M" and e["name"] == "process_name"]
     assert sorted(e["pid"] for e in procs) == ranks  # one process per rank
     for e in procs:
@@ -148,6 +150,10 @@ def _check_structure(trace: dict, ranks: list[int]) -> list[dict]:
         assert (e["pid"], e["tid"]) in named  # every track has a name
     kernels = [e for e in slices if e["cat"] == "kernel"]
     assert {e["args"]["category"] for e in kernels} <= {"compute", "memory", "comms", "other"}
+    # coloured by category: each category its own colour (chrome_trace.CNAME, 'grey' for other)
+    assert all(e["cname"] == chrome_trace.CNAME.get(e["args"]["category"], "grey") for e in kernels)
+    idle = [e for e in slices if e["cat"] == "idle"]
+    assert all(e["name"] == e["args"]["cause"] for e in idle)  # idle gaps named by their cause
     starts = Counter(e["id"] for e in events if e["ph"] == "s")
     ends = Counter(e["id"] for e in events if e["ph"] == "f")
     assert starts == ends and all(n == 1 for n in starts.values())  # every flow start has one finish
@@ -175,6 +181,19 @@ def test_chrome_trace_has_every_rank_kernel_and_collective(db, tmp_path):
     assert f"{len(events):,} events" in printed
     con = _con(db)
     try:
+        # one process per rank named "rank N · host · GPU", from the ranks table
+        labels = {
+            r: f"rank {r} · {host} · {gpu} (device {dev})"
+            for r, host, gpu, dev in con.execute(
+                "SELECT rank, hostname, gpu_name, device_id FROM ranks"
+            ).fetchall()
+        }
+        streams = set(
+            con.execute(
+                "SELECT rank, stream_id FROM kernels UNION SELECT rank, stream_id FROM memops"
+            ).fetchall()
+        )
+        matched = {c for (c,) in con.execute("SELECT coll_id FROM collectives WHERE ranks > 1").fetchall()}
         n_kernels = con.execute("SELECT count(*) FROM kernels").fetchone()[0]
         starts = sorted(r[0] for r in con.execute("SELECT aligned_start_ns FROM aligned_kernels").fetchall())
         n_idle = con.execute("SELECT count(*) FROM gaps WHERE step IS NULL").fetchone()[0]
@@ -188,6 +207,15 @@ def test_chrome_trace_has_every_rank_kernel_and_collective(db, tmp_path):
         }
     finally:
         con.close()
+    assert {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"} == labels
+    tracks = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e["name"] == "thread_name" and e["tid"] < chrome_trace.STEPS_TID
+    }
+    assert tracks == streams  # one track per CUDA stream
+    # flow events for every matched collective (the collectives table's, not the export's view)
+    assert {e["args"]["coll_id"] for e in events if e["ph"] == "s"} == matched != set()
     kernels = [e for e in events if e["ph"] == "X" and e["cat"] == "kernel"]
     assert len(kernels) == n_kernels
     assert sorted(round(e["ts"] * 1000) for e in kernels) == starts  # aligned clock, exact ns

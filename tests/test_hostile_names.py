@@ -25,7 +25,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT
+from conftest import copy_workspace
 
 from nsight_analyze.cli import main
 from nsight_analyze.render.escape import code_block, markdown
@@ -61,16 +61,14 @@ FORMATS = ("table", "json", "csv", "markdown")
 
 
 @pytest.fixture(scope="module")
-def dbs(tmp_path_factory):
+def dbs(tmp_path_factory, sample_workspace):
     """The sample job with hostile names ({db}), a copy ({copy}), and an AFTER run ({after}) whose
     hostile kernel is 20% shorter (so compare lists it among the changes)."""
     from nsight_analyze import analysis
-    from nsight_analyze.ingest import ingest
     from nsight_analyze.workspace import open_workspace
 
     tmp = tmp_path_factory.mktemp("hostile")
-    db, after = tmp / "hostile.duckdb", tmp / "after.duckdb"
-    ingest([ROOT / "sample_traces"], db)
+    db, after = copy_workspace(sample_workspace, tmp / "hostile.duckdb"), tmp / "after.duckdb"
     con = open_workspace(db)
     top = con.execute(
         "SELECT name FROM kernels WHERE category = 'compute' "

@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -311,16 +310,25 @@ def test_killed_ingest_leaves_a_consistent_workspace(tmp_path):
     _distinct_copies(TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite", folder, 6)
     db = tmp_path / "w.duckdb"
     proc = subprocess.Popen(
-        [*CLI, "ingest", str(folder), "--db", str(db), "-q"],
+        [*CLI, "ingest", str(folder), "--db", str(db)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    time.sleep(2.0)
+    # off a terminal the ingest writes one line per file as it lands ("ok: PATH ..."): kill it
+    # right after the first, so the kill lands mid-ingest (5 files and the analysis still to do)
+    first = proc.stderr.readline()
+    running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stderr.close()
+    assert first.startswith("ok: "), first
+    assert running and proc.returncode == -signal.SIGKILL  # killed, not finished
     result = run_cli("ingest", str(folder), "--db", str(db), "-q")
     assert result.returncode == 0, result.stderr
     con = open_workspace(db, read_only=True)
+    # sqlite3 on mfu_2gpu_before.sqlite: 4010 rows in CUPTI_ACTIVITY_KIND_KERNEL from 2 processes
+    # (globalPid), so 6 files, 12 ranks and 4010 kernels per file
     assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 6
     assert con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 12
     per_file = con.execute(

@@ -229,3 +229,106 @@ def test_bad_kernel_injection_is_one_line(spec):
     with pytest.raises(UserError) as exc:
         parse([spec])
     assert "\n" not in str(exc.value) and spec in str(exc.value)
+
+
+GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn"
+SOFTMAX = (
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, c10::BFloat16, "
+    "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(c10::BFloat16*, c10::BFloat16 const*, int)"
+)
+SCORE_DIMS = [2, 8, 1024, 1024]  # b, h, n, n of the score matrix in the trace below
+GPU_MEMORY = 85_045_870_592  # deviceProperties totalGlobalMem of the trace below (an H100 80GB)
+
+
+def _kineto_attention_trace(path: Path, record_shapes: bool) -> Path:
+    """A PyTorch-profiler trace of one unfused attention: bmm -> softmax -> bmm kernels on one
+    stream, their cudaLaunchKernel calls, and the aten ops around them (External id links each
+    op to its launch and kernel, as Kineto writes them; with record_shapes, `Input Dims`)."""
+    from test_kineto import write_trace
+
+    def op(name, ts, dur, ext, dims):
+        args = {"External id": ext}
+        if record_shapes:
+            args |= {"Input Dims": dims, "Input type": ["c10::BFloat16"] + ["Scalar"] * (len(dims) - 1)}
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 9,
+            "tid": 9,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
+
+    def launch(ts, corr, ext):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": ts,
+                "dur": 4, "args": {"correlation": corr, "External id": ext}}  # fmt: skip
+
+    def kernel(name, ts, dur, corr, ext):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext,
+                         "grid": [64, 1, 1], "block": [256, 1, 1]}}  # fmt: skip
+
+    qk, pv = [[16, 1024, 64], [16, 64, 1024]], [[16, 1024, 1024], [16, 1024, 64]]
+    events = [
+        op("aten::bmm", 100, 20, 1, qk),
+        launch(105, 11, 1),
+        op("aten::softmax", 130, 30, 2, [SCORE_DIMS, [], []]),
+        op("aten::_softmax", 132, 25, 3, [SCORE_DIMS, [], []]),  # innermost: launches the kernel
+        launch(140, 12, 3),
+        op("aten::bmm", 170, 20, 4, pv),
+        launch(175, 13, 4),
+        kernel(GEMM, 200, 300, 11, 1),
+        kernel(SOFTMAX, 502, 400, 12, 3),
+        kernel(GEMM, 904, 300, 13, 4),
+    ]
+    props = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": GPU_MEMORY, "computeMajor": 9,
+              "computeMinor": 0, "numSms": 132}]  # fmt: skip
+    return write_trace(path, events, deviceProperties=props)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["duckdb", "ijson"])
+def test_kineto_record_shapes_give_the_score_matrix_size(tmp_path: Path, monkeypatch, fast: bool) -> None:
+    from nsight_analyze.sources import kineto
+
+    monkeypatch.setattr(kineto, "FAST_PATH", fast)
+    con = _open([_kineto_attention_trace(tmp_path / "rank0.pt.trace.json", True)], tmp_path / "ws.duckdb")
+    try:
+        rows = con.execute(
+            "SELECT op, dims, elem_bytes, score_bytes, shape_source, gpu_memory_bytes, pct_of_gpu_memory "
+            "FROM attention_scores"
+        ).fetchall()
+        findings = diagnose(con)
+    finally:
+        con.close()
+    # hand computation: b*h*n^2*bytes = 2 * 8 * 1024 * 1024 * 2 (BFloat16, the op's Input type)
+    score = 2 * 8 * 1024 * 1024 * 2
+    assert score == 33_554_432
+    assert rows == [
+        (
+            "aten::_softmax",
+            SCORE_DIMS,
+            2,
+            score,
+            "kineto record_shapes",
+            GPU_MEMORY,
+            pytest.approx(100 * score / GPU_MEMORY),
+        )
+    ]
+    f = _finding(findings, "unfused-attention")
+    assert f.metrics["score_matrix_bytes"] == score
+    assert f.metrics["score_matrix_pct_of_gpu_memory"] == round(100.0 * score / GPU_MEMORY, 2)
+    assert "kineto record_shapes" in f.metrics["score_matrix_note"]
+    assert any(e.name == "score-matrix shapes" and e.rows for e in f.evidence)
+
+
+def test_kineto_without_record_shapes_says_how_to_get_the_size(tmp_path: Path) -> None:
+    con = _open([_kineto_attention_trace(tmp_path / "rank0.pt.trace.json", False)], tmp_path / "ws.duckdb")
+    try:
+        assert con.execute("SELECT count(*) FROM attention_scores").fetchone()[0] == 0
+        f = _finding(diagnose(con), "unfused-attention")
+    finally:
+        con.close()
+    assert f.metrics["score_matrix_bytes"] is None
+    assert "record_shapes=True" in f.metrics["score_matrix_note"]

@@ -171,6 +171,128 @@ def test_kernel_without_counters_keeps_one_row(tmp_path: Path) -> None:
             None,
             None,
             None,
-            "CUDA-core FLOP counters, tensor FLOP counters (not read from range-profiler traces)",
+            "CUDA-core FLOP counters, tensor FLOP counters (record kineto__tensor_core_insts), DRAM bytes",
         )
     ]
+
+
+H100_PROPS = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["duckdb", "ijson"])
+def test_cupti_range_kernels_on_the_roofline(tmp_path: Path, monkeypatch, fast: bool) -> None:
+    """Range-profiler kernels with FLOP, tensor and DRAM counters get roofline points; one with
+    FLOPs but no bytes, or with tensor FLOPs unknown, gets none and says why (never guessed)."""
+    from nsight_analyze.sources import kineto
+
+    monkeypatch.setattr(kineto, "FAST_PATH", fast)
+    tensor, rd, wr, total = (
+        "sm__inst_executed_pipe_tensor.sum",
+        "dram__bytes_read.sum",
+        "dram__bytes_write.sum",
+        "dram__bytes.sum",
+    )
+
+    def rng(ts: int, name: str, extra: dict, **ops: int) -> dict:
+        event = json.loads(_range_event(ts, name, **ops))
+        event["args"].update(extra)
+        return event
+
+    events = [
+        json.loads(kernel_event("1000", "10", name="kE", corr=1)),  # 10 us on the timeline
+        json.loads(kernel_event("1020", "20", name="kG", corr=2)),  # 20 us
+        rng(5000, "kE", {tensor: 0, rd: 3000, wr: 1000}, ffma=1000),
+        rng(5200, "kG", {tensor: 0, total: 1000}, ffma=1_000_000),
+        rng(5400, "kT", {tensor: 5, total: 1000}, ffma=10),
+        rng(5600, "kN", {tensor: 0}, fadd=7),
+    ]
+    path = write_trace(tmp_path / "rank0.pt.trace.json", events, deviceProperties=H100_PROPS)
+    ingest([path], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    got = {
+        r[0]: r[1:]
+        for r in con.execute(
+            """SELECT name, flops, dram_bytes, intensity, bound, duration_ns, tensor_source, unplaced,
+                      ridge_flop_per_byte, achieved_flops, attainable_flops
+               FROM roofline WHERE source = 'cupti_range'"""
+        ).fetchall()
+    }
+    # ridge: the H100 SXM table row (data/gpus.csv, the deviceProperties name's alias):
+    # 66.9 TFLOP/s FP32 / 3350 GB/s
+    ridge = 66.9e12 / 3350e9
+    # kE: 2*1000 FLOP / (3000 + 1000 B) = 0.5 FLOP/byte < ridge; 10 us -> 2e8 FLOP/s achieved,
+    # roof 0.5 * 3350e9 B/s
+    f, b, i, bound, dur, ts, why, r, ach, att = got["kE"]
+    assert (f, b, i, bound, dur, ts, why) == (
+        2000.0,
+        4000.0,
+        0.5,
+        "memory",
+        10_000,
+        "no tensor instructions",
+        None,
+    )
+    assert (
+        r == pytest.approx(ridge)
+        and ach == pytest.approx(2000 / 10e-6)
+        and att == pytest.approx(0.5 * 3350e9)
+    )
+    # kG: 2e6 FLOP / 1000 B (dram__bytes.sum) = 2000 FLOP/byte > ridge
+    assert got["kG"][:5] == (2e6, 1000.0, 2000.0, "compute", 20_000)
+    # kT: the tensor pipe ran 5 instructions on CC 9.0: tensor FLOPs unknown -> no point
+    assert got["kT"][2:4] == (None, None) and "tensor FLOPs unknown" in got["kT"][6]
+    # kN: 7 FLOP (fadd) but no DRAM counter -> no point, and the reason names the metrics to record
+    assert got["kN"][:4] == (7.0, None, None, None)
+    assert got["kN"][6].startswith("FLOPs but no DRAM bytes (record dram__bytes_read.sum")
+    # the tensor row of a kernel whose pipe ran nothing counts 0 FLOP, so HFU is unchanged
+    assert con.execute("SELECT flops FROM kernel_flops WHERE name = 'kE' AND pipe = 'tensor'").fetchall() == [
+        (0.0,)
+    ]
+    # diagnose reads the same roofline: kE's 10 us of the 30 us of placed, timed kernels (kT and kN
+    # joined no timeline kernel, so they have no duration) are memory-bound: 33.3 % >= the 30 % default
+    from nsight_analyze.diagnose import diagnose
+
+    f = next(f for f in diagnose(con) if f.id == "memory-bound")
+    assert f.title == "Memory-bound kernels dominate (CUPTI range profiler roofline)"
+    assert f.metrics["memory_bound_pct_of_profiled"] == pytest.approx(100 * 10 / 30)
+
+
+@requires_shared
+def test_real_cupti_trace_has_flops_but_no_roofline_points(tmp_path: Path) -> None:
+    """The HTA trace records only the nine FLOP counters (kineto__cuda_core_flops): every kernel
+    has FLOPs, none has DRAM bytes, so none is placed; the peak is its A100's table row."""
+    with gzip.open(CUPTI_TRACE, "rt") as fh:
+        doc = json.load(fh)
+    keys = {k for e in doc["traceEvents"] if e.get("cat") == "cuda_profiler_range" for k in e["args"]}
+    assert keys == {METRIC.format(op) for op in OPS}  # no dram__*, no sm__inst_executed_pipe_tensor
+    # no kernel event names the device, but the 8 GPUs the trace lists are one model: the rank's
+    models = {d["name"] for d in doc["deviceProperties"]}
+    assert models == {"NVIDIA A100-PG509-200"} and len(doc["deviceProperties"]) == 8
+    ingest([CUPTI_TRACE], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    rows = con.execute(
+        "SELECT count(*), count(intensity), count(bound), count(DISTINCT unplaced), any_value(unplaced), "
+        "any_value(peak_source) FROM roofline WHERE source = 'cupti_range'"
+    ).fetchone()
+    assert rows[:4] == (77, 0, 0, 1)
+    assert rows[4].startswith("FLOPs but no DRAM bytes") and rows[5] == "table"
+    assert con.execute("SELECT device_id, gpu_name FROM ranks").fetchall() == [
+        (None, "NVIDIA A100-PG509-200")
+    ]
+    assert con.execute("SELECT name, source FROM gpus").fetchall() == [("NVIDIA A100-PG509-200", "kineto")]
+
+
+def test_tensor_instructions_on_volta_count_512_flops_each(tmp_path: Path) -> None:
+    """kineto__tensor_core_insts on CC 7.x: 512 FLOP per tensor instruction, the rule hfu_ncu_flops
+    applies to ncu's sm__inst_executed_pipe_tensor.sum (queries/hfu_ncu_flops.sql header)."""
+    event = json.loads(_range_event(10, "volta_h884gemm", fadd=3))
+    event["args"]["sm__inst_executed_pipe_tensor.sum"] = 10
+    props = [{"id": 0, "name": "Tesla V100-SXM2-32GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80}]
+    path = write_trace(tmp_path / "rank0.pt.trace.json", [event], deviceProperties=props)
+    ingest([path], tmp_path / "ws.duckdb")
+    con = open_workspace(tmp_path / "ws.duckdb")
+    rows = con.execute(
+        "SELECT pipe, precision, flops FROM kernel_flops WHERE flops > 0 ORDER BY pipe"
+    ).fetchall()
+    assert rows == [("cuda_core", "fp32", 3.0), ("tensor", "fp16", 10 * 512.0)]
+    assert con.execute("SELECT tensor_source, precision FROM roofline").fetchall() == [("inst_x512", "fp16")]

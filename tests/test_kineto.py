@@ -124,7 +124,8 @@ NCCL = "regexp_matches(name, '^nccl.*Kernel')"
 COMM = NCCL
 COMPUTE = f"NOT {NCCL}"
 # Kernels our rules call 'comms' that HTA 0.5 calls COMPUTATION (not NCCL): PyTorch
-# symmetric-memory all-reduce in the B200 trace. A difference of definition, stated here.
+# symmetric-memory all-reduce in the B200 trace. A difference of definition, stated here (73 =
+# the kernel events named multimem_all_reduce_kernel in eager_trace.json.gz, counted with json).
 NON_NCCL_COMMS = {"tracelens__b200__eager_trace": ("multimem_all_reduce_kernel", 73)}
 
 
@@ -175,6 +176,8 @@ def test_sniff_every_shared_kineto_trace():
 @requires_shared
 @pytest.mark.parametrize(
     "rel, rank, world, gpu",
+    # expected: each file's distributedInfo rank / world_size and the name of its deviceProperties
+    # entry (read with Python's json; None where the file has no such key)
     [
         ("hta/trace_filter/sampled_rank-1.json.gz", 1, 128, None),  # deviceProperties empty
         ("hta/nccl_parser_config/nccl_data.json.gz", 0, 2, "NVIDIA A100-PG509-200"),
@@ -473,6 +476,8 @@ def test_time_partition_vs_hta_temporal_breakdown(hta_workspaces, name):
 def test_two_rank_job_is_one_workspace(hta_workspaces):
     report, con, ranks = hta_workspaces["hta__trace_filter"]
     assert ranks == {0: 0, 1: 1}
+    # the two files' distributedInfo (rank 0 and 1, world_size 128), their kernels' args.device
+    # (0 and 1) and their ProfilerStep#551/#552 annotations, read with Python's json
     rows = con.execute("SELECT rank, rank_source, world_size, device_id FROM ranks ORDER BY rank").fetchall()
     assert rows == [(0, "kineto:distributedInfo", 128, 0), (1, "kineto:distributedInfo", 128, 1)]
     sql = "SELECT rank, list(step ORDER BY step) FROM steps GROUP BY rank ORDER BY rank"
@@ -506,12 +511,16 @@ def test_nccl_metadata_gives_bytes(hta_workspaces):
         "bool_and(pg_ranks = [0, 1]), bool_and(group_size = 2) "
         "FROM kineto_collectives GROUP BY ALL ORDER BY 1, 2"
     ).fetchall()
+    # the NCCL kernels' args in nccl_data.json.gz (Python's json): "Collective name", dtype,
+    # "Group size" 2 and "Process Group Ranks" [0, 1] on every one, counted per (name, dtype)
     assert rows == [
         ("allreduce", "Float", 15, True, True, True),
         ("broadcast", "Float", 3, True, True, True),
         ("broadcast", "Long", 3, True, True, True),
     ]
-    # every row is an NCCL kernel of the kernels table (same rank and correlation id)
+    # every row is an NCCL kernel of the kernels table (same rank and correlation id); 21 = the
+    # file's NCCL kernels (cat "kernel", name containing "nccl", each with args "Collective name":
+    # 15 AllReduce + 6 Broadcast, counted with Python's json on nccl_data.json.gz)
     assert (
         con.execute(
             "SELECT count(*) FROM kineto_collectives c JOIN kernels k USING (rank, correlation_id) "
@@ -519,6 +528,8 @@ def test_nccl_metadata_gives_bytes(hta_workspaces):
         ).fetchone()[0]
         == 21
     )
+    # eager_trace.json.gz has one kernel with "Collective name": _allgather_base, BFloat16 (2 bytes),
+    # In/Out msg nelems 25136/201088, 8 process-group ranks (its args, read with Python's json)
     _, con, _ = hta_workspaces["tracelens__b200__eager_trace"]
     assert con.execute(
         "SELECT collective, dtype_bytes, in_nelems, out_nelems, in_bytes, out_bytes, len(pg_ranks), source "
@@ -609,6 +620,7 @@ def test_launch_calls_join_gpu_work(hta_workspaces):
         "SELECT count(*) FROM kernels k ANTI JOIN cuda_api a USING (rank, correlation_id)"
     ).fetchone()[0]
     assert unjoined == 0
+    # 221 = the events of cat "cuda_driver" in eager_trace.json.gz (Python's json; each has ts and dur)
     assert con.execute("SELECT count(*) FROM cuda_api WHERE api_class = 'driver'").fetchone()[0] == 221
 
 

@@ -57,8 +57,9 @@ def _expected(path: Path) -> dict:
         "pids": set(t.column("PID").to_pylist()),
         "slurm_procid": int(procid.group(1)),
         "hostname": env["Hostname"],
-        # read: the .nsys-analysis, trace.parquet, device- and system-metadata.parquet
-        "unread_files": len(members) - 4,
+        # read: the .nsys-analysis, trace.parquet, files.parquet (which report each Rank is),
+        # device- and system-metadata.parquet
+        "unread_files": len(members) - 5,
     }
 
 
@@ -406,3 +407,102 @@ def test_nvtx_gpu_projection_matches_brute_force_on_a_real_trace(tmp_path):
             )
     assert len(expected) > 1000  # the trace has thousands of projected ranges, not a vacuous check
     assert ours == expected
+
+
+# ---------------------------------------------------------------------------- beside its reports
+
+
+def _job_with_recipe(folder: Path) -> dict:
+    """A 2-rank synthetic job (report_rank{0,1}.sqlite) and the nvtx_gpu_proj_trace output the
+    generator writes for it (nsight_analyze/synth/recipe.py: computed with SQLite on the raw
+    files). Returns the generator's count per report: the expected values of the tests below."""
+    from nsight_analyze.synth import generate
+    from nsight_analyze.synth import recipe as synth_recipe
+
+    generate(folder, ranks=2, gpus_per_node=1, steps=2, truth=False)
+    return synth_recipe.for_traces(folder)
+
+
+def _beside_checks(db: Path, truth: dict) -> None:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        # the ranks are the reports' (env:RANK of report_rank{r}); the recipe output owns none
+        owners = con.execute(
+            "SELECT r.rank, f.source_format, f.path FROM ranks r JOIN files f USING (file_id) ORDER BY 1"
+        ).fetchall()
+        assert [(r, fmt, Path(p).name) for r, fmt, p in owners] == [
+            (0, "nsys-sqlite", "report_rank0.sqlite"),
+            (1, "nsys-sqlite", "report_rank1.sqlite"),
+        ]
+        got = con.execute(
+            """SELECT rank, count(*), sum(num_gpu_ops), sum(projected_duration_ns)
+               FROM recipe_nvtx_gpu_proj GROUP BY rank ORDER BY rank"""
+        ).fetchall()
+        want = [(r, t["rows"], t["gpu_ops"], t["projected_ns"]) for r, t in enumerate(truth.values())]
+        assert got == want and all(t["rows"] > 0 for t in truth.values())  # generator's counts
+        assert con.execute("SELECT recipe, status, rows_read FROM recipe_outputs").fetchall() == [
+            ("nvtx_gpu_proj_trace", "read", sum(t["rows"] for t in truth.values()))
+        ]
+        # both sides present for every range name, and equal: the generator's SQLite projection
+        # of the raw files and our nvtx_gpu_projection of the ingested rows agree
+        sides = con.execute(
+            """SELECT count(*), count(*) FILTER (WHERE recipe_ranges IS NULL OR ours_ranges IS NULL),
+                      sum(abs(ranges_diff)), sum(abs(projected_ns_diff)),
+                      sum(recipe_gpu_ops) - sum(ours_gpu_ops)
+               FROM nvtx_projection_compare"""
+        ).fetchone()
+        assert sides[0] > 0 and sides[1:] == (0, 0, 0, 0), sides
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])  # 2: mapped on worker processes (the probe travels)
+def test_recipe_output_beside_its_reports_is_read_as_their_side_table(tmp_path, jobs):
+    truth = _job_with_recipe(tmp_path / "job")
+    report = ingest([tmp_path / "job"], tmp_path / "ws.duckdb", jobs=jobs)
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"], [o.message for o in report.outcomes]
+    _beside_checks(tmp_path / "ws.duckdb", truth)
+    res = CliRunner().invoke(main, ["info", "--db", str(tmp_path / "ws.duckdb"), "--format", "json"])
+    info = json.loads(res.stdout)
+    assert [r["ranks"] for r in info["recipe_outputs"]] == [[0, 1]]  # info says whose rows they are
+    # the recipe's runtime version is not an nsys version the ranks were exported with
+    assert not [w for w in info["warnings"] if "nsys versions" in w], info["warnings"]
+
+
+def test_recipe_output_ingested_after_its_reports_joins_them(tmp_path):
+    """The reports first, the recipe output later into the same workspace: its rows go to their
+    ranks and the stored comparison is recomputed (a file without ranks changes the job)."""
+    truth = _job_with_recipe(tmp_path / "job")
+    db = tmp_path / "ws.duckdb"
+    ingest(sorted((tmp_path / "job").glob("*.sqlite")), db)
+    ingest([tmp_path / "job" / "nvtx_gpu_proj_trace"], db)
+    open_workspace(db, read_only=True).close()  # any recompute happens here
+    _beside_checks(db, truth)
+    # replacing the recipe output (changed content) leaves no duplicate rows behind
+    analysis = tmp_path / "job" / "nvtx_gpu_proj_trace" / "nvtx_gpu_proj_trace.nsys-analysis"
+    analysis.write_text(analysis.read_text().replace("15:00:01", "15:00:02"))
+    ingest([tmp_path / "job" / "nvtx_gpu_proj_trace"], db, replace=True)
+    _beside_checks(db, truth)
+    # replacing a report keeps the recipe's rows of its rank (they belong to the recipe's file)
+    ingest([tmp_path / "job" / "report_rank0.sqlite"], db, replace=True)
+    _beside_checks(db, truth)
+
+
+def test_recipe_output_of_other_reports_is_refused_in_one_line(tmp_path):
+    """A recipe output naming reports that are not ingested with it cannot be read beside these
+    ranks: the refusal says which reports it was computed from and what to do. (The job is
+    written by `nsight-analyze synth --recipe-output`, the users' way to the same folder.)"""
+    synth = ["synth", str(tmp_path / "job"), "--ranks", "2", "--gpus-per-node", "1", "--steps", "2"]
+    res = CliRunner().invoke(main, [*synth, "--no-truth", "--recipe-output"])
+    assert res.exit_code == 0 and "projected NVTX ranges of 2 report(s)" in res.output, res.output
+    assert sorted(p.name for p in (tmp_path / "job" / "nvtx_gpu_proj_trace").iterdir()) == [
+        "files.parquet", "nvtx_gpu_proj_trace.nsys-analysis", "trace.parquet"
+    ]  # fmt: skip
+    files = tmp_path / "job" / "nvtx_gpu_proj_trace" / "files.parquet"
+    pq.write_table(pa.table({"File": ["other_rank0", "other_rank1"]}), files)
+    out = CliRunner().invoke(main, ["ingest", str(tmp_path / "job"), "--db", str(tmp_path / "ws.duckdb")])
+    assert out.exit_code == 2, out.output
+    lines = [line for line in out.output.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "mix formats (nsys-recipe, nsys-sqlite)" in lines[0], out.output
+    assert "was computed from other_rank0, other_rank1" in lines[0] and "alone into its own" in lines[0]
+    assert "Traceback" not in out.output

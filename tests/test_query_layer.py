@@ -15,6 +15,7 @@ import time
 
 import duckdb
 import pytest
+from conftest import copy_workspace
 
 from nsight_analyze import analysis, query_layer
 from nsight_analyze.errors import UserError
@@ -55,10 +56,9 @@ def test_rank_results_are_per_rank_and_private_names_stay_out(tmp_path):
     assert all(not n.startswith("_") for n in public)
 
 
-def test_every_public_table_documents_its_columns(tmp_path):
+def test_every_public_table_documents_its_columns(sample_workspace):
     """The `-- columns:` line of each public view/table equals what DESCRIBE says."""
-    ingest([ROOT / "sample_traces"], tmp_path / "w.duckdb")
-    con = open_workspace(tmp_path / "w.duckdb", read_only=True)
+    con = open_workspace(sample_workspace, read_only=True)
     for q in query_layer.layer():
         if q.private or q.kind != "view":
             continue
@@ -204,10 +204,9 @@ def test_many_kernels_without_overlap_pass_the_guard(tmp_path):
     assert con.execute("SELECT compute_ns FROM time_partition WHERE step IS NULL").fetchone()[0] == 40000 * 5
 
 
-def test_out_of_memory_is_one_line_naming_the_query_and_the_cap(tmp_path, monkeypatch):
+def test_out_of_memory_is_one_line_naming_the_query_and_the_cap(tmp_path, monkeypatch, sample_workspace):
     """A cap far too small for the analysis: one line naming the query and NSIGHT_ANALYZE_MEMORY_LIMIT."""
-    db = tmp_path / "w.duckdb"
-    ingest([ROOT / "sample_traces"], db)
+    db = copy_workspace(sample_workspace, tmp_path / "w.duckdb")
     con = open_workspace(db, analyse=False)
     monkeypatch.setenv("NSIGHT_ANALYZE_MEMORY_LIMIT", "2MB")  # refresh applies the cap again
     with pytest.raises(UserError, match=r"^computing \w+ ran out of memory under 2MB: set NSIGHT_ANALYZE_"):

@@ -165,13 +165,15 @@ def test_alignment_recovers_per_host_skew(ws, skews):
     warnings = refresh(ws, force=True)
     assert warnings == []
     err = recovered_error_ns(ws, truth)
+    # 20 us: far above the spread of timeline()'s AllReduce ends (+-300 ns, what alignment uses)
+    # and far below the injected skews (down to 3.7 ms; 1 us on host 3 is within it either way)
     assert np.abs(err).max() < 20_000, err
     # the session-start alignment alone is off by the injected skew
     coarse = (r.session_start_utc_ns - r.session_start_utc_ns.min()).to_numpy() - truth["t0"]
     assert np.abs(coarse - coarse[0]).max() > 900_000
     q = ws.sql("SELECT * FROM alignment_quality ORDER BY host").df()
     assert list(q.method) == ["collectives"] * 4
-    assert (q.collectives_used == 20).all()
+    assert (q.collectives_used == 20).all()  # timeline(): one AllReduce per step, 20 steps
     assert (q.residual_p95_ns < 20_000).all() and (q.residual_p50_ns >= 0).all()
     assert q.loc[q.host == "node0", "offset_ns"].item() == 0
     for h, s in skews.items():  # host h read its session start s too late: moved back by s
@@ -286,7 +288,7 @@ def test_collectives_match_and_count_unmatched(ws):
     load(ws, r, k)
     refresh(ws, force=True)
     c = ws.sql("SELECT * FROM collectives ORDER BY coll_id").df()
-    assert len(c) == 12
+    assert len(c) == 12  # timeline(steps=10): 10 AllReduces of all 8 ranks + extra_unmatched=2
     assert (c.op == "AllReduce").all() and (c.comm == "stream0").all()
     assert c.ranks.tolist() == [8] * 10 + [1, 1]
     assert (c.expected_ranks == 8).all()
@@ -364,6 +366,7 @@ def test_imbalance_names_persistent_straggler_and_cost(ws):
     r, k, truth = timeline(ranks=8, steps=20, straggler=(3, 20))
     _partition(ws, k)
     imb = ws.sql("SELECT * FROM merge_imbalance_of('tp') ORDER BY step").df()
+    # timeline(steps=20, straggler=(3, 20)): rank 3 computes 20 % longer in each of the 20 steps
     assert len(imb) == 20 and (imb.slowest_rank == 3).all() and (~imb.balanced).all()
     assert np.allclose(imb.ratio, 1.2 / (1 + 0.2 / 8), atol=0.01)
     comp = k[k.category == "compute"].pivot(index="step", columns="rank", values="duration_ns")
@@ -418,6 +421,8 @@ def test_real_sendrecv_pairs(tmp_path):
     ingest([MFU], db)
     con = _views(open_workspace(db))
     c = con.sql("SELECT * FROM collectives").df()
+    # sqlite3 on the file: 33 ncclDevKernel_SendRecv kernels on each of deviceId 0 and 1 (no other
+    # NCCL kernel), so 33 collectives of 2 ranks, and 66 waits (one per rank and collective)
     assert len(c) == 33 and (c.op == "SendRecv").all() and (c.ranks == 2).all()
     # the pairs are real: ends within 100 us on the shared clock (starts differ by the wait)
     assert c.end_skew_ns.max() < 100_000 and c.start_skew_ns.max() < 10_000_000
@@ -452,7 +457,7 @@ def test_ranks_command_on_real_trace(tmp_path):
 
 
 def _synth_workspace(tmp: Path, injections: tuple[str, ...], **kw) -> tuple[duckdb.DuckDBPyConnection, dict]:
-    synth = pytest.importorskip("nsight_analyze.synth")
+    from nsight_analyze import synth
     from nsight_analyze.ingest import ingest
 
     truth = synth.generate(tmp / "job", injections=injections, **kw)

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED
+from conftest import SHARED, rounded_select
 
 from nsight_analyze import rank_store, synth
 from nsight_analyze.cli import main
@@ -38,8 +38,7 @@ BY_LANDING = {"ingested_at", "file_id"}
 
 def digests(db: Path, skip: set[str] = VOLATILE) -> dict[str, tuple]:
     """Per workspace table: (row count, order-independent hash of its rows) over its columns
-    except `skip`; floating-point values to 10 significant digits (a sum's last bits depend on
-    the order DuckDB's threads add in, in the single-process path too)."""
+    except `skip`; floating-point values to 10 significant digits (conftest.rounded_select)."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         out = {}
@@ -47,15 +46,8 @@ def digests(db: Path, skip: set[str] = VOLATILE) -> dict[str, tuple]:
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND table_name <> 'meta'"
         ).fetchall()
         for (table,) in tables:
-            cols = [c[:2] for c in con.execute(f'DESCRIBE "{table}"').fetchall() if c[0] not in skip]
-            inner = ", ".join(
-                f'printf(\'%.10g\', "{c}") AS "{c}"' if t in ("DOUBLE", "FLOAT") else f'"{c}"'
-                for c, t in cols
-            )
-            row = ", ".join(f'"{c}"' for c, _ in cols)
-            out[table] = con.execute(
-                f'SELECT count(*), sum(hash(({row}))) FROM (SELECT {inner} FROM "{table}")'
-            ).fetchone()
+            rows = rounded_select(con, table, skip)
+            out[table] = con.execute(f"SELECT count(*), sum(hash(_row)) FROM ({rows}) _row").fetchone()
         return out
     finally:
         con.close()

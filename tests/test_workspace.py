@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -25,9 +26,17 @@ def test_every_query_file_loads_and_documents_itself(tmp_path):
     stored = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert set(query_layer.stored("rank")) | set(query_layer.stored("job")) <= stored
     for path in query_files():
-        text = path.read_text().lstrip()
-        assert text.startswith("--"), f"{path.name} must open with a header comment"
+        text = path.read_text()
         assert "CREATE OR REPLACE" in text, path.name
+        header = text[: text.index("CREATE OR REPLACE")].splitlines()
+        # the header convention (docs/architecture.md "Queries"): comment lines only, opening with
+        # "-- NAME: what it is" ("-- NAME(args): ..." for a macro), saying why it exists, and
+        # declaring its stage and what it requires (query_layer.parse reads those two)
+        assert header and all(line.startswith("--") for line in header if line.strip()), path.name
+        assert re.match(rf"-- {re.escape(path.stem)}[:(]", header[0]), f"{path.name}: {header[0]!r}"
+        assert [line for line in header if re.match(r"-- (Why|Purpose): \S", line)], f"{path.name}: no Why:"
+        for key in ("stage", "requires"):
+            assert [line for line in header if re.match(rf"-- {key}: \S", line)], f"{path.name}: no {key}:"
 
 
 @requires_shared
@@ -149,3 +158,20 @@ def test_bad_memory_limit_is_one_clear_line(tmp_path):
     )
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and MEMORY_ENV in out.stderr
+
+
+def test_every_canonical_table_is_owned_by_a_rank_or_a_file(tmp_path):
+    """Replacing a file deletes what its ranks and the file own (landing.delete_file), and the
+    rank-local step shows each batch its ranks' rows: both read ownership from the schema's
+    `rank` and `file_id` columns (schema.owned_by), so a table with neither would keep a replaced
+    file's rows forever. Expected: the schema files themselves (every table they create)."""
+    from nsight_analyze import schema
+
+    con = open_workspace(tmp_path / "ws.duckdb", analyse=False)
+    try:
+        owned = set(schema.owned_by(con, "rank")) | set(schema.owned_by(con, "file_id"))
+        assert set(schema.canonical_tables()) - owned == set()
+        assert {"kernels", "cuda_api", "nvtx", "ranks"} <= set(schema.owned_by(con, "rank"))
+        assert {"env", "ncu_kernels", "ranks"} <= set(schema.owned_by(con, "file_id"))
+    finally:
+        con.close()

@@ -6,14 +6,12 @@ import click
 import pandas as pd
 
 from ..clihelp import output_options
-from ..comms import BY, comms
-from ..errors import UserError
+from ..comms import BY
 from ..render.data import to_json
 from ..render.escape import clean
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
 from ..render.terminal import echo
-from ..workspace import open_workspace
 
 _KEYS = {
     "dimension": ["dimension", "communicators"],
@@ -42,14 +40,11 @@ def command(db: str, by: str, fmt: str) -> None:
     dimension. Each communicator's dimension comes from NCCL's NVTX payload or PyTorch's process
     groups, the collective type and the hosts its ranks span (docs/metrics.md).
 
-    CSV: the rows of the JSON (raw values); Markdown: the table, then the notes and advice."""
-    con = open_workspace(db, read_only=True)
-    try:
-        if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
-            raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
-        data = comms(con, by)
-    finally:
-        con.close()
+    CSV: the rows of the JSON (raw values); Markdown: the table, then the notes and advice.
+    Python: nsight_analyze.open(DB).comms(by)."""
+    from ..api import Workspace
+
+    data = Workspace(db).comms(by)
     if fmt == "json":
         print(to_json(data))
         return

@@ -22,7 +22,7 @@ from ..compare import DEFAULTS, PARTS, SIDES, compare, is_workspace, resolve_set
 from ..errors import UserError
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
-from ..render.terminal import print_table
+from ..render.terminal import print_table, wrap
 from ..workspace import open_workspace
 from .ingest import Spinner
 
@@ -339,6 +339,20 @@ def _require_traces_data(db: Path, given: str, side: str) -> None:
 @click.option(
     "--top", type=int, default=10, show_default=True, help="Rows of kernel/collective changes shown."
 )
+@click.option(
+    "--before-job",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The job of BEFORE to compare when it holds several [default: the one with the most ranks].",
+)
+@click.option(
+    "--after-job",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The job of AFTER to compare when it holds several [default: the one with the most ranks].",
+)
 def command(
     before: str,
     after: str,
@@ -349,6 +363,8 @@ def command(
     model_flops_per_step: float | None,
     overrides: tuple[str, ...],
     top: int,
+    before_job: int | None,
+    after_job: int | None,
 ) -> None:
     """Compare two runs. BEFORE and AFTER are workspaces (.duckdb) or trace folders/files.
 
@@ -356,7 +372,8 @@ def command(
     findings by the cause they measure. The verdict (improvement / regression / neutral) is about
     the slowest rank's median step time, with a seeded bootstrap confidence interval and a
     Mann-Whitney test, when both runs have steps; otherwise about the work done per unit of time
-    (docs/compare.md). Kernels are faster/slower by their per-instance durations.
+    (docs/compare.md). Kernels are faster/slower by their per-instance durations. An input
+    holding several jobs is compared as one job (--before-job/--after-job, else its largest).
     """
     gate = fail_pct is not None
     options = dict(
@@ -377,7 +394,7 @@ def command(
     with Spinner("compare", enabled=not stale) as spinner:
         if traces:
             spinner.say(f"compare: ingesting the {' and '.join(traces)} traces")
-        with workspaces(before, after) as (db_b, db_a, notes):
+        with workspaces(before, after, (before_job, after_job)) as (db_b, db_a, notes):
             if gate:
                 for side, db in zip(SIDES, (db_b, db_a)):
                     if side in traces:
@@ -397,12 +414,12 @@ def command(
     elif fmt == "markdown":
         print(markdown(result, top))
     else:
-        click.echo(result["verdict"]["reason"])
+        click.echo(wrap(result["verdict"]["reason"], hang="    "))
         for title, df in sections(result, top):
             if not df.empty:
                 print_table(df, title)
-        for line in _lines(result):
-            click.echo("  " + line)
+        for line in _lines(result):  # paths and names are trace text
+            click.echo(wrap(line, indent="  ", hang="    "))
     if html_out:
         click.echo(f"wrote {html_out}", err=True)
     if result.get("gate", {}).get("failed"):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import click
 import pandas as pd
 
 from ..api import Workspace, findings_frame
-from ..clihelp import NO_DATA_EXIT, gpu_option, output_options
-from ..diagnose import SEVERITIES, THRESHOLDS, Finding, findings_json
+from ..clihelp import NO_DATA_EXIT, gpu_option, job_option, output_options, step_pattern_option
+from ..diagnose import SEVERITIES, THRESHOLDS, Finding
 from ..errors import UserError
 from ..render.data import to_json
 from ..render.markdown import code_block, markdown_cell, markdown_text
@@ -34,7 +35,7 @@ def _headline(job: dict) -> str:
     )
 
 
-def _overview(findings: list[Finding]) -> pd.DataFrame:
+def _overview(findings: Sequence[Finding]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
@@ -64,7 +65,7 @@ def _parse_thresholds(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _text(findings: list[Finding], evidence_rows: int, width: int | None = None) -> str:
+def _text(findings: Sequence[Finding], evidence_rows: int, width: int | None = None) -> str:
     """The findings as text wrapped to the terminal; evidence tables indented and fitted."""
     width = width or terminal_width()
 
@@ -100,7 +101,7 @@ def _text(findings: list[Finding], evidence_rows: int, width: int | None = None)
     return "\n".join(lines)
 
 
-def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
+def _markdown(findings: Sequence[Finding], doc: dict, evidence_rows: int) -> str:
     """Markdown for CI: every text that can hold trace text (titles, summaries, signals, fixes,
     evidence) goes through `render.markdown`, so a kernel or NVTX name stays literal text."""
     md = markdown_text
@@ -179,6 +180,8 @@ def _markdown(findings: list[Finding], doc: dict, evidence_rows: int) -> str:
     f"A workspace without GPU data always exits {NO_DATA_EXIT}.",
 )
 @gpu_option
+@job_option
+@step_pattern_option
 def command(
     db: str,
     fmt: str,
@@ -187,11 +190,15 @@ def command(
     evidence_rows: int,
     fail_on: str | None,
     gpu: str | None,
+    job: int | None,
+    step_pattern: str | None,
 ) -> None:
     """Ranked findings: evidence (with its SQL), recoverable time per step, fixes and their trade-offs.
 
     CSV: one row per finding (rank, severity, id, title, recoverable_ns_per_step, recoverable_pct,
-    ranks, steps, summary). Python: nsight_analyze.open(DB).findings(), .diagnose(), .diagnosis().
+    ranks, steps, summary). A workspace of several jobs is diagnosed one job at a time (--job N,
+    else the one with the most ranks), said in a first line (JSON: job.scope).
+    Python: nsight_analyze.open(DB).findings(), .diagnose(), .diagnosis().
     """
     if list_thresholds:
         df = pd.DataFrame(
@@ -203,16 +210,27 @@ def command(
             emit(df, fmt, title="thresholds")
         return
     overrides = _parse_thresholds(thresholds)
+    from .summary import apply_step_pattern
+
+    apply_step_pattern(db, step_pattern)
     # Bad input (exit 2) is said before "no data"; no GPU operation: exit NO_DATA_EXIT with one
     # line, never "no findings" (a CI gate must not pass). --gpu states the model for the HFU rule.
-    findings = Workspace(db).diagnose(overrides, gpu=gpu)
-    doc = findings_json(findings)
+    ws = Workspace(db, job=job)
+    findings = ws.diagnose(overrides, gpu=gpu)
+    doc = ws.diagnosis_of(findings)
+    note = ws.scope.note() if ws.scope else None
+    if note and fmt == "csv":  # the CSV stays one table
+        print(note, file=sys.stderr)
+    elif note and fmt == "table":
+        print(wrap(note))
     if fmt == "json":
         print(to_json(doc))
     elif fmt == "csv":
         emit(findings_frame(findings), "csv")
     elif fmt == "markdown":
-        print(_markdown(findings, doc, evidence_rows))
+        text = _markdown(findings, doc, evidence_rows)
+        head = "# nsight-analyze diagnose\n"  # the job shown, right under the title
+        print(text.replace(head, f"{head}\n{markdown_text(note)}\n", 1) if note else text)
     else:
         job = doc["job"]
         print(

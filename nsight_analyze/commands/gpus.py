@@ -83,4 +83,9 @@ def command(
     if len(ncu) and human:
         if fmt == "markdown":
             print()
-        emit(ncu, fmt, title=f"Nsight Compute files (roofline ridge points use these {precision} peaks)")
+        emit(
+            ncu,
+            fmt,
+            title=f"Counter files (Nsight Compute, CUPTI range profiler): roofline ridge points use these "
+            f"{precision} peaks",
+        )

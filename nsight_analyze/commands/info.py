@@ -105,7 +105,9 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
         warnings.append("no NVTX ranges: steps cannot come from NVTX")
     if counts["kernels"] == 0 and counts["memops"] == 0:
         warnings.append("no GPU activity in the workspace")
-    versions = sorted({v for v in files["nsys_version"].dropna()})
+    # the nsys exports' versions (a recipe output's column holds the recipe's runtime version)
+    nsys = files["source_format"] == "nsys-sqlite"
+    versions = sorted({v for v in files.loc[nsys, "nsys_version"].dropna()})
     if len(versions) > 1:
         warnings.append(f"ranks were exported by different nsys versions: {', '.join(versions)}")
     if len(ranks):

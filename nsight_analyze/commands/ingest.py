@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..clihelp import env_db
+from ..clihelp import env_db, step_pattern_option
 from ..ingest import FileOutcome, ingest
 from ..render.terminal import print_table
 from ..workspace import open_workspace
@@ -47,6 +47,7 @@ from ..workspace import open_workspace
     help="Extra kernel classification rules (CSV: priority,pattern,category,subcategory,note).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Only the closing summary.")
+@step_pattern_option
 def command(
     inputs: tuple[Path, ...],
     db: Path | None,
@@ -55,19 +56,26 @@ def command(
     replace: bool,
     rules: Path | None,
     quiet: bool,
+    step_pattern: str | None,
 ):
     """Read every trace below INPUTS into one DuckDB workspace: nsys exports (.sqlite; .nsys-rep
-    through the nsys CLI), PyTorch-profiler JSON and Nsight Compute reports.
+    and .qdrep through the nsys CLI), nsys recipe outputs (folders or zips), PyTorch-profiler
+    (Kineto) JSON, Nsight Compute reports (.ncu-rep, CSV) and DCGM metrics (dcgm-exporter
+    scrapes, Prometheus JSON, dcgmi dmon tables).
 
-    Each file is read, and its rank-local results computed, by a worker process (or a Dask
-    worker); the client lands each file in the workspace as it comes back, then computes the
-    job-level results. Re-running processes only new or changed files.
+    Each file is read and its rank-local results computed (by worker processes or a Dask
+    cluster with --jobs/--dask); the client lands each file in the workspace as it comes back,
+    then computes the job-level results. Re-running processes only new or changed files.
 
     Exits 1 when a file failed or nothing was loaded; a workspace that did not exist before is then
     not created, one that did keeps its data (only the list of files not loaded is updated).
     """
     if db is None:
         db = workspace_path(inputs)
+    if step_pattern is not None:  # a bad regex is said before anything is read
+        from .summary import check_regex
+
+        check_regex(step_pattern)
     existed = db.exists()
     with IngestProgress(enabled=not quiet) as progress:
         report = ingest(
@@ -98,6 +106,11 @@ def command(
         kept = f"{db} keeps its data" if existed else f"no workspace written at {db}"
         click.echo(f"nothing ingested ({counts}): {kept}")
         sys.exit(1)
+    if step_pattern is not None:  # stored, and the steps recomputed now (not by the next command)
+        from .summary import apply_step_pattern
+
+        apply_step_pattern(str(db), step_pattern)
+        open_workspace(db).close()
     _closing_table(db)
     click.echo(f"workspace {db}: {counts}")
     if report.failed:

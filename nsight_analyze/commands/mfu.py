@@ -6,13 +6,13 @@ import click
 import pandas as pd
 
 from ..api import Workspace
-from ..clihelp import gpu_option, output_options
+from ..clihelp import gpu_option, job_option, output_options
 from ..flops import FORMULAS, RECOMPUTE
 from ..gpus import DEFAULT_PRECISION, PRECISIONS
 from ..render.data import to_json
-from ..render.escape import clean
 from ..render.markdown import markdown_text
 from ..render.output import emit
+from ..render.terminal import wrap
 
 MAX_STEP_ROWS = 40
 
@@ -67,6 +67,7 @@ MAX_STEP_ROWS = 40
     default=None,
     help="Steps in the capture when no step windows were found.",
 )
+@job_option
 @output_options()
 def command(
     db: str,
@@ -84,6 +85,7 @@ def command(
     precision: str,
     n_gpus: int | None,
     steps_in_window: int | None,
+    job: int | None,
     fmt: str,
 ) -> None:
     """MFU = model FLOPs / (step time x GPUs x dense peak); HFU = counter FLOPs / (window x peak).
@@ -95,7 +97,8 @@ def command(
     CSV and Markdown: the table (MFU/HFU in %); JSON: fractions (0.42 = 42 %).
     Python: nsight_analyze.open(DB).mfu(...), .mfu_summary(...) (the JSON document).
     """
-    summary = Workspace(db).mfu_summary(
+    ws = Workspace(db, job=job)  # one job of a workspace of several (job_scope.py)
+    summary = ws.mfu_summary(
         model_flops_per_step=model_flops_per_step,
         params=params,
         tokens_per_step=tokens_per_step,
@@ -111,9 +114,12 @@ def command(
         steps_in_window=steps_in_window,
         gpu=gpu,
     )
+    note = ws.scope.note() if ws.scope else None
     if fmt == "json":
         print(to_json(summary))
         return
+    if note and fmt == "table":
+        click.echo(wrap(note))
     rows = list(summary["per_step"])
     if len(rows) > MAX_STEP_ROWS and fmt == "table":  # csv and markdown: every step
         click.echo(
@@ -151,8 +157,10 @@ def command(
             lines.append(f"HFU/MFU = {summary['hfu_over_mfu']:.3f}")
         if summary["hfu_tensor_active"] is not None:
             lines.append(f"tensor-active estimate: {100 * summary['hfu_tensor_active']:.1f}%")
-        lines += summary["gap"] + summary["notes"]
+        lines += summary["gap"] + summary["notes"] + ([note] if note and fmt == "markdown" else [])
         if fmt == "markdown" and lines:
             click.echo()
         for line in lines:
-            click.echo("- " + markdown_text(line) if fmt == "markdown" else "  " + clean(line))
+            click.echo(
+                "- " + markdown_text(line) if fmt == "markdown" else wrap(line, indent="  ", hang="    ")
+            )

@@ -6,7 +6,7 @@ import click
 import pandas as pd
 
 from ..api import Workspace, rank_report, rank_report_json
-from ..clihelp import output_options
+from ..clihelp import job_option, output_options
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
@@ -20,19 +20,21 @@ def _num(col: pd.Series) -> pd.Series:
 
 
 def _gpu(rows: pd.DataFrame) -> list[str]:
-    """The GPU model when known, else the device id (UNKNOWN when neither is)."""
+    """The GPU model when known, else 'device N' (a bare number reads as a count; UNKNOWN when
+    neither is known)."""
     out = []
     for name, device in zip(rows["gpu_name"], rows["device_id"], strict=True):
         if isinstance(name, str) and name:
             out.append(name)
         else:
-            out.append(UNKNOWN if pd.isna(device) else str(int(device)))
+            out.append(UNKNOWN if pd.isna(device) else f"device {int(device)}")
     return out
 
 
 def _table(rows: pd.DataFrame, several_jobs: bool, attribution: list[dict] | None = None) -> pd.DataFrame:
-    """The terminal table: nanosecond columns, which the renderer shows in human units."""
-    return pd.DataFrame(
+    """The terminal table: nanosecond columns, which the renderer shows in human units. The
+    straggler and cause columns only when a rank has one (an empty column costs a table width)."""
+    table = pd.DataFrame(
         {
             "rank": rows["rank"],
             **({"job": rows["job"]} if several_jobs else {}),
@@ -52,6 +54,8 @@ def _table(rows: pd.DataFrame, several_jobs: bool, attribution: list[dict] | Non
             "cause": _causes(rows, attribution or []),
         }
     )
+    empty = [c for c in ("straggler", "cause") if not table[c].fillna("").astype(str).str.strip().any()]
+    return table.drop(columns=empty)
 
 
 def _causes(rows: pd.DataFrame, attribution: list[dict]) -> list[str]:
@@ -136,15 +140,19 @@ def _summary(
 
 @click.command(name="ranks")
 @output_options()
-def command(db: str, fmt: str) -> None:
+@job_option
+def command(db: str, fmt: str, job: int | None) -> None:
     """Per rank: job, host, GPU, clock offset and residual, compute time, collective wait suffered and
     caused, times slowest; per job: how many of its ranks are present (2 of 128), and whether it has a
     persistent or rotating straggler or is balanced.
 
+    Every job of the workspace, each labelled; --job N shows only that one.
     CSV: the rank rows of the JSON (raw values). Python: nsight_analyze.open(DB).ranks(),
     .rank_report() (the JSON document)."""
-    with Workspace(db).connect() as con:
+    ws = Workspace(db, job=job)
+    with ws.connect() as con:
         report = rank_report(con)
+    note = ws.scope.note() if ws.scope else None
     rows, verdict, alignment, jobs = (report[k] for k in ("ranks", "verdict", "alignment", "jobs"))
     partial = report["partial"]
     if fmt == "json":
@@ -153,7 +161,7 @@ def command(db: str, fmt: str) -> None:
     if fmt == "csv":
         emit(rows, "csv")
         return
-    lines = _summary(jobs, verdict, rows, alignment)
+    lines = ([note] if note else []) + _summary(jobs, verdict, rows, alignment)
     attribution = report.get("attribution", [])
     lines += _attribution_lines(attribution)
     if partial:

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..clihelp import db_option, gpu_option
+from ..clihelp import db_option, gpu_option, job_option, step_pattern_option
 from ..gpus import validate_gpu
+from ..job_scope import scope
+from ..render.terminal import echo
 from ..workspace import open_workspace
 from .ingest import Spinner
 
@@ -40,6 +42,8 @@ from .ingest import Spinner
     "--peak-tflops", type=float, default=None, help="Per-GPU dense peak TFLOP/s, overriding the table."
 )
 @gpu_option
+@job_option
+@step_pattern_option
 def command(
     db: str,
     output: Path,
@@ -47,18 +51,30 @@ def command(
     model_flops_per_step: float | None,
     peak_tflops: float | None,
     gpu: str | None,
+    job: int | None,
+    step_pattern: str | None,
 ) -> None:
-    """Write the HTML report: partition, aligned timeline, heatmap, overlap, kernels, capture quality."""
+    """Write the HTML report: partition, aligned timeline, heatmap, overlap, kernels, capture quality.
+
+    A workspace of several jobs gets the report of one (--job N, else the one with the most
+    ranks), named under the title."""
     from ..render.report import parse_steps, write_report
 
     step_range = parse_steps(steps)
     given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
     mfu = {k: v for k, v in given if v is not None}
+    from .summary import apply_step_pattern
+
+    apply_step_pattern(db, step_pattern)
     validate_gpu(gpu)  # here: the report turns a failed MFU section into "unknown", hiding the typo
     con = open_workspace(db, read_only=True)  # draws its own bar when it recomputes the analysis
     try:
+        shown = scope(con, job)
+        note = shown.note() if shown else None
         with Spinner(f"writing the report {output}"):
-            path = write_report(con, output, step_range, mfu_options=mfu)
+            path = write_report(con, output, step_range, mfu_options=mfu, job_note=note)
     finally:
         con.close()
+    if note:
+        echo(note)
     click.echo(f"report: {path.resolve()} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -9,11 +9,12 @@ import duckdb
 import pandas as pd
 
 from ..api import Workspace
-from ..clihelp import output_options
+from ..clihelp import job_option, output_options, step_pattern_option
 from ..errors import UserError
 from ..render.data import to_json
-from ..render.markdown import markdown_table
+from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
+from ..render.terminal import echo
 from ..summary import _TITLES, BY, idle_table, kernels_table, partition_table, print_summary
 from ..workspace import open_workspace
 
@@ -50,6 +51,12 @@ def set_step_pattern(db: str, pattern: str) -> bool:
         return True
     finally:
         con.close()
+
+
+def apply_step_pattern(db: str, pattern: str | None) -> None:
+    """--step-pattern of any command: stored (and said on stderr) when given and new."""
+    if pattern is not None and set_step_pattern(db, pattern):
+        print(f"step_pattern set to {pattern!r} in {db}", file=sys.stderr)
 
 
 def set_periodic_steps(db: str, on: bool) -> bool:
@@ -96,39 +103,43 @@ def print_markdown(result: dict) -> None:
     help="One row per rank (whole capture), per step (the job's step time = the slowest rank's "
     "window, and the mean rank's partition) or per rank and step.",
 )
-@click.option(
-    "--step-pattern",
-    metavar="REGEX",
-    default=None,
-    help="RE2 regex of the NVTX ranges that delimit steps; stored in the workspace (settings "
-    "step_pattern), so later commands use it too.",
-)
+@step_pattern_option
 @click.option(
     "--periodic-steps/--no-periodic-steps",
     default=None,
     help="Without NVTX steps or optimizer kernels, detect steps from a kernel that runs once per "
     "step (docs/metrics.md); stored in the workspace (settings periodic_steps) [default: off].",
 )
+@job_option
 @output_options()
-def command(db: str, by: str, step_pattern: str | None, periodic_steps: bool | None, fmt: str) -> None:
+def command(
+    db: str, by: str, step_pattern: str | None, periodic_steps: bool | None, job: int | None, fmt: str
+) -> None:
     """Time partition per rank or step: compute, memory, exposed comms, idle and its causes.
 
     Times are in human units with the share of the window; JSON gives integer nanoseconds under
     the column names of the time_partition view (plus *_pct shares). With --by step, JSON rows
     hold sums over the ranks (rank-nanoseconds), `job_step_ns` (the longest window over the
     ranks: the job's step time), `slowest_rank` and `min_window_ns`. CSV: the partition rows of
-    the JSON. Python: nsight_analyze.open(DB).summary(by), .partition(by).
+    the JSON. A workspace of several jobs shows one (--job N, else the one with the most ranks)
+    and says so; JSON `job` names it. Python: nsight_analyze.open(DB).summary(by), .partition(by).
     """
-    if step_pattern is not None and set_step_pattern(db, step_pattern):
-        print(f"step_pattern set to {step_pattern!r} in {db}", file=sys.stderr)
+    apply_step_pattern(db, step_pattern)
     if periodic_steps is not None and set_periodic_steps(db, periodic_steps):
         print(f"periodic_steps set to {'on' if periodic_steps else 'off'} in {db}", file=sys.stderr)
-    result = Workspace(db).summary(by=by)
+    result = Workspace(db, job=job).summary(by=by)
+    note = (result.get("job") or {}).get("note")
     if fmt == "json":
         click.echo(to_json(result))
     elif fmt == "csv":
+        if note:  # the CSV stays one table
+            print(note, file=sys.stderr)
         emit(pd.DataFrame(result["partition"]), "csv")
     elif fmt == "markdown":
+        if note:
+            print(markdown_text(note) + "\n")
         print_markdown(result)
     else:
+        if note:
+            echo(note)
         print_summary(None, by=by, result=result)

@@ -87,9 +87,15 @@ from ..synth.parallel import parse_parallel
     show_default=True,
     help="With --dcgm: scrape interval.",
 )
+@click.option(
+    "--recipe-output",
+    is_flag=True,
+    help="Also write nvtx_gpu_proj_trace/: what `nsys recipe nvtx_gpu_proj_trace` writes for these "
+    "reports (its Parquet layout; values computed from the files). `ingest` reads it beside them.",
+)
 def command(
     out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step, workload, inject, no_truth,
-    parallel, nccl_trace, dcgm_format, dcgm_interval_ms,
+    parallel, nccl_trace, dcgm_format, dcgm_interval_ms, recipe_output,
 ):  # fmt: skip
     """Write report_rank{R}.sqlite per rank into OUT_DIR, plus ground_truth.json."""
     t0 = time.perf_counter()
@@ -122,4 +128,12 @@ def command(
         click.echo(
             f"wrote {len(series['samples']):,} DCGM samples of {len(series['gpus'])} GPUs ({dcgm_format}) to "
             + ", ".join(series["files"])
+        )
+    if recipe_output:
+        from ..synth import recipe as synth_recipe
+
+        rows = synth_recipe.for_traces(out_dir)
+        click.echo(
+            f"wrote {sum(r['rows'] for r in rows.values()):,} projected NVTX ranges of {len(rows)} report(s) "
+            f"to {synth_recipe.FOLDER}/ (nsys recipe nvtx_gpu_proj_trace layout)"
         )

@@ -12,7 +12,7 @@ from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
 from ..render.terminal import echo
 from ..render.units import format_duration
-from ..whatif import SCENARIO_TEXT, scenarios, whatif_json
+from ..whatif import SCENARIO_TEXT, empty_reason, scenarios, whatif_json
 
 
 def _table(rows: list[dict], several_jobs: bool) -> pd.DataFrame:
@@ -63,8 +63,9 @@ def command(db: str, fmt: str, per_step: bool) -> None:
     "gain_ns", ...}]} (docs/whatif.md). CSV: those rows."""
     with Workspace(db).connect() as con:
         rows = scenarios(con)
+        reason = None if rows else empty_reason(con)
     if fmt == "json":
-        print(to_json(whatif_json(rows)))
+        print(to_json(whatif_json(rows, reason)))
         return
     if fmt == "csv":
         df = pd.DataFrame(whatif_json(rows)["scenarios"])
@@ -74,7 +75,7 @@ def command(db: str, fmt: str, per_step: bool) -> None:
         emit(df, "csv")
         return
     if not rows:
-        echo("no what-if: no step is present on every rank of the job (step windows are needed)")
+        echo(f"no what-if (unknown): {reason}")
         return
     shown = rows if per_step or fmt == "markdown" else [r for r in rows if r["step"] is None]
     several = len({r["job"] for r in rows}) > 1

@@ -46,7 +46,6 @@ from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_o
 from .kernels import _collectives, _kernels
 from .runs import _imbalance, _n_steps, _partition
 from .settings import (  # noqa: F401
-    BASES,
     COMPANIONS,
     CONFIG,
     DEFAULTS,
@@ -72,10 +71,13 @@ def compare(
     findings: bool = True,
     model_flops_per_step: float | None = None,
     fail_on_regression_pct: float | None = None,
+    before_job: int | None = None,
+    after_job: int | None = None,
 ) -> dict[str, Any]:
-    """Compare two runs (workspaces or trace folders/files); the stable JSON of docs/compare.md."""
+    """Compare two runs (workspaces or trace folders/files); the stable JSON of docs/compare.md.
+    An input holding several jobs is compared as one: `before_job`/`after_job`, else its largest."""
     cfg = resolve_settings(settings)
-    with workspaces(before, after) as (db_b, db_a, notes):
+    with workspaces(before, after, (before_job, after_job)) as (db_b, db_a, notes):
         for db in sorted({db_b.resolve(), db_a.resolve()}):
             note = _refresh(db)
             if note:

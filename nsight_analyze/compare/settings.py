@@ -31,7 +31,6 @@ PARTS = (*TILING, *IDLE_PARTS)
 COMPANIONS = ("window_ns", *COMMS)
 SIDES = ("before", "after")
 STATUSES = ("added", "removed", "faster", "slower", "unchanged", "reshaped")
-BASES = ("step_time", "work_rate", "none")
 # Kernel launch configuration: durations are compared within one configuration (a kernel name
 # often runs at several shapes, and a change in their mix is not a change of speed).
 CONFIG = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")

@@ -27,22 +27,101 @@ def is_workspace(path: Path) -> bool:
         return fh.read(12)[8:12] == b"DUCK"
 
 
+def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -> Path:
+    """A workspace of one job for this side: `db` itself, or, when it holds several jobs, the
+    chosen job's files (`job`, else the one with the most ranks) ingested into a temporary one.
+
+    Why a workspace of its own: compare matches ranks by number, and every per-side read (its
+    partition, kernels, findings) must see that job alone (docs/compare.md "Jobs")."""
+    from ..ingest import ingest
+    from ..job_scope import choose
+    from ..workspace import open_workspace
+
+    con = open_workspace(db, read_only=True)
+    try:
+        chosen = choose(con, job)
+        if chosen is None or chosen.n_jobs <= 1:
+            return db
+        files = [
+            Path(r[0])
+            for r in con.execute(
+                "SELECT DISTINCT f.path FROM files f JOIN ranks r USING (file_id) WHERE r.job = ? ORDER BY 1",
+                [chosen.job],
+            ).fetchall()
+        ]
+    finally:
+        con.close()
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise UserError(
+            f"{side}: job {chosen.job} of {db} was read from {missing[0]}, which is gone; compare re-reads "
+            "a job's files when a workspace holds several jobs"
+        )
+    out = Path(tmp) / f"{side}-job{chosen.job}.duckdb"
+    ingest(files, out)
+    notes.append(f"{side}: " + (chosen.note(f"--{side}-job N") or ""))
+    return out
+
+
+def _without_periodic(db: Path, side: str, tmp: str, notes: list[str]) -> Path:
+    """`db`, or when its steps come from a periodic kernel (settings.periodic_steps = 'on'), a
+    temporary copy analysed without them.
+
+    Why: two windows cut from one run may repeat different kernels, so periodic "steps" of one
+    capture are not the steps of the other; a side per periodic step against a side per capture
+    window would weigh per-step partitions, kernels and findings against per-window ones. Both
+    sides are then compared per capture window (NVTX and optimizer steps are kept)."""
+    import shutil
+
+    from ..workspace import open_workspace
+
+    con = open_workspace(db, read_only=True)
+    try:
+        periodic = con.execute("SELECT count(DISTINCT rank) FROM steps WHERE source = 'periodic'").fetchone()[
+            0
+        ]
+    except duckdb.CatalogException:
+        periodic = 0
+    finally:
+        con.close()
+    if not periodic:
+        return db
+    out = Path(tmp) / f"{side}-capture-windows.duckdb"
+    shutil.copyfile(db, out)
+    if Path(str(db) + ".wal").is_file():
+        shutil.copyfile(str(db) + ".wal", str(out) + ".wal")
+    con = open_workspace(out, analyse=False)
+    try:
+        con.execute("UPDATE settings SET value = 'off' WHERE key = 'periodic_steps'")
+    finally:
+        con.close()
+    open_workspace(out).close()  # recomputes the steps (and what depends on them) without them
+    notes.append(
+        f"{side}: the steps of {periodic} rank(s) came from a periodic kernel (--periodic-steps); compared "
+        "per capture window instead (two captures may repeat different kernels)"
+    )
+    return out
+
+
 @contextmanager
-def workspaces(before: str | Path, after: str | Path) -> Iterator[tuple[Path, Path, list[str]]]:
-    """Workspace paths for both inputs; trace folders/files are ingested into temporary ones."""
+def workspaces(
+    before: str | Path, after: str | Path, jobs: tuple[int | None, int | None] = (None, None)
+) -> Iterator[tuple[Path, Path, list[str]]]:
+    """Workspace paths for both inputs; trace folders/files are ingested into temporary ones.
+    An input holding several jobs becomes one job's (`jobs`: before's, after's; see _one_job)."""
     from ..ingest import ingest
 
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="nsight-compare-") as tmp:
         out = []
-        for side, given in zip(SIDES, (before, after)):
+        for side, given, job in zip(SIDES, (before, after), jobs):
             path = Path(given)
             if not path.exists():
                 raise UserError(
                     f"{side} input {path} does not exist (give a workspace .duckdb or a trace folder)"
                 )
             if is_workspace(path):
-                out.append(path)
+                out.append(_without_periodic(_one_job(path, job, side, tmp, notes), side, tmp, notes))
                 continue
             db = Path(tmp) / f"{side}.duckdb"
             report = ingest([path], db)
@@ -53,7 +132,7 @@ def workspaces(before: str | Path, after: str | Path) -> Iterator[tuple[Path, Pa
                 )
             ok = len(report.by_status("ok"))
             notes.append(f"{side}: ingested {ok} file(s) from {path} into a temporary workspace")
-            out.append(db)
+            out.append(_without_periodic(_one_job(db, job, side, tmp, notes), side, tmp, notes))
         yield out[0], out[1], notes
 
 
@@ -144,11 +223,10 @@ def _findings(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[dict[str, Any] 
         }
         for f in found
     ]
-    job = getattr(found, "job", None) or {}
     return {
         "findings": rows,
-        "thresholds": dict(getattr(found, "thresholds", None) or {}),
-        "mean_step_ns": job.get("mean_step_ns"),
+        "thresholds": dict(found.thresholds),
+        "mean_step_ns": found.job["mean_step_ns"],
     }, None
 
 

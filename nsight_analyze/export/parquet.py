@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 
-from .. import __version__, query_layer
+from .. import __version__, query_layer, schema
 from ..duck import out_of_memory
 from ..errors import UserError
 from . import replace_atomically, sql_path
@@ -30,7 +29,6 @@ from . import replace_atomically, sql_path
 MANIFEST = "manifest.json"
 FORMAT_NAME = "nsight-analyze-parquet"
 FORMAT_VERSION = 1
-_CREATE_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)", re.IGNORECASE)
 
 
 @dataclass
@@ -70,22 +68,12 @@ class ParquetExport:
         return sum(t.rows for t in self.tables)
 
 
-def canonical_tables() -> list[str]:
-    """The canonical tables, in the order the schema files create them (schema.sql first)."""
-    from ..workspace import schema_files
-
-    names: list[str] = []
-    for path in schema_files():
-        names += [n for n in _CREATE_TABLE.findall(path.read_text()) if n not in names]
-    return names
-
-
 def exported_objects() -> list[tuple[str, str]]:
     """(name, kind) of everything exported: canonical tables, then the public stored results,
     then the public live views (canonical ones in schema order, the others by name, so two
     exports list the same order). Macros are left out: they take parameters, so they have no
     rows of their own."""
-    out = [(name, "canonical") for name in canonical_tables()]
+    out = [(name, "canonical") for name in schema.schema_tables()]
     seen = {name for name, _ in out}
     layer = sorted(
         (q for q in query_layer.layer() if not q.private and q.name not in seen), key=lambda q: q.name

@@ -1,17 +1,19 @@
-"""Diagnosis rules, one module per family. Each rule takes a `diagnose.Ctx` and returns findings.
+"""Diagnosis rules, one module per family. Each rule takes a `base.Ctx` and returns findings
+(`base.Rule`); this list is the registry `diagnose()` runs.
 
 The order of RULES does not matter: `diagnose()` ranks the findings by recoverable time.
 """
 
 from __future__ import annotations
 
-from . import capture, comms, efficiency, idle, kernel_fixes, kernels, nsys, slow_rank
+from . import capture, comms, dimensions, efficiency, idle, kernel_fixes, kernels, nsys, precision, slow_rank
 
 RULES = [
     idle.input_stall,
     idle.synchronisation,
     idle.launch_bound,
     comms.exposed_comm,
+    dimensions.comm_by_dimension,
     comms.imbalance,
     kernels.low_occupancy,
     kernels.memory_bound,
@@ -24,7 +26,7 @@ RULES = [
     efficiency.compute_efficiency,
     kernel_fixes.fusion_candidates,
     kernel_fixes.unfused_attention,
-    kernel_fixes.gemm_precision,
+    precision.gemm_precision,
     kernel_fixes.cuda_graph_candidates,
     slow_rank.slow_rank,
 ]

@@ -7,7 +7,7 @@ rule that does not list steps says so instead of reporting 0 next to a non-zero 
 
 from __future__ import annotations
 
-from ..diagnose import Ctx
+from .base import Ctx
 
 NO_STEPS_NOTE = "no steps found: the whole capture is one window (the steps list is empty)"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from ..diagnose import Fix
+from .base import Fix
 
 FAMILIES = (
     "gemm",

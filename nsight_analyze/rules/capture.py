@@ -5,7 +5,7 @@ They have no recoverable time and are listed before the performance findings.
 
 from __future__ import annotations
 
-from ..diagnose import Ctx, Finding, Fix, Signal
+from .base import Ctx, Finding, Fix, Signal
 
 
 def clock_skew(ctx: Ctx) -> list[Finding]:
@@ -41,7 +41,7 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
     )
     hosts = sorted(set(skewed["host"].astype(str)))
     return [
-        Finding(
+        ctx.finding(
             id="clock-skew",
             title=f"Host clocks disagreed by up to {worst / 1e6:.3f} ms (corrected)"
             if corrected
@@ -59,7 +59,6 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
             ranks=[int(r) for r in skewed["rank"]],
             steps=[],
             recoverable_ns_per_step=None,
-            recoverable_pct=None,
             recoverable_method="not a performance problem: no recoverable time",
             metrics={"max_correction_ns": worst, "residual_p95_ns": resid, "hosts": hosts},
             evidence=ev,
@@ -86,12 +85,11 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
 def cuda_graphs(ctx: Ctx) -> list[Finding]:
     """How much kernel time replays from CUDA graphs (per-kernel launch attribution is lost there)."""
     th = ctx.th["graph_min_pct"]
+    if not ctx.has("diag_rank_kernels"):
+        return []
     per_rank = ctx.df(
-        """SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE graph_node_id IS NOT NULL) AS
-               graph_kernels,
-                  100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL)
-                        / nullif(sum(end_ns - start_ns), 0) AS graph_pct
-           FROM kernels GROUP BY rank ORDER BY rank"""
+        """SELECT rank, kernels, graph_kernels, 100.0 * graph_kernel_ns / nullif(kernel_ns, 0) AS graph_pct
+           FROM diag_rank_kernels ORDER BY rank"""
     )
     if per_rank.empty:
         return []
@@ -99,36 +97,38 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
     if covered.empty:
         return []
     launches = (
-        ctx.scalar("SELECT count(*) FROM cuda_api WHERE name IN ('cudaGraphLaunch', 'cuGraphLaunch')") or 0
-    )
+        ctx.scalar(
+            "SELECT coalesce(sum(calls), 0) FROM api_summary "
+            "WHERE name IN ('cudaGraphLaunch', 'cuGraphLaunch')"
+        )
+        if ctx.has("api_summary")
+        else 0
+    ) or 0
     ev = [
         ctx.evidence(
             "CUDA-graph coverage per rank",
             "Kernels replayed from CUDA graphs (graph_node_id set) and their share of kernel time.",
-            """SELECT rank, count(*) AS kernels, count(*) FILTER (WHERE graph_node_id IS NOT NULL)
-                                 AS graph_kernels, count(DISTINCT graph_id) AS graphs,
-                                 round(100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL)
-                                       / nullif(sum(end_ns - start_ns), 0), 2) AS graph_time_pct
-                          FROM kernels GROUP BY rank ORDER BY rank""",
+            """SELECT rank, kernels, graph_kernels, graphs,
+                      round(100.0 * graph_kernel_ns / nullif(kernel_ns, 0), 2) AS graph_time_pct
+               FROM diag_rank_kernels ORDER BY rank""",
         )
     ]
     steps: list[int] = []
-    if ctx.has_steps and ctx.has("diag_window_bounds"):
+    if ctx.has_steps and ctx.has("diag_window_bounds", "graph_coverage"):
         steps = [
             int(s)
             for s in ctx.df(
-                """SELECT DISTINCT w.step FROM kernels k JOIN diag_window_bounds w ON w.rank = k.rank
-               AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns
-               WHERE k.graph_node_id IS NOT NULL ORDER BY 1"""
+                """SELECT DISTINCT w.step FROM graph_coverage g JOIN diag_window_bounds w
+                     ON w.rank = g.rank AND w.step IS NOT DISTINCT FROM g.step
+                   WHERE g.graph_kernels > 0 ORDER BY 1"""
             )["step"]
         ]
     pct = float(covered["graph_pct"].mean())
     return [
-        Finding(
+        ctx.finding(
             id="cuda-graphs",
             title=f"CUDA graphs replay {pct:.0f} % of kernel time",
             kind="capture",
-            severity="info",
             summary=f"{pct:.1f} % of kernel time on {len(covered)} rank(s) comes from {launches} "
             f"graph launches: "
             "launch gaps inside a graph are not host launch cost, and per-kernel launch attribution "
@@ -136,7 +136,6 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
             ranks=[int(r) for r in covered["rank"]],
             steps=steps,
             recoverable_ns_per_step=None,
-            recoverable_pct=None,
             recoverable_method="not a performance problem: no recoverable time",
             metrics={"graph_time_pct": pct, "graph_launches": launches},
             evidence=ev,

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..diagnose import Ctx, Finding, Fix, Signal
 from ._common import step_metrics
+from ._whatif import bounded_by
+from .base import Ctx, Finding, Fix, Signal
+from .dimensions import breakdown_evidence, single_dimension_fixes
 
 
+@bounded_by("comms-hidden")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def exposed_comm(ctx: Ctx) -> list[Finding]:
     """Communication not hidden behind compute, minus waits for late ranks and the last transfer."""
     if not ctx.has("diag_comm_recoverable", "diag_comm_exposure"):
@@ -61,6 +64,9 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
                FROM diag_comm_exposure GROUP BY op, bucket ORDER BY bucket, op""",
         ),
     ]
+    by_dim = breakdown_evidence(ctx)  # the split by parallelism dimension (rules/dimensions.py)
+    if by_dim is not None:
+        ev.append(by_dim)
     ov = ctx.scalar("SELECT avg(overlap_pct) FROM diag_windows WHERE comms_total_ns > 0")
     wait = ctx.scalar("SELECT coalesce(sum(exposed_wait_ns), 0) FROM diag_comm_recoverable") or 0
     exposed_sum = ctx.scalar("SELECT coalesce(sum(comms_exposed_ns), 0) FROM diag_comm_recoverable") or 0
@@ -106,18 +112,16 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
                 )
             )
     return [
-        Finding(
+        ctx.finding(
             id="exposed-comm",
             title="Communication is exposed (poor compute/communication overlap)",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"Collectives run with nothing to hide behind: {rec / 1e6:.3f} ms per step "
             f"({ctx.pct(rec)} % of "
             f"the mean step) could be overlapped with compute.",
             ranks=[int(r) for r in ranks],
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="per step, min over ranks of (comms_exposed_ns - exposed wait for the "
             "last arrival "
             "- exposed transfer of the step's last collective) (diag_comm_recoverable); summed "
@@ -131,7 +135,8 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
             },
             evidence=ev,
             signals=signals,
-            fixes=[
+            fixes=single_dimension_fixes(ctx)
+            + [
                 Fix(
                     "Let gradient all-reduce start during backward: DDP/FSDP bucketing (bucket_cap_mb), "
                     "no blocking waits before the optimizer",
@@ -154,6 +159,7 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     ]
 
 
+@bounded_by("slowest-rank-at-median")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def imbalance(ctx: Ctx) -> list[Finding]:
     """One rank computes longer than the others and the rest wait for it at every collective."""
     if not ctx.has("imbalance", "merge_straggler_verdict"):
@@ -263,7 +269,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
             )
         )
     return [
-        Finding(
+        ctx.finding(
             id="load-imbalance",
             title=(
                 f"Straggler: rank {ranks[0]} is persistently slower"
@@ -271,13 +277,11 @@ def imbalance(ctx: Ctx) -> list[Finding]:
                 else "Load imbalance across ranks (rotating slowest rank)"
             ),
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"The slowest rank computes {rec / 1e6:.3f} ms per step longer than the others' mean "
             f"({ctx.pct(rec)} % of the mean step); the others wait for it at the next collective.",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="per step, slowest rank's compute_ns - mean compute_ns of the other ranks "
             "(imbalance / time_partition); summed over steps / steps",
             metrics={

@@ -7,7 +7,7 @@ only the FLOP rate *while computing* is a kernel-efficiency question.
 
 from __future__ import annotations
 
-from ..diagnose import Ctx, Finding, Fix, Signal
+from .base import Ctx, Finding, Fix, Signal
 
 
 def compute_efficiency(ctx: Ctx) -> list[Finding]:
@@ -17,7 +17,7 @@ def compute_efficiency(ctx: Ctx) -> list[Finding]:
     try:
         from ..mfu import hfu_mfu_summary
 
-        summary = hfu_mfu_summary(ctx.con)
+        summary = hfu_mfu_summary(ctx.con, detail=False)  # the totals only
     except Exception:  # noqa: BLE001 - HFU is optional context; its absence is not a finding
         return []
     hfu = summary.get("hfu")
@@ -84,11 +84,10 @@ def compute_efficiency(ctx: Ctx) -> list[Finding]:
         ),
     ]
     return [
-        Finding(
+        ctx.finding(
             id="compute-efficiency",
             title=f"HFU {100 * hfu:.1f} %: where the rest of the GPU time goes",
             kind="performance",
-            severity="info",
             summary=f"Hardware FLOP utilisation is {100 * hfu:.1f} %; the GPU computes {share('c')} % "
             f"of the time, "
             f"idles {share('i')} %, runs exposed comms {share('n')} % and memory-bound work {share('m')} %. "
@@ -96,7 +95,6 @@ def compute_efficiency(ctx: Ctx) -> list[Finding]:
             ranks=[],
             steps=[],
             recoverable_ns_per_step=None,
-            recoverable_pct=None,
             recoverable_method="not a separate saving: the other findings bound what each non-compute share "
             "can recover",
             metrics={

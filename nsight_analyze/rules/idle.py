@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..diagnose import Ctx, Finding, Fix, Signal
 from ._common import step_metrics
+from ._whatif import bounded_by
+from .base import Ctx, Finding, Fix, Signal
 
 
 def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
@@ -53,6 +54,7 @@ def _gap_evidence(ctx: Ctx, causes: str, label: str):
     )
 
 
+@bounded_by("no-input-stalls")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def input_stall(ctx: Ctx) -> list[Finding]:
     """The GPU idled while the host was inside the input pipeline (DataLoader NVTX ranges)."""
     if not ctx.has("diag_step_causes", "diag_windows"):
@@ -115,17 +117,15 @@ def input_stall(ctx: Ctx) -> list[Finding]:
         )
     )
     return [
-        Finding(
+        ctx.finding(
             id="input-stall",
             title="Input pipeline stalls the GPU",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"The GPU waits on the data loader: {ctx.pct(rec)} % of the mean step "
             f"({rec / 1e6:.3f} ms per step, worst rank per step).",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="sum over steps of the worst rank's input_stall_ns (time_partition) / steps: "
             "the idle time a never-empty input queue would remove",
             metrics={
@@ -154,6 +154,7 @@ def input_stall(ctx: Ctx) -> list[Finding]:
     ]
 
 
+@bounded_by("no-sync-stalls")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def synchronisation(ctx: Ctx) -> list[Finding]:
     """Synchronising API calls and host-blocking copies (nsys cuda-sync-api / -memcpy / -memset parity)."""
     if not ctx.has("diag_sync_api_calls", "diag_sync_copies"):
@@ -242,18 +243,16 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
         f"{k}: {v.total_rows}" for k, v in [("cuda-sync-api", calls), *copies.items()] if v.total_rows
     )
     return [
-        Finding(
+        ctx.finding(
             id="excessive-sync",
             title="Synchronisation stalls the GPU",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"Synchronising calls and host-blocking copies "
             f"({names or 'none flagged by nsys rules'}) leave "
             f"the GPU idle {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="sum over steps of the worst rank's sync_stall_ns (GPU idle while the "
             "host was "
             "blocked in a synchronising call, time_partition) / steps",
@@ -298,6 +297,7 @@ _LAUNCH_SPLIT = """SELECT c.step, c.worst_rank AS rank, d.launch_gap_ns, d.host_
     WHERE c.cause = 'launch' AND c.max_ns > 0"""
 
 
+@bounded_by("no-launch-gaps")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def launch_bound(ctx: Ctx) -> list[Finding]:
     """The GPU idled between operations while the host issued launches (launch-bound) or ran other
     code (host-bound).
@@ -436,9 +436,10 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 "the verdict uses the idle attributed to them (launch gaps), not calls x duration",
             )
         )
-    graph_pct = ctx.scalar(
-        "SELECT 100.0 * sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL) / "
-        "nullif(sum(end_ns - start_ns), 0) FROM kernels"
+    graph_pct = (
+        ctx.scalar("SELECT 100.0 * sum(graph_kernel_ns) / nullif(sum(kernel_ns), 0) FROM diag_rank_kernels")
+        if ctx.has("diag_rank_kernels")
+        else None
     )
     signals.append(
         Signal(
@@ -469,18 +470,16 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
     )
     if not is_launch:
         return [
-            Finding(
+            ctx.finding(
                 id="host-bound",
                 title="Host-bound: the GPU waits while the host runs other code",
                 kind="performance",
-                severity=ctx.severity(rec),
                 summary=f"The GPU idles {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean "
                 f"step) between operations; {100 - explained:.0f} % of it before the next launch was "
                 "issued, while the host was busy elsewhere (Python, compilation, I/O).",
                 ranks=ranks,
                 steps=steps,
                 recoverable_ns_per_step=rec,
-                recoverable_pct=ctx.pct(rec),
                 recoverable_method=method,
                 metrics={"host_idle_ns_total": total, **metrics},
                 evidence=ev,
@@ -521,20 +520,18 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         else "In the capture (no steps found)"
     )
     return [
-        Finding(
+        ctx.finding(
             id="launch-bound",
             title="Launch-bound: a few slow launch calls leave the GPU idle"
             if concentrated
             else "Launch-bound steps: many short kernels, GPU waits for launches",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"{scope} the GPU idles between launches: {rec / 1e6:.3f} ms per step "
             f"({ctx.pct(rec)} % of the mean step), "
             f"{explained:.0f} % of it inside launch calls.",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method=method,
             metrics={
                 "launch_idle_ns_total": total,

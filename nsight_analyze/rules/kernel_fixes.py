@@ -1,8 +1,9 @@
-"""Kernel-level fixes: fusion candidates, CUDA-graph candidates, GEMM precision, unfused attention.
+"""Kernel-level fixes: fusion candidates, CUDA-graph candidates, unfused attention (GEMM precision:
+precision.py).
 
 Why: after the idle and communication findings, the next question is which kernels to change and
 how much that buys. Each rule here reads a stored per-rank result (`kernel_chains`,
-`graph_coverage`, `graph_candidates`, `kernel_summary` with the `gemm_precision` name macro), so
+`graph_coverage`, `graph_candidates`, `kernel_summary`), so
 diagnose never walks the kernels again; the recoverable times are upper bounds per step, worst rank
 per step (docs/diagnose.md "Recoverable time"), and every fix states what it costs.
 """
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import gpus
-from ..diagnose import Ctx, Finding, Fix, Signal
 from ._common import step_metrics
+from ._whatif import bounded_by
+from .base import Ctx, Finding, Fix, Signal
 
 
 def _per_step(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], list[int], pd.DataFrame]:
@@ -82,11 +83,10 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
     short_ns = ctx.th["short_kernel_us"] * 1000
     med = float(stats["median_kernel_ns"] or 0)
     return [
-        Finding(
+        ctx.finding(
             id="fusion-candidates",
             title="Chains of unfused elementwise/normalisation kernels",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"{int(stats['chains'])} chains of {int(stats['shortest'])} to {int(stats['longest'])} "
             f"consecutive memory-bound kernels ({per_step_kernels:.0f} launches per affected rank and step) "
             f"run {float(stats['busy_ns']) / max(n_win, 1) / 1e6:.3f} ms per affected rank and step; "
@@ -95,7 +95,6 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="per step, worst rank's sum over chains of (span - longest kernel): a "
             "fused kernel is taken to run at least as long as the chain's longest member, the other "
             "members' memory round trips and the launch gaps between them go away; / steps",
@@ -160,44 +159,30 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
 # ------------------------------------------------------------------------------------------------
 # Unfused attention
 
-# per attention sequence: the innermost emit_nvtx `aten::*softmax*` range holding the softmax
-# kernel's launch, its first `sizes` list and the element size from the kernel name
-_SCORE_SQL = """
-WITH s AS (SELECT rank, step, softmax_correlation_id AS corr, softmax_elem_bytes AS elem
-           FROM kernel_chains WHERE {where}),
-l AS (SELECT s.*, a.start_ns AS launch_ns, a.tid FROM s
-      JOIN cuda_api a ON a.rank = s.rank AND a.correlation_id = s.corr),
-r AS (SELECT l.rank, l.step, l.corr, l.elem, arg_min(n.text, n.end_ns - n.start_ns) AS text
-      FROM l JOIN nvtx n ON n.rank = l.rank AND n.tid = l.tid AND n.start_ns <= l.launch_ns
-                        AND n.end_ns >= l.launch_ns
-      WHERE regexp_matches(n.text, '^aten::_?softmax') AND contains(n.text, 'sizes = [[')
-      GROUP BY ALL),
-d AS (SELECT *, list_transform(string_split(regexp_extract(text, 'sizes = \\[\\[([0-9, ]+)\\]', 1), ', '),
-                               x -> TRY_CAST(x AS BIGINT)) AS dims FROM r)
-SELECT rank, step, regexp_extract(text, '^([^,]+)', 1) AS op, dims, elem AS elem_bytes,
-       list_reduce(dims, (a, b) -> a * b) * elem AS score_bytes
-FROM d WHERE len(dims) >= 2
-"""
 
-
-def _score_matrix(ctx: Ctx, where: str):
-    """(evidence, largest score-matrix bytes, GPU memory bytes) when the trace has the shapes."""
-    if not ctx.has("nvtx", "cuda_api"):
-        return None, None, None
-    sql = _SCORE_SQL.format(where=where)
-    score = ctx.scalar(f"SELECT max(score_bytes) FROM ({sql})")
-    if not score:
-        return None, None, None
-    mem = ctx.scalar("SELECT max(memory_bytes) FROM gpus") if ctx.has("gpus") else None
+def _score_matrix(ctx: Ctx):
+    """(evidence, largest score-matrix bytes, its rank's GPU memory bytes, shape sources) when the
+    trace has the softmaxes' shapes (queries/attention_scores.sql: Kineto record_shapes or emit_nvtx)."""
+    if not ctx.has("attention_scores"):
+        return None, None, None, []
+    row = ctx.df(
+        "SELECT max(score_bytes) AS s, arg_max(gpu_memory_bytes, score_bytes) AS m, "
+        "list(DISTINCT shape_source ORDER BY shape_source) AS src FROM attention_scores WHERE in_window"
+    )
+    if not len(row) or pd.isna(row.at[0, "s"]) or not row.at[0, "s"]:
+        return None, None, None, []
+    mem = row.at[0, "m"]
     ev = ctx.evidence(
         "score-matrix shapes",
-        "Shape of each unfused softmax's input (the b x h x n x n score matrix) from the emit_nvtx "
-        "range around its launch, and its size in bytes.",
-        f"""SELECT op, dims, elem_bytes, score_bytes, count(*) AS softmaxes,
-                   list(DISTINCT rank ORDER BY rank) AS ranks
-            FROM ({sql}) GROUP BY ALL ORDER BY score_bytes DESC, op""",
+        "Shape of each unfused softmax's input (the b x h x n x n score matrix) from the op that "
+        "launched it (Kineto record_shapes, or the emit_nvtx range around the launch), its size in "
+        "bytes and against the GPU's memory (attention_scores).",
+        """SELECT op, dims, elem_bytes, score_bytes, shape_source, count(*) AS softmaxes,
+                  max(pct_of_gpu_memory) AS pct_of_gpu_memory, max(peak_bytes_in_use) AS peak_bytes_in_use,
+                  list(DISTINCT rank ORDER BY rank) AS ranks
+           FROM attention_scores WHERE in_window GROUP BY ALL ORDER BY score_bytes DESC, op""",
     )
-    return ev, int(score), (int(mem) if mem else None)
+    return ev, int(row.at[0, "s"]), (None if pd.isna(mem) or not mem else int(mem)), list(row.at[0, "src"])
 
 
 def unfused_attention(ctx: Ctx) -> list[Finding]:
@@ -233,16 +218,15 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
         )
     ]
     n = int(stats["chains"])
-    shapes, score, mem = _score_matrix(ctx, where)
+    shapes, score, mem, sources = _score_matrix(ctx)
     if shapes is not None:
         ev.append(shapes)
     per_rank_step = n / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
     return [
-        Finding(
+        ctx.finding(
             id="unfused-attention",
             title="Attention runs as batched GEMM -> softmax -> batched GEMM (no fused kernel)",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"{per_rank_step:.0f} GEMM -> softmax -> GEMM sequences per rank and step "
             "materialise the attention score matrix in GPU memory; a fused attention kernel "
             f"(FlashAttention / SDPA) saves up to {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the "
@@ -256,7 +240,6 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="per step, worst rank's sum over sequences of (span - the two GEMMs): "
             "the softmax, masking/scaling/dropout kernels and gaps between the GEMMs, which a fused "
             "kernel keeps on chip; the GEMM FLOPs remain; / steps",
@@ -268,12 +251,13 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
                 "fused_attention_ns_total": int(fused or 0),
                 "score_matrix_bytes": score,
                 "score_matrix_pct_of_gpu_memory": round(100.0 * score / mem, 2) if score and mem else None,
-                "score_matrix_note": "largest b*h*n^2*bytes over the softmaxes, from the shapes PyTorch's "
-                "emit_nvtx(record_shapes=True) writes into the NVTX range around the launch and the "
-                "element size in the softmax kernel's name"
+                "score_matrix_note": "largest b*h*n^2*bytes over the softmaxes, from their input shapes ("
+                + ", ".join(sources)
+                + "), against the rank's GPU memory"
                 if score
                 else "b*h*n^2*bytes needs the softmax's input shape: profile with "
-                "torch.autograd.profiler.emit_nvtx(record_shapes=True); the timeline has none",
+                "torch.profiler.profile(record_shapes=True) or "
+                "torch.autograd.profiler.emit_nvtx(record_shapes=True); the trace has none",
                 **step_metrics(ctx, steps, rec),
             },
             evidence=ev,
@@ -317,185 +301,10 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
 
 
 # ------------------------------------------------------------------------------------------------
-# GEMM precision
-
-_TENSOR_ARCHS = ("volta", "turing", "ampere", "ada", "hopper", "blackwell", "blackwell-consumer")
-_ARCH_FAMILY = {"blackwell": ("blackwell", "blackwell-consumer")}
-
-
-def _ratios(ctx: Ctx) -> tuple[dict[int, dict], str, list[str]]:
-    """Per rank: fp32/tf32 gain factors toward the 16-bit tensor peak, how they were found.
-
-    Known GPU: 1 - peak_fp32 / peak_16 (and tf32). Unknown GPU: the range over the table's NVIDIA
-    models of the architectures its kernel names run on; the upper end is the bound."""
-    peaks = gpus.rank_peaks(ctx.con)
-    fams = ctx.df(f"SELECT {gpus.families_sql()} FROM (SELECT DISTINCT name FROM kernel_summary)")
-    fits = set(gpus.ARCHS)
-    seen = []
-    for fam, _pattern, archs in gpus.KERNEL_FAMILIES:
-        if len(fams) and bool(fams.at[0, f"fam_{fam}"]):
-            fits &= set(archs)
-            seen.append(fam)
-    table = gpus.table()
-    cand_archs = {a for f in fits for a in _ARCH_FAMILY.get(f, (f,))} if seen else set()
-    cand = table[table["arch"].isin(cand_archs) & table["model"].str.startswith(("NVIDIA", "Tesla"))]
-    out: dict[int, dict] = {}
-    source = "table"
-    models: list[str] = []
-    for rec in peaks.to_dict("records"):
-        fp32, tf32 = rec.get("peak_fp32_tflops"), rec.get("peak_tf32_tflops")
-        p16 = rec.get("peak_bf16_tflops") or rec.get("peak_fp16_tflops")
-        if fp32 and p16 and not pd.isna(fp32) and not pd.isna(p16):
-            tf = 1 - float(tf32) / float(p16) if tf32 and not pd.isna(tf32) else None
-            out[int(rec["rank"])] = {
-                "fp32": 1 - float(fp32) / float(p16),
-                "fp32_low": 1 - float(fp32) / float(p16),
-                "tf32": tf,
-                "model": rec["model"],
-            }
-            models.append(str(rec["model"]))
-            continue
-        if cand.empty:
-            continue
-        p = cand["bf16"].fillna(cand["fp16"])
-        g32 = 1 - cand["fp32"] / p
-        gtf = (1 - cand["tf32"] / p).dropna()
-        out[int(rec["rank"])] = {
-            "fp32": float(g32.max()),
-            "fp32_low": float(g32.min()),
-            "tf32": float(gtf.max()) if len(gtf) else None,
-            "model": None,
-        }
-        source = "kernel-name architectures (" + "/".join(seen) + f": {', '.join(sorted(cand_archs))})"
-        models = sorted(set(cand["model"]))
-    return out, source, sorted(set(models))
-
-
-def gemm_precision(ctx: Ctx) -> list[Finding]:
-    """GEMMs in FP32 (CUDA cores) or TF32 on GPUs whose tensor cores run bf16/fp16 much faster."""
-    if not ctx.has("kernel_summary", "gemm_precision"):
-        return []
-    per = ctx.df(
-        """SELECT rank, gemm_precision(name) AS precision, sum(total_ns) AS ns, sum(instances) AS n
-           FROM kernel_summary WHERE subcategory = 'gemm' GROUP BY 1, 2"""
-    )
-    slow = per[per["precision"].isin(["fp32", "tf32"])]
-    if slow.empty:
-        return []
-    ratios, source, models = _ratios(ctx)
-    if not ratios:
-        return []
-    gain = []
-    for r in slow.to_dict("records"):
-        f = ratios.get(int(r["rank"]), {}).get(r["precision"])
-        gain.append(float(r["ns"]) * f if f else 0.0)
-    slow = slow.assign(gain=gain)
-    by_rank = slow.groupby("rank")["gain"].sum()
-    rec = ctx.per_step(float(by_rank.max()))
-    if not rec or (ctx.pct(rec) or 0) < ctx.th["precision_min_pct"]:
-        return []
-    low_rank = {
-        rk: sum(
-            float(r["ns"])
-            * (ratios[rk]["fp32_low"] if r["precision"] == "fp32" else (ratios[rk]["tf32"] or 0))
-            for r in slow[slow["rank"] == rk].to_dict("records")
-        )
-        for rk in by_rank.index
-    }
-    low = ctx.per_step(max(low_rank.values()))
-    tot = per.groupby("precision", dropna=False)["ns"].sum()
-    all_gemm = float(per["ns"].sum())
-    fp32_ns, tf32_ns = float(tot.get("fp32", 0.0)), float(tot.get("tf32", 0.0))
-    share = round(100.0 * (fp32_ns + tf32_ns) / all_gemm, 1) if all_gemm else None
-    known = all(v["model"] for v in ratios.values())
-    ev = [
-        ctx.evidence(
-            "GEMMs by precision",
-            "GEMM kernels (name rules: subcategory gemm) by the precision their names state "
-            "(gemm_precision), all ranks, whole capture (kernel_summary).",
-            """SELECT gemm_precision(name) AS precision, name, sum(instances) AS launches,
-                      sum(total_ns) AS total_ns, round(avg(avg_ns), 1) AS avg_ns,
-                      list(DISTINCT rank ORDER BY rank) AS ranks
-               FROM kernel_summary WHERE subcategory = 'gemm'
-               GROUP BY 1, 2 ORDER BY precision IN ('fp32', 'tf32') DESC, total_ns DESC, name""",
-        )
-    ]
-    what = "FP32 (CUDA-core FFMA, no TF32)" if fp32_ns >= tf32_ns else "TF32"
-    f = next(iter(ratios.values()))
-    return [
-        Finding(
-            id="gemm-precision",
-            title=f"GEMMs run in {what} on a GPU with 16-bit tensor cores",
-            kind="performance",
-            severity=ctx.severity(rec),
-            summary=f"{share} % of GEMM time is FP32/TF32 ({fp32_ns / 1e6:.3f} ms FP32, "
-            f"{tf32_ns / 1e6:.3f} ms "
-            f"TF32 over all ranks). At the 16-bit tensor-core dense peak the same GEMMs would take up to "
-            f"{rec / 1e6:.3f} ms less per step ({ctx.pct(rec)} % of the mean step)"
-            + ("" if known else f"; GPU model unknown, {low / 1e6:.3f} ms on the least favourable candidate")
-            + ".",
-            ranks=sorted(int(r) for r in by_rank[by_rank > 0].index),
-            steps=[],
-            recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
-            recoverable_method="worst rank's FP32 GEMM time x (1 - fp32 / bf16 dense peak) + TF32 GEMM time "
-            "x (1 - tf32 / bf16 peak), / steps: the GEMMs at the same fraction of the 16-bit tensor peak "
-            "(data/gpus.csv) as now of theirs; with the GPU unknown, the most favourable model of the "
-            "architectures its kernel names run on (the bound), the least favourable in "
-            "metrics.recoverable_ns_per_step_low",
-            metrics={
-                "fp32_gemm_ns_total": int(fp32_ns),
-                "tf32_gemm_ns_total": int(tf32_ns),
-                "gemm_ns_total": int(all_gemm),
-                "fp32_tf32_share_of_gemm_pct": share,
-                "gain_factor_fp32": round(f["fp32"], 4),
-                "gain_factor_fp32_low": round(f["fp32_low"], 4),
-                "gain_factor_tf32": None if f["tf32"] is None else round(f["tf32"], 4),
-                "peak_source": source,
-                "gpu_models": models,
-                "recoverable_ns_per_step_low": low,
-                **step_metrics(ctx, [], rec, "GEMM precision is the same in every step: not listed"),
-            },
-            evidence=ev,
-            signals=[
-                Signal(
-                    "GPU peaks",
-                    ", ".join(models[:6]) + (" ..." if len(models) > 6 else ""),
-                    "",
-                    "supports" if known else "neutral",
-                    f"dense peaks from {source}"
-                    + ("" if known else ": pass --gpu NAME for one model's bound"),
-                ),
-                Signal(
-                    "precision source",
-                    "kernel names",
-                    "",
-                    "neutral",
-                    "cuBLAS/xmma names state input/compute types (ffma = CUDA-core FP32, tf32/s1688 = "
-                    "TF32); names without a marker (nvjet) are not counted",
-                ),
-            ],
-            fixes=[
-                Fix(
-                    "Run the model under torch.autocast(dtype=torch.bfloat16) (or keep weights in bf16)",
-                    "8-bit mantissa: validate accuracy/convergence; keep reductions, softmax and the "
-                    "loss in FP32 (autocast does); fp16 instead of bf16 needs loss scaling",
-                ),
-                Fix(
-                    "At least allow TF32: torch.backends.cuda.matmul.allow_tf32 = True / "
-                    "torch.set_float32_matmul_precision('high')",
-                    "10-bit mantissa in the products (FP32 accumulate): usually harmless for training, "
-                    "not for code that needs full FP32 (solvers, some losses); about half the bf16 rate",
-                ),
-            ],
-        )
-    ]
-
-
-# ------------------------------------------------------------------------------------------------
 # CUDA-graph coverage and candidates
 
 
+@bounded_by("no-launch-gaps")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
     """Launch-bound regions outside CUDA graphs, with the job's graph coverage as context."""
     if not ctx.has("graph_candidates", "graph_coverage"):
@@ -553,11 +362,10 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
     ]
     host_share = float(stats["idle_ns"] or 0)
     return [
-        Finding(
+        ctx.finding(
             id="cuda-graph-candidates",
             title="Launch-bound kernel regions outside CUDA graphs",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"{int(stats['regions'])} regions of >= {n_min} kernels launched one by one keep the GPU "
             f"idle {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step) between kernels; "
             f"CUDA graphs cover {launch_pct} % of the kernels and {time_pct} % of kernel time "
@@ -565,7 +373,6 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="per step, worst rank's launch_gap + host_bound idle before the kernels "
             "of the candidate regions / steps (upper bound: a graph replays them back to back; replay "
             "still leaves ~1-2 us between dependent kernels)",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..diagnose import Ctx, Finding, Fix, Signal
 from . import advice
 from ._common import step_metrics
+from .base import Ctx, Finding, Fix, Signal
 
 _IN_WINDOWS = (
     """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
@@ -36,18 +36,17 @@ def _steps_of(ctx: Ctx, per_window_sql: str, th_pct: float) -> list[int]:
 
 def low_occupancy(ctx: Ctx) -> list[Finding]:
     """Kernels launched with fewer thread blocks than the GPU has SMs leave SMs idle."""
-    if not ctx.has("diag_window_bounds", "gpus"):
+    if not ctx.has("diag_window_bounds", "diag_kernel_grids"):
         return []
     sm_default = int(ctx.th["sm_count_default"])
     th = ctx.th["low_occupancy_min_pct"]
-    base = f"""WITH sm AS (SELECT r.rank, coalesce(max(g.sm_count), nullif({sm_default}, 0)) AS sm
-                            FROM ranks r LEFT JOIN gpus g ON g.rank = r.rank GROUP BY r.rank),
-               k AS (SELECT k.rank, w.step, w.end_ns - w.start_ns AS window_ns, k.name,
-                            k.end_ns - k.start_ns AS duration_ns,
-                            CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z AS blocks, sm.sm
-                     FROM kernels k {_IN_WINDOWS} JOIN sm ON sm.rank = k.rank
-                     WHERE k.category IS DISTINCT FROM 'comms' AND sm.sm > 0 AND k.grid_x IS NOT NULL
-                       AND CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z < sm.sm)"""
+    # launches grouped by grid size per window (diag_kernel_grids, stored), in diag_windows' windows
+    base = f"""WITH k AS (SELECT d.rank, d.step, d.window_ns, d.name, d.blocks, d.launches,
+                            d.total_ns AS duration_ns, coalesce(d.sm_count, nullif({sm_default}, 0)) AS sm
+                     FROM diag_kernel_grids d JOIN diag_window_bounds w
+                       ON w.rank = d.rank AND w.step IS NOT DISTINCT FROM d.step
+                     WHERE coalesce(d.sm_count, nullif({sm_default}, 0)) > 0
+                       AND d.blocks < coalesce(d.sm_count, nullif({sm_default}, 0)))"""
     # per window, capped at the window: kernels on several streams can overlap
     per_window = f"""{base} SELECT rank, step, max(window_ns) AS window_ns,
                              least(sum(duration_ns * (1 - blocks / sm)), max(window_ns)) AS t
@@ -63,8 +62,8 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
         ctx.evidence(
             "small-grid kernels",
             "Kernels with fewer blocks than SMs, by idle-SM time bound (duration x (1 - blocks / SMs)).",
-            f"""{base} SELECT name, count(*) AS launches, min(blocks) AS min_blocks, max(blocks) AS
-                    max_blocks,
+            f"""{base} SELECT name, sum(launches)::BIGINT AS launches, min(blocks) AS min_blocks,
+                   max(blocks) AS max_blocks,
                    max(sm) AS sm_count, sum(duration_ns) AS total_ns,
                    CAST(sum(duration_ns * (1 - blocks / sm)) AS BIGINT) AS idle_sm_bound_ns,
                    list(DISTINCT rank ORDER BY rank) AS ranks
@@ -74,18 +73,16 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
     ranks = per_rank.loc[per_rank["bound"] > 0, "rank"].astype(int).sort_values().tolist()
     steps = _steps_of(ctx, per_window, th)
     return [
-        Finding(
+        ctx.finding(
             id="low-occupancy",
             title="Kernels too small to fill the GPU (fewer blocks than SMs)",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"Kernels with fewer thread blocks than SMs run {rec / 1e6:.3f} ms per step with "
             f"SMs idle "
             f"(bound: {ctx.pct(rec)} % of the mean step).",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's sum over small-grid kernels of duration x (1 - blocks / "
             "SM count), at most the window per step, / steps: the time if the same work were spread "
             "over all SMs; steps listed when the bound is >= low_occupancy_min_pct of the step",
@@ -188,8 +185,12 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
         else 0
     )
     if ncu_rows:
+        # roofline sources with a point (Nsight Compute, the PyTorch profiler's CUPTI range profiler)
+        placed = ctx.df("SELECT DISTINCT source FROM roofline WHERE bound IS NOT NULL ORDER BY source")
+        names = {"ncu": "Nsight Compute", "cupti_range": "CUPTI range profiler"}
+        label = " + ".join(names.get(s, s) for s in placed["source"])
         ev = ctx.evidence(
-            "memory-bound launches (Nsight Compute)",
+            f"memory-bound launches ({label})",
             "Launches below the ridge point: achieved DRAM bandwidth against the GPU's (roofline).",
             """SELECT name, count(*) AS launches, CAST(sum(duration_ns) AS BIGINT) AS ncu_duration_ns,
                       CAST(sum(dram_bytes) AS BIGINT) AS dram_bytes,
@@ -236,17 +237,15 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
         )
         fixes, mix_signals, mix = _memory_advice(ctx)
         return [
-            Finding(
+            ctx.finding(
                 id="memory-bound",
-                title="Memory-bound kernels dominate (Nsight Compute roofline)",
+                title=f"Memory-bound kernels dominate ({label} roofline)",
                 kind="performance",
-                severity=ctx.severity(rec),
                 summary=f"{round(share, 1)} % of profiled kernel time is below the ridge point "
                 f"(memory-bound).",
                 ranks=[],
                 steps=steps,
                 recoverable_ns_per_step=rec,
-                recoverable_pct=ctx.pct(rec),
                 recoverable_method="memory time per step (time_partition.memory_ns, worst rank) x "
                 "the profiled "
                 "memory-bound launches' bandwidth headroom (1 - bytes / (peak BW x duration))",
@@ -257,7 +256,7 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
                     **step_metrics(ctx, steps, rec),
                 },
                 evidence=[ev],
-                signals=[Signal("source", "Nsight Compute", "", "supports", "measured FLOPs and DRAM bytes")]
+                signals=[Signal("source", label, "", "supports", "measured FLOPs and DRAM bytes")]
                 + mix_signals,
                 fixes=fixes,
             )
@@ -289,11 +288,10 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
         )
     fixes, mix_signals, mix = _memory_advice(ctx)
     return [
-        Finding(
+        ctx.finding(
             id="memory-bound",
             title="Memory-bound kernels take a large share of GPU time (by kernel category)",
             kind="performance",
-            severity="info",
             summary=f"{round(share, 1)} % of busy GPU time is memory-category work ("
             + (
                 ", ".join(
@@ -304,12 +302,13 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
                 if mix["memory_time_by_family_pct"]
                 else "elementwise, normalisation, copies"
             )
-            + "); without Nsight Compute data the recoverable time cannot be bounded.",
+            + "); without per-kernel DRAM bytes (Nsight Compute, or CUPTI range-profiler dram__bytes "
+            "counters) the recoverable time cannot be bounded.",
             ranks=[],
             steps=[],
             recoverable_ns_per_step=None,
-            recoverable_pct=None,
-            recoverable_method="not bounded: needs achieved DRAM bandwidth (ingest an Nsight Compute export)",
+            recoverable_method="not bounded: needs achieved DRAM bandwidth (ingest an Nsight Compute export, "
+            "or a PyTorch-profiler trace whose range profiler recorded dram__bytes_read/write.sum)",
             metrics={"memory_pct_of_busy": share, "threshold_pct": th, **mix},
             evidence=ev,
             signals=[
@@ -405,7 +404,10 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                 )
             )
     if ctx.has("roofline") and fam != "comms":
-        r = ctx.df(f"SELECT avg(pct_of_roof) AS p, any_value(bound) AS b FROM roofline WHERE name = '{safe}'")
+        r = ctx.df(
+            "SELECT avg(pct_of_roof) AS p, any_value(bound) AS b, any_value(source) AS s "
+            f"FROM roofline WHERE name = '{safe}' AND pct_of_roof IS NOT NULL"
+        )
         if len(r) and pd.notna(r.at[0, "p"]):
             signals.append(
                 Signal(
@@ -413,16 +415,16 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                     round(float(r.at[0, "p"]), 1),
                     "%",
                     "supports" if float(r.at[0, "p"]) < 60 else "against",
-                    f"Nsight Compute: {r.at[0, 'b']}-bound",
+                    f"{'CUPTI range profiler' if r.at[0, 's'] == 'cupti_range' else 'Nsight Compute'}: "
+                    f"{r.at[0, 'b']}-bound",
                 )
             )
     fixes = advice.comms_fixes(sub) if fam == "comms" else advice.kernel_fixes(fam, name)
     return [
-        Finding(
+        ctx.finding(
             id="dominant-kernel",
             title=f"One kernel takes {pct:.0f} % of GPU kernel time",
             kind="performance",
-            severity="info",
             summary=f"{name[:120]} ({advice.FAMILY_LABEL.get(fam, fam)}) accounts for {pct:.1f} % of all "
             "kernel time"
             + (
@@ -433,7 +435,6 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
             ranks=[],
             steps=[],
             recoverable_ns_per_step=None,
-            recoverable_pct=None,
             recoverable_method="not bounded from the timeline: needs its achieved vs peak throughput "
             "(Nsight Compute)"
             if fam != "comms"
@@ -497,16 +498,14 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
     ranks = per_rank.loc[100.0 * per_rank["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th, "rank"]
     steps = _steps_of(ctx, per_window, th)
     return [
-        Finding(
+        ctx.finding(
             id="host-device-copies",
             title="Heavy host<->device copy traffic",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"HtoD/DtoH copies take {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
             ranks=sorted(int(r) for r in ranks),
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's time with an HtoD/DtoH copy in flight (union over "
             "streams) inside the step windows / steps (upper bound: fully overlapped or avoided "
             "copies); steps listed when >= copy_min_pct of the step",

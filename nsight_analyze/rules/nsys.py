@@ -6,8 +6,8 @@ reports, so the findings can be checked against NVIDIA's output event by event.
 
 from __future__ import annotations
 
-from ..diagnose import Ctx, Finding, Fix, Signal
 from ._common import step_metrics
+from .base import Ctx, Finding, Fix, Signal
 
 
 def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
@@ -47,19 +47,27 @@ _FINDING_OF_CAUSE = {
 }
 
 
-def _cause_mix(ctx: Ctx, intervals_sql: str, where: str) -> list[Signal]:
+def _cause_mix(ctx: Ctx, intervals_sql: str, where: str, chunked: bool = False) -> list[Signal]:
     """What the idle time inside the intervals was, by cause (gaps view, whole-capture pieces).
 
     Why: starvation and low utilisation are symptoms; the idle causes say which finding explains them.
+    `chunked`: the intervals are runs of whole chunks of the stored 30-chunk grid, so the stored
+    per-chunk causes (diag_util_chunk_causes) add up to the same mix.
     """
-    if not ctx.has("gaps"):
-        return []
-    mix = ctx.df(
-        f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
+    if chunked and ctx.has("diag_util_chunk_causes"):
+        sql = f"""SELECT c.cause, sum(c.idle_ns) AS ns
+            FROM diag_util_chunk_causes c JOIN ({intervals_sql}) s
+              ON s.rank = c.rank AND s.device_id IS NOT DISTINCT FROM c.device_id
+             AND c.c0 >= s.start_ns AND c.c1 <= s.end_ns
+            GROUP BY c.cause ORDER BY ns DESC, c.cause"""
+    elif ctx.has("gaps"):
+        sql = f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
             FROM gaps g JOIN ({intervals_sql}) s
               ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
             WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC, g.cause"""
-    )
+    else:
+        return []
+    mix = ctx.df(sql)
     return [
         Signal(
             f"{_CAUSE_PREFIX}{where}: {cause}",
@@ -118,17 +126,15 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
     signals = _cause_mix(ctx, src, "the gaps")
     steps = _steps_overlapping(ctx, src)
     return [
-        Finding(
+        ctx.finding(
             id="gpu-starvation",
             title=f"GPU starvation: idle gaps longer than {gap_ms:g} ms",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"{ev.total_rows} idle gap(s) longer than {gap_ms:g} ms; inside the analysed "
             f"{'steps' if ctx.has_steps else 'capture'} they cost {rec / 1e6:.3f} ms per step.",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's gap time inside the step windows (or the capture) / steps; gaps "
             "outside them (warm-up, shutdown) are listed but not counted",
             metrics={"gaps": ev.total_rows, "gap_threshold_ms": gap_ms, **step_metrics(ctx, steps, rec)},
@@ -174,19 +180,17 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
     ranks = sorted({int(r["rank"]) for r in ev.rows})
     low = ctx.df(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
     steps = _steps_overlapping(ctx, src)
-    mix = _cause_mix(ctx, src, "the low-utilisation windows")
+    mix = _cause_mix(ctx, src, "the low-utilisation windows", chunked=chunks == 30)
     return [
-        Finding(
+        ctx.finding(
             id="gpu-low-utilisation",
             title=f"Low GPU utilisation windows (< {pct:g} % in-use)",
             kind="performance",
-            severity=ctx.severity(rec),
             summary=f"{ev.total_rows} window(s) of the capture run the GPU below {pct:g} % (lowest "
             f"{low.at[0, 'm']} %); inside the analysed windows that is {rec / 1e6:.3f} ms idle per step.",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_pct=ctx.pct(rec),
             recoverable_method="worst rank's (1 - in_use) x window overlap with the step windows / "
             "steps; overlaps "
             "the starvation and idle findings (never add them)",

@@ -8,9 +8,10 @@ whose delay is hidden behind others' waits is not credited with time the job wou
 
 from __future__ import annotations
 
-from ..diagnose import Ctx, Finding, Fix, Signal
 from ..whatif import evidence as evidence_text
 from ._common import step_metrics
+from ._whatif import whatif_gain
+from .base import Ctx, Finding, Fix, Signal
 
 FIXES = {
     "slow-gpu": [
@@ -62,7 +63,11 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
         "SELECT gain_ns FROM whatif WHERE scenario = 'slowest-rank-at-median' AND step IS NULL "
         "ORDER BY job LIMIT 1"
     )
-    rec = int(gain) if gain is not None and gain > 0 else 0
+    # no what-if rows: the gain is unknown (None, with the reason), never 0 (rules/_whatif.py)
+    rec = None if gain is None else max(int(gain), 0)
+    unknown = (
+        "" if gain is not None else f" The gain is unknown: {whatif_gain(ctx, 'slowest-rank-at-median')[1]}."
+    )
     findings = []
     for cause, group in rows.groupby("cause", sort=True):
         ranks = sorted(int(r) for r in group["rank"])
@@ -82,17 +87,20 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
                 AND rank IN ({", ".join(map(str, ranks))}) ORDER BY step"""
         )["step"].tolist()
         findings.append(
-            Finding(
+            ctx.finding(
                 id=f"slow-rank-{cause}",
                 title=f"Rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))} slow: {cause}",
                 kind="performance",
-                severity=ctx.severity(rec),
-                summary=f"{evidence_text(recs[0])}. The job's step would be {rec / 1e6:.3f} ms shorter "
-                "if the slow rank(s) ran at the median rank's speed (what-if replay).",
+                summary=f"{evidence_text(recs[0])}."
+                + (
+                    unknown
+                    if rec is None
+                    else f" The job's step would be {rec / 1e6:.3f} ms shorter if the slow rank(s) ran at "
+                    "the median rank's speed (what-if replay)."
+                ),
                 ranks=ranks,
                 steps=[int(s) for s in steps],
                 recoverable_ns_per_step=rec,
-                recoverable_pct=ctx.pct(rec),
                 recoverable_method="whatif 'slowest-rank-at-median' gain_ns (whole job): the measured "
                 "dependencies replayed with the blamed ranks at the median rank's speed (docs/whatif.md); "
                 "shared by every blamed rank",

@@ -59,3 +59,24 @@ class LoadResult:
     warnings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "WHAT: N rows (why)"
     counts: dict[str, int] = field(default_factory=dict)  # canonical table -> rows inserted
+
+
+def peak_rows(file_id: int, peak: Any) -> list[tuple]:
+    """`ncu_peaks` rows (one per precision) of the GPU a hardware-counter file was captured on.
+
+    Why here: Nsight Compute files and Kineto traces with CUPTI range-profiler counters both
+    place their kernels on a roofline (queries/roofline.sql), which joins these rows by file_id."""
+    from .. import gpus
+
+    bw = None if peak.mem_bw_gbs is None else peak.mem_bw_gbs * 1e9
+    return [
+        (
+            file_id,
+            p,
+            None if peak.tflops.get(p) is None else peak.tflops[p] * 1e12,
+            bw,
+            peak.source,
+            peak.reason,
+        )
+        for p in gpus.PRECISIONS
+    ]

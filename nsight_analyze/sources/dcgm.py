@@ -387,7 +387,8 @@ def read_dmon(text: str) -> _Rows:
         )
     if rows.n:
         rows.warnings.append(
-            "dcgmi dmon tables name no host or GPU UUID: their samples are not matched to ranks"
+            "dcgmi dmon tables name no host or GPU UUID: their samples are matched to ranks by GPU index "
+            "only while the workspace's ranks run on one host"
         )
     return rows
 
@@ -453,6 +454,9 @@ WITH gpu AS (  -- the GPU each rank ran on
            {_NORM_UUID.format("g.uuid")} AS uuid, {_NORM_BUS.format("g.bus_location")} AS bus
     FROM ranks r LEFT JOIN gpus g ON g.rank = r.rank AND g.device_id IS NOT DISTINCT FROM r.device_id
 ),
+hosts AS (  -- the distinct hosts the ranks name (ranks without a host name count as none)
+    SELECT count(DISTINCT {_SHORT_HOST.format("hostname")}) AS n FROM ranks
+),
 s AS (  -- the GPUs DCGM sampled (whole GPUs: MIG instance rows are not a rank's)
     SELECT DISTINCT file_id, host, gpu_id, gpu_uuid, labels['pci_bus_id'] AS pci
     FROM gpu_metrics WHERE source = 'dcgm' AND gpu_instance IS NULL
@@ -464,6 +468,8 @@ cand AS (
                      AND gpu.bus <> '' AND gpu.bus = {_NORM_BUS.format("s.pci")} THEN 2
                 WHEN {_SHORT_HOST.format("s.host")} = {_SHORT_HOST.format("gpu.hostname")}
                      AND s.gpu_id = gpu.device_id AND (gpu.uuid IS NULL OR s.gpu_uuid IS NULL) THEN 3
+                WHEN s.host IS NULL AND (SELECT n FROM hosts) <= 1
+                     AND s.gpu_id = gpu.device_id AND (gpu.uuid IS NULL OR s.gpu_uuid IS NULL) THEN 4
            END AS how
     FROM s JOIN gpu ON true
 ),
@@ -473,7 +479,8 @@ best AS (  -- per sampled GPU, the ranks of its strongest evidence; taken only w
 )
 SELECT c.file_id, c.host, c.gpu_id, c.gpu_uuid, any_value(c.rank) AS rank,
        any_value(c.session_start_utc_ns) AS session_start_utc_ns, count(*) AS ranks,
-       CASE b.how WHEN 1 THEN 'uuid' WHEN 2 THEN 'host+pci_bus_id' ELSE 'host+gpu_index' END AS how
+       CASE b.how WHEN 1 THEN 'uuid' WHEN 2 THEN 'host+pci_bus_id' WHEN 3 THEN 'host+gpu_index'
+                  ELSE 'gpu_index (no host, one-host workspace)' END AS how
 FROM cand c JOIN best b ON b.file_id = c.file_id AND b.how = c.how
     AND b.host IS NOT DISTINCT FROM c.host AND b.gpu_id IS NOT DISTINCT FROM c.gpu_id
     AND b.gpu_uuid IS NOT DISTINCT FROM c.gpu_uuid
@@ -486,9 +493,11 @@ def match_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
 
     Evidence, strongest first: the GPU UUID (DCGM's `UUID` label = the trace's GPU uuid); the host
     and PCI bus id; the host and GPU index (DCGM's `gpu` = NVML index, compared with the rank's CUDA
-    ordinal: equal unless CUDA_VISIBLE_DEVICES reorders, hence the weakest). A GPU that several
-    ranks claim with equal evidence is left unmatched and said. Recomputed from scratch on every
-    ingest, so files may come in any order. Returns notes for the ingest report.
+    ordinal: equal unless CUDA_VISIBLE_DEVICES reorders); for samples that name no host (`dcgmi
+    dmon` tables, scrapes without host labels), the GPU index alone, and only while the
+    workspace's ranks name at most one host: across hosts an index names one GPU per host. A GPU
+    that several ranks claim with equal evidence is left unmatched and said. Recomputed from
+    scratch on every ingest, so files may come in any order. Returns notes for the ingest report.
     """
     if not con.execute("SELECT count(*) FROM gpu_metrics WHERE source = 'dcgm'").fetchone()[0]:
         return []
@@ -518,9 +527,27 @@ def match_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
     if ranked:
         by = ", ".join(f"{n} by {how}" for how, n in unique.groupby("how").size().items()) or "none"
         notes.append(f"DCGM: {len(unique)} of {total} sampled GPUs matched to a rank ({by})")
+    hostless = con.execute(
+        "SELECT count(*) FROM (SELECT DISTINCT file_id, gpu_id, gpu_uuid FROM gpu_metrics "
+        "WHERE source = 'dcgm' AND gpu_instance IS NULL AND host IS NULL AND rank IS NULL)"
+    ).fetchone()[0]
+    hosts = [
+        h
+        for (h,) in con.execute(
+            "SELECT DISTINCT hostname FROM ranks WHERE hostname IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
+    if ranked and hostless and len({h.split(".")[0].lower() for h in hosts}) > 1:
+        shown = ", ".join(hosts[:4]) + (" ..." if len(hosts) > 4 else "")
+        notes.append(
+            f"DCGM: {hostless} sampled GPU(s) name no host (dcgmi dmon, or no Hostname label) and the "
+            f"ranks run on {len(hosts)} hosts ({shown}): a GPU index is ambiguous across hosts, so their "
+            "samples are not given a rank"
+        )
     for row in matches[matches["ranks"] > 1].itertuples(index=False):
         notes.append(
-            f"DCGM: GPU {row.gpu_id} ({row.gpu_uuid or 'no UUID'}) on {row.host} matches {row.ranks} ranks "
+            f"DCGM: GPU {row.gpu_id} ({row.gpu_uuid or 'no UUID'}) on {row.host or 'an unnamed host'} "
+            f"matches {row.ranks} ranks "
             f"by {row.how}: its samples are not given a rank"
         )
     return notes

@@ -22,7 +22,7 @@ import duckdb
 import pandas as pd
 
 from .. import gpus
-from .base import BadInput, LoadResult, Probe
+from .base import BadInput, LoadResult, Probe, peak_rows
 
 FORMAT = "ncu-csv"
 REP_FORMAT = "ncu-rep"
@@ -354,7 +354,7 @@ def load(
     path: Path,
     file_id: int,
     ranks: dict | None = None,
-    probe_result: Probe | None = None,
+    _probe: Probe | None = None,  # the source interface's; the report itself is read again
 ) -> LoadResult:
     """Insert ncu_kernels, ncu_metrics and ncu_peaks rows for one file (caller's transaction)."""
     path = Path(path)
@@ -495,19 +495,7 @@ def _insert_peaks(con: duckdb.DuckDBPyConnection, file_id: int, result: LoadResu
     )
     if peak.source in ("assumed", "unknown"):
         result.warnings.append(f"ncu GPU: {peak.reason}")
-    bw = None if peak.mem_bw_gbs is None else peak.mem_bw_gbs * 1e9
-    rows = [
-        (
-            file_id,
-            p,
-            None if peak.tflops.get(p) is None else peak.tflops[p] * 1e12,
-            bw,
-            peak.source,
-            peak.reason,
-        )
-        for p in gpus.PRECISIONS
-    ]
-    con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", peak_rows(file_id, peak))
 
 
 def _report_missing(con: duckdb.DuckDBPyConnection, file_id: int, path: Path, result: LoadResult) -> None:

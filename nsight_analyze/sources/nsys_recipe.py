@@ -8,11 +8,17 @@ folders beside nsys-jax's `device-metadata.parquet`, or a `.zip` of either; it b
 `files` row and one rank per process the recipe output covers.
 
 What is read (docs/nsys-recipes.md): `nvtx_gpu_proj_trace` (trace.parquet, columns below) into
-`recipe_nvtx_gpu_proj`; nsys-jax's device-/system-metadata.parquet for the GPU, host name and
-rank variables of a single-process archive. Every recipe output found is listed in
-`recipe_outputs`, read or not: recipes whose Parquet layout NVIDIA does not document (e.g.
-nccl_gpu_overlap_trace, cuda_gpu_kern_sum) are listed as not read with the reason, and every
-other file of the input is counted in `files.skipped`. Nothing is dropped silently.
+`recipe_nvtx_gpu_proj`, and its files.parquet (which report each recipe Rank is); nsys-jax's
+device-/system-metadata.parquet for the GPU, host name and rank variables of a single-process
+archive. Every recipe output found is listed in `recipe_outputs`, read or not: recipes whose
+Parquet layout NVIDIA does not document (nccl_gpu_overlap_trace, cuda_gpu_kern_sum: the user
+guide names them and what they compute, never their files or columns) are listed as not read
+with the reason, and every other file of the input is counted in `files.skipped`. Nothing is
+dropped silently.
+
+Beside its reports (`attach`, `resolve`, called by the ingest around the rank numbering): a
+recipe output whose every (Rank, PID) names a process of an nsys report in the same ingest (or
+the workspace) gets no ranks of its own; its rows go to those reports' ranks.
 
 The recipe's numbers are stored as NVIDIA computed them; queries/nvtx_projection_compare.sql
 puts them beside our own projection (queries/nvtx_gpu_projection.sql).
@@ -44,8 +50,8 @@ READ_RECIPES = {"nvtx_gpu_proj_trace": "trace.parquet"}
 # Recipes we recognise but do not read: their Parquet layouts are not documented by NVIDIA
 # (the user guide lists the recipes, not their output columns), so any reading would be a guess.
 UNDOCUMENTED = {
-    "nccl_gpu_overlap_trace": "its Parquet layout is not documented by NVIDIA",
-    "cuda_gpu_kern_sum": "its Parquet layout is not documented by NVIDIA",
+    "nccl_gpu_overlap_trace": "its Parquet layout is not documented by NVIDIA (docs/nsys-recipes.md)",
+    "cuda_gpu_kern_sum": "its Parquet layout is not documented by NVIDIA (docs/nsys-recipes.md)",
 }
 
 
@@ -141,6 +147,7 @@ class _Output:
     recipe: str
     table: object = None  # pyarrow Table of the read Parquet file
     reason: str | None = None  # why not read
+    reports: list[str] | None = None  # files.parquet: the report (name without suffix) of each recipe Rank
 
     @property
     def read(self) -> bool:
@@ -155,6 +162,9 @@ class _Context:
     env: dict[str, str] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)  # files of the input that were read
     names: list[str] = field(default_factory=list)
+    # Read beside its reports (attach()): (recipe Rank, PID) -> the report's process, as
+    # (candidate, Process.key) until the ingest numbers the ranks, then our rank (resolve()).
+    beside: dict[tuple[int, int], object] | None = None
 
 
 def _folder(name: str) -> str:
@@ -201,6 +211,19 @@ def _read_output(bundle: _Bundle, out: _Output, used: set[str]) -> None:
         raise BadInput(f"{member}: not an {out.recipe} trace (missing columns: {', '.join(missing)})")
     out.table = table
     used.add(member)
+    files = "files.parquet" if out.folder == "." else f"{out.folder}/files.parquet"
+    if files in bundle.names:  # Rank -> report: column File, row i (or column Rank) = Rank i
+        listed = _parquet(bundle, files)
+        if "File" in listed.column_names:
+            names = [_report_name(f) for f in listed.column("File").to_pylist()]
+            if "Rank" in listed.column_names:
+                ranks = listed.column("Rank").to_pylist()
+                whole = all(isinstance(r, int) for r in ranks) and sorted(ranks) == list(range(len(ranks)))
+                names = [n for _, n in sorted(zip(ranks, names))] if whole else []
+            out.reports = names or None
+            used.add(files)
+    elif len(out.analysis.get("InputFiles") or []) == 1:  # one report: every row is its Rank 0
+        out.reports = [_report_name(out.analysis["InputFiles"][0])]
 
 
 def _jax_metadata(bundle: _Bundle, ctx: _Context) -> None:
@@ -309,11 +332,15 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
 
     ctx: _Context = probe.context
     result = LoadResult()
+    beside = ctx.beside is not None  # rows of reports' ranks (resolve()), not ranks of its own
+    owner = {pair: int(rank) for pair, rank in ctx.beside.items()} if beside else {
+        pair: ranks[k] for pair, k in ctx.keys.items()
+    }  # fmt: skip
     mapping = pa.table(
         {
-            "recipe_rank": [r for (r, _) in ctx.keys],
-            "pid": [p for (_, p) in ctx.keys],
-            "rank": [ranks[k] for k in ctx.keys.values()],
+            "recipe_rank": [r for (r, _) in owner],
+            "pid": [p for (_, p) in owner],
+            "rank": list(owner.values()),
         }
     )
     con.register("_recipe_ranks", mapping)
@@ -343,6 +370,9 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
             )  # fmt: skip
     finally:
         con.unregister("_recipe_ranks")
+    if beside:  # the reports hold the GPU and environment of these ranks
+        _count_unread(ctx, result)
+        return result
     if len(probe.processes) == 1 and ctx.gpu:
         _insert_gpu(con, ranks[probe.processes[0].key], ctx.gpu)
         result.counts["gpus"] = 1
@@ -384,3 +414,108 @@ def _count_unread(ctx: _Context, result: LoadResult) -> None:
             f"files of the input not read: {sum(groups.values())} "
             f"({parts}; not recipe tables nsight-analyze reads)"
         )
+
+
+# ---------------------------------------------------------------------------- beside its reports
+
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite", ".sqlite3")
+NSYS = "nsys-sqlite"  # nsys_sqlite.FORMAT (sources import no other source but base)
+
+
+def _report_name(value: object) -> str:
+    """A report as files.parquet / InputFiles name it, without folder or suffix (/x/r0.nsys-rep: r0)."""
+    name = PurePosixPath(str(value).replace("\\", "/")).name
+    for suffix in REPORT_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _names(ctx: _Context) -> dict[int, str] | None:
+    """recipe Rank -> report name over the read outputs; None when unknown or contradictory."""
+    names: dict[int, str] = {}
+    for out in ctx.outputs:
+        if not out.read:
+            continue
+        if out.reports is None:
+            return None
+        for rank, name in enumerate(out.reports):
+            if names.setdefault(rank, name) != name:
+                return None
+    return names
+
+
+def attach(con, ready: list) -> None:
+    """Recipe outputs computed from reports of this ingest (or of the workspace) are read beside
+    them: their rows go to those reports' ranks and they get no ranks of their own.
+
+    Why: users run `nsys recipe` on the reports they also ingest, and keep both in one folder;
+    that is the one case where the recipe's numbers and ours (nvtx_projection_compare) can be put
+    side by side. A recipe output matches when every (Rank, PID) of its rows names a report
+    (files.parquet, or its one InputFiles entry) that is an nsys export in this ingest or in the
+    workspace, by name without suffix, with a process of that PID; otherwise it stays an input of
+    its own (and mixing it with the reports is refused, with `unmatched_hint`'s reason).
+    Call before the ranks are numbered; `resolve` after."""
+    reports: dict[str, list] = {}
+    for cand in ready:
+        if cand.probe.format == NSYS:
+            reports.setdefault(_report_name(cand.path.name), []).append(cand)
+    replaced = {fid for c in ready for fid in c.replaces}
+    known: dict[tuple[str, int], list[int]] = {}
+    for path, pid, rank, fid in con.execute(
+        "SELECT f.path, r.pid, r.rank, f.file_id FROM files AS f JOIN ranks AS r USING (file_id) "
+        "WHERE f.source_format = ?",
+        [NSYS],
+    ).fetchall():
+        if fid not in replaced and pid is not None:
+            known.setdefault((_report_name(path), int(pid)), []).append(int(rank))
+    for cand in ready:
+        if cand.probe.format != FORMAT or not cand.probe.processes:
+            continue
+        ctx: _Context = cand.probe.context
+        names = _names(ctx)
+        if names is None:
+            continue
+        found: dict[tuple[int, int], object] = {}
+        for recipe_rank, pid in ctx.keys:
+            name = names.get(recipe_rank)
+            procs = [(c, p.key) for c in reports.get(name, []) for p in c.probe.processes if p.pid == pid]
+            if len(procs) == 1:
+                found[(recipe_rank, pid)] = procs[0]
+            elif not procs and len(known.get((name, pid), [])) == 1:
+                found[(recipe_rank, pid)] = known[(name, pid)][0]
+        if len(found) == len(ctx.keys):
+            ctx.beside = found
+            cand.probe.processes = []
+
+
+def resolve(ready: list) -> None:
+    """After the ranks are numbered: each matched (Rank, PID) becomes the rank of its report's
+    process (plain numbers: the probe travels to the ingest's workers)."""
+    for cand in ready:
+        ctx = cand.probe.context if cand.probe.format == FORMAT else None
+        if ctx is not None and ctx.beside is not None:
+            ctx.beside = {
+                pair: (who if isinstance(who, int) else who[0].ranks[who[1]])
+                for pair, who in ctx.beside.items()
+            }
+
+
+def unmatched_hint(ready: list) -> str:
+    """Why a recipe output among `ready` was not read beside the reports (the refusal of mixed
+    formats says it instead of its generic advice), or '' when there is none."""
+    for cand in ready:
+        if cand.probe.format != FORMAT or not cand.probe.processes:
+            continue
+        names = _names(cand.probe.context)
+        if names is None:
+            source = "names no report it was computed from (no files.parquet)"
+        else:
+            shown = sorted(set(names.values()))
+            listed = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+            source = f"was computed from {listed}, not among these traces with the same PIDs"
+        return (
+            f"recipe output {cand.path.name} {source}: ingest it with the reports it was computed "
+            "from, or alone into its own workspace"
+        )
+    return ""

@@ -158,13 +158,18 @@ def truth_doc(cfg, job) -> dict:
         whatif += _rows("no-input-stalls", _step_times(calm))
     calm = _job.build(dataclasses.replace(cfg, injections=dataclasses.replace(inj, comms_free=True)))
     whatif += _rows("comms-hidden", _step_times(calm))
+    for scenario, flag in (("no-launch-gaps", "launch_free"), ("no-sync-stalls", "sync_free")):
+        calm = _job.build(dataclasses.replace(cfg, injections=dataclasses.replace(inj, **{flag: True})))
+        whatif += _rows(scenario, _step_times(calm))
     return {
         "attribution": attribution,
         "whatif_definition": "step_time_ns = max over ranks of the step's window_ns in the job simulated "
         "again without the cause (same random draws); step null = mean over steps. slowest-rank-at-median: "
         "without straggler, slow-gpu, uneven-work, slow-host and slow-link; no-input-stalls: without "
         "input-stall and with a data loader that takes no time; comms-hidden: every collective ends at its "
-        "last arrival (no transfer)",
+        "last arrival (no transfer); no-launch-gaps: kernel launches cost the host no time "
+        "(no host work before them, no call, no latency: what CUDA graphs buy at best); no-sync-stalls: a "
+        "synchronising call returns the moment the GPU work it waits for ends (no wake-up delay)",
         "whatif": whatif,
         "whatif_actual": _rows("actual", actual),
     }

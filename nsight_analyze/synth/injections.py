@@ -40,6 +40,8 @@ class Injections:
     uneven_shape_pct: float = 0.0  # extra-kernel slots kept without uneven work (re-simulation)
     input_wait_free: bool = False  # the data loader takes no time (no-input-stalls re-simulation)
     comms_free: bool = False  # collectives end at their last arrival (comms-hidden re-simulation)
+    launch_free: bool = False  # kernel launches cost the host nothing (no-launch-gaps re-simulation)
+    sync_free: bool = False  # a sync returns the moment the GPU drains (no-sync-stalls re-simulation)
 
     def input_stall_ns(self, step: int) -> int:
         if self.input_stall and step % self.input_stall[0] == 0:

@@ -55,7 +55,6 @@ class Job:
     skew: np.ndarray  # per node, ns
     ranks: list[RankEvents]
     nvtx_texts: list[str]
-    step_numbers: list[int]
     step_text_index: dict[int, int]
     collectives: list[dict]  # per instance: step, bucket, arrival (R,) true, transfer_start, end (R,)
     kernels_per_step: dict[int, int]
@@ -209,7 +208,6 @@ def build(cfg: W.Config) -> Job:
         skew,
         ranks,
         texts,
-        [s for s, _, _ in step_ranges],
         step_text_index,
         collectives,
         kernels_per_step,

@@ -30,7 +30,6 @@ class KType:
     src_kind: int = 0  # ENUM_CUDA_MEM_KIND
     dst_kind: int = 0
     nbytes: int = 0
-    mangled: str | None = None
 
 
 def gemm_ns(k: KType, eff: float = 0.72) -> float:
@@ -127,11 +126,6 @@ SOFTMAX_BWD = (
 NLL = (
     "void at::native::(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, fl"
     "oat, long>(T1 *, T1 *, const T1 *, const T3 *, const T1 *, bool, long, long, long, long)"
-)
-REDUCE = (
-    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrap"
-    "per_t<float, at::native::sum_functor<float, float, float>::operator ()(at::TensorIterato"
-    "r &)::[lambda(float, float) (instance 1)]>, unsigned int, float, 4, 4>>(T3)"
 )
 EMBED_BWD = (
     "void at::native::(anonymous namespace)::embedding_backward_feature_kernel<c10::BFloat16,"

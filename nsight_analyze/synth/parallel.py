@@ -394,7 +394,6 @@ def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
         np.zeros(nodes, np.int64),
         ranks,
         texts,
-        [cfg.first_step + i for i in range(cfg.steps)],
         {cfg.first_step + i: i for i in range(cfg.steps)},
         [],
         {cfg.first_step + i: kernels for i in range(cfg.steps)},

@@ -27,7 +27,6 @@ class SchemaVersion:
     meta_table: str  # EXPORT_META_DATA (2022.x) or META_DATA_EXPORT (newer)
     has_capture_meta: bool
     launch_type_enum: str
-    env_separator: str  # DeviceEnvironment separator
 
     @property
     def newer_than_2022(self) -> bool:
@@ -36,13 +35,13 @@ class SchemaVersion:
 
 VERSIONS: dict[str, SchemaVersion] = {
     "2022.4": SchemaVersion(
-        "2022.4", "2022.4.2.1", "3.0.0", "EXPORT_META_DATA", False, "ENUM_CUDA_KRENEL_LAUNCH_TYPE", ";"
+        "2022.4", "2022.4.2.1", "3.0.0", "EXPORT_META_DATA", False, "ENUM_CUDA_KRENEL_LAUNCH_TYPE"
     ),
     "2025.1": SchemaVersion(
-        "2025.1", "2025.1.1.110", "3.17.1", "META_DATA_EXPORT", True, "ENUM_CUDA_KERNEL_LAUNCH_TYPE", ";"
+        "2025.1", "2025.1.1.110", "3.17.1", "META_DATA_EXPORT", True, "ENUM_CUDA_KERNEL_LAUNCH_TYPE"
     ),
     "2026.2": SchemaVersion(
-        "2026.2", "2026.2.1.210", "3.25.0", "META_DATA_EXPORT", True, "ENUM_CUDA_KERNEL_LAUNCH_TYPE", ";"
+        "2026.2", "2026.2.1.210", "3.25.0", "META_DATA_EXPORT", True, "ENUM_CUDA_KERNEL_LAUNCH_TYPE"
     ),
 }
 

@@ -390,6 +390,8 @@ class Simulator:
         lat = rng.integers(2_500, 6_000, (R, n))
         wake = rng.integers(4_000, 15_000, (R, len(p.syncs) + 1))
         jitter = rng.integers(0, 1_500, (R, max(1, int(p.is_nccl.sum()))))
+        if self.cfg.injections.sync_free:  # re-simulation without sync stalls: no wake-up after the drain
+            wake[:] = 0
         compute = self._compute_mask(p)
         dur = p.dur[None, :] * noise * np.where(compute[None, :], self.slow[:, None], 1.0)
         dur = np.maximum(np.rint(dur * self.causes.gpu_factor(p)), 1).astype(np.int64)
@@ -398,6 +400,11 @@ class Simulator:
             api_dur[:, p.dataloader_item] += extra_input_ns
         pre_gap = np.rint(p.pre_gap[None, :] * gap_j).astype(np.int64)
         present = self.causes.apply(p, step, dur, api_dur, pre_gap, lat)
+        if self.cfg.injections.launch_free:  # no-launch-gaps re-simulation (same draws, then zeroed):
+            launch = p.kind == LAUNCH  # the host issues every kernel at once, as a CUDA graph at best
+            lat[:] = 0
+            pre_gap[:, launch] = 0
+            api_dur[:, launch] = 0
 
         cs = np.zeros((R, n), np.int64)
         ce = np.zeros((R, n), np.int64)

@@ -19,7 +19,7 @@ import plotly.offline
 
 from ... import __version__
 from ...errors import UserError
-from . import sections, timeline, whatif_section
+from . import comms_section, sections, timeline, whatif_section
 from .collect import StepRange, collect
 from .html import page
 
@@ -52,8 +52,9 @@ def render_report(
     steps: StepRange | str | None = None,
     mfu_options: dict[str, Any] | None = None,
     timeline_budget: int = timeline.MAX_TIMELINE_OPS,
+    job_note: str | None = None,
 ) -> str:
-    """The report as one HTML string."""
+    """The report as one HTML string; `job_note` (job_scope.JobScope.note) names the job shown."""
     if isinstance(steps, str):
         steps = parse_steps(steps)
     inp = collect(con, steps, mfu_options)
@@ -67,6 +68,7 @@ def render_report(
             sections.timeline(tl, figs),
             sections.heatmap(inp, figs),
             sections.overlap(inp, part, figs),
+            comms_section.comms_dimension(inp),
             whatif_section.whatif(inp),
             sections.kernels(inp, figs),
             sections.capture(inp),
@@ -76,6 +78,8 @@ def render_report(
     n_ranks = len(part.value) if part.ok else 0
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = f"{n_ranks} rank(s) · generated {stamp} by nsight-analyze {__version__}"
+    if job_note:  # page() escapes the subtitle
+        subtitle = f"{job_note} · {subtitle}"
     return page(
         "nsight-analyze report",
         subtitle,
@@ -91,12 +95,13 @@ def write_report(
     out_path: str | Path,
     steps: StepRange | str | None = None,
     mfu_options: dict[str, Any] | None = None,
+    job_note: str | None = None,
 ) -> Path:
     """Write the self-contained HTML report for an open workspace; return its path."""
     out = Path(out_path)
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
-    text = render_report(con, steps, mfu_options)
+    text = render_report(con, steps, mfu_options, job_note=job_note)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)

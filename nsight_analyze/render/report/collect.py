@@ -85,20 +85,17 @@ class ReportInputs:
     partition: Part = field(default_factory=Part)  # DataFrame: one row per rank
     rank_step: Part = field(default_factory=Part)  # DataFrame: time_partition step rows
     verdict: Part = field(default_factory=Part)
-    imbalance: Part = field(default_factory=Part)
     rank_rollup: Part = field(default_factory=Part)
     collectives: Part = field(default_factory=Part)
-    collective_waits: Part = field(default_factory=Part)
     comm_overlap: Part = field(default_factory=Part)
     alignment: Part = field(default_factory=Part)
-    kernel_summary: Part = field(default_factory=Part)
     top_kernels: Part = field(default_factory=Part)
     memop_summary: Part = field(default_factory=Part)
-    api_summary: Part = field(default_factory=Part)
     gaps: Part = field(default_factory=Part)
     longest_gaps: Part = field(default_factory=Part)
     whatif: Part = field(default_factory=Part)  # whole-job what-if rows (docs/whatif.md)
     attribution: Part = field(default_factory=Part)  # whole-job rank_attribution rows
+    comms: Part = field(default_factory=Part)  # comms() by dimension and communicator (comms_section)
     launch_stats: Part = field(default_factory=Part)
     sync_calls: Part = field(default_factory=Part)
     mfu: Part = field(default_factory=Part)
@@ -168,10 +165,8 @@ def collect(
         f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
     )
     inp.verdict = view(con, "merge_straggler_verdict")
-    inp.imbalance = view(con, "imbalance", "SELECT * FROM imbalance ORDER BY step NULLS FIRST")
     inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
     inp.collectives = view(con, "collectives", "SELECT * FROM collectives ORDER BY coll_id")
-    inp.collective_waits = view(con, "collective_waits")
     # Per collective operation: how much of its time was hidden behind other GPU work.
     inp.comm_overlap = view(
         con,
@@ -183,10 +178,8 @@ def collect(
            GROUP BY op ORDER BY comms_ns DESC""",
     )
     inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
-    inp.kernel_summary = view(con, "kernel_summary")
     inp.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
     inp.memop_summary = view(con, "memop_summary")
-    inp.api_summary = view(con, "api_summary")
     inp.gaps = view(
         con,
         "gaps",
@@ -208,6 +201,9 @@ def collect(
     inp.attribution = view(
         con, "rank_attribution", "SELECT * FROM rank_attribution WHERE step IS NULL ORDER BY job, rank"
     )
+    from .comms_section import gather as comms_by_dimension  # lazy: that module imports this one
+
+    inp.comms = comms_by_dimension(con)
     inp.launch_stats = view(con, "launch_stats")
     inp.sync_calls = view(con, "sync_calls")
     inp.mfu = _mfu(con, mfu_options or {})

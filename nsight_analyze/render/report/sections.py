@@ -22,6 +22,7 @@ SECTIONS = (
     ("timeline", "Timeline"),
     ("heatmap", "Rank × step"),
     ("overlap", "Overlap & collectives"),
+    ("comms-dimension", "Communication by parallelism dimension"),
     ("whatif", "What fixing each cause would buy"),
     ("kernels", "Kernels, gaps, launches"),
     ("capture", "Capture quality"),

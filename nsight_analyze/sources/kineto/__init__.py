@@ -40,7 +40,10 @@ What goes where (docs/nsys-sqlite-schema.md §12):
   thread_name metadata            -> threads
   deviceProperties                -> gpus
   [memory] instant events (CUDA)  -> memory_usage (Total Allocated / Total Reserved)
-  cuda_profiler_range             -> kineto_profiler_ranges (CUPTI range-profiler FLOP counters)
+  cuda_profiler_range             -> kineto_profiler_ranges (CUPTI range-profiler FLOP, tensor-pipe
+                                     and DRAM-byte counters), and ncu_peaks for the rank's GPU
+                                     (the roofline's peaks)
+  cpu_op softmax ops with Input Dims (record_shapes=True) -> kineto_op_shapes (duck_json.SHAPE_OPS)
 Everything else (cpu_op, python_function, flows, other instant events, ...) is counted in
 `files.skipped`.
 
@@ -117,6 +120,7 @@ def load(
             batch_rows=BATCH_ROWS,
             text=_event_text(path) if FAST_PATH and ahead is None else None,
             ahead=ahead,
+            file_id=file_id,
         )
     finally:
         if ahead is not None:

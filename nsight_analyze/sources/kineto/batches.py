@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ... import classify
-from .duck_json import RANGE_OPS, Piece
+from .duck_json import RANGE_COLUMNS, Piece
 
 BATCH_ROWS = 16384  # rows per table kept in Python before an Arrow flush (~100 MiB at most)
 ARROW_BATCH_ROWS = 1 << 17  # rows per table of the fast path's Arrow pieces before an INSERT
@@ -197,7 +197,13 @@ COMM_SCHEMA = _schema(
 )
 THREAD_SCHEMA = _schema(("pid", I64), ("tid", I64), ("name", STR))
 MEMORY_SCHEMA = _schema(("device_id", I32), ("ts_ns", I64), ("bytes_in_use", I64), ("bytes_reserved", I64))
-RANGE_SCHEMA = _schema(("start_ns", I64), ("end_ns", I64), ("name", STR), *((op, I64) for op in RANGE_OPS))
+RANGE_SCHEMA = _schema(
+    ("start_ns", I64), ("end_ns", I64), ("name", STR), *((c, I64) for c, _ in RANGE_COLUMNS)
+)
+SHAPE_SCHEMA = _schema(
+    ("tid", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR), ("external_id", I64),
+    ("input_dims", STR), ("input_types", STR),
+)  # fmt: skip
 
 
 class RowSets:
@@ -273,6 +279,12 @@ class RowSets:
             SELECT {r}, device_id, ts_ns, bytes_in_use, bytes_reserved, 'kineto' FROM {{src}}""",
         )
         self.ranges = batch(RANGE_SCHEMA, f"INSERT INTO {self.tmp}_ranges SELECT * FROM {{src}}")
+        self.shapes = batch(
+            SHAPE_SCHEMA,
+            f"""
+            INSERT INTO kineto_op_shapes
+            SELECT {r}, tid, start_ns, end_ns, name, external_id, input_dims, input_types FROM {{src}}""",
+        )
 
     def by_target(self) -> dict[str, Batch]:
         """The row sets, by the names duck_json.SPLITS uses (and `comm`)."""
@@ -287,6 +299,7 @@ class RowSets:
             "threads": self.threads,
             "memory": self.memory,
             "ranges": self.ranges,
+            "shapes": self.shapes,
         }
 
     def create_temp(self) -> None:
@@ -322,6 +335,7 @@ class RowSets:
         if any(b.total for b in batches.values()):
             for table in (
                 "kernels", "memops", "cuda_api", "sync", "nvtx", "kineto_gpu_annotations", "memory_usage",
+                "kineto_op_shapes",
             ):  # fmt: skip
                 self.con.execute(f"DELETE FROM {table} WHERE rank = ?", [self.rank])
             for suffix in ("", "_threads", "_ranges"):

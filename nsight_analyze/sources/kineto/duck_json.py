@@ -56,7 +56,19 @@ PARSE_MEMORY_LIMIT = "1GB"
 # CUPTI range-profiler FLOP counters (thread instructions) kept per profiled kernel.
 RANGE_OPS = ("dadd", "dmul", "dfma", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
 RANGE_METRIC = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+# Other range-profiler metrics kept (column, metric): the DRAM bytes the roofline needs and the
+# tensor-pipe instructions (`kineto__tensor_core_insts`), as PyTorch's documentation records them.
+RANGE_EXTRA = (
+    ("dram_bytes", "dram__bytes.sum"),
+    ("dram_read", "dram__bytes_read.sum"),
+    ("dram_write", "dram__bytes_write.sum"),
+    ("tensor_inst", "sm__inst_executed_pipe_tensor.sum"),
+)
+RANGE_COLUMNS = (*((op, RANGE_METRIC.format(op)) for op in RANGE_OPS), *RANGE_EXTRA)
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in the [memory] events' "Device Type"
+# cpu_op events whose `Input Dims` / `Input type` (record_shapes=True) are kept, in
+# kineto_op_shapes: the softmax ops, whose input is the attention score matrix.
+SHAPE_OPS = "(?i)softmax"
 
 # Fields read from each event: (JSON key, DuckDB type); the event's own keys, then args'.
 # JSON-typed fields keep the literal's type (integer vs float vs string) for `_int`.
@@ -95,8 +107,11 @@ ARG_FIELDS = [
     ("Total Reserved", "JSON"),
     ("Device Type", "JSON"),
     ("Device Id", "JSON"),
-    # cuda_profiler_range events (CUPTI range profiler): the FLOP counters, per kernel
-    *((RANGE_METRIC.format(op), "JSON") for op in RANGE_OPS),
+    # cpu_op events recorded with record_shapes=True
+    ("Input Dims", "JSON"),
+    ("Input type", "JSON"),
+    # cuda_profiler_range events (CUPTI range profiler): the counters, per kernel
+    *((metric, "JSON") for _, metric in RANGE_COLUMNS),
 ]
 HANDLED = (
     "kernel",
@@ -172,12 +187,12 @@ SOURCE_RAW = f"""
 """
 
 # Targets (row sets of batches.RowSets) an event feeds; an NCCL kernel also feeds `comm`.
-KERNEL, MEMOP, API, SYNC, NVTX, GPU_ANN, THREAD, COMM_OP, MEMORY, RANGE = range(1, 11)
+KERNEL, MEMOP, API, SYNC, NVTX, GPU_ANN, THREAD, COMM_OP, MEMORY, RANGE, SHAPE = range(1, 12)
 _STEP = "starts_with(name, 'ProfilerStep#') AND regexp_matches(name, '^ProfilerStep#[0-9]')"
 _HANDLED = "(" + ", ".join(_sql_str(c) for c in HANDLED) + ")"
 _COUNTERS = ", ".join(
-    f'CASE WHEN target = {RANGE} THEN k_int(a."{RANGE_METRIC.format(op)}"::VARCHAR) END AS {op}'
-    for op in RANGE_OPS
+    f'CASE WHEN target = {RANGE} THEN k_int(a."{metric}"::VARCHAR) END AS {column}'
+    for column, metric in RANGE_COLUMNS
 )
 _DIMS = ", ".join(
     f"CASE WHEN target = {KERNEL} THEN k_int({arg}[{i + 1}]::VARCHAR) END AS {arg}_{axis}"
@@ -196,7 +211,10 @@ k AS (
              WHEN cat = 'user_annotation' OR (cat = 'cpu_op' AND {_STEP}) THEN {NVTX}
              WHEN cat = 'gpu_user_annotation' THEN {GPU_ANN}
              WHEN cat = 'cpu_op' THEN CASE WHEN name = 'record_param_comms'
-                                             AND a."Collective name" IS NOT NULL THEN {COMM_OP} END
+                                             AND a."Collective name" IS NOT NULL THEN {COMM_OP}
+                                        WHEN regexp_matches(name, {_sql_str(SHAPE_OPS)})
+                                             AND a."Input Dims" IS NOT NULL AND ts_ns IS NOT NULL
+                                             AND dur_ns IS NOT NULL THEN {SHAPE} END
              WHEN ph = 'M' AND name = 'thread_name' THEN {THREAD}
              WHEN cat = 'cpu_instant_event' AND name = '[memory]'
                   AND k_int(a."Device Type"::VARCHAR) = {CUDA_DEVICE_TYPE} THEN {MEMORY}
@@ -215,7 +233,8 @@ b AS (
 t AS (SELECT *, CASE WHEN bad THEN NULL ELSE handler END AS target FROM b)
 SELECT target, bad, lossy,
     CASE WHEN NOT is_obj THEN 'non-object entries'
-         WHEN cat = 'cpu_op' THEN CASE WHEN handler IS DISTINCT FROM {NVTX} THEN 'cpu_op' END
+         WHEN cat = 'cpu_op' THEN CASE WHEN handler IS DISTINCT FROM {NVTX}
+                                        AND handler IS DISTINCT FROM {SHAPE} THEN 'cpu_op' END
          WHEN cat IN {_HANDLED} THEN NULL
          WHEN ph = 'M' THEN CASE WHEN name IS DISTINCT FROM 'thread_name' THEN 'metadata (ph M)' END
          WHEN cat = 'cpu_instant_event' AND name = '[memory]' THEN
@@ -227,9 +246,9 @@ SELECT target, bad, lossy,
          WHEN target = {MEMORY} THEN k_int(a."Device Id"::VARCHAR) END AS device_id,
     CASE WHEN target IN ({KERNEL}, {MEMOP}, {SYNC}) THEN k_int(a.stream::VARCHAR)
          WHEN target = {GPU_ANN} THEN k_int(tid) END AS stream_id,
-    CASE WHEN target <= {GPU_ANN} OR target IN ({MEMORY}, {RANGE}) THEN ts_ns END AS start_ns,
-    CASE WHEN target <= {GPU_ANN} OR target = {RANGE} THEN ts_ns + dur_ns END AS end_ns,
-    CASE WHEN target <= {GPU_ANN} OR target = {RANGE} THEN name
+    CASE WHEN target <= {GPU_ANN} OR target IN ({MEMORY}, {RANGE}, {SHAPE}) THEN ts_ns END AS start_ns,
+    CASE WHEN target <= {GPU_ANN} OR target IN ({RANGE}, {SHAPE}) THEN ts_ns + dur_ns END AS end_ns,
+    CASE WHEN target <= {GPU_ANN} OR target IN ({RANGE}, {SHAPE}) THEN name
          WHEN target = {THREAD} THEN a.name END AS name,
     CASE WHEN target = {MEMORY} THEN k_int(a."Total Allocated"::VARCHAR) END AS bytes_in_use,
     CASE WHEN target = {MEMORY} THEN k_int(a."Total Reserved"::VARCHAR) END AS bytes_reserved,
@@ -239,14 +258,16 @@ SELECT target, bad, lossy,
     {_DIMS},
     CASE WHEN target = {KERNEL} THEN k_int(a."registers per thread"::VARCHAR) END AS registers_per_thread,
     CASE WHEN target = {MEMOP} THEN k_int(a.bytes::VARCHAR) END AS bytes,
-    CASE WHEN target IN ({API}, {NVTX}, {THREAD}) THEN k_int(tid) END AS tid,
+    CASE WHEN target IN ({API}, {NVTX}, {THREAD}, {SHAPE}) THEN k_int(tid) END AS tid,
     CASE WHEN target = {THREAD} THEN k_int(pid)
          WHEN target = {API} AND regexp_full_match(pid, '-?[0-9]+') THEN k_int(pid) END AS pid,
     CASE WHEN target = {API} THEN CASE cat WHEN 'cuda_runtime' THEN 'runtime' ELSE 'driver' END
          WHEN target = {SYNC} THEN CASE coalesce(nullif(a.cuda_sync_kind, ''), name) {{sync_kinds}}
                                        ELSE 'unknown' END END AS kind,
-    CASE WHEN target IN ({GPU_ANN}, {COMM_OP}) OR is_comm THEN k_int(a."External id"::VARCHAR) END
+    CASE WHEN target IN ({GPU_ANN}, {COMM_OP}, {SHAPE}) OR is_comm THEN k_int(a."External id"::VARCHAR) END
         AS external_id,
+    CASE WHEN target = {SHAPE} THEN a."Input Dims"::VARCHAR END AS input_dims,
+    CASE WHEN target = {SHAPE} THEN a."Input type"::VARCHAR END AS input_types,
     CASE WHEN target = {COMM_OP} OR is_comm THEN struct_pack(
         collective := a."Collective name", dtype := a.dtype,
         in_nelems := k_int(a."In msg nelems"::VARCHAR), out_nelems := k_int(a."Out msg nelems"::VARCHAR),
@@ -284,7 +305,8 @@ SPLITS = [
     ("gpu_ann", GPU_ANN, ["device_id", "stream_id", *_SPAN, "name", "external_id"]),
     ("threads", THREAD, ["pid", "tid", "name"]),
     ("memory", MEMORY, ["device_id", "start_ns", "bytes_in_use", "bytes_reserved"]),
-    ("ranges", RANGE, [*_SPAN, "name", *RANGE_OPS]),
+    ("ranges", RANGE, [*_SPAN, "name", *(c for c, _ in RANGE_COLUMNS)]),
+    ("shapes", SHAPE, ["tid", *_SPAN, "name", "external_id", "input_dims", "input_types"]),
 ]
 RENAMES = {
     ("api", "kind"): "api_class",

@@ -14,17 +14,18 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
 from ..base import BadInput
 from .batches import SYNC_KINDS, RowSets
-from .duck_json import CUDA_DEVICE_TYPE, RANGE_METRIC, RANGE_OPS
+from .duck_json import CUDA_DEVICE_TYPE, RANGE_COLUMNS, SHAPE_OPS
 from .meta import READ_CHUNK, TAIL_BYTES, open_text
 
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+")
+_SHAPE_NAME = re.compile(SHAPE_OPS)
 
 
 def to_ns(value: Any) -> int | None:
@@ -97,18 +98,20 @@ class EventStream:
         self.nvtx, self.gpu_ann, self.comm = rows.nvtx, rows.gpu_ann, rows.comm
         self.threads, self.memory, self.ranges = rows.threads, rows.memory, rows.ranges
         self.bad = 0
+        complete = self._complete
+        self.on_step = complete(self.on_annotation)
         self.handlers = {
-            "kernel": self.on_kernel,
-            "gpu_memcpy": self.on_memop,
-            "gpu_memset": self.on_memop,
-            "cuda_runtime": self.on_api,
-            "cuda_driver": self.on_api,
-            "cuda_sync": self.on_sync,
-            "user_annotation": self.on_annotation,
-            "gpu_user_annotation": self.on_gpu_annotation,
+            "kernel": complete(self.on_kernel),
+            "gpu_memcpy": complete(self.on_memop),
+            "gpu_memset": complete(self.on_memop),
+            "cuda_runtime": complete(self.on_api),
+            "cuda_driver": complete(self.on_api),
+            "cuda_sync": complete(self.on_sync),
+            "user_annotation": self.on_step,
+            "gpu_user_annotation": complete(self.on_gpu_annotation),
             "cpu_op": self.on_cpu_op,
             "cpu_instant_event": self.on_instant,
-            "cuda_profiler_range": self.on_profiler_range,
+            "cuda_profiler_range": complete(self.on_profiler_range),
         }
 
     # -- per-event handlers (the only Python loop) ---------------------------------------------
@@ -120,14 +123,26 @@ class EventStream:
             return None
         return start, start + dur
 
-    def on_kernel(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
-        a = ev.get("args") or {}
+    def _complete(self, handler: Callable[[dict, tuple[int, int], dict], None]) -> Callable[[dict], None]:
+        """A handler of a complete event (ph X), called with the event's span and args once it has
+        a span (an event without ts/dur counts as bad): the check every such handler needs."""
+        span_of = self._span
+
+        def on(ev: dict) -> None:
+            span = span_of(ev)
+            if span is not None:
+                handler(ev, span, ev.get("args") or {})
+
+        return on
+
+    @staticmethod
+    def _device(ev: dict, a: dict) -> int | None:
+        """The GPU of a device-side event: args.device, else the pid (Kineto's GPU rows)."""
         device = to_int(a.get("device"))
-        if device is None:
-            device = to_int(ev.get("pid"))
+        return to_int(ev.get("pid")) if device is None else device
+
+    def on_kernel(self, ev: dict, span: tuple[int, int], a: dict) -> None:
+        device = self._device(ev, a)
         if device is not None:
             self.devices[device] += 1
         grid, block = a.get("grid"), a.get("block")
@@ -182,11 +197,7 @@ class EventStream:
             to_text(a.get("Process Group Ranks")),
         )
 
-    def on_memop(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
-        a = ev.get("args") or {}
+    def on_memop(self, ev: dict, span: tuple[int, int], a: dict) -> None:
         device = to_int(a.get("device"))
         if device is not None:
             self.devices[device] += 1
@@ -200,11 +211,7 @@ class EventStream:
             to_int(a.get("correlation")),
         )
 
-    def on_api(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
-        a = ev.get("args") or {}
+    def on_api(self, ev: dict, span: tuple[int, int], a: dict) -> None:
         pid = ev.get("pid")
         if type(pid) is int:
             self.host_pids[pid] += 1
@@ -217,11 +224,7 @@ class EventStream:
             "runtime" if ev.get("cat") == "cuda_runtime" else "driver",
         )
 
-    def on_sync(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
-        a = ev.get("args") or {}
+    def on_sync(self, ev: dict, span: tuple[int, int], a: dict) -> None:
         kind = a.get("cuda_sync_kind") or ev.get("name")
         self.sync.add(
             to_int(a.get("device")),
@@ -232,22 +235,12 @@ class EventStream:
             to_int(a.get("correlation")),
         )
 
-    def on_annotation(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
+    def on_annotation(self, ev: dict, span: tuple[int, int], a: dict) -> None:
         self.nvtx.add(to_int(ev.get("tid")), span[0], span[1], to_text(ev.get("name")))
 
-    def on_gpu_annotation(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
-        a = ev.get("args") or {}
-        device = to_int(a.get("device"))
-        if device is None:
-            device = to_int(ev.get("pid"))
+    def on_gpu_annotation(self, ev: dict, span: tuple[int, int], a: dict) -> None:
         self.gpu_ann.add(
-            device,
+            self._device(ev, a),
             to_int(ev.get("tid")),
             span[0],
             span[1],
@@ -263,9 +256,33 @@ class EventStream:
                 self._comm("cpu_op", a, None, to_int(a.get("External id")), None, None, None)
             self.skipped["cpu_op"] += 1
         elif isinstance(name, str) and name.startswith("ProfilerStep#") and _STEP_NAME.match(name):
-            self.on_annotation(ev)
+            self.on_step(ev)
+        elif isinstance(name, str) and _SHAPE_NAME.search(name):
+            if not self.on_shape(ev, name):
+                self.skipped["cpu_op"] += 1
         else:
             self.skipped["cpu_op"] += 1
+
+    def on_shape(self, ev: dict, name: str) -> bool:
+        """A softmax op's Input Dims / Input type (record_shapes) -> kineto_op_shapes; False when it
+        has no shapes or no span (then it is a skipped cpu_op, as on the fast path)."""
+        a = ev.get("args") or {}
+        dims = a.get("Input Dims")
+        start, dur = to_ns(ev.get("ts")), to_ns(ev.get("dur"))
+        if dims is None or start is None or dur is None:
+            return False
+        types = a.get("Input type")
+        compact = (",", ":")  # DuckDB's JSON text, so both paths store the same string
+        self.rows.shapes.add(
+            to_int(ev.get("tid")),
+            start,
+            start + dur,
+            name,
+            to_int(a.get("External id")),
+            json.dumps(dims, separators=compact, default=str),
+            None if types is None else json.dumps(types, separators=compact, default=str),
+        )
+        return True
 
     def on_instant(self, ev: dict) -> None:
         """[memory] events of CUDA devices -> memory_usage; other instant events are skipped."""
@@ -284,16 +301,12 @@ class EventStream:
             to_int(a.get("Device Id")), ts, to_int(a.get("Total Allocated")), to_int(a.get("Total Reserved"))
         )
 
-    def on_profiler_range(self, ev: dict) -> None:
-        span = self._span(ev)
-        if span is None:
-            return
-        a = ev.get("args") or {}
+    def on_profiler_range(self, ev: dict, span: tuple[int, int], a: dict) -> None:
         self.ranges.add(
             span[0],
             span[1],
             to_text(ev.get("name")),
-            *(to_int(a.get(RANGE_METRIC.format(op))) for op in RANGE_OPS),
+            *(to_int(a.get(metric)) for _, metric in RANGE_COLUMNS),
         )
 
     def on_metadata(self, ev: dict) -> None:

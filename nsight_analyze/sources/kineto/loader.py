@@ -15,9 +15,10 @@ from pathlib import Path
 
 import duckdb
 
-from ..base import BadInput, LoadResult, Probe
+from ... import gpus
+from ..base import BadInput, LoadResult, Probe, peak_rows
 from .batches import DTYPE_BYTES, RowSets
-from .duck_json import RANGE_OPS, NoFastPath
+from .duck_json import RANGE_COLUMNS, NoFastPath
 from .events import EventStream, to_int, to_text
 from .meta import KinetoMeta, derive, merge_tail, read_meta, tail_meta
 from .pieces import EventText, parsed
@@ -37,10 +38,12 @@ class Loader:
         rows: RowSets,
         text: EventText | None = None,
         ahead: ReadAhead | None = None,
+        file_id: int | None = None,
     ):
         """`text`: the file's pieces for the fast path (None: the ijson path only); `ahead`: a
         read-ahead of the file whose parsed pieces to take instead."""
         self.con, self.path, self.rank, self.meta, self.result = con, path, rank, meta, result
+        self.file_id = file_id
         self.rows, self.text, self.ahead = rows, text, ahead
         self.stream: EventStream | None = None
         self.tail: bytes | None = None  # text after the array, when the fast path read the file
@@ -117,16 +120,17 @@ class Loader:
         self._tail_metadata()
         self._process_groups()
         self._gpus()
+        self._counter_peaks()
         self._report()
 
     def _profiler_ranges(self) -> None:
         """CUPTI range-profiler kernels in time order (range_id), and whether they can be placed
         on this trace's kernels (queries/cupti_range_joins.sql does it: same name, same order)."""
         r = int(self.rank)
-        ops = ", ".join(RANGE_OPS)
+        ops = ", ".join(c for c, _ in RANGE_COLUMNS)
         self.con.execute(
             f"""
-            INSERT INTO kineto_profiler_ranges
+            INSERT INTO kineto_profiler_ranges (rank, range_id, name, start_ns, end_ns, {ops})
             SELECT {r}, (row_number() OVER (ORDER BY start_ns, end_ns, name) - 1)::INTEGER,
                    name, start_ns, end_ns, {ops}
             FROM {self.rows.tmp}_ranges"""
@@ -227,9 +231,43 @@ class Loader:
                     "kineto" if p else "unknown",
                 )
             )
+        alike = self._one_model(props)
+        if not rows and alike:  # no GPU work names the device, but every GPU the trace lists is alike
+            rows.append(
+                (self.rank, None, alike.get("name"), to_int(alike.get("numSms")), None, None,
+                 to_int(alike.get("totalGlobalMem")), to_int(alike.get("computeMajor")),
+                 to_int(alike.get("computeMinor")), None, None, "kineto")
+            )  # fmt: skip
         if not rows:
             rows.append((self.rank, None, None, None, None, None, None, None, None, None, None, "unknown"))
         self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    @staticmethod
+    def _one_model(props: dict) -> dict:
+        """The deviceProperties entry when every GPU the trace lists is the same model (name,
+        SMs, memory), else {}: the rank's GPU model even when its index is unknown."""
+        keys = {(q.get("name"), q.get("numSms"), q.get("totalGlobalMem")) for q in props.values()}
+        return next(iter(props.values())) if len(keys) == 1 and next(iter(keys))[0] else {}
+
+    def _counter_peaks(self) -> None:
+        """A trace with CUPTI range-profiler counters gets `ncu_peaks` rows for its rank's GPU, as an
+        Nsight Compute file does: the roofline (queries/roofline.sql) places its kernels with them."""
+        if self.file_id is None or not self.rows.ranges.total:
+            return
+        props = self.meta.device_properties()
+        dev = self.meta.device_id
+        p = (props.get(dev, {}) if dev is not None else {}) or self._one_model(props)
+        peak = gpus.resolve(
+            name=to_text(p.get("name")),
+            sm_count=to_int(p.get("numSms")),
+            clock_hz=None,
+            compute_major=to_int(p.get("computeMajor")),
+            compute_minor=to_int(p.get("computeMinor")),
+            mem_bw_bps=None,
+        )
+        if peak.source in ("assumed", "unknown"):
+            self.result.warnings.append(f"CUPTI range-profiler GPU: {peak.reason}")
+        self.con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", peak_rows(self.file_id, peak))
 
     def _report(self) -> None:
         counts = self.result.counts
@@ -263,6 +301,7 @@ def load(
     batch_rows: int,
     text: EventText | None,
     ahead: ReadAhead | None,
+    file_id: int | None = None,
 ) -> LoadResult:
     """The source interface's load (see the package), with its settings as arguments."""
     meta: KinetoMeta = probe.context if isinstance(probe.context, KinetoMeta) else read_meta(path)
@@ -271,7 +310,7 @@ def load(
     rank = next(iter(ranks.values()))
     result = LoadResult(warnings=list(probe.warnings))
     pending = meta.tail_pending
-    loader = Loader(con, path, rank, meta, result, RowSets(con, rank, batch_rows), text, ahead)
+    loader = Loader(con, path, rank, meta, result, RowSets(con, rank, batch_rows), text, ahead, file_id)
     try:
         loader.run()
     except duckdb.Error as exc:
@@ -296,4 +335,6 @@ def load(
             proc.device_id = meta.device_id
         if proc.gpu_name is None and meta.device_id is not None:
             proc.gpu_name = meta.device_properties().get(meta.device_id, {}).get("name")
+        if proc.gpu_name is None and proc.device_id is None:  # index unknown, every listed GPU alike
+            proc.gpu_name = Loader._one_model(meta.device_properties()).get("name")
     return result

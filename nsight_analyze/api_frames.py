@@ -1,0 +1,140 @@
+"""The API's functions on an open DuckDB connection: what both the `Workspace` methods and the
+commands call, so that `nsight-analyze X --format json` and `ws.X()` share one implementation.
+
+Why apart from api.py: api.py is the user-facing object (its methods open and close the
+workspace); these are the pieces that read an open connection and shape the result (the ranks
+document, SQL with one-line errors, findings and MFU as DataFrames). Heavy imports (duckdb,
+pandas) stay inside the functions: `import nsight_analyze` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    """Run one statement; a missing view is a stale or partial workspace, said in one line."""
+    import duckdb
+    import pandas as pd
+
+    from .errors import UserError
+
+    try:
+        rel = con.sql(sql)
+        return rel.df() if rel is not None else pd.DataFrame()
+    except duckdb.CatalogException as exc:
+        missing = str(exc).splitlines()[0]
+        raise UserError(
+            f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
+        ) from None
+
+
+def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """What `nsight-analyze ranks` shows, as DataFrames: {jobs, ranks, alignment, verdict, partial}.
+
+    `ranks`: one row per rank (merge_rank_rollup_of: clock offset and residuals, compute_ns,
+    wait_suffered_ns, wait_caused_ns, times_slowest, times_last, cost_ns, straggler); `verdict`:
+    one row per job (persistent / rotating / balanced, the straggler and its cost); `alignment`:
+    per job and host, how the clocks were aligned; `partial`: collective instances with fewer
+    participants than their communicator.
+    """
+    from .errors import UserError
+
+    if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
+        raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+    # Evaluate the (costly) time partition once for both the roll-up and the verdict.
+    _fetch(
+        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition"
+    )
+    _fetch(
+        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS SELECT * FROM merge_imbalance_of('merge_cmd_tp')"
+    )
+    rows = _fetch(con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank")
+    partial = _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")
+    return {
+        "ranks": rows,
+        "verdict": _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')"),
+        "alignment": _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host"),
+        "jobs": _fetch(con, "SELECT * FROM jobs ORDER BY job"),
+        "partial": int(partial["n"].iloc[0]),
+        "attribution": _attribution(con),
+    }
+
+
+def _attribution(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per rank and step (step None = whole job): its excess over the median rank by cause."""
+    from .errors import UserError
+    from .whatif import attribution
+
+    try:
+        return attribution(con, steps=True)
+    except UserError:  # a workspace computed before attribution existed
+        return []
+
+
+def rank_report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """The stable JSON document of `nsight-analyze ranks --format json`."""
+    from .render.data import records
+
+    rows, verdict = report["ranks"], report["verdict"]
+    return {
+        "jobs": records(report["jobs"]),
+        "ranks": records(rows),
+        "alignment": records(report["alignment"]),
+        "verdict": records(verdict)[0] if len(verdict) else None,  # the first job's
+        "verdicts": records(verdict),
+        "unmatched_nccl_kernels": int(rows["unmatched"].sum()),
+        "peer_unknown_kernels": int(rows["peer_unknown"].sum()),
+        "incomplete_nccl_kernels": int(rows["incomplete"].sum()),
+        "partial_collectives": report["partial"],
+        # why each rank is slow (docs/whatif.md): whole-job rows, then per step
+        "attribution": [_jsonable_row(r) for r in report.get("attribution", []) if r["step"] is None],
+        "attribution_by_step": [
+            _jsonable_row(r) for r in report.get("attribution", []) if r["step"] is not None
+        ],
+    }
+
+
+def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
+    from .render.data import jsonable
+
+    return {k: jsonable(v) for k, v in row.items()}
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):
+    """Run one statement: its result as a DataFrame (Arrow table), None when it returns no rows
+    (CREATE, INSERT, ...). A DuckDB error is one line (UserError), a read-only refusal says how."""
+    import duckdb
+
+    from .duck import out_of_memory
+    from .errors import UserError
+
+    try:
+        rel = con.execute(query)
+        if rel.description is None:
+            return None
+        if not arrow:
+            return rel.df()
+        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory(what) from None
+    except duckdb.Error as exc:
+        text = str(exc).splitlines()[0]
+        if "read-only" in text.lower() or "read only" in text.lower():
+            raise UserError(f"the workspace is opened read-only; add --write to change it ({text})") from None
+        raise UserError(f"SQL error: {text}") from None
+
+
+def mfu_frame(summary: dict[str, Any]) -> pd.DataFrame:
+    """The per-step rows of an MFU summary; the whole-capture values in `.attrs`."""
+    import pandas as pd
+
+    df = pd.DataFrame(
+        summary["per_step"], columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"]
+    )
+    df.attrs.update({k: v for k, v in summary.items() if k != "per_step"})
+    return df

@@ -1,0 +1,131 @@
+"""One job of a workspace at a time: what summary, diagnose, report, mfu, whatif and compare read.
+
+Why: a folder may hold captures of unrelated jobs (queries/merge_jobs.sql). The job-level results
+are already computed per job, but a command that sums, ranks or compares over "all ranks" (the
+top kernels, the mean step, the worst rank per step, a finding's ranks, the report's timeline)
+would mix them. So these commands show one job: the one `--job N` names, else the job with the
+most ranks with GPU operations (then the most ranks, then the lowest number), and say so when
+there are others.
+
+How: TEMP views named like the workspace's tables show only that job's rows (tables with a
+`rank` column: the job's ranks; tables with a `job` column: the job); the workspace's own views
+and macros read them by plain name, so every query sees the one job. The file is unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import duckdb
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class JobScope:
+    """The job a connection shows, and how many the workspace holds."""
+
+    job: int
+    label: str  # '2 of 128 ranks', '8 ranks (world size unknown)' (jobs.label)
+    first_rank: int
+    last_rank: int
+    ranks: list[int]
+    n_jobs: int
+    chosen: bool  # named by the caller (--job N), not the default
+
+    def note(self, option: str = "--job N") -> str | None:
+        """One line naming the job shown when the workspace holds others; None when it is the only one."""
+        if self.n_jobs <= 1:
+            return None
+        span = (
+            f"rank {self.first_rank}"
+            if self.first_rank == self.last_rank
+            else (f"ranks {self.first_rank}-{self.last_rank}")
+        )
+        why = "" if self.chosen else ", the one with the most ranks with GPU work"
+        return (
+            f"{self.n_jobs} jobs in this workspace; showing job {self.job} ({span}: {self.label}{why}); "
+            f"{option} shows another (`nsight-analyze info` lists them)"
+        )
+
+    def as_dict(self) -> dict:
+        """JSON form: the job shown, its ranks, and the number of jobs in the workspace."""
+        return {**asdict(self), "note": self.note()}
+
+
+def _main(con: duckdb.DuckDBPyConnection) -> str:
+    """The workspace's own schema, qualified by catalog (`main.x` alone may name a TEMP object)."""
+    db = con.execute("SELECT current_database()").fetchone()[0]
+    return '"' + db.replace('"', '""') + '".main'
+
+
+def choose(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | None:
+    """The job to show: `job`, else the one with the most ranks with GPU operations (then the most
+    ranks, then the lowest number). None when the workspace has no
+    `jobs` table (not analysed) or no job. A `job` the workspace lacks is one clear line."""
+    main = _main(con)
+    try:  # ranks with GPU operations first (a CPU-only capture is not the job a user means)
+        busy = (
+            f"(SELECT count(*) FROM {main}.tp_capture c JOIN {main}.ranks r USING (rank) WHERE r.job = j.job)"
+        )
+        con.execute(f"SELECT count(*) FROM {main}.tp_capture").fetchone()
+    except duckdb.CatalogException:
+        busy = "0"
+    try:
+        rows = con.execute(
+            f"SELECT j.job, j.label, j.first_rank, j.last_rank, j.ranks, "
+            f"(SELECT list(rank ORDER BY rank) FROM {main}.ranks r WHERE r.job = j.job) "
+            f"FROM {main}.jobs j ORDER BY {busy} DESC, j.ranks DESC, j.job"
+        ).fetchall()
+    except duckdb.CatalogException:
+        rows = []
+    if not rows:
+        if job is not None and job != 1:
+            raise UserError(f"--job {job}: this workspace holds no job {job} (it is not analysed yet)")
+        return None
+    by_id = {int(r[0]): r for r in rows}
+    if job is not None and job not in by_id:
+        raise UserError(f"--job {job}: this workspace holds jobs {', '.join(map(str, sorted(by_id)))}")
+    row = by_id[job] if job is not None else rows[0]
+    return JobScope(
+        int(row[0]),
+        str(row[1]),
+        int(row[2]),
+        int(row[3]),
+        [int(r) for r in row[5] or []],
+        len(rows),
+        job is not None,
+    )
+
+
+def scope(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | None:
+    """Make the connection show one job (see the module docstring); returns it (None: no jobs).
+
+    A single-job workspace is left as it is (nothing to hide)."""
+    chosen = choose(con, job)
+    if chosen is None or chosen.n_jobs <= 1:
+        return chosen
+    main = _main(con)
+    db = con.execute("SELECT current_database()").fetchone()[0]
+    cols = con.execute(
+        "SELECT table_name, list(column_name) FROM duckdb_columns() "
+        "WHERE database_name = ? AND schema_name = 'main' AND table_name IN "
+        "(SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main') "
+        "GROUP BY table_name",
+        [db, db],
+    ).fetchall()
+    temp = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+    ranks = ", ".join(str(r) for r in chosen.ranks) or "NULL"
+    for table, names in cols:
+        if "rank" in names:
+            where = f"rank IN ({ranks})"
+        elif "job" in names:
+            where = f"job = {chosen.job}"
+        else:
+            continue
+        source = f'{main}."{table}"'
+        if table in temp:  # results computed for this session (read-only file): scope those
+            con.execute(f'ALTER TABLE temp.main."{table}" RENAME TO "_unscoped_{table}"')
+            source = f'temp.main."_unscoped_{table}"'
+        con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM {source} WHERE {where}')
+    return chosen

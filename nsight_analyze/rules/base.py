@@ -1,0 +1,240 @@
+"""What every rule is built from: the finding types, the context a rule reads, and the rule type.
+
+Why a module of its own: the rules and `diagnose` both need these types; keeping them here lets
+`diagnose` import the rules at the top (rules/__init__.py lists them, RULES) while no rule imports
+`diagnose`, so there is no import cycle.
+
+A rule is a function `Ctx -> list[Finding]` that reads stored tables through `Ctx` and builds its
+findings with `Ctx.finding`, which derives the severity and the recoverable share of the mean
+step from the recoverable time (docs/diagnose.md "Ranking, severity"): one place, not one copy per rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+SEVERITIES = ("high", "medium", "low", "info")
+
+
+@dataclass
+class Evidence:
+    """A table that backs a finding, with the SQL that produced it (re-runnable as is)."""
+
+    name: str
+    description: str
+    sql: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    total_rows: int
+
+
+@dataclass
+class Signal:
+    """A correlated measurement that was checked, and whether it supports the diagnosis."""
+
+    name: str
+    value: Any
+    unit: str
+    verdict: str  # supports | against | neutral
+    note: str
+
+
+@dataclass
+class Fix:
+    """A change that can recover the finding's time, and what it costs."""
+
+    action: str
+    trade_off: str
+
+
+@dataclass
+class Finding:
+    """One diagnosed problem (or capture caveat), ranked by the time a fix could recover."""
+
+    id: str
+    title: str
+    kind: str  # capture | performance
+    severity: str  # high | medium | low | info
+    summary: str
+    ranks: list[int]
+    steps: list[int]
+    recoverable_ns_per_step: int | None  # upper bound per step; None = cannot be bounded from the data
+    recoverable_pct: float | None  # of the mean step time
+    recoverable_method: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+    signals: list[Signal] = field(default_factory=list)
+    fixes: list[Fix] = field(default_factory=list)
+    rank: int = 0  # position in the ranked list (1 = first)
+
+
+def jsonable(value: Any) -> Any:
+    """A scalar or list as plain JSON data (numpy scalars unwrapped, NaN/NA/NaT as None)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "tolist"):
+        return jsonable(value.tolist())
+    if hasattr(value, "item"):
+        return jsonable(value.item())
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def rows_of(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    """DataFrame rows as plain JSON-able dicts (lists stay lists, NaN/NA become None)."""
+    part = df if limit is None else df.head(limit)
+    return [{str(k): jsonable(v) for k, v in r.items()} for r in part.astype(object).to_dict("records")]
+
+
+class Ctx:
+    """Connection, thresholds and job shape, with helpers the rule modules share."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, th: dict[str, float]):
+        self.con = con
+        self.th = th
+        self.objects = {
+            r[0]
+            for r in con.execute(
+                "SELECT view_name FROM duckdb_views() UNION SELECT table_name FROM duckdb_tables() "
+                "UNION SELECT function_name FROM duckdb_functions() WHERE function_type IN "
+                "('table_macro', 'macro')"
+            ).fetchall()
+        }
+        self.missing: list[str] = []
+        job = (
+            self.df(
+                """SELECT count(DISTINCT step) AS steps, bool_or(step IS NOT NULL) AS has_steps,
+                      count(DISTINCT rank) AS ranks FROM diag_windows"""
+            )
+            if self.has("diag_windows")
+            else pd.DataFrame()
+        )
+        if job.empty or not job.at[0, "ranks"]:
+            self.n_steps, self.has_steps, self.n_ranks, self.mean_step_ns = 0, False, 0, 0.0
+        else:
+            self.has_steps = bool(job.at[0, "has_steps"])
+            self.n_steps = int(job.at[0, "steps"]) if self.has_steps else 1
+            self.n_ranks = int(job.at[0, "ranks"])
+            self.mean_step_ns = float(
+                self.scalar("SELECT avg(w) FROM (SELECT max(window_ns) AS w FROM diag_windows GROUP BY step)")
+                or 0.0
+            )
+
+    def has(self, *names: str) -> bool:
+        """Whether every named view/table/macro exists (the missing ones are recorded for the job)."""
+        ok = all(n in self.objects for n in names)
+        if not ok:
+            self.missing.extend(n for n in names if n not in self.objects and n not in self.missing)
+        return ok
+
+    def df(self, sql: str, params: list | None = None) -> pd.DataFrame:
+        return self.con.execute(sql, params or []).df()
+
+    def scalar(self, sql: str) -> Any:
+        row = self.con.execute(sql).fetchone()
+        return None if row is None else jsonable(row[0])
+
+    def evidence(self, name: str, description: str, sql: str) -> Evidence:
+        """The first `evidence_rows` rows of `sql` (whitespace folded, re-runnable) and its row count."""
+        sql = " ".join(sql.split())
+        df = self.df(sql)
+        rows = rows_of(df, int(self.th["evidence_rows"]))
+        return Evidence(name, description, sql, [str(c) for c in df.columns], rows, int(len(df)))
+
+    def pct(self, ns: float | None) -> float | None:
+        """`ns` as a % of the mean step (2 decimals); None when not bounded or no step length."""
+        if ns is None or not self.mean_step_ns:
+            return None
+        return round(100.0 * ns / self.mean_step_ns, 2)
+
+    def severity(self, ns: float | None) -> str:
+        """high / medium / low by the share of the mean step (severity_*_pct); info when unbounded."""
+        p = self.pct(ns)
+        if p is None or p <= 0:
+            return "info"
+        if p >= self.th["severity_high_pct"]:
+            return "high"
+        if p >= self.th["severity_medium_pct"]:
+            return "medium"
+        return "low"
+
+    def per_step(self, total_ns: float) -> int:
+        return int(round(total_ns / self.n_steps)) if self.n_steps else 0
+
+    def step_word(self) -> str:
+        return "step" if self.has_steps else "capture (no steps found: the whole capture is one window)"
+
+    def finding(
+        self,
+        *,
+        id: str,  # noqa: A002 - the Finding field's name
+        title: str,
+        kind: str,
+        summary: str,
+        ranks: list[int],
+        steps: list[int],
+        recoverable_ns_per_step: int | None,
+        recoverable_method: str,
+        severity: str | None = None,
+        **rest: Any,
+    ) -> Finding:
+        """A Finding whose severity and recoverable_pct follow from its recoverable time.
+
+        Why here: every rule ranks its finding the same way (`severity`, `pct` of the mean step);
+        only a capture caveat with no recoverable time may state its own severity.
+        """
+        rec = recoverable_ns_per_step
+        return Finding(
+            id=id,
+            title=title,
+            kind=kind,
+            severity=severity or self.severity(rec),
+            summary=summary,
+            ranks=ranks,
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_pct=self.pct(rec),
+            recoverable_method=recoverable_method,
+            **rest,
+        )
+
+    def set_recoverable(self, f: Finding, ns: int | None) -> Finding:
+        """Change a finding's recoverable time (e.g. bounded by the what-if replay); its share and
+        severity follow, derived as in `finding`."""
+        f.recoverable_ns_per_step = ns
+        f.recoverable_pct = self.pct(ns)
+        f.severity = self.severity(ns)
+        return f
+
+
+Rule = Callable[[Ctx], list[Finding]]
+
+
+def rule_name(rule: Rule) -> str:
+    """module.function of a rule, as rule errors name it."""
+    return f"{rule.__module__.rsplit('.', 1)[-1]}.{rule.__name__}"
+
+
+def run_rules(ctx: Ctx, rules: list[Rule]) -> tuple[list[Finding], list[str]]:
+    """Every rule's findings, and one line per rule that failed (the others still run)."""
+    found: list[Finding] = []
+    errors: list[str] = []
+    for rule in rules:
+        try:
+            found.extend(rule(ctx))
+        except Exception as exc:  # noqa: BLE001 - one broken rule or view must not hide the others
+            errors.append(f"{rule_name(rule)}: {str(exc).splitlines()[0]}")
+    return found, errors

@@ -1,0 +1,325 @@
+"""Exposed communication by parallelism dimension: the children of the `exposed-comm` finding.
+
+Why children, not a second finding: `exposed-comm` (rules/comms.py) says how much better overlap
+could recover; which dimension's communication that is decides the fix (TP: keep it inside a node
+or overlap it; DP: buckets; PP: more micro-batches). Both measure the same time, so a dimension is
+reported only when `exposed-comm` is (same gate, same overlap-recoverable measure split by the
+dimension of each NCCL kernel: queries/diag_comm_dimension.sql), and only in a job with several
+dimensions: with one, `exposed-comm` already is that dimension's finding and carries the
+breakdown as evidence (`breakdown_evidence`). A child names its parent in `metrics.parent`; the
+dimensions' own parts add up to at most the parent's own measure, each child is at most the parent
+(never add them to it: docs/diagnose.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..comms import nvlink_peak_gbps
+from ._common import step_metrics
+from ._whatif import whatif_gain
+from .base import Ctx, Evidence, Finding, Fix, Signal
+
+PARENT = "exposed-comm"
+NAMES = {
+    "dp": "Data-parallel (DP)",
+    "fsdp": "FSDP / ZeRO sharded-parameter",
+    "tp": "Tensor-parallel (TP)",
+    "pp": "Pipeline-parallel (PP)",
+    "ep": "Expert-parallel (EP)",
+    "unknown": "Communication of unknown dimension",
+}
+FIXES: dict[str, list[Fix]] = {
+    "tp": [
+        Fix(
+            "Keep each TP group inside one node (NVLink): order the ranks so that TP is the innermost "
+            "dimension (Megatron's default), and lower the TP degree if it spans nodes",
+            "a smaller TP degree puts more weights and activations on each GPU; a larger PP or DP "
+            "degree takes the freed GPUs",
+        ),
+        Fix(
+            "Overlap TP communication with compute: sequence parallelism with communication/GEMM overlap "
+            "(Transformer Engine / Megatron tp-comm-overlap, userbuffers)",
+            "needs spare SMs and memory for the staged buffers; gains shrink for small hidden sizes",
+        ),
+    ],
+    "dp": [
+        Fix(
+            "Overlap gradient reduction with backward (DDP/FSDP bucketed reduce started as gradients "
+            "become ready; Megatron overlap-grad-reduce) and tune the bucket size (bucket_cap_mb)",
+            "larger buckets cut per-call latency but start later and overlap less; smaller ones overlap "
+            "more but pay more launches",
+        ),
+        Fix(
+            "Reduce fewer bytes less often: bf16 gradient reduction, gradient accumulation with no_sync() "
+            "on the inner micro-batches",
+            "bf16 reduction can cost accuracy; accumulation changes the effective batch (re-tune the "
+            "learning rate)",
+        ),
+    ],
+    "fsdp": [
+        Fix(
+            "Prefetch the next unit's all-gather (forward_prefetch, backward_prefetch=BACKWARD_PRE) and "
+            "limit the all-gathers in flight (limit_all_gathers) so they overlap compute",
+            "prefetching holds more unsharded parameters in memory",
+        ),
+        Fix(
+            "Use larger FSDP units, or shard inside a node and replicate across nodes (HSDP)",
+            "larger units hold more unsharded parameters; HSDP keeps more copies of the optimizer state",
+        ),
+    ],
+    "pp": [
+        Fix(
+            "More micro-batches per step (the pipeline bubble is (stages - 1) / micro-batches of the step)",
+            "a smaller micro-batch lowers GEMM efficiency, or more micro-batches in flight need more "
+            "activation memory",
+        ),
+        Fix(
+            "An interleaved (virtual-pipeline) 1F1B schedule, or fewer pipeline stages",
+            "interleaving multiplies the point-to-point messages; fewer stages need more memory per GPU",
+        ),
+    ],
+    "ep": [
+        Fix(
+            "Balance the router load: capacity factor, auxiliary load-balancing loss; keep the EP group "
+            "inside a node",
+            "a lower capacity factor drops tokens; a smaller EP group holds more experts per GPU",
+        ),
+        Fix(
+            "Hierarchical all-to-all (intra-node first, then across nodes) and dispatch/combine overlapped "
+            "with expert compute (chunked dispatch, DeepEP-style kernels)",
+            "chunking means more launches; specialised kernels tie the job to a library and topology",
+        ),
+    ],
+    "unknown": [
+        Fix(
+            "Name the process groups (torch.distributed new_group(group_desc=...)) or trace NCCL with its "
+            "NVTX payload so the dimension can be known, then apply that dimension's fixes",
+            "none: a capture setting",
+        ),
+    ],
+}
+
+
+def _where(ctx: Ctx) -> str:
+    return "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+
+
+def _parent_recoverable(ctx: Ctx) -> int | None:
+    """The `exposed-comm` finding's recoverable time per step (rules/comms.py's measure), or None."""
+    total = ctx.scalar(
+        "SELECT sum(r) FROM (SELECT min(recoverable_ns) AS r FROM diag_comm_recoverable GROUP BY step)"
+    )
+    return None if total is None else ctx.per_step(float(total))
+
+
+def _dim_sql(dim: str) -> str:
+    return "'" + dim.replace("'", "''") + "'"
+
+
+def breakdown_evidence(ctx: Ctx) -> Evidence | None:
+    """The per-dimension split of the exposed communication, for the `exposed-comm` finding."""
+    if not ctx.has("diag_comm_dimension", "comm_groups"):
+        return None
+    return ctx.evidence(
+        "per parallelism dimension",
+        "Per dimension (comm_groups): total, exposed time and bytes summed over ranks, bus bandwidth, the "
+        "link; and per step the critical rank's overlap-recoverable part (diag_comm_dimension), "
+        "summed over steps / steps.",
+        f"""SELECT g.dimension, g.communicators, g.link, g.total_ns, g.exposed_ns, g.bytes,
+                   round(g.busbw_gbps, 1) AS busbw_gbps, r.recoverable_ns_per_step
+            FROM (SELECT dimension, count(*) AS communicators, string_agg(DISTINCT link, ',') AS link,
+                         sum(total_ns)::BIGINT AS total_ns, sum(exposed_ns)::BIGINT AS exposed_ns,
+                         sum(bytes)::BIGINT AS bytes,
+                         sum(busbw_gbps * total_ns)
+                             / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0) AS busbw_gbps
+                  FROM comm_groups GROUP BY dimension) AS g
+            LEFT JOIN (SELECT dimension,
+                              round(sum(r) / {max(ctx.n_steps, 1)})::BIGINT AS recoverable_ns_per_step
+                       FROM (SELECT dimension, step, min(recoverable_ns) AS r FROM diag_comm_dimension
+                             WHERE {_where(ctx)} GROUP BY dimension, step) GROUP BY dimension) AS r
+                 USING (dimension)
+            ORDER BY g.exposed_ns DESC""",
+    )
+
+
+def single_dimension_fixes(ctx: Ctx) -> list[Fix]:
+    """The fixes of the job's only dimension when it is not data parallel (exposed-comm's own fixes
+    are DP's), else none: a pure TP or PP job must not be told to tune DDP buckets only."""
+    if not ctx.has("comm_groups"):
+        return []
+    dims = ctx.df("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")["dimension"].tolist()
+    return FIXES.get(dims[0], []) if len(dims) == 1 and dims[0] not in ("dp", "unknown") else []
+
+
+def comm_by_dimension(ctx: Ctx) -> list[Finding]:
+    """One finding per parallelism dimension whose exposed communication overlap could recover."""
+    if not ctx.has("diag_comm_dimension", "comm_groups", "diag_comm_recoverable"):
+        return []
+    parent = _parent_recoverable(ctx)
+    if parent is None or (ctx.pct(parent) or 0) < ctx.th["exposed_comm_min_pct"]:
+        return []  # no exposed-comm finding: nothing to break down
+    dims = ctx.df("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")["dimension"].tolist()
+    if len(dims) < 2:
+        return []  # one dimension: exposed-comm is its finding (with the breakdown as evidence)
+    per = ctx.df(
+        f"""SELECT d.dimension, d.step, min(d.recoverable_ns) AS rec, max(w.step_ns) AS step_ns
+            FROM diag_comm_dimension AS d
+            JOIN (SELECT step, max(window_ns) AS step_ns FROM diag_windows GROUP BY step) AS w
+              ON w.step IS NOT DISTINCT FROM d.step
+            WHERE d.{_where(ctx)} GROUP BY d.dimension, d.step"""
+    )
+    gain, _ = whatif_gain(ctx, "comms-hidden")  # all dimensions at once: a bound for each
+    nvlink, nvlink_why = nvlink_peak_gbps(ctx.con)
+    th = ctx.th["dimension_comm_min_pct"]
+    out = []
+    for dim, rows in per.groupby("dimension", sort=True):
+        own = ctx.per_step(float(rows["rec"].sum()))
+        if (ctx.pct(own) or 0) < th:
+            continue
+        out.append(_finding(ctx, str(dim), rows, own, parent, gain, nvlink, nvlink_why, th))
+    return out
+
+
+def _finding(
+    ctx: Ctx, dim: str, rows: Any, own: int, parent: int, gain: Any, nvlink: float | None, why: str, th: float
+) -> Finding:
+    d = _dim_sql(dim)
+    if gain is not None and gain >= 0:
+        rec = min(own, int(gain))
+        source = "whatif comms-hidden" if gain < own else "exposed"
+    else:
+        rec, source = own, "exposed"
+    g = ctx.df(
+        f"""SELECT count(*) AS communicators, string_agg(DISTINCT link, ',' ORDER BY link) AS link,
+                   sum(total_ns)::BIGINT AS total_ns, sum(exposed_ns)::BIGINT AS exposed_ns,
+                   sum(bytes)::BIGINT AS bytes,
+                   sum(busbw_gbps * total_ns) / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0)
+                       AS busbw_gbps
+            FROM comm_groups WHERE dimension = {d}"""
+    ).iloc[0]
+    w = ctx.df(
+        f"""SELECT sum(exposed_ns) AS exposed, sum(exposed_wait_ns) AS wait, sum(last_transfer_ns) AS last
+            FROM diag_comm_dimension WHERE dimension = {d} AND {_where(ctx)}"""
+    ).iloc[0]
+    steps = sorted(
+        int(s)
+        for s, r, n in zip(rows["step"], rows["rec"], rows["step_ns"])
+        if pd.notna(s) and pd.notna(n) and n and 100.0 * r / n >= th
+    )
+    ranks = ctx.df(
+        f"""SELECT DISTINCT d.rank FROM diag_comm_dimension AS d
+            JOIN diag_windows AS w ON w.rank = d.rank AND w.step IS NOT DISTINCT FROM d.step
+            WHERE d.dimension = {d} AND d.{_where(ctx)}
+              AND 100.0 * d.recoverable_ns / nullif(w.window_ns, 0) >= {th} ORDER BY 1"""
+    )["rank"].tolist()
+    link = str(g["link"]) if pd.notna(g["link"]) else "unknown"
+    bw = float(g["busbw_gbps"]) if pd.notna(g["busbw_gbps"]) else None
+    peak = nvlink if link == "nvlink" else None
+    exposed = float(w["exposed"] or 0)
+    wait = float(w["wait"] or 0)
+    signals = [
+        Signal(
+            f"{dim} bus bandwidth",
+            None if bw is None else round(bw, 1),
+            "GB/s",
+            "neutral",
+            f"time-weighted mean over its collectives (comm_groups.busbw_gbps) on {link}",
+        ),
+        Signal(
+            f"{link} peak",
+            peak,
+            "GB/s",
+            "supports" if bw is not None and peak and bw < 0.5 * peak else "neutral",
+            (f"{why}; bus bandwidth at {100.0 * bw / peak:.0f} % of it" if bw is not None and peak else why)
+            if link == "nvlink"
+            else "unknown: the traces do not record the network's speed",
+        ),
+        Signal(
+            "exposed time spent waiting for the last rank",
+            round(100.0 * wait / exposed, 1) if exposed else 0.0,
+            "% of exposed",
+            "against" if exposed and wait > 0.3 * exposed else "neutral",
+            "waiting for a late rank (for PP: the neighbouring stage, the pipeline bubble) is excluded "
+            "from the recoverable time",
+        ),
+        Signal(
+            "what-if: every dimension's communication hidden",
+            None if gain is None else int(gain),
+            "ns per step",
+            "neutral",
+            "whatif comms-hidden gain (whole job; all dimensions at once): an upper bound of one "
+            "dimension's gain"
+            if gain is not None
+            else "unknown: the what-if replay has no rows (docs/whatif.md)",
+        ),
+    ]
+    total = int(g["total_ns"] or 0)
+    bytes_ = int(g["bytes"]) if pd.notna(g["bytes"]) else None
+    summary = (
+        f"{NAMES.get(dim, dim)} collectives: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step) "
+        f"could be overlapped, of the {parent / 1e6:.3f} ms of the exposed-comm finding. Over ranks: "
+        f"{total / 1e6:.3f} ms of {dim} communication, {int(g['exposed_ns'] or 0) / 1e6:.3f} ms exposed, "
+        f"{'unknown bytes' if bytes_ is None else f'{bytes_ / 1e9:.3f} GB'}, bus bandwidth "
+        f"{'unknown' if bw is None else f'{bw:.1f} GB/s'} on {link}"
+        + (f" (peak {peak:g} GB/s)." if peak else " (peak unknown).")
+    )
+    method = (
+        f"the smaller of: this dimension's overlap-recoverable exposed time (per step, min over its ranks of "
+        f"exposed - exposed wait for the last arrival - exposed transfer of the step's last reduction, "
+        f"diag_comm_dimension; summed over steps / steps: {own} ns) and the what-if gain with all "
+        f"communication hidden (whatif comms-hidden, whole job: "
+        f"{'unknown' if gain is None else f'{int(gain)} ns'}); here: {source}"
+    )
+    return ctx.finding(
+        id=f"{PARENT}-{dim}",
+        title=f"{NAMES.get(dim, dim)} communication is exposed",
+        kind="performance",
+        summary=summary,
+        ranks=[int(r) for r in ranks],
+        steps=steps,
+        recoverable_ns_per_step=rec,
+        recoverable_method=method,
+        metrics={
+            "parent": PARENT,
+            "dimension": dim,
+            "recoverable_source": source,
+            "dimension_recoverable_ns_per_step": own,
+            "whatif_comms_hidden_gain_ns": None if gain is None else int(gain),
+            "parent_recoverable_ns_per_step": parent,
+            "communicators": int(g["communicators"]),
+            "total_ns": total,
+            "exposed_ns": int(g["exposed_ns"] or 0),
+            "bytes": bytes_,
+            "busbw_gbps": bw,
+            "link": link,
+            "link_peak_gbps": peak,
+            "threshold_pct": th,
+            **step_metrics(ctx, steps, rec),
+        },
+        evidence=[
+            ctx.evidence(
+                f"{dim} communicators",
+                "Each communicator of the dimension (comm_groups): why that dimension, its members, hosts "
+                "and link, total and exposed time and bytes over ranks, bus bandwidth.",
+                f"""SELECT group_key, basis, ops, size, members, hosts, link, kernels, total_ns, exposed_ns,
+                           bytes, round(busbw_gbps, 1) AS busbw_gbps
+                    FROM comm_groups WHERE dimension = {d} ORDER BY exposed_ns DESC, group_key""",
+            ),
+            ctx.evidence(
+                f"{dim} exposed communication per step",
+                "Per step: the critical rank's overlap-recoverable part (min over ranks), the largest "
+                "exposed time, wait for the last arrival and last-reduction transfer (diag_comm_dimension).",
+                f"""SELECT step, min(recoverable_ns) AS recoverable_ns,
+                           arg_min(rank, recoverable_ns) AS critical_rank, max(exposed_ns) AS max_exposed_ns,
+                           max(exposed_wait_ns) AS max_exposed_wait_ns,
+                           max(last_transfer_ns) AS max_last_transfer_ns, sum(kernels) AS kernels
+                    FROM diag_comm_dimension WHERE dimension = {d} AND {_where(ctx)}
+                    GROUP BY step ORDER BY step""",
+            ),
+        ],
+        signals=signals,
+        fixes=FIXES.get(dim, []),
+    )
