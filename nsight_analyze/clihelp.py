@@ -95,10 +95,31 @@ def has_gpu_operations(con: duckdb.DuckDBPyConnection) -> bool:
 def require_gpu_data(con: duckdb.DuckDBPyConnection, db: str, what: str) -> None:
     """Raise NoData (exit NO_DATA_EXIT) when the workspace has no GPU operation to `what`."""
     if not has_gpu_operations(con):
-        raise NoData(
-            f"no data to {what} in {db}: the workspace has no GPU operations "
-            "(nothing was ingested, or no file had any; see `nsight-analyze info`)"
+        counters = _counters_only(con)
+        why = (
+            f"it holds counters without a timeline ({counters}): `gpus`, `mfu` and `sql` read them; "
+            "a timeline needs nsys or PyTorch-profiler traces of the same run"
+            if counters
+            else "nothing was ingested, or no file had any; see `nsight-analyze info`"
         )
+        raise NoData(f"no data to {what} in {db}: the workspace has no GPU operations ({why})")
+
+
+def _counters_only(con: duckdb.DuckDBPyConnection) -> str:
+    """What a workspace without GPU operations holds instead ('' when nothing): CUPTI
+    range-profiler kernels, DCGM samples (Nsight Compute launches count as GPU operations)."""
+    held = []
+    for label, sql in (
+        ("CUPTI range-profiler kernels", "SELECT count(*) FROM kineto_profiler_ranges"),
+        ("DCGM samples", "SELECT count(*) FROM gpu_metrics WHERE source = 'dcgm'"),
+    ):
+        try:
+            n = con.execute(sql).fetchone()[0]
+        except duckdb.Error:  # a workspace made before the table existed
+            continue
+        if n:
+            held.append(f"{n:,} {label}")
+    return ", ".join(held)
 
 
 def require_workspace_data(db: str, what: str) -> None:

@@ -241,6 +241,23 @@ def test_nsight_compute_only_workspace_has_data(tmp_path):
         con.close()
 
 
+def test_counters_only_workspace_says_what_it_holds(tmp_path):
+    """DCGM samples without a trace: nothing to diagnose (exit 4), and the line says the workspace
+    holds counters without a timeline and which commands read them, not that nothing was ingested.
+    Expected count: the one sample planted here."""
+    db = empty_workspace(tmp_path / "dcgm.duckdb")
+    con = duckdb.connect(str(db))
+    con.execute(
+        "INSERT INTO gpu_metrics (file_id, source, metric_name, value) "
+        "VALUES (1, 'dcgm', 'DCGM_FI_DEV_GPU_UTIL', 50)"
+    )
+    con.close()
+    result = CliRunner().invoke(main, ["diagnose", "--db", str(db)])
+    assert result.exit_code == NO_DATA_EXIT, result.output
+    assert "counters without a timeline (1 DCGM samples)" in result.output, result.output
+    assert "`gpus`, `mfu` and `sql` read them" in result.output
+
+
 def test_compare_gate_on_empty_workspaces_fails(tmp_path):
     db = empty_workspace(tmp_path / "ws.duckdb")
     result = cli("compare", str(db), str(db), "--fail-on-regression", "5")

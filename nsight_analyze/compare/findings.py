@@ -10,6 +10,8 @@ from typing import Any
 
 import duckdb
 
+from ..comms import DIMENSIONS
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -136,6 +138,17 @@ CAUSES: tuple[Cause, ...] = (
         "fraction",
         magnitude="hfu",
     ),
+)
+# exposed-comm's children, one per parallelism dimension (rules/dimensions.py)
+CAUSES += tuple(
+    Cause(
+        f"exposed-comm-{d}",
+        (f"exposed-comm-{d}",),
+        f"Exposed communication of the {d} dimension",
+        "ns_per_step",
+        threshold="dimension_comm_min_pct",
+    )
+    for d in DIMENSIONS
 )
 CAUSE_OF = {i: c for c in CAUSES for i in c.ids}
 CHANGES = ("worse", "new", "improved", "resolved", "unchanged", "unmeasured")

@@ -61,9 +61,7 @@ def bound(ctx: Ctx, f: Finding, scenario: str, gain: int | None, why: str) -> Fi
         )
     )
     if rec < own:
-        f.recoverable_ns_per_step = rec
-        f.recoverable_pct = ctx.pct(rec)
-        f.severity = ctx.severity(rec)
+        ctx.set_recoverable(f, rec)
         f.summary += f" The what-if replay bounds the gain at {rec / 1e6:.3f} ms per step."
         f.metrics.update(step_metrics(ctx, f.steps, rec, f.metrics.get("affected_steps_note")))
     return f

@@ -198,6 +198,10 @@ def collect(
     inp.whatif = view(
         con, "whatif", "SELECT * FROM whatif WHERE step IS NULL ORDER BY job, gain_ns DESC, scenario"
     )
+    if inp.whatif.ok and inp.whatif.value.empty:  # unknown, and why (never "nothing to gain")
+        from ...whatif import empty_reason
+
+        inp.whatif = Part(missing=f"unknown: {empty_reason(con)}")
     inp.attribution = view(
         con, "rank_attribution", "SELECT * FROM rank_attribution WHERE step IS NULL ORDER BY job, rank"
     )

@@ -35,8 +35,6 @@ def whatif(inp: ReportInputs) -> str:
     w = inp.whatif
     if not w.ok:
         return section(SID, TITLE, missing(w.missing or ""))
-    if w.value.empty:
-        return section(SID, TITLE, missing("no step is present on every rank (step windows are needed)"))
     df = w.value.copy()
     df["gain_pct"] = 100.0 * df["gain_ns"] / df["replayed_actual_ns"].where(df["replayed_actual_ns"] > 0)
     body = [table(df, WHATIF_TABLE, "whatif-table")]
