@@ -86,7 +86,10 @@ def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     except duckdb.Error:
         raise UserError(f"{MEMORY_ENV}={limit!r} is not a memory size DuckDB accepts (e.g. 4GB)") from None
     spill = Path(tempfile.gettempdir()) / f"nsight_analyze_spill_{os.getpid()}_{next(_spill_dirs)}"
-    con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")
+    try:
+        con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")
+    except duckdb.NotImplementedException:
+        pass  # it has spilled already (an ingest landing a large batch): it keeps that folder
 
 
 def out_of_memory(what: str) -> UserError:

@@ -42,8 +42,9 @@ INGEST_MEMORY_LIMIT = "512MB"
 # Inputs smaller than this in all load in this process when the number of workers is left to
 # the default: starting worker processes would cost more than they save.
 SMALL_INPUT_BYTES = 64 << 20
-# ... nor on fewer cores than this: a worker maps a file in about twice the time the client
-# loads it in its rank batches (benchmarks/bench_scale.py, docs/scale.md), so 2 workers lose.
+# ... nor on fewer cores than this: with 2 workers and the client sharing 2 cores the ingest
+# gains little (benchmarks/bench_scale.py, docs/scale.md: 1.17x), while each worker holds a batch
+# in memory beside the client.
 AUTO_MIN_CORES = 4
 # Worker tasks: files are mapped in batches of at most this much input, at least this many per
 # worker (ingest._batches).

@@ -23,12 +23,9 @@
 --   arrival = max(anchor + (ready_j - measured anchor), previous collective end + queue gap);
 --   end = max arrival over participants + x_j (a collective the work waited for is the new anchor);
 --   step end = max(last end, anchor + own work) + post; the next step starts (and anchors) there.
---   The replay runs event by event (one recursion step per event, each over every scenario); the
---   ranks' state and inputs travel as lists in rank order (wi_rk.ri), one row per (job, scenario),
---   so a step costs O(ranks) list work instead of a join over every rank's row of every event
---   (64 ranks x 740 events: 182-269 s -> 51 s). Only the first steps whose events (collectives + 1
---   per step) start within settings.whatif_max_events (default 2000) are replayed; later steps have
---   no rows and the whole-job row is the mean over the replayed steps.
+--   The replay runs event by event, so only the first steps whose events (collectives + 1 per step)
+--   start within settings.whatif_max_events (default 2000) are replayed; later steps have no rows and
+--   the whole-job row is the mean over the replayed steps.
 --   Scenarios: slowest-rank-at-median replaces the offsets, transfers and post of the ranks
 --   rank_attribution blames (else of the rank with the largest excess) by the median of the other
 --   ranks'; comms-hidden sets transfers and queue gaps to 0; no-input-stalls, no-launch-gaps,
@@ -39,9 +36,8 @@
 -- result: stored
 -- requires: gaps, gpu_ops, merge_coll_members, merge_rank_clock, rank_attribution, rank_coll_ready, settings, steps
 CREATE OR REPLACE VIEW whatif AS
-WITH RECURSIVE wi_rk AS (  -- ri: the rank's position in its job (1-based), its index in the replay's lists
-    SELECT rank, job, clock_offset_ns AS off, row_number() OVER (PARTITION BY job ORDER BY rank) AS ri
-    FROM merge_rank_clock
+WITH RECURSIVE wi_rk AS (
+    SELECT rank, job, clock_offset_ns AS off FROM merge_rank_clock
 ),
 wi_win AS (
     SELECT rk.job, s.rank, s.step, s.start_ns AS w0, s.end_ns AS w1, rk.off
@@ -159,8 +155,7 @@ wi_rem AS (
            coalesce(sum(greatest(0, least(g.end_ns, p.t) - g.start_ns)) FILTER (WHERE g.cause = 'input_stall'), 0)
                AS r_input,
            coalesce(sum(greatest(0, least(g.end_ns, p.t) - g.start_ns))
-                    FILTER (WHERE g.cause IN ('launch_gap', 'host_bound')), 0)
-               AS r_launch,
+                    FILTER (WHERE g.cause IN ('launch_gap', 'host_bound')), 0) AS r_launch,
            coalesce(sum(greatest(0, least(g.end_ns, p.t) - g.start_ns)) FILTER (WHERE g.cause = 'sync_stall'), 0)
                AS r_sync
     FROM wi_pts AS p
@@ -235,47 +230,35 @@ wi_inp AS MATERIALIZED (
     LEFT JOIN wi_rem AS rw ON rw.rank = b.rank AND rw.ev = b.ev AND rw.kind = 'w1'
     LEFT JOIN wi_rem AS rs ON rs.rank = b.rank AND rs.ev = b.ev AND rs.kind = 'pstart'
 ),
-wi_inp_l AS MATERIALIZED (  -- per (scenario, event): every rank's inputs as one list, in rank order (ri)
-    SELECT i.job, i.scenario, i.ev, any_value(i.step) AS step, bool_or(i.is_end) AS is_end,
-           list({'part': i.part, 'waits': i.waits, 'off': i.off, 'fifo': i.fifo, 'x': i.x, 'post': i.post}
-                ORDER BY rk.ri) AS v
-    FROM wi_inp AS i JOIN wi_rk AS rk ON rk.job = i.job AND rk.rank = i.rank
-    GROUP BY i.job, i.scenario, i.ev
+wi_start AS (
+    SELECT w.job, w.rank, w.w0 + w.off AS w0
+    FROM wi_w AS w JOIN (SELECT job, min(step) AS s FROM wi_full GROUP BY job) AS f
+        ON f.job = w.job AND f.s = w.step
 ),
-wi_start AS (  -- the first replayed step's measured starts (aligned time), in rank order (ri)
-    SELECT w.job, list(w.w0 + w.off ORDER BY rk.ri)::BIGINT[] AS w0
-    FROM wi_w AS w JOIN wi_rk AS rk ON rk.job = w.job AND rk.rank = w.rank
-    JOIN (SELECT job, min(step) AS s FROM wi_full GROUP BY job) AS f ON f.job = w.job AND f.s = w.step
-    GROUP BY w.job
-),
-wi_replay(job, scenario, ev, w0p, anc, lastp, step, step_ns) AS (  -- one row per (job, scenario) and event
-    SELECT s.job, sc.scenario, 0::BIGINT, s.w0, s.w0, list_transform(s.w0, x -> NULL::BIGINT), NULL::BIGINT,
+wi_replay(job, scenario, rank, ev, w0p, anc, lastp, step, step_ns) AS (
+    SELECT s.job, sc.scenario, s.rank, 0::BIGINT, s.w0::BIGINT, s.w0::BIGINT, NULL::BIGINT, NULL::BIGINT,
            NULL::BIGINT
     FROM wi_start AS s CROSS JOIN (SELECT DISTINCT scenario FROM wi_inp) AS sc
     UNION ALL
-    SELECT job, scenario, ev,
-           CASE WHEN is_end THEN se ELSE w0p END,
-           CASE WHEN is_end THEN se ELSE list_transform(range(1, len(v) + 1),
-               i -> CASE WHEN v[i].part AND v[i].waits THEN arr + v[i].x ELSE anc[i] END) END,
-           CASE WHEN is_end THEN list_transform(se, x -> NULL::BIGINT) ELSE list_transform(range(1, len(v) + 1),
-               i -> CASE WHEN v[i].part THEN arr + v[i].x ELSE lastp[i] END) END,
+    SELECT job, scenario, rank, ev,
+           CASE WHEN is_end THEN step_end ELSE w0p END,
+           CASE WHEN is_end THEN step_end WHEN part AND waits THEN coll_end ELSE anc END,
+           CASE WHEN is_end THEN NULL WHEN part THEN coll_end ELSE lastp END,
            step,
-           CASE WHEN is_end THEN list_max(list_transform(range(1, len(v) + 1), i -> se[i] - w0p[i])) END
+           CASE WHEN is_end THEN step_end - w0p END
     FROM (
-        SELECT *,
-               CASE WHEN is_end THEN list_transform(range(1, len(v) + 1),
-                   i -> greatest(lastp[i], anc[i] + v[i].off) + v[i].post) END AS se
-        FROM (
-            SELECT r.job, r.scenario, l.ev, l.step, l.is_end, l.v, r.w0p, r.anc, r.lastp,
-                   list_max(list_transform(range(1, len(l.v) + 1), i -> CASE WHEN l.v[i].part
-                       THEN greatest(r.anc[i] + l.v[i].off, r.lastp[i] + coalesce(l.v[i].fifo, 0)) END)) AS arr
-            FROM wi_replay AS r
-            JOIN wi_inp_l AS l ON l.job = r.job AND l.scenario = r.scenario AND l.ev = r.ev + 1
-        )
+        SELECT r.job, r.scenario, r.rank, i.ev, i.step, i.is_end, i.part, i.waits, r.w0p, r.anc, r.lastp,
+               greatest(r.lastp, r.anc + i.off) + i.post AS step_end,
+               max(CASE WHEN i.part THEN greatest(r.anc + i.off, r.lastp + coalesce(i.fifo, 0)) END)
+                   OVER (PARTITION BY r.job, r.scenario) + i.x AS coll_end
+        FROM wi_replay AS r
+        JOIN wi_inp AS i ON i.job = r.job AND i.scenario = r.scenario AND i.rank = r.rank AND i.ev = r.ev + 1
     )
 ),
 wi_steps AS (
-    SELECT job, scenario, step, step_ns FROM wi_replay WHERE step_ns IS NOT NULL
+    SELECT job, scenario, step, max(step_ns) AS step_ns
+    FROM wi_replay WHERE step_ns IS NOT NULL
+    GROUP BY job, scenario, step
 ),
 wi_actual AS (
     SELECT job, step, max(w1 - w0) AS actual_ns FROM wi_w GROUP BY job, step

@@ -252,11 +252,11 @@ def _closing_table(db: Path) -> None:
         df = con.execute(
             """
             SELECT r.rank, r.hostname AS host, r.device_id AS dev, coalesce(r.gpu_name, '?') AS gpu,
-                   (SELECT count(*) FROM kernels k WHERE k.rank = r.rank) AS kernels,
-                   round(((SELECT max(end_ns) - min(start_ns) FROM kernels k WHERE k.rank = r.rank)) / 1e6, 3)
-                       AS span_ms,
+                   coalesce(k.kernels, 0) AS kernels,
+                   round((k.last_end_ns - k.first_start_ns) / 1e6, 3) AS span_ms,
                    r.rank_source, len(f.warnings) AS warnings
-            FROM ranks r JOIN files f USING (file_id) ORDER BY r.rank
+            FROM ranks r JOIN files f USING (file_id) LEFT JOIN diag_rank_kernels k USING (rank)
+            ORDER BY r.rank
             """
         ).df()
     finally:

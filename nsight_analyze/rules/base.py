@@ -11,13 +11,14 @@ step from the recoverable time (docs/diagnose.md "Ranking, severity"): one place
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import pandas as pd
+
+from ..plain import jsonable
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -72,25 +73,6 @@ class Finding:
     signals: list[Signal] = field(default_factory=list)
     fixes: list[Fix] = field(default_factory=list)
     rank: int = 0  # position in the ranked list (1 = first)
-
-
-def jsonable(value: Any) -> Any:
-    """A scalar or list as plain JSON data (numpy scalars unwrapped, NaN/NA/NaT as None)."""
-    if value is None:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return jsonable(value.tolist())
-    if hasattr(value, "item"):
-        return jsonable(value.item())
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return value
 
 
 def rows_of(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:

@@ -170,30 +170,18 @@ def collect(
     # Per collective operation: how much of its time was hidden behind other GPU work.
     inp.comm_overlap = view(
         con,
-        "diag_comm_exposure",
-        """SELECT op, count(*) AS operations, sum(duration_ns)::BIGINT AS comms_ns,
-                  sum(exposed_ns)::BIGINT AS exposed_ns, sum(exposed_wait_ns)::BIGINT AS exposed_wait_ns,
-                  100.0 * (sum(duration_ns) - sum(exposed_ns)) / nullif(sum(duration_ns), 0) AS overlap_pct
-           FROM (SELECT DISTINCT ON (rank, start_ns, name) * FROM diag_comm_exposure)
-           GROUP BY op ORDER BY comms_ns DESC""",
+        "comm_overlap_by_op",
+        "SELECT * EXCLUDE (job) FROM comm_overlap_by_op ORDER BY comms_ns DESC, op",
     )
     inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
     inp.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
     inp.memop_summary = view(con, "memop_summary")
-    inp.gaps = view(
-        con,
-        "gaps",
-        """SELECT rank, cause, count(*) AS pieces, sum(duration_ns)::BIGINT AS total_ns
-           FROM gaps WHERE step IS NULL GROUP BY rank, cause ORDER BY rank, cause""",
-    )
+    inp.gaps = view(con, "idle_by_cause", "SELECT * FROM idle_by_cause ORDER BY rank, cause")
     inp.longest_gaps = view(
         con,
-        "gaps",
-        """SELECT rank, step_of_gap AS step, cause, duration_ns, host_activity FROM (
-               SELECT g.*, (SELECT max(s.step) FROM gaps s WHERE s.step IS NOT NULL AND s.rank = g.rank
-                            AND s.start_ns = g.start_ns) AS step_of_gap
-               FROM gaps g WHERE g.step IS NULL ORDER BY duration_ns DESC LIMIT 15)
-           ORDER BY duration_ns DESC""",
+        "longest_gaps",
+        "SELECT rank, step, cause, duration_ns, host_activity FROM longest_gaps "
+        "ORDER BY duration_ns DESC, rank, start_ns LIMIT 15",
     )
     inp.whatif = view(
         con, "whatif", "SELECT * FROM whatif WHERE step IS NULL ORDER BY job, gain_ns DESC, scenario"
