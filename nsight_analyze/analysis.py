@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from . import query_layer, schema
-from .duck import bound_memory, out_of_memory
+from .duck import bound_memory, main_schema, out_of_memory
 from .errors import UserError
 
 STATE_TABLE = "_analysis_ranks"
@@ -202,7 +202,7 @@ def _create_stage(
 def shadow_ranks(con: duckdb.DuckDBPyConnection, ranks: list[int], tables: list[str]) -> Made:
     """TEMP views showing only `ranks`' rows of each rank table (the rank-local step's input)."""
     values = ", ".join(str(int(r)) for r in ranks) or "NULL"
-    main = _main(con)
+    main = main_schema(con)
     for table in tables:
         con.execute(
             f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM {main}."{table}" '
@@ -252,12 +252,6 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
     return [(n, "TABLE" if n in tables else k) for n, k in made], notes
 
 
-def _main(con: duckdb.DuckDBPyConnection) -> str:
-    """The workspace's own schema, qualified by catalog (`main.x` alone may name a TEMP object)."""
-    db = con.execute("SELECT current_database()").fetchone()[0]
-    return '"' + db.replace('"', '""') + '".main'
-
-
 Progress = Callable[[int, int], None]
 
 
@@ -304,7 +298,7 @@ def refresh(
     from .workspace import settings_as_variables
 
     settings_as_variables(con)
-    main = _main(con)
+    main = main_schema(con)
     try:
         notes = _compute(
             con, p, shown, batch_events, progress, precomputed or {}, {} if seconds is None else seconds
@@ -347,7 +341,7 @@ def refresh(
 
 
 def _drop_staged(con: duckdb.DuckDBPyConnection) -> None:
-    main = _main(con)
+    main = main_schema(con)
     for name, kind in _objects(con).items():
         if name.startswith(STAGED):
             con.execute(f'DROP {kind.upper()} {main}."{name}"')
@@ -365,7 +359,7 @@ def _compute(
     """Fill `_staged_<name>` for every stored result: rank batches (or the workers' results),
     then the job step."""
     started = time.perf_counter()
-    main = _main(con)
+    main = main_schema(con)
     rank_results = query_layer.stored("rank")
     if not p.full:  # the unchanged ranks' rows are kept
         stale = ", ".join(str(int(r)) for r in [*p.ranks, *p.removed])

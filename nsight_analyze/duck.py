@@ -73,6 +73,12 @@ def analysis_memory_limit(threads: int) -> str:
     return f"{max(limit, 256 << 20) >> 20}MiB"
 
 
+def main_schema(con: duckdb.DuckDBPyConnection) -> str:
+    """The workspace's own schema, qualified by catalog (`main.x` alone may name a TEMP object)."""
+    db = con.execute("SELECT current_database()").fetchone()[0]
+    return '"' + db.replace('"', '""') + '".main'
+
+
 def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     """Cap the connection's memory (analysis_memory_limit) and let it spill to a private folder.
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
+from .duck import main_schema
 from .errors import UserError
 
 
@@ -53,17 +54,11 @@ class JobScope:
         return {**asdict(self), "note": self.note()}
 
 
-def _main(con: duckdb.DuckDBPyConnection) -> str:
-    """The workspace's own schema, qualified by catalog (`main.x` alone may name a TEMP object)."""
-    db = con.execute("SELECT current_database()").fetchone()[0]
-    return '"' + db.replace('"', '""') + '".main'
-
-
 def choose(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | None:
     """The job to show: `job`, else the one with the most ranks with GPU operations (then the most
     ranks, then the lowest number). None when the workspace has no
     `jobs` table (not analysed) or no job. A `job` the workspace lacks is one clear line."""
-    main = _main(con)
+    main = main_schema(con)
     try:  # ranks with GPU operations first (a CPU-only capture is not the job a user means)
         busy = (
             f"(SELECT count(*) FROM {main}.tp_capture c JOIN {main}.ranks r USING (rank) WHERE r.job = j.job)"
@@ -105,7 +100,7 @@ def scope(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | 
     chosen = choose(con, job)
     if chosen is None or chosen.n_jobs <= 1:
         return chosen
-    main = _main(con)
+    main = main_schema(con)
     db = con.execute("SELECT current_database()").fetchone()[0]
     cols = con.execute(
         "SELECT table_name, list(column_name) FROM duckdb_columns() "
