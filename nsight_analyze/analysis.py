@@ -32,7 +32,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import query_layer, schema
+from . import query_layer, replay, schema
 from .duck import bound_memory, main_schema, out_of_memory
 from .errors import UserError
 
@@ -190,6 +190,7 @@ def _create_stage(
 ) -> Made:
     """Create a stage's queries as TEMP objects, in order; stored/step ones as tables if asked."""
     made: Made = []
+    replay.register(con)  # queries/whatif.sql calls it
     for q in queries:
         if q.stage == "live":  # the workspace's own views and macros (they read the shadows)
             continue

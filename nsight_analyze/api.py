@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
 
     from .diagnose import Diagnosis, Finding
     from .ingest import IngestReport
+    from .mfu_options import MfuOptions
 
 from .api_frames import mfu_frame, rank_report, rank_report_json, run_sql
 
@@ -347,34 +348,24 @@ class Workspace:
         `diagnose()` (Finding objects) or `diagnosis()` (JSON)."""
         return _frame(findings_frame(self.diagnose(thresholds, gpu)), arrow)
 
-    def mfu_summary(self, **options: Any) -> dict[str, Any]:
-        """The document of `nsight-analyze mfu --format json`; options as for `mfu`."""
+    def mfu_summary(self, options: MfuOptions | None = None, **fields: Any) -> dict[str, Any]:
+        """The document of `nsight-analyze mfu --format json`; `options` a `MfuOptions`, or its
+        fields as keywords, as for `mfu`."""
         from .gpus import validate_gpu
-        from .mfu import hfu_mfu_summary
+        from .mfu import MfuOptions, hfu_mfu_summary
 
-        validate_gpu(options.get("gpu"))
+        opts = MfuOptions.of(options, **fields)
+        validate_gpu(opts.gpu)
         with self.connect(scope=True) as con:
-            summary = hfu_mfu_summary(con, **options)
+            summary = hfu_mfu_summary(con, opts)
         return {**summary, "job": self.scope.as_dict() if self.scope else None}  # which job (job_scope.py)
 
     def mfu(
         self,
-        model_flops_per_step: float | None = None,
+        model_flops_per_step: float | MfuOptions | None = None,
         *,
-        params: float | None = None,
-        tokens_per_step: float | None = None,
-        layers: int | None = None,
-        hidden: int | None = None,
-        seq_len: int | None = None,
-        vocab: int | None = None,
-        recompute: str = "none",
-        formula: str = "palm",
-        gpu: str | None = None,
-        peak_tflops: float | None = None,
-        precision: str | None = None,
-        n_gpus: int | None = None,
-        steps_in_window: int | None = None,
         arrow: bool = False,
+        **options: Any,
     ) -> pd.DataFrame | pa.Table:
         """MFU and HFU per step: `mfu` = model FLOPs / (step time x GPUs x dense peak), `hfu` =
         counted FLOPs (Nsight Compute) / (window x peak), both fractions (0.42 = 42 %);
@@ -383,28 +374,20 @@ class Workspace:
 
         MFU needs `model_flops_per_step` (the whole job's, forward + backward) or a model
         (params + tokens_per_step, or layers/hidden/seq_len[/vocab] with formula='megatron').
+        The keywords are the fields of `nsight_analyze.mfu.MfuOptions` (the options of
+        `nsight-analyze mfu`): model_flops_per_step, params, tokens_per_step, layers, hidden,
+        seq_len, vocab, recompute ('none'), formula ('palm'), gpu, peak_tflops, precision
+        ('bf16'), n_gpus, steps_in_window; or pass one MfuOptions.
         The whole-capture values (mfu, hfu, hfu_over_mfu, peaks, notes, gap) are in `.attrs` of
         the DataFrame (the same keys as `mfu --format json`; an Arrow table has the rows only: see
         `mfu_summary()`); unknown values are None/NaN, with the reason in attrs['notes'].
         """
-        from .gpus import DEFAULT_PRECISION
+        from .mfu import MfuOptions
 
-        summary = self.mfu_summary(
-            model_flops_per_step=model_flops_per_step,
-            params=params,
-            tokens_per_step=tokens_per_step,
-            layers=layers,
-            hidden=hidden,
-            seq_len=seq_len,
-            vocab=vocab,
-            recompute=recompute,
-            formula=formula,
-            peak_tflops=peak_tflops,
-            precision=precision or DEFAULT_PRECISION,
-            n_gpus=n_gpus,
-            steps_in_window=steps_in_window,
-            gpu=gpu,
-        )
+        if isinstance(model_flops_per_step, MfuOptions):
+            summary = self.mfu_summary(model_flops_per_step, **options)
+        else:
+            summary = self.mfu_summary(model_flops_per_step=model_flops_per_step, **options)
         return _frame(mfu_frame(summary), arrow)
 
     # -- outputs ----------------------------------------------------------------------------------
@@ -421,14 +404,15 @@ class Workspace:
 
         `steps`: 'A:B' (inclusive), 'A:', ':B' or 'N'; MFU options as for `mfu`."""
         from .gpus import validate_gpu
+        from .mfu_options import MfuOptions
         from .render.report import parse_steps, write_report
 
         step_range = parse_steps(steps)
-        given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
+        options = MfuOptions(model_flops_per_step=model_flops_per_step, peak_tflops=peak_tflops, gpu=gpu)
         validate_gpu(gpu)
         with self.connect(scope=True) as con:
             note = self.scope.note() if self.scope else None
-            return write_report(con, path, step_range, {k: v for k, v in given if v is not None}, note)
+            return write_report(con, path, step_range, options, note)
 
     def export(
         self,

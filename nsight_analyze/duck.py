@@ -79,6 +79,17 @@ def main_schema(con: duckdb.DuckDBPyConnection) -> str:
     return '"' + db.replace('"', '""') + '".main'
 
 
+def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether this connection sees a table or view `name` (TEMP ones included): a stored result
+    is missing in a workspace that was never analysed."""
+    row = con.execute(
+        "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name = $n)"
+        " + (SELECT count(*) FROM duckdb_tables() WHERE table_name = $n)",
+        {"n": name},
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     """Cap the connection's memory (analysis_memory_limit) and let it spill to a private folder.
 

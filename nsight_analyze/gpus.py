@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -37,6 +37,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from .duck import has_relation
 from .errors import UserError
 
 # Architecture knowledge (rates, derates, kernel-name families) lives in gpu_arch; its names are
@@ -81,11 +82,20 @@ class Peak:
     tensor_mhz: float | None = None
     confidence: str | None = None
 
+    def precision_of(self, precision: str = DEFAULT_PRECISION) -> str:
+        """The precision whose dense peak `peak_flops(precision)` returns, for every label.
+
+        Why: Volta and Turing (V100, T4: sm_70, sm_75) have FP16 tensor cores but no BF16 ones
+        (gpu-peaks.md §2.1: T4 "65 (FP16, no BF16)"), so the default bf16 asked of them is
+        answered with their dense FP16 tensor peak, and what is shown must say fp16, not bf16.
+        """
+        if precision == "bf16" and self.tflops.get("bf16") is None and self.tflops.get("fp16") is not None:
+            return "fp16"
+        return precision
+
     def peak_flops(self, precision: str = DEFAULT_PRECISION) -> float | None:
         """FLOP/s for a precision; bf16 falls back to fp16 on parts without BF16 (V100, T4)."""
-        value = self.tflops.get(precision)
-        if value is None and precision == "bf16":
-            value = self.tflops.get("fp16")
+        value = self.tflops.get(self.precision_of(precision))
         return None if value is None else value * 1e12
 
     def ridge(self, precision: str = DEFAULT_PRECISION) -> float | None:
@@ -357,7 +367,8 @@ def stated_gpu(gpu: str | None) -> Iterator[None]:
 
 
 def models() -> pd.DataFrame:
-    """The names --gpu accepts: each table model with its aliases and dense bf16 peak."""
+    """The names --gpu accepts: each table model with its aliases and dense bf16 and fp16 peaks
+    (fp16 too: Volta and Turing, V100 and T4, have no BF16 tensor cores, and bf16 alone left them blank)."""
     df = table()
     return pd.DataFrame(
         {
@@ -365,6 +376,7 @@ def models() -> pd.DataFrame:
             "aliases": df["match"].str.replace("|", ", ", regex=False),
             "arch": df["arch"],
             "bf16_tflops": df["bf16"],
+            "fp16_tflops": df["fp16"],
             "mem_bw_gbs": df["mem_bw_gbs"],
             "confidence": df["confidence"],
         }
@@ -405,8 +417,9 @@ def rank_peaks(
     env = con.execute(
         f"SELECT file_id, name, value FROM env WHERE regexp_matches(name, '{ENV_HINT_PATTERN}')"
     ).df()
+    names = "kernel_summary" if _has_rows(con, "kernel_summary") else "kernels"  # stored: 20x faster
     fams = con.execute(
-        f"SELECT rank, {families_sql()} FROM (SELECT DISTINCT rank, name FROM kernels) GROUP BY rank"
+        f"SELECT rank, {families_sql()} FROM (SELECT DISTINCT rank, name FROM {names}) GROUP BY rank"
     ).df()
     fams = fams.set_index("rank") if len(fams) else fams
     rows = []
@@ -453,13 +466,19 @@ PEAK_COLUMNS = [
 
 
 def peak_row(peak: Peak, precision: str, **extra: Any) -> dict[str, Any]:
-    """A flat dict of a Peak for DataFrames and JSON."""
+    """A flat dict of a Peak for DataFrames and JSON; `precision` is that of the peak shown
+    (fp16 for bf16 on a GPU without BF16 tensor cores, and the reason says so)."""
     flops = peak.peak_flops(precision)
+    used = peak.precision_of(precision)
+    reason = peak.reason
+    if used != precision:
+        gpu = peak.model or "this GPU"
+        reason += f"; {gpu} has no {precision.upper()} tensor cores: its dense {used.upper()} peak"
     row: dict[str, Any] = {
         "model": peak.model,
         "source": peak.source,
-        "reason": peak.reason,
-        "precision": precision,
+        "reason": reason,
+        "precision": used,
         "peak_tflops": None if flops is None else flops / 1e12,
         "peak_flops": flops,
         "mem_bw_gbs": peak.mem_bw_gbs,
@@ -475,6 +494,15 @@ def peak_row(peak: Peak, precision: str, **extra: Any) -> dict[str, Any]:
     return row
 
 
+def precision_label(precision: str, used: Iterable[str | None]) -> str:
+    """The precision to name in a title over several GPUs' peaks: `precision` when every peak is
+    for it (or none is known), fp16 where every GPU answered bf16 with its FP16 peak (T4, V100),
+    both names for a mix (`used`: each known peak's `precision`, as peak_row and precision_of give)."""
+    order = {p: i for i, p in enumerate(PRECISIONS)}
+    shown = sorted({p for p in used if isinstance(p, str)}, key=lambda p: (order.get(p, len(order)), p))
+    return "/".join(shown) if shown else precision
+
+
 def _none(value: Any) -> Any:
     """pandas NA/NaN -> None, numpy scalars -> Python."""
     if value is None:
@@ -485,3 +513,9 @@ def _none(value: Any) -> Any:
     except (TypeError, ValueError):
         pass
     return value.item() if hasattr(value, "item") else value
+
+
+def _has_rows(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether `name` exists and holds rows (a stored result is missing or empty in a workspace
+    that was never analysed, or whose rows were inserted by hand)."""
+    return has_relation(con, name) and con.execute(f'SELECT count(*) > 0 FROM "{name}"').fetchone()[0]

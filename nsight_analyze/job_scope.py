@@ -20,6 +20,7 @@ import duckdb
 
 from .duck import main_schema
 from .errors import UserError
+from .schema import table_columns
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,9 @@ def scope(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | 
     if chosen is None or chosen.n_jobs <= 1:
         return chosen
     main = main_schema(con)
-    db = con.execute("SELECT current_database()").fetchone()[0]
-    cols = con.execute(
-        "SELECT table_name, list(column_name) FROM duckdb_columns() "
-        "WHERE database_name = ? AND schema_name = 'main' AND table_name IN "
-        "(SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main') "
-        "GROUP BY table_name",
-        [db, db],
-    ).fetchall()
     temp = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
     ranks = ", ".join(str(r) for r in chosen.ranks) or "NULL"
-    for table, names in cols:
+    for table, names in sorted(table_columns(con).items()):
         if "rank" in names:
             where = f"rank IN ({ranks})"
         elif "job" in names:

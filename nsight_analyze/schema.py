@@ -39,15 +39,20 @@ def canonical_tables() -> tuple[str, ...]:
     return tuple(t for t in schema_tables() if t not in BOOKKEEPING)
 
 
+def table_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """{table: its column names} for the tables (not views) of the connection's main database:
+    what owns rows of a rank, a file or a job is read from here (catalog order)."""
+    rows = con.execute(
+        "SELECT c.table_name, list(c.column_name ORDER BY c.column_index) FROM duckdb_columns() AS c "
+        "JOIN duckdb_tables() AS t ON t.database_name = c.database_name AND t.schema_name = c.schema_name "
+        "AND t.table_name = c.table_name "
+        "WHERE c.schema_name = 'main' AND c.database_name = current_database() GROUP BY c.table_name"
+    ).fetchall()
+    return dict(rows)
+
+
 def owned_by(con: duckdb.DuckDBPyConnection, column: str) -> list[str]:
     """The canonical tables of the connection's main database that have `column` ('rank' or
     'file_id'), in schema order (a workspace made by an older version may lack a newer table)."""
-    having = {
-        name
-        for (name,) in con.execute(
-            "SELECT table_name FROM duckdb_columns() WHERE schema_name = 'main' "
-            "AND database_name = current_database() AND column_name = ?",
-            [column],
-        ).fetchall()
-    }
+    having = {name for name, cols in table_columns(con).items() if column in cols}
     return [t for t in canonical_tables() if t in having]

@@ -201,4 +201,4 @@ INSERT OR IGNORE INTO settings VALUES
     ('straggler_persistent_share', '0.5', 'share of imbalanced steps one rank must be slowest in to be a persistent straggler'),
     ('job_session_gap_s', '300', 'seconds between capture starts beyond which files belong to different jobs'),
     ('whatif_max_events', '2000', 'collective events (and step ends) the what-if replay replays, first steps first (docs/whatif.md)'),
-    ('periodic_steps', 'off', 'on: without NVTX steps or optimizer kernels, steps come from a kernel that runs once per step (docs/metrics.md)');
+    ('periodic_steps', 'on', 'on (default): without NVTX steps or optimizer kernels, steps come from a kernel that runs once per step; off: the whole capture (docs/metrics.md)');

@@ -12,6 +12,7 @@ import duckdb
 import pandas as pd
 
 # The partition's columns have one source (partition.py); the names stay importable from here.
+from .duck import has_relation
 from .partition import IDLE_PARTS, PARTS, TP_COLUMNS  # noqa: F401
 from .render.data import records
 from .render.terminal import echo, print_table
@@ -38,16 +39,6 @@ DISPLAY_IDLE = [  # idle (their sum) is in the first table
     ("comms total", "comms_total_ns"),
     ("comms hidden", "comms_hidden_ns"),
 ]
-
-
-def _has_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether `name` is a view or a table (a stored result such as kernel_summary is a table)."""
-    row = con.execute(
-        "SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name = $n AND NOT internal)"
-        " + (SELECT count(*) FROM duckdb_tables() WHERE table_name = $n)",
-        {"n": name},
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def _with_percentages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,7 +85,7 @@ def partition(con: duckdb.DuckDBPyConnection, by: str = "rank") -> list[dict[str
 
 def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> list[dict[str, Any]]:
     """The kernels with the most summed GPU time over all ranks (kernel_summary when present)."""
-    if _has_view(con, "kernel_summary"):
+    if has_relation(con, "kernel_summary"):
         sql = (
             "SELECT name, mode(category) AS category, sum(instances)::BIGINT AS instances, "
             "sum(total_ns)::BIGINT AS total_ns FROM kernel_summary GROUP BY name"

@@ -73,7 +73,16 @@ def empty_reason(con: duckdb.DuckDBPyConnection) -> str:
     if one("SELECT count(*) FROM whatif") is None:
         return "the workspace has no whatif table (re-run `nsight-analyze ingest`)"
     if not one("SELECT count(*) FROM steps WHERE step IS NOT NULL"):
-        return "no step windows (NVTX step ranges, or --periodic-steps): the replay runs per step"
+        return (
+            "no step windows (no NVTX step ranges, optimizer bursts or periodic kernels): "
+            "the replay runs per step"
+        )
+    partial = one("SELECT string_agg(label, '; ') FROM jobs WHERE NOT complete")
+    if partial and not one("SELECT count(*) FROM jobs WHERE complete"):
+        return (
+            f"the job is partial ({partial}): a collective ends when its last participant arrives, "
+            "so the replay needs every rank of the job"
+        )
     full = one(
         """SELECT count(*) FROM (SELECT r.job, s.step FROM steps AS s JOIN merge_rank_clock AS r USING (rank)
            WHERE s.step IS NOT NULL GROUP BY r.job, s.step

@@ -24,9 +24,11 @@
 -- ranges without the nccl prefix (AllReduce, KernelLaunch, ...) in the NCCL domain; the innermost
 -- range around the launch call is its KernelLaunch range (`--nccl-trace=...,kernel-launch`) or the
 -- API call's own range, either of which carries the apiId.
--- Not verified: no searchable copy of the user guide (docs.nvidia.com/nsight-systems/UserGuide) has
--- the "NVIDIA NCCL Trace" section or a payload schema, so the key names above are unconfirmed
--- (docs/metrics.md "Collectives").
+-- Sources: the NVTX ranges' entry names are NCCL's own payload schemas (NCCL >= 2.19,
+-- src/include/nvtx_payload_schemas.h: "NCCL communicator ID", "Message size [bytes]", "Peer rank",
+-- "Rank", "No. of ranks"; "Parent NCCL communicator ID" only on ncclCommSplit, never on a kernel's
+-- range). The advanced trace's "apiId" is not verified: no searchable copy of the user guide's
+-- "NVIDIA NCCL Trace" section names its payload keys (docs/metrics.md "Collectives").
 -- stage: rank
 -- result: view
 -- requires: kernels, cuda_api, nvtx

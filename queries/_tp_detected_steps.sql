@@ -12,12 +12,22 @@
 --   at the rank's first GPU operation. Operations after the last burst (an incomplete step) are in
 --   the whole-capture window only. Detection needs at least 2 bursts.
 --   periodic (ranks without optimizer kernels): a kernel name is regular when it runs n >= 3 times
---   and the intervals between its starts vary by less than 10 % (stddev / mean), its runs spanning
---   at least half the rank's GPU activity (a pattern in a corner of the capture is not the step). The step count
---   is the smallest n that at least two regular names share (one name alone may be a periodic
---   side task); of those names, the marker is the one whose first run comes last within the
---   first period (the closest to the step's end). Its runs then delimit the steps like the
---   optimizer bursts. Neither is tried on ranks with NVTX ranges matching the step pattern.
+--   and every interval between its starts is within 10 % of their mean, its runs spanning at
+--   least half the rank's GPU activity (a pattern in a corner of the capture is not the step).
+--   The step count is the n that the most regular names share, at least two (one name alone may
+--   be a periodic side task; ties: the smallest n), so a few kernels that repeat every second
+--   step (CloverLeaf's advection alternates its sweep order) do not make double steps; of those
+--   names, the marker is the one whose first run comes last within the first period (the
+--   closest to the step's end). Its runs then delimit the steps like the
+--   optimizer bursts, provided they tile the capture: the GPU activity up to the end of the
+--   first run (step 0) and after the end of the last each last at most two mean periods (an
+--   incomplete step plus start-up or shut-down work; CloverLeaf's set-up makes its step 0 1.4
+--   periods long). Why so strict: a kernel that repeats once per layer also looks periodic, and
+--   on windows cut from inside one long step no steps must be claimed: nsys-ai's
+--   mfu_2gpu_before (FSDP blocks of one forward pass) and TraceLens b200 (MoE layers) have
+--   layer intervals off their mean by over 10 %; h100_2gpu_1s (24 FP32 encoder layers) leaves
+--   9.6 periods of other work after its last layer. Neither is tried on ranks with NVTX ranges
+--   matching the step pattern.
 -- columns: rank, step, start_ns, end_ns, method, marker
 -- stage: rank
 -- result: view
@@ -47,19 +57,22 @@ runs AS (
     WHERE op = 'kernel' AND name IS NOT NULL AND rank NOT IN (SELECT rank FROM optimizer_ranks)
 ),
 span AS (
-    SELECT rank, max(end_ns) - min(start_ns) AS span_ns FROM undetermined GROUP BY rank
+    SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns, max(end_ns) - min(start_ns) AS span_ns
+    FROM undetermined
+    GROUP BY rank
 ),
 regular AS (
     SELECT r.rank, r.name, count(*) AS n, min(r.start_ns) AS first_ns, avg(r.gap) AS period
     FROM runs AS r JOIN span AS s USING (rank)
     GROUP BY r.rank, r.name
-    HAVING count(*) >= 3 AND avg(r.gap) > 0 AND coalesce(stddev_pop(r.gap), 0) < 0.1 * avg(r.gap)
+    HAVING count(*) >= 3 AND avg(r.gap) > 0
+       AND max(r.gap) <= 1.1 * avg(r.gap) AND min(r.gap) >= 0.9 * avg(r.gap)
        AND (count(*) - 1) * avg(r.gap) >= 0.5 * any_value(s.span_ns)
 ),
 step_count AS (
-    SELECT rank, min(n) AS n
-    FROM (SELECT rank, n FROM regular GROUP BY rank, n HAVING count(*) >= 2)
-    GROUP BY rank
+    SELECT rank, n
+    FROM (SELECT rank, n, count(*) AS names FROM regular GROUP BY rank, n HAVING count(*) >= 2)
+    QUALIFY row_number() OVER (PARTITION BY rank ORDER BY names DESC, n) = 1
 ),
 periodic_marker AS (
     SELECT r.rank, arg_max(r.name, r.first_ns) AS name
@@ -111,7 +124,17 @@ windows AS (
                  any_value(marker_name) AS marker_name
           FROM cand GROUP BY rank) AS c USING (rank)
     WHERE o.n_bursts >= 2
+),
+untiled AS (
+    -- periodic runs that leave more than two periods of the capture before or after them
+    SELECT w.rank
+    FROM windows AS w JOIN span AS s USING (rank)
+    WHERE w.method = 'periodic'
+    GROUP BY w.rank
+    HAVING max(w.end_ns) FILTER (WHERE w.step = 0) - any_value(s.first_ns)
+               > 2 * avg(w.end_ns - w.start_ns) FILTER (WHERE w.step > 0)
+        OR any_value(s.last_ns) - max(w.end_ns) > 2 * avg(w.end_ns - w.start_ns) FILTER (WHERE w.step > 0)
 )
 SELECT rank, step, start_ns::BIGINT AS start_ns, end_ns::BIGINT AS end_ns, method, marker_name AS marker
 FROM windows
-WHERE end_ns > start_ns;
+WHERE end_ns > start_ns AND rank NOT IN (SELECT rank FROM untiled);

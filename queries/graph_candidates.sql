@@ -27,9 +27,8 @@ WITH idle AS (
       AND (step IS NOT NULL OR rank NOT IN (SELECT rank FROM steps WHERE step IS NOT NULL))
     GROUP BY rank, correlation_id
 ),
-k AS (
+k AS (  -- names stay behind: a window sorts every column it carries (the first one is joined back)
     SELECT k.rank, w.step, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
-           coalesce(k.short_name, k.name) AS short,
            coalesce(i.launch_gap_ns, 0) AS launch_gap_ns, coalesce(i.host_bound_ns, 0) AS host_bound_ns,
            k.graph_node_id IS NULL AND i.correlation_id IS NOT NULL AS lb,
            row_number() OVER (PARTITION BY k.rank ORDER BY k.start_ns, k.end_ns, k.stream_id) AS rn
@@ -38,16 +37,27 @@ k AS (
     LEFT JOIN idle i ON i.rank = k.rank AND i.correlation_id = k.correlation_id
     WHERE k.start_ns < w.end_ns
 ),
-islands AS (
-    SELECT *, rn - row_number() OVER (PARTITION BY rank, step, lb ORDER BY rn) AS island
+islands AS (  -- runs of consecutive launch-bound kernels
+    SELECT *, rn - row_number() OVER (PARTITION BY rank, step ORDER BY rn) AS island
     FROM k
+    WHERE lb
+),
+runs AS (
+    SELECT rank, step, island, min(start_ns)::BIGINT AS start_ns, max(end_ns)::BIGINT AS end_ns,
+           count(*) AS kernels, count(DISTINCT stream_id) AS streams, sum(d)::BIGINT AS busy_ns,
+           sum(launch_gap_ns + host_bound_ns)::BIGINT AS idle_ns, sum(launch_gap_ns)::BIGINT AS launch_gap_ns,
+           sum(host_bound_ns)::BIGINT AS host_bound_ns, count(*) FILTER (WHERE d < 10000) AS short_kernels,
+           arg_min({'stream_id': stream_id, 'start_ns': start_ns, 'end_ns': end_ns}, rn) AS first
+    FROM islands
+    GROUP BY rank, step, island
+    HAVING count(*) >= 2
 )
-SELECT rank, step, min(start_ns)::BIGINT AS start_ns, max(end_ns)::BIGINT AS end_ns, count(*) AS kernels,
-       count(DISTINCT stream_id) AS streams, sum(d)::BIGINT AS busy_ns,
-       sum(launch_gap_ns + host_bound_ns)::BIGINT AS idle_ns, sum(launch_gap_ns)::BIGINT AS launch_gap_ns,
-       sum(host_bound_ns)::BIGINT AS host_bound_ns, count(*) FILTER (WHERE d < 10000) AS short_kernels,
-       arg_min(short, rn) AS first_name
-FROM islands
-WHERE lb
-GROUP BY rank, step, island
-HAVING count(*) >= 2;
+SELECT r.rank, r.step, any_value(r.start_ns) AS start_ns, any_value(r.end_ns) AS end_ns,
+       any_value(r.kernels) AS kernels, any_value(r.streams) AS streams, any_value(r.busy_ns) AS busy_ns,
+       any_value(r.idle_ns) AS idle_ns, any_value(r.launch_gap_ns) AS launch_gap_ns,
+       any_value(r.host_bound_ns) AS host_bound_ns, any_value(r.short_kernels) AS short_kernels,
+       min(coalesce(n.short_name, n.name)) AS first_name  -- min: one name if two kernels share the times
+FROM runs AS r
+LEFT JOIN kernels AS n ON n.rank = r.rank AND n.stream_id IS NOT DISTINCT FROM r.first.stream_id
+    AND n.start_ns = r.first.start_ns AND n.end_ns = r.first.end_ns
+GROUP BY r.rank, r.step, r.island;

@@ -14,11 +14,14 @@
 --   same rank and correlation_id) is on the range's thread and starts in [start_ns, end_ns).
 --   Nested ranges each count the operations launched inside them (a parent includes its
 --   children's). Ranges that launched nothing have no row; marks and ranges without an end are
---   not ranges. Vectorised: push/pop ranges on one thread nest, so the ranges of one nesting level
---   are disjoint and each launch lies in at most one of them: one ASOF join per level finds it
---   (work proportional to launches x levels). Start/end ranges may overlap anyhow: launches are
---   numbered in (rank, tid, launch time) order, each range finds its first and last launch
---   number with two ASOF joins, and one range join on the numbers gathers the operations.
+--   not ranges. Vectorised: push/pop ranges on one thread nest (a stack), so each launch lies in
+--   one innermost range and in that range's ancestors. One ASOF join of the launches with the
+--   thread's stack (the innermost open range after each time point) finds the innermost range;
+--   its operations are aggregated there and added to every ancestor (each range's ancestors come
+--   from one ASOF join per level over the ranges, not over the launches), so the work is
+--   proportional to launches + ranges x levels. Start/end ranges may overlap anyhow: when there
+--   are any, launches are numbered in (rank, tid, launch time) order, each range finds its first
+--   and last launch number with two ASOF joins, and one range join on the numbers gathers them.
 -- columns: rank, tid, start_ns, end_ns, text, domain, event_type, level, projected_start_ns, projected_end_ns, projected_duration_ns, num_gpu_ops
 -- stage: rank
 -- result: stored
@@ -33,17 +36,10 @@ WITH ranges AS (
       AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
 ),
 launches AS (
-    SELECT
-        row_number() OVER (ORDER BY a.rank, a.tid, a.start_ns, o.start_ns, o.end_ns) AS idx,
-        a.rank, a.tid, a.start_ns AS launch_ns, o.start_ns, o.end_ns
+    SELECT a.rank, a.tid, a.start_ns AS launch_ns, o.start_ns, o.end_ns
     FROM cuda_api AS a
     JOIN gpu_ops AS o ON o.rank = a.rank AND o.correlation_id = a.correlation_id
     WHERE a.rank IN (SELECT DISTINCT rank FROM ranges)
-),
-launch_keys AS (  -- one row per launch time: ASOF needs unique keys (a graph launch has many ops)
-    SELECT rank, tid, launch_ns, min(idx) AS lo, max(idx) AS hi
-    FROM launches
-    GROUP BY rank, tid, launch_ns
 ),
 events AS (  -- push/pop depth: +1 at a start, -1 at an end; ends sort before starts at one time,
              -- except the end of an empty range, which follows its own start
@@ -59,7 +55,7 @@ depth AS (
                AS level
     FROM events
 ),
-nested AS (  -- non-empty push/pop ranges with their level (empty ones launch nothing)
+nested AS MATERIALIZED (  -- non-empty push/pop ranges with their level (empty ones launch nothing)
     SELECT r.rid, r.rank, r.tid, r.start_ns, r.end_ns, d.level
     FROM ranges AS r JOIN depth AS d ON d.rid = r.rid AND d.delta = 1
     WHERE r.event_type = 'push_pop' AND r.end_ns > r.start_ns
@@ -67,15 +63,49 @@ nested AS (  -- non-empty push/pop ranges with their level (empty ones launch no
 levels AS (
     SELECT DISTINCT rank, tid, level FROM nested
 ),
-nested_ops AS (  -- per level, the one range (if any) each launch lies in
-    SELECT n.rid, l.start_ns, l.end_ns
+ancestors AS MATERIALIZED (  -- each range with itself and every range it nests in (one per level)
+    SELECT c.rid, a.rid AS ancestor, c.level - v.level AS up
+    FROM nested AS c
+    JOIN levels AS v ON v.rank = c.rank AND v.tid = c.tid AND v.level <= c.level
+    ASOF JOIN nested AS a ON a.rank = c.rank AND a.tid = c.tid AND a.level = v.level AND c.start_ns >= a.start_ns
+    WHERE c.start_ns < a.end_ns
+),
+stack AS (  -- the innermost open range after each time point of a thread (-1: none open)
+    SELECT rank, tid, t,
+           coalesce(arg_max(rid, level) FILTER (WHERE delta = 1), arg_min(parent, level) FILTER (WHERE delta = -1))
+               AS top
+    FROM (
+        SELECT n.rank, n.tid, n.start_ns AS t, n.rid, n.level, 1 AS delta, NULL::BIGINT AS parent FROM nested AS n
+        UNION ALL
+        SELECT n.rank, n.tid, n.end_ns, n.rid, n.level, -1, coalesce(p.ancestor, -1)
+        FROM nested AS n LEFT JOIN ancestors AS p ON p.rid = n.rid AND p.up = 1
+    )
+    GROUP BY rank, tid, t
+),
+innermost AS (  -- per innermost range: the operations launched directly in it
+    SELECT s.top AS rid, min(l.start_ns) AS s, max(l.end_ns) AS e, count(*) AS n
     FROM launches AS l
-    JOIN levels AS v ON v.rank = l.rank AND v.tid = l.tid
-    ASOF JOIN nested AS n ON n.rank = l.rank AND n.tid = l.tid AND n.level = v.level AND l.launch_ns >= n.start_ns
-    WHERE l.launch_ns < n.end_ns
+    ASOF JOIN stack AS s ON s.rank = l.rank AND s.tid = l.tid AND l.launch_ns >= s.t
+    WHERE s.top >= 0
+    GROUP BY s.top
+),
+nested_proj AS (
+    SELECT a.ancestor AS rid, min(i.s) AS projected_start_ns, max(i.e) AS projected_end_ns, sum(i.n) AS num_gpu_ops
+    FROM innermost AS i JOIN ancestors AS a ON a.rid = i.rid
+    GROUP BY a.ancestor
 ),
 loose AS (
     SELECT * FROM ranges WHERE event_type <> 'push_pop'
+),
+numbered AS (  -- launches in (rank, tid, launch time) order, only when there are start/end ranges
+    SELECT row_number() OVER (ORDER BY rank, tid, launch_ns, start_ns, end_ns) AS idx, *
+    FROM launches
+    WHERE EXISTS (SELECT 1 FROM loose)
+),
+launch_keys AS (  -- one row per launch time: ASOF needs unique keys (a graph launch has many ops)
+    SELECT rank, tid, launch_ns, min(idx) AS lo, max(idx) AS hi
+    FROM numbered
+    GROUP BY rank, tid, launch_ns
 ),
 firsts AS (
     SELECT r.rid, f.lo AS first_idx
@@ -92,22 +122,22 @@ spans AS (
     FROM firsts AS f JOIN lasts AS l USING (rid)
     WHERE l.last_idx >= f.first_idx
 ),
-loose_ops AS (
-    SELECT s.rid, o.start_ns, o.end_ns
+loose_proj AS (
+    SELECT s.rid, min(o.start_ns) AS projected_start_ns, max(o.end_ns) AS projected_end_ns,
+           count(*) AS num_gpu_ops
     FROM spans AS s
-    JOIN launches AS o ON o.idx >= s.first_idx AND o.idx <= s.last_idx
+    JOIN numbered AS o ON o.idx >= s.first_idx AND o.idx <= s.last_idx
+    GROUP BY s.rid
 ),
 projected AS (
-    SELECT rid, min(start_ns) AS projected_start_ns, max(end_ns) AS projected_end_ns, count(*) AS num_gpu_ops
-    FROM (SELECT * FROM nested_ops UNION ALL SELECT * FROM loose_ops)
-    GROUP BY rid
+    SELECT * FROM nested_proj UNION ALL SELECT * FROM loose_proj
 )
 SELECT
     r.rank, r.tid, r.start_ns, r.end_ns, r.text, r.domain, r.event_type,
     CAST(d.level AS INTEGER) AS level,
     p.projected_start_ns, p.projected_end_ns,
     p.projected_end_ns - p.projected_start_ns AS projected_duration_ns,
-    p.num_gpu_ops
+    p.num_gpu_ops::BIGINT AS num_gpu_ops
 FROM projected AS p
 JOIN ranges AS r USING (rid)
 LEFT JOIN depth AS d ON d.rid = p.rid AND d.delta = 1;

@@ -5,13 +5,13 @@
 --   start_ns BIGINT ns, end_ns BIGINT ns (half-open window), source VARCHAR:
 --   'nvtx' (NVTX ranges matching settings.step_pattern), 'detected' (optimizer bursts, see
 --   _tp_detected_steps), 'periodic' (the runs of a kernel that repeats once per step, ibid.;
---   only with settings.periodic_steps = 'on') or
+--   unless settings.periodic_steps = 'off'; on by default) or
 --   'capture' (none of these: one window over the whole capture, step NULL).
 -- Definition (docs/metrics.md "Windows"): for NVTX steps, E_N / F_N = max end / min start of the
 --   operations belonging to step N (tp_step_ops), E'_N = running max of E_N in step order; step N's
 --   window is [E'_{N-1}, E'_N), the first step's [F_first, E'_first). Empty windows and steps
 --   without GPU operations have no row. A rank uses the first source that gives it a window, in
---   the order nvtx, detected, capture. Ranks without GPU operations have no row.
+--   the order nvtx, detected, periodic, capture. Ranks without GPU operations have no row.
 -- columns: rank, step, start_ns, end_ns, source
 -- stage: rank
 -- result: stored
@@ -40,7 +40,8 @@ candidates AS (
     UNION ALL
     SELECT rank, step, start_ns, end_ns, CASE method WHEN 'optimizer' THEN 'detected' ELSE 'periodic' END, 2
     FROM _tp_detected_steps
-    WHERE method = 'optimizer' OR (SELECT value FROM settings WHERE key = 'periodic_steps') = 'on'
+    WHERE method = 'optimizer'
+       OR coalesce((SELECT value FROM settings WHERE key = 'periodic_steps'), 'on') <> 'off'
     UNION ALL
     SELECT rank, NULL::BIGINT, start_ns, end_ns, 'capture', 3 FROM tp_capture
 )

@@ -8,7 +8,7 @@
 --   dependency model holds), step_time_ns BIGINT ns (the replay with the cause removed),
 --   gain_ns BIGINT ns (replayed_actual_ns - step_time_ns), fixed_ranks VARCHAR (slowest-rank-at-median:
 --   the ranks replaced by the median rank, comma-separated; NULL otherwise).
--- Definition: steps every rank of the job has; collective instances (merge_coll_members; an
+-- Definition: jobs with every rank present (jobs.complete); steps every rank of the job has; collective instances (merge_coll_members; an
 --   unmatched or partial one couples only the participants present) whose participants all place
 --   them in the same step. Per rank and step, its own work is cut at its
 --   collectives: ready_j = the collective's start, or, when it started within 5 µs of its previous
@@ -23,7 +23,8 @@
 --   arrival = max(anchor + (ready_j - measured anchor), previous collective end + queue gap);
 --   end = max arrival over participants + x_j (a collective the work waited for is the new anchor);
 --   step end = max(last end, anchor + own work) + post; the next step starts (and anchors) there.
---   The replay runs event by event, so only the first steps whose events (collectives + 1 per step)
+--   The recurrence is sequential: it runs in _whatif_replay (nsight_analyze/replay.py), one pass
+--   over the events vectorised over the ranks (a recursive CTE costs ranks x events^2); only the first steps whose events (collectives + 1 per step)
 --   start within settings.whatif_max_events (default 2000) are replayed; later steps have no rows and
 --   the whole-job row is the mean over the replayed steps.
 --   Scenarios: slowest-rank-at-median replaces the offsets, transfers and post of the ranks
@@ -34,10 +35,12 @@
 -- columns: job, scenario, step, actual_step_time_ns, replayed_actual_ns, step_time_ns, gain_ns, fixed_ranks
 -- stage: job
 -- result: stored
--- requires: gaps, gpu_ops, merge_coll_members, merge_rank_clock, rank_attribution, rank_coll_ready, settings, steps
+-- requires: gaps, gpu_ops, jobs, merge_coll_members, merge_rank_clock, rank_attribution, rank_coll_ready, settings, steps
 CREATE OR REPLACE VIEW whatif AS
-WITH RECURSIVE wi_rk AS (
+WITH wi_rk AS (  -- the ranks of complete jobs: a collective ends when its last participant arrives,
+                -- so the replay of a partial job (2 of 128 ranks) would invent the absent ranks' times
     SELECT rank, job, clock_offset_ns AS off FROM merge_rank_clock
+    WHERE job IN (SELECT job FROM jobs WHERE complete)
 ),
 wi_win AS (
     SELECT rk.job, s.rank, s.step, s.start_ns AS w0, s.end_ns AS w1, rk.off
@@ -78,6 +81,9 @@ wi_budget AS (  -- the first steps whose events fit settings.whatif_max_events (
     )
     WHERE before < coalesce((SELECT TRY_CAST(value AS BIGINT) FROM settings WHERE key = 'whatif_max_events'), 2000)
 ),
+wi_wb AS MATERIALIZED (  -- the windows of the replayed steps
+    SELECT w.* FROM wi_w AS w SEMI JOIN wi_budget AS b ON b.job = w.job AND b.step = w.step
+),
 wi_ev AS MATERIALIZED (  -- the job's events: its collectives, then each step's end
     SELECT job, step, coll_id, is_end,
            row_number() OVER (PARTITION BY job ORDER BY step, is_end, ord, coll_id) AS ev
@@ -99,9 +105,15 @@ wi_pc AS (
 wi_ops AS MATERIALIZED (  -- each step's non-communication GPU work, numbered from the step's end
     SELECT o.rank, w.step, o.end_ns,
            row_number() OVER (PARTITION BY o.rank, w.step ORDER BY o.start_ns DESC, o.end_ns DESC) AS rev_ord
-    FROM gpu_ops AS o
-    JOIN wi_w AS w ON w.rank = o.rank AND o.start_ns >= w.w0 AND o.start_ns < w.w1
-    WHERE o.category IS DISTINCT FROM 'comms'
+    FROM (  -- the ops of the replayed span of each rank, then of their step (ASOF: windows are disjoint)
+        SELECT o.rank, o.start_ns, o.end_ns
+        FROM gpu_ops AS o
+        JOIN (SELECT rank, min(w0) AS w0, max(w1) AS w1 FROM wi_wb GROUP BY rank) AS span
+            ON span.rank = o.rank AND o.start_ns >= span.w0 AND o.start_ns < span.w1
+        WHERE o.category IS DISTINCT FROM 'comms'
+    ) AS o
+    ASOF JOIN wi_wb AS w ON w.rank = o.rank AND o.start_ns >= w.w0
+    WHERE o.start_ns < w.w1
 ),
 wi_blocked AS (
     SELECT *, prev_e IS NOT NULL AND a - prev_e <= 5000 AS blocked FROM wi_pc
@@ -235,30 +247,20 @@ wi_start AS (
     FROM wi_w AS w JOIN (SELECT job, min(step) AS s FROM wi_full GROUP BY job) AS f
         ON f.job = w.job AND f.s = w.step
 ),
-wi_replay(job, scenario, rank, ev, w0p, anc, lastp, step, step_ns) AS (
-    SELECT s.job, sc.scenario, s.rank, 0::BIGINT, s.w0::BIGINT, s.w0::BIGINT, NULL::BIGINT, NULL::BIGINT,
-           NULL::BIGINT
-    FROM wi_start AS s CROSS JOIN (SELECT DISTINCT scenario FROM wi_inp) AS sc
-    UNION ALL
-    SELECT job, scenario, rank, ev,
-           CASE WHEN is_end THEN step_end ELSE w0p END,
-           CASE WHEN is_end THEN step_end WHEN part AND waits THEN coll_end ELSE anc END,
-           CASE WHEN is_end THEN NULL WHEN part THEN coll_end ELSE lastp END,
-           step,
-           CASE WHEN is_end THEN step_end - w0p END
+wi_replay AS (  -- the recurrence, one pass over the events per job and scenario (nsight_analyze/replay.py)
+    SELECT a.job, a.scenario, unnest(e.steps) AS step, unnest(_whatif_replay(s.w0, a.events)) AS step_ns
     FROM (
-        SELECT r.job, r.scenario, r.rank, i.ev, i.step, i.is_end, i.part, i.waits, r.w0p, r.anc, r.lastp,
-               greatest(r.lastp, r.anc + i.off) + i.post AS step_end,
-               max(CASE WHEN i.part THEN greatest(r.anc + i.off, r.lastp + coalesce(i.fifo, 0)) END)
-                   OVER (PARTITION BY r.job, r.scenario) + i.x AS coll_end
-        FROM wi_replay AS r
-        JOIN wi_inp AS i ON i.job = r.job AND i.scenario = r.scenario AND i.rank = r.rank AND i.ev = r.ev + 1
-    )
+        SELECT job, scenario,
+               list({'is_end': is_end, 'part': part, 'waits': waits, 'off': round(off)::BIGINT,
+                     'fifo': round(fifo)::BIGINT, 'x': round(x)::BIGINT, 'post': round(post)::BIGINT}
+                    ORDER BY ev, rank) AS events
+        FROM wi_inp GROUP BY job, scenario
+    ) AS a
+    JOIN (SELECT job, list(w0 ORDER BY rank) AS w0 FROM wi_start GROUP BY job) AS s USING (job)
+    JOIN (SELECT job, list(step ORDER BY ev) FILTER (WHERE is_end) AS steps FROM wi_ev GROUP BY job) AS e USING (job)
 ),
 wi_steps AS (
-    SELECT job, scenario, step, max(step_ns) AS step_ns
-    FROM wi_replay WHERE step_ns IS NOT NULL
-    GROUP BY job, scenario, step
+    SELECT job, scenario, step, step_ns FROM wi_replay WHERE step_ns IS NOT NULL
 ),
 wi_actual AS (
     SELECT job, step, max(w1 - w0) AS actual_ns FROM wi_w GROUP BY job, step
@@ -280,7 +282,7 @@ SELECT
     round(a.actual_ns)::BIGINT AS actual_step_time_ns,
     round(a.replayed_ns)::BIGINT AS replayed_actual_ns,
     round(a.step_ns)::BIGINT AS step_time_ns,
-    round(a.replayed_ns - a.step_ns)::BIGINT AS gain_ns,
+    round(a.replayed_ns)::BIGINT - round(a.step_ns)::BIGINT AS gain_ns,
     CASE WHEN a.scenario = 'slowest-rank-at-median' THEN (
         SELECT string_agg(rank::VARCHAR, ',' ORDER BY rank) FROM wi_fixed AS f WHERE f.job = a.job
     ) END AS fixed_ranks

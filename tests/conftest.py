@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,16 @@ def copy_workspace(src: Path, dst: Path) -> Path:
     return dst
 
 
+def ingested(paths: list[Path], db: Path, read_only: bool = True):
+    """Ingest `paths` into the new workspace file `db` and return a connection to it (read-only
+    unless asked: a test that only reads cannot change what it checks)."""
+    from nsight_analyze.ingest import ingest
+    from nsight_analyze.workspace import open_workspace
+
+    ingest(paths, db)
+    return open_workspace(db, read_only=read_only)
+
+
 @pytest.fixture
 def workspace_of(tmp_path):
     """Ingest the given paths into a fresh workspace and return an open connection."""
@@ -70,3 +81,74 @@ def workspace_of(tmp_path):
         return open_workspace(db)
 
     return make
+
+
+@dataclass(frozen=True)
+class SynthJob:
+    """A generated job: its nsys exports (`traces`), its ingested workspace (`db`) and the
+    generator's ground truth (`truth`, the dict `synth.generate` returns)."""
+
+    traces: Path
+    db: Path
+    truth: dict
+
+
+def _synth_key(injections: Sequence[str], shape: dict) -> tuple:
+    return tuple(injections), tuple(sorted(shape.items()))
+
+
+@pytest.fixture(scope="session")
+def synth_job(tmp_path_factory) -> Callable[..., SynthJob]:
+    """(injections, **generator shape) -> SynthJob, generated and ingested once per test run: the
+    same job (same injections, ranks, steps, seed...) asked for by several tests or modules is
+    generated once (each costs seconds of generation and analysis). Open `db` read-only, or
+    `copy_workspace` it before writing: other tests read the same file."""
+    from nsight_analyze.ingest import ingest
+    from nsight_analyze.synth import generate
+
+    cache: dict[tuple, SynthJob] = {}
+
+    def get(injections: Sequence[str] = (), **shape) -> SynthJob:
+        key = _synth_key(injections, shape)
+        if key not in cache:
+            out = tmp_path_factory.mktemp("synth_job")
+            truth = generate(out / "traces", injections=list(injections), **shape)
+            ingest(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb")
+            cache[key] = SynthJob(out / "traces", out / "ws.duckdb", truth)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def synth_diagnosis(synth_job) -> Callable[..., tuple]:
+    """(injections, **generator shape) -> (diagnose() result with the default thresholds, SynthJob):
+    a `synth_job` diagnosed once per test run, on a read-only connection."""
+    from nsight_analyze.diagnose import diagnose
+    from nsight_analyze.workspace import open_workspace
+
+    cache: dict[tuple, tuple] = {}
+
+    def get(injections: Sequence[str] = (), **shape) -> tuple:
+        key = _synth_key(injections, shape)
+        if key not in cache:
+            job = synth_job(injections, **shape)
+            con = open_workspace(job.db, read_only=True)
+            try:
+                cache[key] = (diagnose(con), job)
+            finally:
+                con.close()
+        return cache[key]
+
+    return get
+
+
+def synth_cases(synth_diagnosis, cases: dict[str, Sequence[str]], shape: dict) -> Callable[[str], tuple]:
+    """case -> (findings, truth, SynthJob) for a module's `cases` (name -> injections), every one
+    generated with the same generator `shape`: the `synthetic` fixture of a module."""
+
+    def get(case: str) -> tuple:
+        findings, job = synth_diagnosis(cases[case], **shape)
+        return findings, job.truth, job
+
+    return get

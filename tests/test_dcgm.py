@@ -230,28 +230,52 @@ def test_hfu_estimate_per_gpu_without_traces(tmp_path: Path) -> None:
     assert a100["tensor_active"] == 0.929260
     assert by[("ub20-a100-k8s", "13")]["estimated_tflops"] is None  # a MIG slice has no whole-GPU peak
     assert any("estimate" in line for line in out["lines"])
+    # the default precision (bf16): a T4 (Turing) has no BF16 tensor cores, so the estimate uses its
+    # dense FP16 tensor peak, 65 (gpu-peaks.md §2.1 "65 (FP16, no BF16)"), and says fp16, not bf16
+    default = mfu.dcgm_summary(con, mfu.hfu_table(con))
+    t4 = next(g for g in default["gpus"] if g["host"] == "cp-bm14r7")
+    assert t4["peak_precision"] == "fp16" and t4["peak_tflops"] == 65
+    (line,) = [x for x in default["lines"] if x.startswith("DCGM cp-bm14r7 GPU 0")]
+    assert "of 65 dense fp16 TFLOP/s" in line and "bf16" not in line
 
 
 # --------------------------------------------------------------------------- malformed input
 
 
-def test_malformed_scrape_fails_in_one_line_with_nonzero_exit(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.prom"
+GOOD_SCRAPE = 'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n1"} 91\n'
+
+
+@pytest.mark.parametrize("with_good", [False, True], ids=["bad-only", "bad-and-good"])
+@pytest.mark.parametrize("flags", [[], ["-q"]], ids=["progress", "quiet"])
+def test_malformed_scrape_fails_in_one_line_with_nonzero_exit(
+    tmp_path: Path, flags: list[str], with_good: bool
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    bad = folder / "bad.prom"
     bad.write_text(
-        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="n1"} 91\n'
-        'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-1",Hostname="n1"} 68.2\n'
+        GOOD_SCRAPE + 'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-1",Hostname="n1"} 68.2\n'
         'DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-1",Hostname="n1" 660\n'  # line 3: no closing brace
     )
+    if with_good:
+        (folder / "good.prom").write_text(GOOD_SCRAPE)
     proc = subprocess.run(
-        [*CLI, "ingest", str(bad), "--db", str(tmp_path / "ws.duckdb")],
+        [*CLI, "ingest", str(folder), "--db", str(tmp_path / "ws.duckdb"), *flags],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode != 0
-    # the ingest's summary names the file once, with the reason in one line
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith(f"failed: {bad}: ")]
-    assert len(lines) == 1 and "line 3: not Prometheus text" in lines[0], proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out  # 1: a file failed (the ingest command's docstring)
+    assert "Traceback" not in out
+    # the file is named once in all the output (the progress line and the closing summary used to
+    # both print it), in one line with the reason
+    lines = [line for line in out.splitlines() if str(bad) in line]
+    assert lines == [lines[0]] and lines[0].startswith(f"failed: {bad}: line 3: not Prometheus text"), out
+    assert out.count(str(bad)) == 1, out
+    if with_good:  # the good scrape is loaded and its line is not an error
+        assert f"workspace {tmp_path / 'ws.duckdb'}: 1 file(s) ingested" in proc.stdout, out
+        assert not any(line.startswith("failed:") and "good.prom" in line for line in out.splitlines())
     report = ingest([bad], tmp_path / "api.duckdb")
     (outcome,) = report.outcomes
     assert (

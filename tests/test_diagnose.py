@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
+from conftest import TRACES, ingested, nsys_traces, oracle_dir, requires_shared, synth_cases
 
 from nsight_analyze.diagnose import THRESHOLDS, diagnose, findings_json
 from nsight_analyze.errors import UserError
@@ -65,14 +65,6 @@ NSYS_RULES = {
 NSYS_CAP = 50
 
 
-def _workspace(paths: list[Path], db: Path):
-    from nsight_analyze.ingest import ingest
-    from nsight_analyze.workspace import open_workspace
-
-    ingest(paths, db)
-    return open_workspace(db, read_only=True)
-
-
 def _key(values, csv_row: bool):
     out = []
     for v in values:
@@ -113,7 +105,7 @@ def _oracle_traces() -> list[Path]:
 @requires_shared
 @pytest.mark.parametrize("trace", _oracle_traces(), ids=lambda p: p.stem if p else "none")
 def test_nsys_analyze_parity(trace, tmp_path):
-    con = _workspace([trace], tmp_path / "ws.duckdb")
+    con = ingested([trace], tmp_path / "ws.duckdb")
     try:
         findings = diagnose(con)
     finally:
@@ -153,7 +145,7 @@ def test_nsight_compute_only_workspace_without_a_known_gpu_invents_no_roofline(t
     csv_path = TRACES_NCU / "leleucas" / "bert_torch_nsight.csv"
     if not csv_path.exists():
         pytest.skip(f"{csv_path} is absent")
-    con = _workspace([csv_path], tmp_path / "ws.duckdb")
+    con = ingested([csv_path], tmp_path / "ws.duckdb")
     try:
         bounds = con.execute("SELECT DISTINCT bound FROM roofline").fetchall()
         findings = diagnose(con)
@@ -180,25 +172,10 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    """case -> (findings, truth, workspace path): generated, ingested and diagnosed once per module."""
-    from nsight_analyze.synth import generate
-
-    cache: dict[str, tuple] = {}
-
-    def get(case: str):
-        if case not in cache:
-            out = tmp_path_factory.mktemp(case.replace("-", "_"))
-            truth = generate(out / "traces", injections=CASES[case], **SYN)
-            con = _workspace(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb")
-            try:
-                cache[case] = (diagnose(con), truth, out / "ws.duckdb")
-            finally:
-                con.close()
-        return cache[case]
-
-    return get
+@pytest.fixture
+def synthetic(synth_diagnosis):
+    """case -> (findings, truth, SynthJob): generated, ingested and diagnosed once per test run."""
+    return synth_cases(synth_diagnosis, CASES, SYN)
 
 
 def _truth_steps(truth: dict) -> dict[int, list[dict]]:
@@ -371,7 +348,8 @@ def test_evidence_sql_reruns_against_the_views(synthetic):
     from nsight_analyze.diagnose import rows_of
     from nsight_analyze.workspace import open_workspace
 
-    findings, _, db = synthetic("input-stall")
+    findings, _, job = synthetic("input-stall")
+    db = job.db
     con = open_workspace(db, read_only=True)
     try:
         for f in findings:
@@ -389,7 +367,8 @@ def test_cli_formats_thresholds_and_fail_on(synthetic):
 
     from nsight_analyze.cli import main
 
-    _, _, db = synthetic("input-stall")
+    _, _, job = synthetic("input-stall")
+    db = job.db
     runner = CliRunner()
     res = runner.invoke(main, ["diagnose", "--db", str(db), "--format", "json"])
     assert res.exit_code == 0, res.output
@@ -422,7 +401,8 @@ def test_hfu_is_explained_by_the_partition(synthetic, monkeypatch):
     monkeypatch.setattr(
         mfu, "hfu_mfu_summary", lambda con, **kw: {"hfu": 0.25, "mfu": None, "coverage_pct": 90.0}
     )
-    _, truth, db = synthetic("input-stall")
+    _, truth, job = synthetic("input-stall")
+    db = job.db
     con = open_workspace(db, read_only=True)
     try:
         findings = diagnose(con)
@@ -478,7 +458,8 @@ def test_recoverable_time_is_bounded_by_whatif(synthetic, case, fid):
     whole-job gain_ns of the scenario removing the cause, read here from the workspace's whatif table)."""
     import duckdb
 
-    findings, _, db = synthetic(case)
+    findings, _, job = synthetic(case)
+    db = job.db
     con = duckdb.connect(str(db), read_only=True)
     gains = dict(
         con.execute("SELECT scenario, max(gain_ns) FROM whatif WHERE step IS NULL GROUP BY 1").fetchall()

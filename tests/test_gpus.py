@@ -246,3 +246,65 @@ def test_real_traces_table_and_env_hint(tmp_path) -> None:
     assert by_source["table"] == [pytest.approx(989.4)]
     assert by_source["assumed"] == [pytest.approx(989.0)] * 2
     assert all("PEAK_FLOPS_PER_GPU" in r for r in df.loc[df["source"] == "assumed", "reason"])
+
+
+# gpu-peaks.md §2.1: T4 "**65** (FP16, no BF16)", V100 SXM2 "**125** (FP16 only, no BF16)"; NVIDIA's
+# T4 datasheet: "Mixed Precision (FP16/FP32) 65 TFLOPS". Stated here for when the doc is absent.
+NO_BF16 = {
+    "Tesla T4": ("| Tesla T4 |", 65.0),
+    "Tesla V100-SXM2-16GB": ("| Tesla V100-SXM2-16GB / -32GB", 125.0),
+}
+
+
+@pytest.mark.parametrize("name", list(NO_BF16))
+def test_gpus_without_bf16_tensor_cores_label_their_peak_fp16(name: str) -> None:
+    prefix, stated = NO_BF16[name]
+    fp16 = doc_row(prefix)["bf16"] if DOC.exists() else stated  # the doc's 16b column is FP16 here
+    assert fp16 == pytest.approx(stated)
+    peak = gpus.lookup(name)
+    assert peak.tflops["bf16"] is None  # no BF16 tensor cores: no bf16 number in the table
+    assert peak.precision_of("bf16") == "fp16" and peak.peak_flops("bf16") == pytest.approx(fp16 * 1e12)
+    row = gpus.peak_row(peak, "bf16")
+    assert row["precision"] == "fp16" and row["peak_tflops"] == pytest.approx(fp16)
+    assert "no BF16 tensor cores: its dense FP16 peak" in row["reason"]
+    # precisions the GPU has keep their own label
+    assert peak.precision_of("fp16") == "fp16" and peak.precision_of("fp32") == "fp32"
+
+
+def test_derived_turing_and_volta_peaks_say_fp16_and_ampere_bf16() -> None:
+    # gpu_arch.ARCH_RATES: Volta (7.0) and Turing (7.5) list fp16 but no bf16 FLOP/clk/SM; the
+    # Quadro RTX 6000 derivation (gpu-peaks.md §2.2: 130.5 FP16, no BF16) is then labelled fp16
+    quadro = gpus.derive("Quadro RTX 6000", 72, 1.77e9, 7, 5)
+    assert quadro.precision_of("bf16") == "fp16" and quadro.peak_flops("bf16") == pytest.approx(
+        130.5e12, rel=1e-3
+    )
+    volta = gpus.derive("Tesla V100-SXM2-16GB", 80, 1.53e9, 7, 0)
+    assert volta.precision_of("bf16") == "fp16"
+    a100 = gpus.derive("NVIDIA A100-SXM4-80GB", 108, 1.41e9, 8, 0)
+    assert a100.precision_of("bf16") == "bf16" and gpus.peak_row(a100, "bf16")["precision"] == "bf16"
+    # a user's --peak-tflops for bf16 is a bf16 peak, whatever the GPU
+    assert gpus.with_override(gpus.lookup("Tesla T4"), 50, "bf16").precision_of("bf16") == "bf16"
+
+
+def test_rank_peaks_mfu_and_gpus_command_say_fp16_for_a_t4(tmp_path) -> None:
+    from nsight_analyze import mfu
+
+    con = open_workspace(tmp_path / "ws.duckdb")
+    con.execute(
+        "INSERT INTO ranks (rank, file_id, device_id, gpu_name) "
+        "VALUES (0, 1, 0, 'Tesla T4'), (1, 2, 0, 'Tesla T4')"
+    )
+    df = gpus.rank_peaks(con)  # the default precision, bf16
+    assert list(df["precision"]) == ["fp16", "fp16"] and list(df["peak_tflops"]) == [65.0, 65.0]  # NO_BF16
+    assert mfu.hfu_mfu_summary(con)["precision"] == "fp16"
+    con.execute("UPDATE ranks SET gpu_name = 'NVIDIA H100 80GB HBM3' WHERE rank = 1")
+    mixed = gpus.rank_peaks(con)
+    assert list(mixed["precision"]) == ["fp16", "bf16"]
+    assert gpus.precision_label("bf16", mixed["precision"]) == "bf16/fp16"
+    con.close()
+    result = CliRunner().invoke(main, ["gpus", "--db", str(tmp_path / "ws.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert "Dense bf16/fp16 peak per rank" in result.output
+    listed = CliRunner().invoke(main, ["gpus", "--list-models", "--format", "json"])
+    t4 = next(r for r in json.loads(listed.output) if r["model"] == "Tesla T4")
+    assert t4["bf16_tflops"] is None and t4["fp16_tflops"] == 65.0  # NO_BF16

@@ -140,3 +140,29 @@ def test_compare_jobs_of_one_workspace_equals_compare_of_the_files(folder):
     assert scoped["verdict"]["verdict"] == direct["verdict"]["verdict"]
     assert scoped["work_rate"]["delta_pct"] == pytest.approx(direct["work_rate"]["delta_pct"])
     assert any(f"showing job {job_of[BEFORE.name]}" in n for n in scoped["notes"])
+
+
+def test_whatif_of_a_named_job_is_that_jobs_rows(tmp_path):
+    """whatif --job N = the job-N rows of the unscoped whatif. Input: test_jobs' two synthetic
+    data-parallel jobs an hour apart, steps from their periodic AllReduce, so both replay."""
+    from nsight_analyze.analysis import refresh
+    from tests.test_jobs import HOUR_NS, load, two_jobs
+
+    db = tmp_path / "two.duckdb"
+    con = open_workspace(db)
+    load(con, *two_jobs(HOUR_NS))
+    con.execute("UPDATE settings SET value = 'on' WHERE key = 'periodic_steps'")  # steps: the AllReduce
+    refresh(con, force=True)
+    con.close()
+    every = json.loads(_cli("whatif", "--db", str(db), "--format", "json"))["scenarios"]
+    assert {r["job"] for r in every} == {1, 2}
+    for job in (1, 2):
+        doc = json.loads(_cli("whatif", "--db", str(db), "--job", str(job), "--format", "json"))
+        # one job shown: its rows without the job key (whatif_json names jobs only when several)
+        assert doc["scenarios"] == [
+            {k: v for k, v in r.items() if k != "job"} for r in every if r["job"] == job
+        ]
+    text = _cli("whatif", "--db", str(db), "--job", "2", "--format", "csv")
+    assert len(text.strip().splitlines()) - 1 == len([r for r in every if r["job"] == 2])  # + header
+    result = CliRunner().invoke(main, ["whatif", "--db", str(db), "--job", "99"])
+    assert result.exit_code != 0 and "--job 99" in result.output and "Traceback" not in result.output

@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, requires_shared
+from conftest import TRACES, ingested, requires_shared, synth_cases
 
 from nsight_analyze import gpus
 from nsight_analyze.diagnose import diagnose
@@ -33,33 +33,10 @@ KERNEL_IDS = ("fusion-candidates", "unfused-attention", "gemm-precision", "cuda-
 H100 = TRACES / "nsys" / "nsys-ai" / "h100_2gpu_1s.sqlite"
 
 
-def _open(paths: list[Path], db: Path):
-    from nsight_analyze.ingest import ingest
-    from nsight_analyze.workspace import open_workspace
-
-    ingest(paths, db)
-    return open_workspace(db, read_only=True)
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    """case -> (findings, truth, traces folder): generated, ingested and diagnosed once per module."""
-    from nsight_analyze.synth import generate
-
-    cache: dict[str, tuple] = {}
-
-    def get(case: str):
-        if case not in cache:
-            out = tmp_path_factory.mktemp(case.replace("-", "_"))
-            truth = generate(out / "traces", injections=CASES[case], **SYN)
-            con = _open(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb")
-            try:
-                cache[case] = (diagnose(con), truth, out / "traces")
-            finally:
-                con.close()
-        return cache[case]
-
-    return get
+@pytest.fixture
+def synthetic(synth_diagnosis):
+    """case -> (findings, truth, SynthJob): generated, ingested and diagnosed once per test run."""
+    return synth_cases(synth_diagnosis, CASES, SYN)
 
 
 def _finding(findings, fid):
@@ -86,7 +63,7 @@ def test_unfused_elementwise_is_a_fusion_candidate(synthetic):
     findings, truth, _ = synthetic("unfused-elementwise")
     rows = truth["kernel_faults"]["unfused_elementwise"]
     f = _finding(findings, "fusion-candidates")
-    assert f.steps == sorted({r["step"] for r in rows}) == [2, 3]  # the injected range
+    assert f.steps == sorted({r["step"] for r in rows}) == [2, 3]  # the injected range (CASES: =2-3)
     assert f.ranks == sorted({r["rank"] for r in rows}) == list(range(SYN["ranks"]))
     # the chains found are exactly the injected ones (the clean workload has none this long)
     assert f.metrics["chains"] == sum(r["chains"] for r in rows)
@@ -131,23 +108,28 @@ def test_unfused_attention_is_found(synthetic):
     assert f.severity != "info"
     assert f.signals[0].verdict == "supports"  # no flash kernel left in the job
     assert any("scaled_dot_product_attention" in x.action for x in f.fixes)
-    # ground truth: score matrix b*h*n^2*2 bytes of the generator's shape (batch 1, 16 heads, 4096)
-    assert {r["score_matrix_bytes"] for r in rows} == {1 * 16 * 4096**2 * 2}
-    # the finding reads it from the emit_nvtx shapes around the softmax launches and the bf16 name
-    assert f.metrics["score_matrix_bytes"] == 1 * 16 * 4096**2 * 2
-    shapes = next(e for e in f.evidence if e.name == "score-matrix shapes")
-    assert {tuple(r["dims"]) for r in shapes.rows} == {(1, 16, 4096, 4096)}
-    # against the generated GPU's memory (TARGET_INFO_GPU.totalMemory, synth/writer.py)
+    # hand computation from the generator's shape (synth/workload.Config: batch 1, 16 heads,
+    # sequence 4096, bf16): the score matrix is b*h*n^2*2 bytes; the ground truth agrees
+    from nsight_analyze.synth.workload import Config
     from nsight_analyze.synth.writer import GPU_TOTAL_MEMORY
 
-    expected_pct = round(100.0 * 1 * 16 * 4096**2 * 2 / GPU_TOTAL_MEMORY, 2)
+    heads, seq = Config().heads, Config().seq
+    score = 1 * heads * seq**2 * 2
+    assert {r["score_matrix_bytes"] for r in rows} == {score}
+    # the finding reads it from the emit_nvtx shapes around the softmax launches and the bf16 name
+    assert f.metrics["score_matrix_bytes"] == score
+    shapes = next(e for e in f.evidence if e.name == "score-matrix shapes")
+    assert {tuple(r["dims"]) for r in shapes.rows} == {(1, heads, seq, seq)}
+    # against the generated GPU's memory (TARGET_INFO_GPU.totalMemory, synth/writer.py)
+    expected_pct = round(100.0 * score / GPU_TOTAL_MEMORY, 2)
     assert f.metrics["score_matrix_pct_of_gpu_memory"] == expected_pct
 
 
 def test_launch_bound_region_outside_graphs_is_a_graph_candidate(synthetic):
-    findings, truth, traces = synthetic("launch-bound-graphs")
+    findings, truth, job = synthetic("launch-bound-graphs")
     f = _finding(findings, "cuda-graph-candidates")
-    assert f.steps == [2, 3] and f.ranks == list(range(SYN["ranks"]))  # the launch-bound range
+    # the launch-bound range (CASES: launch-bound=2-3), on every rank of the job (SYN)
+    assert f.steps == [2, 3] and f.ranks == list(range(SYN["ranks"]))
     # ground truth: per step the worst rank's launch-gap + host-bound idle (docs/metrics.md); the
     # candidate regions hold nearly all of it (the 3000 one-by-one launches), never more
     per_step: dict = {}
@@ -158,15 +140,17 @@ def test_launch_bound_region_outside_graphs_is_a_graph_candidate(synthetic):
     assert 0.95 * expected <= f.recoverable_ns_per_step <= expected * 1.001
     # coverage: the share of kernels replayed from graphs, counted in the nsys exports themselves
     graph = total = 0
-    for path in sorted(traces.glob("*.sqlite")):
+    for path in sorted(job.traces.glob("*.sqlite")):
         raw = sqlite3.connect(path)
         g, n = raw.execute("SELECT count(graphNodeId), count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
         raw.close()
         graph, total = graph + g, total + n
     assert 0 < graph < total
-    # graph_coverage counts the kernels of the step windows only: not the prologue's 4 fills per
-    # rank before the first step (synth/workload.py prologue)
-    prologue = 4 * SYN["ranks"]
+    # graph_coverage counts the kernels of the step windows only: not the generator's prologue
+    # kernels (synth/workload.prologue: the GPU items it runs on each rank before the first step)
+    from nsight_analyze.synth import workload
+
+    prologue = int(workload.prologue(workload.Catalog()).has_gpu.sum()) * SYN["ranks"]
     assert f.metrics["graph_launch_pct"] == round(100.0 * graph / (total - prologue), 2)
     assert f.metrics["graph_launches"] > 0
     assert any("static shapes" in x.trade_off and "memory pool" in x.trade_off for x in f.fixes)
@@ -175,15 +159,16 @@ def test_launch_bound_region_outside_graphs_is_a_graph_candidate(synthetic):
 @requires_shared
 def test_h100_trace_gets_a_precision_finding(tmp_path):
     raw = sqlite3.connect(H100)
-    # every sm80_xmma FP32 (ffma) GEMM in the capture, read straight from the nsys export
-    fp32_ns = raw.execute(
-        """SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
-           JOIN StringIds s ON s.id = k.demangledName
-           WHERE s.value LIKE 'sm80_xmma_gemm_f32f32_f32f32_f32%ffma%'"""
-    ).fetchone()[0]
+    # every sm80_xmma FP32 (ffma) GEMM in the capture, and every GEMM (a name holding "gemm"), read
+    # straight from the nsys export
+    fp32_ns, gemm_ns = raw.execute(
+        """SELECT sum(k.end - k.start) FILTER (WHERE s.value LIKE 'sm80_xmma_gemm_f32f32_f32f32_f32%ffma%'),
+                  sum(k.end - k.start) FILTER (WHERE s.value LIKE '%gemm%')
+           FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"""
+    ).fetchone()
     raw.close()
     assert fp32_ns > 0
-    con = _open([H100], tmp_path / "ws.duckdb")
+    con = ingested([H100], tmp_path / "ws.duckdb")
     try:
         findings = diagnose(con)
     finally:
@@ -191,7 +176,8 @@ def test_h100_trace_gets_a_precision_finding(tmp_path):
     assert findings.job["rule_errors"] == []
     f = _finding(findings, "gemm-precision")
     assert f.metrics["fp32_gemm_ns_total"] == fp32_ns
-    assert f.metrics["fp32_tf32_share_of_gemm_pct"] == 100.0
+    # FP32 share of the GEMM time, from the sqlite3 sums above (rounded to 0.1 as the metric is)
+    assert f.metrics["fp32_tf32_share_of_gemm_pct"] == round(100.0 * fp32_ns / gemm_ns, 1)
     # GPU not recorded: the bound is the most favourable ampere-or-newer table model
     assert f.metrics["gpu_models"] and "NVIDIA H100 SXM" in f.metrics["gpu_models"]
     assert f.metrics["recoverable_ns_per_step_low"] < f.recoverable_ns_per_step <= fp32_ns
@@ -293,7 +279,7 @@ def test_kineto_record_shapes_give_the_score_matrix_size(tmp_path: Path, monkeyp
     from nsight_analyze.sources import kineto
 
     monkeypatch.setattr(kineto, "FAST_PATH", fast)
-    con = _open([_kineto_attention_trace(tmp_path / "rank0.pt.trace.json", True)], tmp_path / "ws.duckdb")
+    con = ingested([_kineto_attention_trace(tmp_path / "rank0.pt.trace.json", True)], tmp_path / "ws.duckdb")
     try:
         rows = con.execute(
             "SELECT op, dims, elem_bytes, score_bytes, shape_source, gpu_memory_bytes, pct_of_gpu_memory "
@@ -302,14 +288,15 @@ def test_kineto_record_shapes_give_the_score_matrix_size(tmp_path: Path, monkeyp
         findings = diagnose(con)
     finally:
         con.close()
-    # hand computation: b*h*n^2*bytes = 2 * 8 * 1024 * 1024 * 2 (BFloat16, the op's Input type)
+    # hand computation: b*h*n^2*bytes = 2 * 8 * 1024 * 1024 * 2 (SCORE_DIMS; 2 bytes per
+    # BFloat16, the op's Input type)
     score = 2 * 8 * 1024 * 1024 * 2
     assert score == 33_554_432
     assert rows == [
         (
             "aten::_softmax",
             SCORE_DIMS,
-            2,
+            2,  # bytes per BFloat16 element
             score,
             "kineto record_shapes",
             GPU_MEMORY,
@@ -324,7 +311,7 @@ def test_kineto_record_shapes_give_the_score_matrix_size(tmp_path: Path, monkeyp
 
 
 def test_kineto_without_record_shapes_says_how_to_get_the_size(tmp_path: Path) -> None:
-    con = _open([_kineto_attention_trace(tmp_path / "rank0.pt.trace.json", False)], tmp_path / "ws.duckdb")
+    con = ingested([_kineto_attention_trace(tmp_path / "rank0.pt.trace.json", False)], tmp_path / "ws.duckdb")
     try:
         assert con.execute("SELECT count(*) FROM attention_scores").fetchone()[0] == 0
         f = _finding(diagnose(con), "unfused-attention")

@@ -19,9 +19,7 @@ from conftest import TRACES, requires_shared
 from test_kineto import kernel_event, write_trace
 
 from nsight_analyze.diagnose import Fix
-from nsight_analyze.ingest import ingest
 from nsight_analyze.rules.advice import annotate_memory, memory_fit
-from nsight_analyze.synth import generate
 from nsight_analyze.workspace import open_workspace
 
 H100 = TRACES / "kineto" / "tracelens" / "h100"
@@ -45,7 +43,7 @@ def raw_memory(path: Path) -> tuple[list[dict], dict]:
     ],
 )
 @pytest.mark.parametrize("fast", [True, False], ids=["duckdb", "ijson"])
-def test_tracelens_peak_is_the_max_total_allocated(tmp_path, monkeypatch, name, events, fast):
+def test_tracelens_peak_is_the_max_total_allocated(workspace_of, monkeypatch, name, events, fast):
     from nsight_analyze.sources import kineto
 
     monkeypatch.setattr(kineto, "FAST_PATH", fast)
@@ -59,8 +57,7 @@ def test_tracelens_peak_is_the_max_total_allocated(tmp_path, monkeypatch, name, 
     assert device == {0}
     capacity = props[0]["totalGlobalMem"]  # 85,018,279,936 B on this H100 80GB HBM3
 
-    ingest([path], tmp_path / "ws.duckdb")
-    con = open_workspace(tmp_path / "ws.duckdb")
+    con = workspace_of(path)
     rows = con.execute(
         "SELECT rank, device_id, source, samples, peak_bytes_in_use, peak_bytes_reserved, capacity_bytes, "
         "capacity_source, headroom_bytes FROM memory_peak"
@@ -87,9 +84,9 @@ def test_tracelens_peak_is_the_max_total_allocated(tmp_path, monkeypatch, name, 
     assert "it fits" in memory_fit(con)
 
 
-def test_generator_memory_rows_give_their_known_peak(tmp_path):
-    out = tmp_path / "job"
-    doc = generate(out, ranks=2, gpus_per_node=2, steps=3, injections=["memory-usage"])
+def test_generator_memory_rows_give_their_known_peak(synth_job):
+    job = synth_job(["memory-usage"], ranks=2, gpus_per_node=2, steps=3)
+    out, doc = job.traces, job.truth
     truth = {r["rank"]: r for r in doc["memory_usage"]["ranks"]}
     assert doc["memory_usage"]["capacity_bytes"] == 85_045_870_592  # the generator's TARGET_INFO_GPU
     for rank, t in truth.items():  # the rows themselves, read back with sqlite3, in the layout of the
@@ -106,8 +103,7 @@ def test_generator_memory_rows_give_their_known_peak(tmp_path):
         ]  # fmt: skip
         assert (n, device) == (t["rows"], t["device_rows"])
         assert t["peak_bytes_in_use"] > t["final_bytes_in_use"]  # the peak is reached mid-run
-    ingest([out], tmp_path / "ws.duckdb")
-    ws = open_workspace(tmp_path / "ws.duckdb")
+    ws = open_workspace(job.db, read_only=True)
     got = ws.execute(
         "SELECT rank, source, samples, peak_bytes_in_use, peak_ts_ns, capacity_bytes, capacity_source "
         "FROM memory_peak ORDER BY rank"
@@ -122,26 +118,25 @@ def test_generator_memory_rows_give_their_known_peak(tmp_path):
         "CUDA_GPU_MEMORY_USAGE_EVENTS: 1 rows of host or managed memory (not device memory)" in s
         for (s,) in skipped
     )
+    ws.close()
 
 
-def test_clean_generated_job_has_no_memory_rows(tmp_path):
-    out = tmp_path / "job"
-    generate(out, ranks=1, gpus_per_node=1, steps=2)
-    con = sqlite3.connect(out / "report_rank0.sqlite")
+def test_clean_generated_job_has_no_memory_rows(synth_job):
+    job = synth_job(ranks=1, gpus_per_node=1, steps=2)
+    con = sqlite3.connect(job.traces / "report_rank0.sqlite")
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     con.close()
     assert "CUDA_GPU_MEMORY_USAGE_EVENTS" not in tables
-    ingest([out], tmp_path / "ws.duckdb")
-    ws = open_workspace(tmp_path / "ws.duckdb")
+    ws = open_workspace(job.db, read_only=True)
     assert ws.execute("SELECT count(*) FROM memory_peak").fetchone()[0] == 0
     assert "no device-memory events" in memory_fit(ws)
+    ws.close()
 
 
 @requires_shared
-def test_empty_real_memory_table_loads_nothing(tmp_path):
+def test_empty_real_memory_table_loads_nothing(workspace_of):
     """The pipit saxpy export has CUDA_GPU_MEMORY_USAGE_EVENTS with its real columns and no rows."""
-    ingest([TRACES / "nsys" / "pipit" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"], tmp_path / "ws.duckdb")
-    ws = open_workspace(tmp_path / "ws.duckdb")
+    ws = workspace_of(TRACES / "nsys" / "pipit" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
     assert ws.execute("SELECT count(*) FROM memory_usage").fetchone()[0] == 0
 
 
@@ -165,7 +160,7 @@ def _memory_event(ts: int, allocated: int, reserved: int, device_type: int = CUD
         ),
     ],
 )
-def test_capacity_recorded_nominal_or_unknown(tmp_path, props, capacity, source):
+def test_capacity_recorded_nominal_or_unknown(tmp_path, workspace_of, props, capacity, source):
     gib = 1 << 30
     events = [
         json.loads(kernel_event("900", "10")),
@@ -175,8 +170,7 @@ def test_capacity_recorded_nominal_or_unknown(tmp_path, props, capacity, source)
         _memory_event(1150, 9 * gib, 9 * gib, device_type=0),  # host memory: not device memory
     ]
     path = write_trace(tmp_path / "rank0.pt.trace.json", events, deviceProperties=props)
-    ingest([path], tmp_path / "ws.duckdb")
-    con = open_workspace(tmp_path / "ws.duckdb")
+    con = workspace_of(path)
     row = con.execute(
         "SELECT peak_bytes_in_use, peak_ts_ns, peak_bytes_reserved, capacity_bytes, capacity_source, "
         "headroom_bytes FROM memory_peak"
@@ -197,13 +191,12 @@ def test_capacity_recorded_nominal_or_unknown(tmp_path, props, capacity, source)
         assert "it fits: room to about double" in fit
 
 
-def test_memory_hungry_fixes_say_whether_they_fit(tmp_path):
+def test_memory_hungry_fixes_say_whether_they_fit(tmp_path, workspace_of):
     gib = 1 << 30
     events = [json.loads(kernel_event("900", "10")), _memory_event(1000, 70 * gib, 75 * gib)]
     props = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_018_279_936}]
     path = write_trace(tmp_path / "rank0.pt.trace.json", events, deviceProperties=props)
-    ingest([path], tmp_path / "ws.duckdb")
-    con = open_workspace(tmp_path / "ws.duckdb")
+    con = workspace_of(path)
     batch = Fix("Larger micro-batch so each kernel gets more blocks", "more memory; convergence changes")
     other = Fix("Fuse the small kernels", "compile time")
     finding = SimpleNamespace(fixes=[batch, other])

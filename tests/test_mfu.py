@@ -439,3 +439,60 @@ def test_unknown_peak_leaves_mfu_and_hfu_unknown_until_the_gpu_is_stated(tmp_pat
     assert stated["mfu"] == pytest.approx(MODEL_PER_STEP * STEPS / (total * PEAK), rel=1e-12)
     assert stated["hfu_over_mfu"] == pytest.approx(1.0)
     assert {p["source"] for p in stated["peaks"]} == {"given"}
+
+
+def test_one_option_list_for_the_cli_the_api_and_the_library(tmp_path: Path) -> None:
+    """`nsight-analyze mfu`'s model options, the API's keywords and hfu_mfu_summary's are the
+    fields of MfuOptions (one list); a MfuOptions and the same keywords give the same document."""
+    import dataclasses
+
+    import nsight_analyze as na
+    from nsight_analyze.commands.mfu import command
+    from nsight_analyze.mfu import MfuOptions
+
+    fields = [f.name for f in dataclasses.fields(MfuOptions)]
+    params = {p.name: p for p in command.params}
+    assert [name for name in params if name in fields] == fields  # in the dataclass's order
+    assert set(params) - set(fields) == {"job", "db", "fmt", "output"}  # the shared options
+    # the flags users type, as commands/mfu.py declared them one by one before (git history)
+    flags = {name: p.opts[0] for name, p in params.items() if name in fields}
+    assert flags["model_flops_per_step"] == "--model-flops-per-step" and flags["gpu"] == "--gpu"
+    assert flags["n_gpus"] == "--gpus" and flags["steps_in_window"] == "--steps"
+    assert params["precision"].default == "bf16" and params["formula"].default == "palm"
+    con = build(tmp_path)
+    run = {"params": 1e9, "tokens_per_step": 1000, "layers": 2, "hidden": 64, "seq_len": 100}
+    run |= {"recompute": "full", "peak_tflops": 500}
+    by_keywords = mfu.hfu_mfu_summary(con, window_df=given_windows(), **run)
+    assert by_keywords == mfu.hfu_mfu_summary(con, MfuOptions(**run), window_df=given_windows())
+    with pytest.raises(TypeError):
+        mfu.hfu_mfu_summary(con, no_such_option=1)
+    con.close()
+    ws = na.open(tmp_path / "ws.duckdb")
+    frame = ws.mfu(MODEL_PER_STEP, precision=None)  # None: the default precision, as before
+    same = ws.mfu(MfuOptions(model_flops_per_step=MODEL_PER_STEP))
+    assert frame.equals(same) and frame.attrs == same.attrs
+    assert ws.mfu_summary(model_flops_per_step=MODEL_PER_STEP)["mfu"] == frame.attrs["mfu"]
+
+
+def test_per_step_and_per_rank_rows_sum_the_table(tmp_path: Path) -> None:
+    """The summary's per-step and per-rank rows (SQL aggregates) are the GPU-time weighted sums of
+    hfu_mfu_table's rows, recomputed here with pandas from that table."""
+    con = build(tmp_path)
+    model = flops.model_flops(MODEL_PER_STEP)
+    table = mfu.hfu_mfu_table(con, model, window_df=given_windows())
+    summary = mfu.hfu_mfu_summary(con, model_flops_per_step=MODEL_PER_STEP, window_df=given_windows())
+
+    def total(g: pd.DataFrame, column: str) -> float:
+        return g[column].sum() / (g["window_ns"] * 1e-9 * g["peak_flops"]).sum()
+
+    for row, (step, g) in zip(summary["per_step"], table.groupby("step"), strict=True):
+        assert row["step"] == step and row["ranks"] == len(g) == RANKS
+        assert row["window_ns_max"] == g["window_ns"].max()
+        assert row["mfu"] == pytest.approx(total(g, "model_flops"), rel=1e-12)
+        assert row["hfu"] == pytest.approx(total(g, "counted_flops"), rel=1e-12)
+        assert row["coverage_pct"] == pytest.approx(100.0 * g["counted_ns"].sum() / g["kernel_ns"].sum())
+    for row, (rank, g) in zip(summary["per_rank"], table.groupby("rank"), strict=True):
+        assert row["rank"] == rank and row["windows"] == len(g) == STEPS
+        assert row["mfu"] == pytest.approx(total(g, "model_flops"), rel=1e-12)
+        assert row["hfu"] == pytest.approx(total(g, "counted_flops"), rel=1e-12)
+    con.close()

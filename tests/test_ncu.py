@@ -375,3 +375,34 @@ def test_roofline_section_rates_only(tmp_path: Path) -> None:
     got = con.execute("SELECT fp32_flops, fp16_flops, counts_from FROM hfu_ncu_flops").fetchone()
     # ffma = 0.5 / 2 per cycle x 1000 cycles = 250 -> 500 FLOP; hfma = 0.25 / 4 x 1000 = 62.5 -> 63 -> 252
     assert got == (2 * 250, 4 * 63, "rate x cycles")
+
+
+@requires_shared
+def test_flop_weights_are_those_of_ncus_own_roofline_sections(tmp_path: Path) -> None:
+    """The FLOP weight of each thread-instruction counter is the one Nsight Compute's own roofline
+    sections use. Their definitions are embedded in the GB200 .ncu-rep (NVIDIA/JAX-Toolbox, "full"
+    set), read here as bytes: `derived__smsp__..._OP_pred_on_xN` = `smsp__..._OP_pred_on.sum.
+    per_cycle_elapsed * N` for hadd/hmul (x2, a packed half2 instruction is 2 lanes), hfma (x4) and
+    ffma/dfma (x2); fadd, fmul, dadd, dmul enter the achieved work as they are (x1). Issue 20's
+    "add + mul + 2*fma per precision" is that rule for FP32/FP64 only: for FP16 it would halve
+    ncu's own count."""
+    import re
+
+    raw = GB200_REP.read_bytes()
+    defs = re.findall(
+        rb"smsp__sass_thread_inst_executed_op_([dfh](?:add|mul|fma))_pred_on\.sum\.per_cycle_elapsed \* (\d)",
+        raw,
+    )
+    weight = {op.decode(): int(n) for op, n in defs}
+    assert weight == {"hadd": 2, "hmul": 2, "hfma": 4, "ffma": 2, "dfma": 2}, weight
+    ops = ("dadd", "dmul", "dfma", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
+    counts = {op: 1000 * (i + 1) + i for i, op in enumerate(ops)}  # distinct, so a swapped weight shows
+    lines = [LONG_HEADER] + [
+        _long_row(0, "k(half*)", OP.format(op), "inst", str(n)) for op, n in counts.items()
+    ]
+    path = tmp_path / "all_ops.csv"
+    path.write_text("\n".join(lines) + "\n")
+    con, _ = load(tmp_path, path)
+    got = con.execute("SELECT fp64_flops, fp32_flops, fp16_flops FROM hfu_ncu_flops").fetchone()
+    want = tuple(sum(weight.get(op, 1) * counts[op] for op in ops if op[0] == p) for p in "dfh")
+    assert got == want

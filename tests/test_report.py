@@ -133,6 +133,54 @@ def test_self_contained_and_offline(hostile):
     assert path.stat().st_size < 15e6
 
 
+def figure_data(html: str) -> dict:
+    """The page's figures: the JSON block plotly.js draws from."""
+    block = re.search(r'<script type="application/json" id="figure-data">(.*?)</script>', html, re.S)
+    return json.loads(block[1])
+
+
+def test_figures_are_valid_plotly(hostile):
+    """The figures are written as plain JSON (figures.py does not use plotly's classes): plotly's
+    own validator accepts every figure and the timeline's layout, property by property."""
+    import plotly.graph_objects as go
+
+    _, _, html = hostile
+    figs = figure_data(html)
+    # the eight figures test_every_section_is_present requires of this workspace
+    assert set(figs) == {"partition", "timeline", "heatmap", "overlap", "skew", "waits", "kernels", "gaps"}
+    for name, fig in figs.items():
+        if "timeline" in fig:  # its traces are built in the page from the payload
+            go.Layout(fig["layout"])
+        else:
+            assert go.Figure(fig).data, name  # raises ValueError on any unknown property or bad value
+        assert fig["layout"]["template"]["layout"]["plot_bgcolor"] == "white", name  # plotly_white
+
+
+def test_report_does_not_import_plotly_in_python(hostile, tmp_path):
+    """The page inlines plotly.js, read from plotly's package data; no plotly module is imported
+    (writing a report of this workspace, every figure drawn)."""
+    import subprocess
+    import sys
+
+    con, _, _ = hostile
+    db = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchone()[0]
+    con.execute("CHECKPOINT")
+    copy = tmp_path / "copy.duckdb"
+    copy.write_bytes(Path(db).read_bytes())
+    code = (
+        "import sys; from nsight_analyze.workspace import open_workspace; "
+        "from nsight_analyze.render.report import render_report; "
+        f"con = open_workspace({str(copy)!r}, read_only=True); html = render_report(con); "
+        "assert 'Plotly.newPlot' in html and 'plotly.js v' in html; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'plotly'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 def test_partition_numbers_equal_the_library(hostile):
     con, _, html = hostile
     got = cells(html, "partition-table")
@@ -184,9 +232,7 @@ def test_steps_option_limits_heatmap_and_timeline(hostile):
     # steps 2 and 3 of make_workspace's job hold about 1,000 operations (4 ranks x 120 kernels per
     # step and their copies), under timeline.MAX_TIMELINE_OPS (20,000): both are shown, exactly
     assert re.search(r'id="timeline-info"[^>]*data-steps="2,3"', html)
-    figs = json.loads(
-        re.search(r'<script type="application/json" id="figure-data">(.*?)</script>', html, re.S)[1]
-    )
+    figs = figure_data(html)
     assert [trace["x"] for trace in figs["heatmap"]["data"]] == [["2", "3"], ["2", "3"]]  # step, compute time
     assert "steps 2:3 only" in html and "steps 2:3 summed per rank" in html
     got = cells(html, "partition-table")

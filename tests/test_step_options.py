@@ -2,9 +2,9 @@
 and compare never weighing periodic "steps" of one capture against another's capture window.
 
 Real inputs: HTA's trace_filter (NVTX `ProfilerStep#N` ranges, README of ../shared/traces) and
-nsys-ai's mfu_2gpu_before/after (no step markers; the before capture has a periodic kernel,
-docs/metrics.md). Expected values: the settings the command was given, the NVTX range names in
-the raw file, and the same compare without periodic steps.
+pipit's CloverLeaf capture (no step markers; its timesteps are found from a periodic kernel by
+default, docs/metrics.md and test_step_detection). Expected values: the settings the command was
+given, the NVTX range names in the raw file, and the same compare without periodic steps.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from tests.conftest import TRACES, requires_shared
 pytestmark = requires_shared
 
 TRACE_FILTER = TRACES / "kineto" / "hta" / "trace_filter"
-BEFORE = TRACES / "nsys" / "nsys-ai" / "mfu_2gpu_before.sqlite"
-AFTER = TRACES / "nsys" / "nsys-ai" / "mfu_2gpu_after.sqlite"
+CLOVER = TRACES / "nsys" / "pipit" / "perlmutter-cloverleaf-cuda.sqlite"
 
 
 def _cli(*args: str) -> str:
@@ -70,14 +69,18 @@ def test_step_pattern_on_ingest_and_diagnose(tmp_path):
 
 @pytest.mark.slow
 def test_compare_ignores_periodic_steps(tmp_path):
-    """BEFORE with periodic steps on compares exactly as BEFORE without them (per capture window)."""
+    """A side with periodic steps compares exactly as the same capture without them (per capture
+    window). CloverLeaf has periodic steps by default; the other side and the reference run have
+    them turned off."""
     args = ["compare", "--format", "json"]
-    plain = json.loads(_cli(*args, str(BEFORE), str(AFTER)))
-    db = tmp_path / "before.duckdb"
-    _cli("ingest", "-q", "--db", str(db), str(BEFORE))
-    _cli("summary", "--db", str(db), "--periodic-steps")
-    assert _sources(db) == {"periodic"}  # the precondition: this capture has a periodic kernel
-    periodic = json.loads(_cli(*args, str(db), str(AFTER)))
+    off, other, on = (tmp_path / f"{n}.duckdb" for n in ("off", "other", "on"))
+    for db in (off, other):
+        _cli("ingest", "-q", "--no-periodic-steps", "--db", str(db), str(CLOVER))
+    _cli("ingest", "-q", "--db", str(on), str(CLOVER))
+    assert _sources(on) == {"periodic"}  # the precondition: this capture has a periodic kernel
+    assert _sources(off) == _sources(other) == {"capture"}
+    plain = json.loads(_cli(*args, str(off), str(other)))
+    periodic = json.loads(_cli(*args, str(on), str(other)))
     assert periodic["runs"]["before"]["step_source"] == plain["runs"]["before"]["step_source"] == "capture"
     assert periodic["partition"]["total"] == plain["partition"]["total"]
     assert periodic["work_rate"]["delta_pct"] == pytest.approx(plain["work_rate"]["delta_pct"])

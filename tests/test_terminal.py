@@ -220,3 +220,22 @@ def test_hostile_kernel_names_are_printed_literally(workspaces, tmp_path):
         assert code == 0, both
         assert "[bold red]x[/]" in out, args  # the top / dominant kernel, shown as written
         assert "\x1b" not in out and "\\x1b[31m" in out, args
+
+
+def test_ingest_of_a_large_job_closes_with_one_row_per_host(tmp_path):
+    """20 ranks, 4 per node (synth's layout): the closing table has 5 host rows, each naming its
+    rank range, and fits 80 columns; 16 or fewer ranks keep one row per rank."""
+    from nsight_analyze.synth import generate
+
+    traces = tmp_path / "t"
+    generate(traces, ranks=20, gpus_per_node=4, steps=2, kernels_per_step=20, truth=False)
+    result = CliRunner().invoke(
+        main, ["ingest", str(traces), "--db", str(tmp_path / "w.duckdb")], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("20 ranks in the workspace, per host" in line for line in lines)
+    hosts = [line for line in lines if re.match(r"^\S*node\d+\s", line)]
+    assert [h.split()[1] for h in hosts] == ["0-3", "4-7", "8-11", "12-15", "16-19"]
+    table = lines[next(i for i, line in enumerate(lines) if "per host" in line) :]
+    assert max(cell_len(line) for line in table if not line.startswith("workspace ")) <= 80  # a path may not

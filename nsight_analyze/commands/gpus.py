@@ -6,7 +6,7 @@ import click
 import pandas as pd
 
 from ..clihelp import gpu_option, output_options
-from ..gpus import DEFAULT_PRECISION, PRECISIONS, models
+from ..gpus import DEFAULT_PRECISION, PRECISIONS, models, precision_label
 from ..render.data import records, to_json
 from ..render.output import emit
 
@@ -67,7 +67,7 @@ def command(
     Python: nsight_analyze.open(DB).gpus(...), .ncu_peaks(precision).
     """
     if list_models:
-        emit(models(), fmt, title="GPU models --gpu accepts (a name or any alias; dense bf16 peak)")
+        emit(models(), fmt, title="GPU models --gpu accepts (a name or any alias; dense bf16 and fp16 peaks)")
         return
     from ..api import Workspace
 
@@ -79,7 +79,8 @@ def command(
         print(to_json({"ranks": records(df), "ncu_files": records(ncu)}))
         return
     human = fmt in ("table", "markdown")
-    emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {precision} peak per rank")
+    shown = precision_label(precision, df.loc[df["peak_tflops"].notna(), "precision"])  # fp16 on a T4
+    emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {shown} peak per rank")
     if len(ncu) and human:
         if fmt == "markdown":
             print()

@@ -7,6 +7,7 @@ import duckdb
 import pandas as pd
 
 from ..clihelp import output_options
+from ..duck import has_relation
 from ..render.data import records, to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.terminal import echo, print_table
@@ -94,10 +95,15 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     jobs = job_rows(con)
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_COUNTS}
     recipes = recipe_rows(con)
+    ops = (  # tp_capture: that span over the GPU operations, stored per rank (not yet analysed: none)
+        "tp_capture"
+        if has_relation(con, "tp_capture")
+        else "(SELECT rank, start_ns, end_ns FROM kernels UNION ALL "
+        "SELECT rank, start_ns, end_ns FROM memops)"
+    )
     span = con.execute(
-        """SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM
-           (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
-           GROUP BY rank ORDER BY rank"""
+        f"SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM {ops} "
+        "GROUP BY rank ORDER BY rank"
     ).df()
     warnings = [f"{p}: {w}" for p, ws in loaded_rows(con, "warnings") for w in ws]
     skipped = [f"{p}: {s}" for p, ss in loaded_rows(con, "skipped") for s in ss]

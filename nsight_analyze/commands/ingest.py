@@ -12,6 +12,7 @@ from ..clihelp import env_db, step_pattern_option
 from ..ingest import FileOutcome, ingest
 from ..render.terminal import print_table
 from ..workspace import open_workspace
+from .summary import periodic_steps_option
 
 
 @click.command("ingest")
@@ -48,6 +49,7 @@ from ..workspace import open_workspace
 )
 @click.option("--quiet", "-q", is_flag=True, help="Only the closing summary.")
 @step_pattern_option
+@periodic_steps_option
 def command(
     inputs: tuple[Path, ...],
     db: Path | None,
@@ -57,6 +59,7 @@ def command(
     rules: Path | None,
     quiet: bool,
     step_pattern: str | None,
+    periodic_steps: bool | None,
 ):
     """Read every trace below INPUTS into one DuckDB workspace: nsys exports (.sqlite; .nsys-rep
     and .qdrep through the nsys CLI), nsys recipe outputs (folders or zips), PyTorch-profiler
@@ -91,10 +94,12 @@ def command(
     # unchanged: already in the workspace; a new workspace with nothing in it is removed by ingest()
     loaded = db.exists() and bool(report.by_status("ok") or report.by_status("unchanged"))
     for outcome in report.outcomes:
+        if any(outcome is said for said in progress.said):  # its one line was printed as it came back
+            continue
         if outcome.status in ("failed", "skipped") or (
             outcome.status in ("unchanged", "ignored") and (not quiet or not loaded)
         ):
-            click.echo(f"{outcome.status}: {outcome.path}: {outcome.message}", err=True)
+            click.echo(outcome_line(outcome), err=True)
     for note in report.notes:
         click.echo(f"note: {note}", err=True)
     counts = (
@@ -106,10 +111,11 @@ def command(
         kept = f"{db} keeps its data" if existed else f"no workspace written at {db}"
         click.echo(f"nothing ingested ({counts}): {kept}")
         sys.exit(1)
-    if step_pattern is not None:  # stored, and the steps recomputed now (not by the next command)
-        from .summary import apply_step_pattern
+    if step_pattern is not None or periodic_steps is not None:  # stored, and the steps recomputed now
+        from .summary import apply_periodic_steps, apply_step_pattern
 
         apply_step_pattern(str(db), step_pattern)
+        apply_periodic_steps(str(db), periodic_steps)
         open_workspace(db).close()
     _closing_table(db)
     click.echo(f"workspace {db}: {counts}")
@@ -124,6 +130,12 @@ def workspace_path(inputs: tuple[Path, ...]) -> Path:
         return Path(env)
     first = inputs[0]
     return (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
+
+
+def outcome_line(outcome: FileOutcome) -> str:
+    """A file that was not loaded (or unchanged), in one line: the progress and the closing
+    summary print the same words, and each file's line only once."""
+    return f"{outcome.status}: {outcome.path}: {outcome.message}"
 
 
 def progress_wanted() -> bool:
@@ -192,6 +204,7 @@ class IngestProgress:
         self.enabled = enabled
         self.tty = enabled and progress_wanted()
         self.bar = None
+        self.said: list[FileOutcome] = []  # outcomes whose line was printed (not said again)
 
     def __enter__(self) -> IngestProgress:
         if self.tty:
@@ -218,6 +231,9 @@ class IngestProgress:
             self.bar.update(self.task, completed=done, total=total, description=f"{outcome.path.name} {rate}")
             if done == total:  # ingest() computes the analysis next
                 self.analysis(0, 0)
+        elif self.enabled and outcome.status != "ok":  # its reason now, and not again in the summary
+            click.echo(outcome_line(outcome), err=True)
+            self.said.append(outcome)
         elif self.enabled:
             click.echo(
                 f"{outcome.status}: {outcome.path} ({rows:,} rows, {rate}) {outcome.message}".rstrip(),
@@ -246,20 +262,41 @@ class IngestProgress:
             self.bar = None
 
 
+PER_RANK_ROWS = 16  # above this many ranks the closing table has one row per host
+
+
 def _closing_table(db: Path) -> None:
+    """What landed, one row per rank, or per host for a larger job (thousands of rank rows are
+    noise at the end of an ingest; `nsight-analyze ranks` lists them)."""
     con = open_workspace(db, read_only=True)
     try:
-        df = con.execute(
-            """
-            SELECT r.rank, r.hostname AS host, r.device_id AS dev, coalesce(r.gpu_name, '?') AS gpu,
+        ranks = """
+            SELECT r.rank, r.hostname AS host, r.device_id AS dev,
+                   coalesce(regexp_replace(r.gpu_name, '^NVIDIA ', ''), '?') AS gpu,
                    coalesce(k.kernels, 0) AS kernels,
                    round((k.last_end_ns - k.first_start_ns) / 1e6, 3) AS span_ms,
                    r.rank_source, len(f.warnings) AS warnings
             FROM ranks r JOIN files f USING (file_id) LEFT JOIN diag_rank_kernels k USING (rank)
-            ORDER BY r.rank
-            """
-        ).df()
+        """
+        n = con.execute("SELECT count(*) FROM ranks").fetchone()[0]
+        if n <= PER_RANK_ROWS:
+            df, title = con.execute(ranks + " ORDER BY r.rank").df(), "ranks in the workspace"
+        else:
+            df = con.execute(
+                f"""
+                SELECT host,
+                       CASE WHEN max(rank) - min(rank) + 1 = count(*) THEN min(rank) || '-' || max(rank)
+                            ELSE string_agg(rank::VARCHAR, ',' ORDER BY rank) END AS ranks,
+                       string_agg(DISTINCT gpu, ', ') AS gpu,
+                       CASE WHEN min(kernels) = max(kernels) THEN min(kernels)::VARCHAR
+                            ELSE min(kernels) || '-' || max(kernels) END AS kernels_per_rank,
+                       max(span_ms) AS span_ms, string_agg(DISTINCT rank_source, ', ') AS rank_source,
+                       sum(warnings) AS warnings
+                FROM ({ranks}) GROUP BY host ORDER BY min(rank)
+                """
+            ).df()
+            title = f"{n} ranks in the workspace, per host (`nsight-analyze ranks` lists every rank)"
     finally:
         con.close()
     if len(df):
-        print_table(df, title="ranks in the workspace")
+        print_table(df, title=title)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 import click
 import pandas as pd
 
 from ..api import Workspace
 from ..clihelp import gpu_option, job_option, output_options
-from ..flops import FORMULAS, RECOMPUTE
-from ..gpus import DEFAULT_PRECISION, PRECISIONS
+from ..mfu_options import MfuOptions
 from ..render.data import to_json
 from ..render.markdown import markdown_text
 from ..render.output import emit
@@ -17,77 +20,31 @@ from ..render.terminal import wrap
 MAX_STEP_ROWS = 40
 
 
+def mfu_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The click options of MfuOptions' fields, in their order (help and choices from the field
+    metadata; --gpu is clihelp's shared option), passed to the command under the field names."""
+    for f in reversed(dataclasses.fields(MfuOptions)):
+        cli = f.metadata
+        if cli["flag"] is None:
+            command = gpu_option(command)
+            continue
+        kind: Any = click.Choice(list(cli["choices"])) if cli["choices"] else cli["type"]
+        command = click.option(
+            cli["flag"],
+            f.name,
+            type=kind,
+            default=f.default,
+            show_default=bool(cli["choices"]),
+            help=cli["help"] or None,
+        )(command)
+    return command
+
+
 @click.command("mfu")
-@click.option(
-    "--model-flops-per-step",
-    type=float,
-    default=None,
-    help="Model FLOPs of one training step of the whole job (forward + backward, no recomputation).",
-)
-@click.option("--params", type=float, default=None, help="N: parameters taking part in matmuls (e.g. 7e9).")
-@click.option(
-    "--tokens-per-step", type=float, default=None, help="Tokens per step, whole job (global batch x seq)."
-)
-@click.option("--layers", type=int, default=None, help="L: transformer layers.")
-@click.option("--hidden", type=int, default=None, help="H: hidden size (heads x head dim).")
-@click.option("--seq-len", type=int, default=None, help="S: sequence length.")
-@click.option("--vocab", type=int, default=None, help="V: vocabulary size (Megatron formula's logit term).")
-@click.option(
-    "--recompute",
-    type=click.Choice(list(RECOMPUTE)),
-    default="none",
-    show_default=True,
-    help="Activation recomputation: adds hardware FLOPs (expected HFU/MFU), never model FLOPs.",
-)
-@click.option(
-    "--formula",
-    type=click.Choice(list(FORMULAS)),
-    default="palm",
-    show_default=True,
-    help="palm: (6N + 12·L·H·S) per token; megatron: 72·B·L·S·h²·(1 + S/6h + V/12hL) per step.",
-)
-@gpu_option
-@click.option(
-    "--peak-tflops", type=float, default=None, help="Dense peak per GPU in TFLOP/s (overrides the table)."
-)
-@click.option(
-    "--precision", type=click.Choice(list(PRECISIONS)), default=DEFAULT_PRECISION, show_default=True
-)
-@click.option(
-    "--gpus",
-    "n_gpus",
-    type=int,
-    default=None,
-    help="GPUs in the job (default: world size in the traces, else the number of ranks).",
-)
-@click.option(
-    "--steps",
-    "steps_in_window",
-    type=int,
-    default=None,
-    help="Steps in the capture when no step windows were found.",
-)
+@mfu_options
 @job_option
 @output_options()
-def command(
-    db: str,
-    model_flops_per_step: float | None,
-    params: float | None,
-    tokens_per_step: float | None,
-    layers: int | None,
-    hidden: int | None,
-    seq_len: int | None,
-    vocab: int | None,
-    recompute: str,
-    formula: str,
-    gpu: str | None,
-    peak_tflops: float | None,
-    precision: str,
-    n_gpus: int | None,
-    steps_in_window: int | None,
-    job: int | None,
-    fmt: str,
-) -> None:
+def command(db: str, job: int | None, fmt: str, **options: Any) -> None:
     """MFU = model FLOPs / (step time x GPUs x dense peak); HFU = counter FLOPs / (window x peak).
 
     MFU needs --model-flops-per-step or a model description. HFU needs Nsight Compute data
@@ -98,22 +55,7 @@ def command(
     Python: nsight_analyze.open(DB).mfu(...), .mfu_summary(...) (the JSON document).
     """
     ws = Workspace(db, job=job)  # one job of a workspace of several (job_scope.py)
-    summary = ws.mfu_summary(
-        model_flops_per_step=model_flops_per_step,
-        params=params,
-        tokens_per_step=tokens_per_step,
-        layers=layers,
-        hidden=hidden,
-        seq_len=seq_len,
-        vocab=vocab,
-        recompute=recompute,
-        formula=formula,
-        peak_tflops=peak_tflops,
-        precision=precision,
-        n_gpus=n_gpus,
-        steps_in_window=steps_in_window,
-        gpu=gpu,
-    )
+    summary = ws.mfu_summary(MfuOptions(**options))
     note = ws.scope.note() if ws.scope else None
     if fmt == "json":
         print(to_json(summary))

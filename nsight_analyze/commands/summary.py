@@ -77,6 +77,22 @@ def set_periodic_steps(db: str, on: bool) -> bool:
         con.close()
 
 
+def apply_periodic_steps(db: str, on: bool | None) -> None:
+    """--periodic-steps/--no-periodic-steps of any command: stored (and said on stderr) when given and new."""
+    if on is not None and set_periodic_steps(db, on):
+        print(f"periodic_steps set to {'on' if on else 'off'} in {db}", file=sys.stderr)
+
+
+# Shared by summary and ingest (both store step settings in the workspace).
+periodic_steps_option = click.option(
+    "--periodic-steps/--no-periodic-steps",
+    default=None,
+    help="Without NVTX steps or optimizer kernels, detect steps from a kernel that runs once per "
+    "step (docs/metrics.md); --no-periodic-steps: the whole capture is one window. Stored in the "
+    "workspace (settings periodic_steps) [default: on].",
+)
+
+
 def print_markdown(result: dict) -> None:
     """The tables of the terminal summary as Markdown (human units; JSON and CSV keep raw ns)."""
     by, rows = result["by"], result["partition"]
@@ -104,12 +120,7 @@ def print_markdown(result: dict) -> None:
     "window, and the mean rank's partition) or per rank and step.",
 )
 @step_pattern_option
-@click.option(
-    "--periodic-steps/--no-periodic-steps",
-    default=None,
-    help="Without NVTX steps or optimizer kernels, detect steps from a kernel that runs once per "
-    "step (docs/metrics.md); stored in the workspace (settings periodic_steps) [default: off].",
-)
+@periodic_steps_option
 @job_option
 @output_options()
 def command(
@@ -125,8 +136,7 @@ def command(
     and says so; JSON `job` names it. Python: nsight_analyze.open(DB).summary(by), .partition(by).
     """
     apply_step_pattern(db, step_pattern)
-    if periodic_steps is not None and set_periodic_steps(db, periodic_steps):
-        print(f"periodic_steps set to {'on' if periodic_steps else 'off'} in {db}", file=sys.stderr)
+    apply_periodic_steps(db, periodic_steps)
     result = Workspace(db, job=job).summary(by=by)
     note = (result.get("job") or {}).get("note")
     if fmt == "json":

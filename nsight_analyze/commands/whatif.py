@@ -6,7 +6,7 @@ import click
 import pandas as pd
 
 from ..api import Workspace
-from ..clihelp import output_options
+from ..clihelp import job_option, output_options
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
@@ -39,11 +39,12 @@ def _lines(rows: list[dict]) -> list[str]:
             continue
         fixed = r["fixed_ranks"].split(",") if r["fixed_ranks"] else []
         who = f" (rank{'s' if len(fixed) > 1 else ''} {', '.join(fixed)})" if fixed else ""
+        pct = 100.0 * r["gain_ns"] / r["replayed_actual_ns"]
         lines.append(
             f"if {SCENARIO_TEXT.get(r['scenario'], r['scenario'])}{who}: "
             f"{format_duration(r['step_time_ns'])} per step instead of "
             f"{format_duration(r['actual_step_time_ns'])} "
-            f"({100.0 * r['gain_ns'] / r['replayed_actual_ns']:.1f} % faster)"
+            f"({abs(pct):.1f} % {'faster' if pct >= 0 else 'slower'})"
         )
     return lines
 
@@ -51,7 +52,8 @@ def _lines(rows: list[dict]) -> list[str]:
 @click.command(name="whatif")
 @click.option("--steps/--no-steps", "per_step", default=False, help="Table: one row per step as well.")
 @output_options()
-def command(db: str, fmt: str, per_step: bool) -> None:
+@job_option
+def command(db: str, fmt: str, per_step: bool, job: int | None) -> None:
     """Per step and for the whole job: the job's step time (its slowest rank's step window) if the slow
     rank(s) ran at the median rank's speed, communication were hidden behind compute, or input stalls,
     launch gaps or sync stalls were removed. Computed by replaying the measured dependencies (a
@@ -60,8 +62,9 @@ def command(db: str, fmt: str, per_step: bool) -> None:
     gains.
 
     JSON: {"scenarios": [{"scenario", "step" (null = whole job), "actual_step_time_ns", "step_time_ns",
-    "gain_ns", ...}]} (docs/whatif.md). CSV: those rows."""
-    with Workspace(db).connect() as con:
+    "gain_ns", ...}]} (docs/whatif.md). CSV: those rows. Every job of the workspace; --job N shows only
+    that one."""
+    with Workspace(db, job=job).connect() as con:
         rows = scenarios(con)
         reason = None if rows else empty_reason(con)
     if fmt == "json":

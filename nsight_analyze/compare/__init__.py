@@ -56,7 +56,7 @@ from .settings import (  # noqa: F401
     TRIM_LEVELS,
     resolve_settings,
 )
-from .sides import _df, _findings, _materialise, _mfu, _refresh, is_workspace, workspaces
+from .sides import _df, _findings, _materialise, _mfu, is_workspace, workspaces
 from .stats import compare_samples, mann_whitney_p  # noqa: F401
 from .step_time import _step_windows, step_time_comparison
 from .verdict import _basis, _reason, _suspects, gate, rate_verdict, verdict_of  # noqa: F401
@@ -78,10 +78,6 @@ def compare(
     An input holding several jobs is compared as one: `before_job`/`after_job`, else its largest."""
     cfg = resolve_settings(settings)
     with workspaces(before, after, (before_job, after_job)) as (db_b, db_a, notes):
-        for db in sorted({db_b.resolve(), db_a.resolve()}):
-            note = _refresh(db)
-            if note:
-                notes.append(note)
         same = db_b.resolve() == db_a.resolve()
         cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
         con = offline(duckdb.connect())
@@ -138,6 +134,7 @@ def _run(
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest($r::INTEGER[]) AS rank", {"r": common}
     )
+    whole = {s: set(ranks[s]) <= set(common) for s in SIDES}  # no rank filter needed on that side
     only_b = sorted(set(ranks["before"]) - set(ranks["after"]))
     only_a = sorted(set(ranks["after"]) - set(ranks["before"]))
     if only_b or only_a:
@@ -198,8 +195,8 @@ def _run(
         "partition": _partition(con),
         "imbalance": {s: _imbalance(con, s) for s in SIDES},
         "mfu": mfu,
-        "kernels": _kernels(con, cats, steps, cfg),
-        "collectives": _collectives(con, cats, steps, cfg),
+        "kernels": _kernels(con, cats, steps, cfg, whole),
+        "collectives": _collectives(con, cats, steps, cfg, whole),
         "findings": _findings_diff(found.get("before"), found.get("after"), measured, cfg),
         "notes": notes,
     }

@@ -17,7 +17,12 @@ from .stats import _p_values
 
 
 def _duration_tests(
-    con: duckdb.DuckDBPyConnection, table: str, sources: dict[str, str], keys: list[str], strata: list[str]
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    sources: dict[str, str],
+    keys: list[str],
+    strata: list[str],
+    same: bool = False,
 ) -> None:
     """Temp table `table`: per key, before/after per-instance durations compared within each stratum.
 
@@ -28,6 +33,7 @@ def _duration_tests(
     `var`, `cc` (continuity correction: half the smallest weight, so one stratum is exactly the
     plain test), `rel` (relative change of the stratum medians weighted by BEFORE's time in
     each), `configs` (strata in both runs). All per-instance work is here, in SQL.
+    `same`: both sources are one table (a workspace against itself), read once.
 
     Why SQL and not scipy.stats.mannwhitneyu: the input is every kernel instance of both runs
     (millions of rows), per kernel and launch configuration, and scipy has no stratified
@@ -35,32 +41,44 @@ def _duration_tests(
     more than the whole comparison. Per stratum the statistic is scipy's U with its tie-corrected
     variance (tests/test_compare.py checks it against scipy.stats); stats.py `_p_values` turns
     the combined statistic into a p-value.
+
+    How: the instances are read once, into counts per stratum and distinct duration (cx before,
+    cy after); the ranks (from the counts below each value), the tie term and the medians (the
+    one or two middle values found from the running counts: DuckDB's median, which averages
+    the two middle values of an even count) all come from those counts.
     """
     cols = keys + strata
     part = ", ".join(cols)
     kcols = ", ".join(keys)
-    # Strata are keyed by a hash (sorting and partitioning on long kernel names is what costs), and
-    # the ranks come from the counts of each distinct duration, not from a window over instances.
+    keep = ", ".join(f"any_value({c}) AS {c}" for c in cols)  # one value per stratum (sk)
+    if same:
+        counts = (
+            f"SELECT hash({part}) AS sk, v, count(*) AS cx, count(*) AS cy, {keep} "
+            f"FROM ({sources['before']}) GROUP BY sk, v"
+        )
+    else:
+        counts = (
+            f"SELECT hash({part}) AS sk, v, count(*) FILTER (WHERE side = 0) AS cx, "
+            f"count(*) FILTER (WHERE side = 1) AS cy, {keep} "
+            f"FROM (SELECT 0 AS side, * FROM ({sources['before']}) "
+            f"UNION ALL SELECT 1 AS side, * FROM ({sources['after']})) GROUP BY sk, v"
+        )
+    # Strata are keyed by a hash (grouping and partitioning on long kernel names is what costs).
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {table} AS
-        WITH d AS MATERIALIZED (
-            SELECT hash({part}) AS sk, side, v FROM (
-                SELECT 0 AS side, * FROM ({sources["before"]})
-                UNION ALL SELECT 1 AS side, * FROM ({sources["after"]}))),
-        strata AS (
-            SELECT DISTINCT hash({part}) AS sk, {part} FROM (
-                SELECT * FROM ({sources["before"]}) UNION ALL SELECT * FROM ({sources["after"]}))),
-        g AS (SELECT sk, v, count(*) FILTER (WHERE side = 0) AS cx, count(*) FILTER (WHERE side = 1) AS cy
-              FROM d GROUP BY sk, v),
-        r AS (SELECT *, cx + cy AS c,
-                     coalesce(sum(cx + cy) OVER (PARTITION BY sk ORDER BY v
-                                                 ROWS UNBOUNDED PRECEDING), 0) - (cx + cy) AS below
-              FROM g),
+        WITH g AS MATERIALIZED ({counts}),
+        strata AS (SELECT DISTINCT sk, {part} FROM g),
+        r AS (SELECT sk, v, cx, cy, cx + cy AS c,
+                     sum(cx + cy) OVER w - (cx + cy) AS below,
+                     sum(cx) OVER w - cx AS bx, sum(cy) OVER w - cy AS by_
+              FROM g WINDOW w AS (PARTITION BY sk ORDER BY v ROWS UNBOUNDED PRECEDING)),
         s AS (SELECT sk, sum(cx) AS nx, sum(cy) AS ny, sum(cy * (below + (c + 1) / 2.0)) AS ra,
                      sum(c::DOUBLE * c * c - c) AS tie, sum(cx * v) AS tb
               FROM r GROUP BY sk),
-        m AS (SELECT sk, median(v) FILTER (WHERE side = 0) AS mb, median(v) FILTER (WHERE side = 1) AS ma
-              FROM d GROUP BY sk),
+        m AS (SELECT r.sk,
+                     avg(v) FILTER (WHERE cx > 0 AND bx <= s.nx // 2 AND bx + cx > (s.nx - 1) // 2) AS mb,
+                     avg(v) FILTER (WHERE cy > 0 AND by_ <= s.ny // 2 AND by_ + cy > (s.ny - 1) // 2) AS ma
+              FROM r JOIN s USING (sk) GROUP BY r.sk),
         y AS (SELECT st.*, s.nx, s.ny, s.ra, s.tie, s.tb, m.mb, m.ma, (s.nx + s.ny)::DOUBLE AS n,
                      1.0 / (s.nx + s.ny + 1) AS w, s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
               FROM s JOIN m USING (sk) JOIN strata st USING (sk) WHERE s.nx > 0 AND s.ny > 0)
@@ -70,24 +88,37 @@ def _duration_tests(
         FROM y GROUP BY {kcols}""")
 
 
+def _common(whole: dict[str, bool] | None, side: str) -> str:
+    """SQL filter of a side's per-rank rows to the common ranks; none when they are all its ranks
+    (a semi-join over millions of kernels that keeps every row)."""
+    return "true" if whole and whole[side] else "rank IN (SELECT rank FROM cmp_common)"
+
+
 def _kernels(
-    con: duckdb.DuckDBPyConnection, cats: dict[str, str], steps: dict[str, int], cfg: dict[str, float]
+    con: duckdb.DuckDBPyConnection,
+    cats: dict[str, str],
+    steps: dict[str, int],
+    cfg: dict[str, float],
+    whole: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """Kernels matched by name over the common ranks, ranked by time gained or lost per step;
-    faster/slower by their per-instance durations within each launch configuration."""
+    faster/slower by their per-instance durations within each launch configuration.
+    `whole[side]`: every rank of that side is a common rank."""
     agg = (
         "SELECT name, mode(category) AS category, count(*) AS n, sum(end_ns - start_ns) AS t "
-        "FROM {cat}.kernels WHERE rank IN (SELECT rank FROM cmp_common) GROUP BY name"
+        "FROM {cat}.kernels WHERE {common} GROUP BY name"
     )
     src = (
         f"SELECT name, {', '.join(CONFIG)}, (end_ns - start_ns)::DOUBLE AS v FROM {{cat}}.kernels "
-        "WHERE rank IN (SELECT rank FROM cmp_common)"
+        "WHERE {common}"
     )
-    _duration_tests(con, "cmp_kdur", {s: src.format(cat=cats[s]) for s in SIDES}, ["name"], list(CONFIG))
+    agg, src = ({s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (agg, src))
+    same = cats["before"] == cats["after"]  # a workspace against itself: each side read once
+    _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same)
     df = _df(
         con,
         f"""
-        WITH b AS ({agg.format(cat=cats["before"])}), a AS ({agg.format(cat=cats["after"])}),
+        WITH b AS MATERIALIZED ({agg["before"]}), a AS ({"SELECT * FROM b" if same else agg["after"]}),
         j AS (
             SELECT coalesce(b.name, a.name) AS name, coalesce(a.category, b.category) AS category,
                    coalesce(b.n, 0)::BIGINT AS before_instances, coalesce(a.n, 0)::BIGINT AS after_instances,
@@ -145,13 +176,17 @@ def _diff_rows(df: pd.DataFrame, cfg: dict[str, float], keys: list[str]) -> dict
 
 
 def _collectives(
-    con: duckdb.DuckDBPyConnection, cats: dict[str, str], steps: dict[str, int], cfg: dict[str, float]
+    con: duckdb.DuckDBPyConnection,
+    cats: dict[str, str],
+    steps: dict[str, int],
+    cfg: dict[str, float],
+    whole: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """NCCL work matched by (op, bytes): kernel time over common ranks, instances, arrival skew;
     faster/slower by the NCCL kernels' per-instance durations."""
     k = (
         "SELECT op, bytes, count(*) AS n, sum(duration_ns) AS t FROM {cat}.merge_nccl_kernels "
-        "WHERE rank IN (SELECT rank FROM cmp_common) GROUP BY op, bytes"
+        "WHERE {common} GROUP BY op, bytes"
     )
     c = (
         "SELECT op, bytes, count(*) AS inst, avg(start_skew_ns) AS skew, median(transfer_ns) AS xfer "
@@ -161,16 +196,18 @@ def _collectives(
         "SELECT k.*, c.inst, c.skew, c.xfer FROM ({k}) k LEFT JOIN ({c}) c "
         "ON c.op = k.op AND c.bytes IS NOT DISTINCT FROM k.bytes"
     )
-    q = {s: side.format(k=k.format(cat=cats[s]), c=c.format(cat=cats[s])) for s in SIDES}
-    src = (
-        "SELECT op, bytes, duration_ns::DOUBLE AS v FROM {cat}.merge_nccl_kernels "
-        "WHERE rank IN (SELECT rank FROM cmp_common)"
-    )
-    _duration_tests(con, "cmp_cdur", {s: src.format(cat=cats[s]) for s in SIDES}, ["op", "bytes"], [])
+    q = {
+        s: side.format(k=k.format(cat=cats[s], common=_common(whole, s)), c=c.format(cat=cats[s]))
+        for s in SIDES
+    }
+    src = "SELECT op, bytes, duration_ns::DOUBLE AS v FROM {cat}.merge_nccl_kernels WHERE {common}"
+    same = cats["before"] == cats["after"]
+    src = {s: src.format(cat=cats[s], common=_common(whole, s)) for s in SIDES}
+    _duration_tests(con, "cmp_cdur", src, ["op", "bytes"], [], same=same)
     df = _df(
         con,
         f"""
-        WITH b AS ({q["before"]}), a AS ({q["after"]}),
+        WITH b AS MATERIALIZED ({q["before"]}), a AS ({"SELECT * FROM b" if same else q["after"]}),
         j AS (
             SELECT coalesce(b.op, a.op) AS op, coalesce(b.bytes, a.bytes) AS bytes,
                    coalesce(b.n, 0)::BIGINT AS before_kernels, coalesce(a.n, 0)::BIGINT AS after_kernels,

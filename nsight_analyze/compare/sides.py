@@ -27,12 +27,24 @@ def is_workspace(path: Path) -> bool:
         return fh.read(12)[8:12] == b"DUCK"
 
 
-def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -> Path:
+def _periodic_ranks(con: duckdb.DuckDBPyConnection) -> int:
+    """How many ranks have their steps from a periodic kernel (settings.periodic_steps = 'on')."""
+    try:
+        return int(
+            con.execute("SELECT count(DISTINCT rank) FROM steps WHERE source = 'periodic'").fetchone()[0]
+        )
+    except duckdb.CatalogException:
+        return 0
+
+
+def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -> tuple[Path, int | None]:
     """A workspace of one job for this side: `db` itself, or, when it holds several jobs, the
-    chosen job's files (`job`, else the one with the most ranks) ingested into a temporary one.
+    chosen job's files (`job`, else the one with the most ranks) ingested into a temporary one;
+    with `db` itself, its number of ranks with periodic steps (read on the same connection).
 
     Why a workspace of its own: compare matches ranks by number, and every per-side read (its
-    partition, kernels, findings) must see that job alone (docs/compare.md "Jobs")."""
+    partition, kernels, findings) must see that job alone (docs/compare.md "Jobs").
+    Opening `db` here is also what brings its stored results up to date (open_workspace)."""
     from ..ingest import ingest
     from ..job_scope import choose
     from ..workspace import open_workspace
@@ -41,7 +53,7 @@ def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -
     try:
         chosen = choose(con, job)
         if chosen is None or chosen.n_jobs <= 1:
-            return db
+            return db, _periodic_ranks(con)
         files = [
             Path(r[0])
             for r in con.execute(
@@ -60,30 +72,28 @@ def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -
     out = Path(tmp) / f"{side}-job{chosen.job}.duckdb"
     ingest(files, out)
     notes.append(f"{side}: " + (chosen.note(f"--{side}-job N") or ""))
-    return out
+    return out, None
 
 
-def _without_periodic(db: Path, side: str, tmp: str, notes: list[str]) -> Path:
+def _without_periodic(db: Path, side: str, tmp: str, notes: list[str], periodic: int | None = None) -> Path:
     """`db`, or when its steps come from a periodic kernel (settings.periodic_steps = 'on'), a
     temporary copy analysed without them.
 
     Why: two windows cut from one run may repeat different kernels, so periodic "steps" of one
     capture are not the steps of the other; a side per periodic step against a side per capture
     window would weigh per-step partitions, kernels and findings against per-window ones. Both
-    sides are then compared per capture window (NVTX and optimizer steps are kept)."""
+    sides are then compared per capture window (NVTX and optimizer steps are kept).
+    `periodic`: that count when the caller has read it already (None: open `db` to read it)."""
     import shutil
 
     from ..workspace import open_workspace
 
-    con = open_workspace(db, read_only=True)
-    try:
-        periodic = con.execute("SELECT count(DISTINCT rank) FROM steps WHERE source = 'periodic'").fetchone()[
-            0
-        ]
-    except duckdb.CatalogException:
-        periodic = 0
-    finally:
-        con.close()
+    if periodic is None:
+        con = open_workspace(db, read_only=True)
+        try:
+            periodic = _periodic_ranks(con)
+        finally:
+            con.close()
     if not periodic:
         return db
     out = Path(tmp) / f"{side}-capture-windows.duckdb"
@@ -108,10 +118,12 @@ def workspaces(
     before: str | Path, after: str | Path, jobs: tuple[int | None, int | None] = (None, None)
 ) -> Iterator[tuple[Path, Path, list[str]]]:
     """Workspace paths for both inputs; trace folders/files are ingested into temporary ones.
-    An input holding several jobs becomes one job's (`jobs`: before's, after's; see _one_job)."""
+    An input holding several jobs becomes one job's (`jobs`: before's, after's; see _one_job).
+    Every path yielded has been opened with open_workspace, so its stored results are current."""
     from ..ingest import ingest
 
     notes: list[str] = []
+    seen: dict[tuple[Path, int | None], Path] = {}
     with tempfile.TemporaryDirectory(prefix="nsight-compare-") as tmp:
         out = []
         for side, given, job in zip(SIDES, (before, after), jobs):
@@ -121,7 +133,15 @@ def workspaces(
                     f"{side} input {path} does not exist (give a workspace .duckdb or a trace folder)"
                 )
             if is_workspace(path):
-                out.append(_without_periodic(_one_job(path, job, side, tmp, notes), side, tmp, notes))
+                key = (path.resolve(), job)
+                if key not in seen:  # the same workspace on both sides: opened (and refreshed) once
+                    db, periodic = _one_job(path, job, side, tmp, notes)
+                    db = _without_periodic(db, side, tmp, notes, periodic)
+                    if db != path:  # a temporary workspace of this side's own (its notes name the side)
+                        out.append(db)
+                        continue
+                    seen[key] = db
+                out.append(seen[key])
                 continue
             db = Path(tmp) / f"{side}.duckdb"
             report = ingest([path], db)
@@ -132,19 +152,9 @@ def workspaces(
                 )
             ok = len(report.by_status("ok"))
             notes.append(f"{side}: ingested {ok} file(s) from {path} into a temporary workspace")
-            out.append(_without_periodic(_one_job(db, job, side, tmp, notes), side, tmp, notes))
+            one, periodic = _one_job(db, job, side, tmp, notes)
+            out.append(_without_periodic(one, side, tmp, notes, periodic))
         yield out[0], out[1], notes
-
-
-def _refresh(path: Path) -> str | None:
-    """Bring the workspace's stored views up to date (they are what ATTACH sees); a note if we cannot."""
-    from ..workspace import open_workspace
-
-    try:
-        open_workspace(path, read_only=True).close()
-    except UserError as exc:
-        return f"{path}: views not refreshed ({exc}); results use the views stored in the file"
-    return None
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> pd.DataFrame:

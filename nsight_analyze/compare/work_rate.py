@@ -20,6 +20,30 @@ def _overlap(s: str, e: str) -> str:
     )
 
 
+def _kinds(side: int, cat: str, inner: str, edge: str, names: list[str]) -> str:
+    """SQL: per rank and kind (name and launch configuration) of one side, its instances in the
+    rank's window `w`, their durations and their summed shares of the window and of each cut:
+    counted for the instances of positive length inside the innermost cut (`inner`: shares 1 and
+    0s), per instance (`edge`, _overlap) for the others."""
+    inst = (
+        f"FROM {cat}.kernels k JOIN w ON w.side = {side} AND w.rank = k.rank "
+        "WHERE k.end_ns >= w.lo AND k.start_ns < w.hi AND k.category IS DISTINCT FROM 'comms'"
+    )
+    kk = f"hash(k.name, {', '.join('k.' + c for c in CONFIG)})"
+    dur = "(k.end_ns - k.start_ns)"
+    return f"""
+        SELECT {side} AS side, rank, kk, sum(n) AS n, sum(dur_sum) AS dur_sum, sum(dur_ov) AS dur_ov,
+               {", ".join(f"coalesce(sum({c}), 0) AS {c}" for c in names)}
+        FROM (SELECT k.rank, {kk} AS kk, count(*) AS n, sum({dur}) AS dur_sum, sum({dur}) AS dur_ov,
+                     count(*)::DOUBLE AS ov
+              {inst} AND k.end_ns > k.start_ns AND {inner} GROUP BY ALL
+              UNION ALL BY NAME
+              SELECT k.rank, {kk} AS kk, count(*) AS n, sum({dur}) AS dur_sum,
+                     sum({dur} * {_overlap("lo", "hi")}) AS dur_ov, {edge}
+              {inst} AND NOT (k.end_ns > k.start_ns AND {inner}) GROUP BY ALL)
+        GROUP BY rank, kk"""
+
+
 def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[str, float]) -> dict[str, Any]:
     """Work done per ns of window, before and after: the basis of a verdict without step times.
 
@@ -33,35 +57,60 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
     (TRIM_LEVELS x TRIM_LEVELS per run); `range_pct` is the change between the extremes of the
     two runs (any cut of one against any cut of the other). Per-instance work is SQL.
     """
-    kq = (
-        "SELECT {side} AS side, rank, start_ns, end_ns, end_ns - start_ns AS dur, "
-        f"hash(name, {', '.join(CONFIG)}) AS kk FROM {{cat}}.kernels "
-        "WHERE rank IN (SELECT rank FROM cmp_common) AND category IS DISTINCT FROM 'comms'"
-    )
-    k_all = f"{kq.format(side=0, cat=cats['before'])} UNION ALL {kq.format(side=1, cat=cats['after'])}"
+    same = cats["before"] == cats["after"]  # a workspace against itself: its kernels read once
     trim = float(cfg["rate_trim_pct"]) / 100.0
     if not 0 <= trim < 0.5:
         raise UserError("rate_trim_pct must be at least 0 and below 50")
-    cut_f = "lo + (hi - lo) * tr.f"
-    cut_b = "hi - (hi - lo) * tr.f"
+    tr = f"SELECT i, {trim} * i / {TRIM_LEVELS - 1} AS f FROM range({TRIM_LEVELS}) r(i)"
+    # The trims as DuckDB computes them, written back as exact DOUBLE literals: each rank's cut
+    # points are columns of its window, and each instance's share of every cut a column of the
+    # pass over the instances (no join of the instances to the trims).
+    fs = {int(i): f"{float(f)!r}::DOUBLE" for i, f in con.execute(tr).fetchall() if i > 0}
+    cut_cols = ", ".join(
+        f"lo + (hi - lo) * {f} AS cf{i}, hi - (hi - lo) * {f} AS cb{i}" for i, f in fs.items()
+    )
+    pick = "CASE tr.i " + " ".join(f"WHEN {i} THEN {{x}}{i}" for i in fs) + " END"
+    spans = (
+        {"ov": ("lo", "hi")}
+        | {f"f{i}": ("lo", f"cf{i}") for i in fs}
+        | {f"b{i}": (f"cb{i}", "hi") for i in fs}
+    )
+    names = list(spans)
+    cols = "rank, kk, n, dur_sum, dur_ov, " + ", ".join(names)
+    both = "SELECT * FROM a0" if not same else f"SELECT * FROM a0 UNION ALL SELECT 1 AS side, {cols} FROM a0"
+    sides = list(enumerate(SIDES))[: 1 if same else 2]
+    last = max(fs, default=None)
+    inner = (
+        f"k.start_ns >= w.cf{last} AND k.end_ns <= w.cb{last}"
+        if last
+        else "k.start_ns >= w.lo AND k.end_ns <= w.hi"
+    )
+    # An instance of positive length inside the innermost cut lies wholly in the window and in no
+    # trimmed-off end: its shares are 1 and 0s, so those (most) instances are only counted; the
+    # others, near the ends or without a length, get _overlap per instance.
+    edge = ", ".join(f"sum({_overlap(b, e)}) AS {c}" for c, (b, e) in spans.items())
+    kinds = " UNION ALL ".join(_kinds(i, cats[side], inner, edge, names) for i, side in sides)
+    # Per side, rank and kind (name and launch configuration): the instances in the window, their
+    # durations, and their summed shares of the window and of each cut (an instance's share of a
+    # trimmed-off end is what the cut removes). BEFORE's mean duration of a kind values the
+    # shares: sum(ref x share) over instances = ref x (summed shares) per kind.
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE cmp_wr AS
-        WITH w AS (SELECT 0 AS side, * FROM before_win WHERE rank IN (SELECT rank FROM cmp_common)
-                   UNION ALL SELECT 1, * FROM after_win WHERE rank IN (SELECT rank FROM cmp_common)),
-        k AS MATERIALIZED (
-            SELECT k.*, w.lo, w.hi FROM ({k_all}) k JOIN w ON w.side = k.side AND w.rank = k.rank
-            WHERE k.end_ns >= w.lo AND k.start_ns < w.hi),
-        ref AS MATERIALIZED (SELECT kk, avg(dur) AS ref_ns FROM k WHERE side = 0 GROUP BY kk
-                HAVING kk IN (SELECT kk FROM k WHERE side = 1)),
-        tr AS (SELECT i, {trim} * i / {TRIM_LEVELS - 1} AS f FROM range({TRIM_LEVELS}) r(i)),
-        whole AS (SELECT k.side, k.rank, sum(ref_ns * {_overlap("lo", "hi")}) AS work,
-                         sum(dur * {_overlap("lo", "hi")}) AS matched_ns
-                  FROM k JOIN ref USING (kk) GROUP BY k.side, k.rank),
-        tot AS (SELECT side, rank, sum(dur * {_overlap("lo", "hi")}) AS kernel_ns FROM k GROUP BY side, rank),
-        front AS (SELECT k.side, k.rank, tr.i, sum(ref_ns * {_overlap("lo", cut_f)}) AS cut
-                  FROM k JOIN ref USING (kk) JOIN tr ON k.start_ns < {cut_f} GROUP BY k.side, k.rank, tr.i),
-        back AS (SELECT k.side, k.rank, tr.i, sum(ref_ns * {_overlap(cut_b, "hi")}) AS cut
-                 FROM k JOIN ref USING (kk) JOIN tr ON k.end_ns > {cut_b} GROUP BY k.side, k.rank, tr.i),
+        WITH w AS (SELECT *, {cut_cols} FROM (
+                   SELECT 0 AS side, * FROM before_win WHERE rank IN (SELECT rank FROM cmp_common)
+                   UNION ALL SELECT 1, * FROM after_win WHERE rank IN (SELECT rank FROM cmp_common))),
+        a0 AS MATERIALIZED ({kinds}),
+        agg AS MATERIALIZED ({both}),
+        ref AS MATERIALIZED (SELECT kk, sum(dur_sum) / sum(n) AS ref_ns FROM agg WHERE side = 0 GROUP BY kk
+                HAVING kk IN (SELECT kk FROM agg WHERE side = 1)),
+        tr AS ({tr}),
+        whole AS (SELECT side, rank, sum(ref_ns * ov) AS work, sum(dur_ov) AS matched_ns
+                  FROM agg JOIN ref USING (kk) GROUP BY side, rank),
+        tot AS (SELECT side, rank, sum(dur_ov) AS kernel_ns FROM agg GROUP BY side, rank),
+        front AS (SELECT side, rank, tr.i, sum(ref_ns * {pick.format(x="f")}) AS cut
+                  FROM agg JOIN ref USING (kk) JOIN tr ON tr.i > 0 GROUP BY side, rank, tr.i),
+        back AS (SELECT side, rank, tr.i, sum(ref_ns * {pick.format(x="b")}) AS cut
+                 FROM agg JOIN ref USING (kk) JOIN tr ON tr.i > 0 GROUP BY side, rank, tr.i),
         g AS (SELECT w.side, w.rank, a.i AS fi, b.i AS bi, (w.hi - w.lo) * (1 - a.f - b.f) AS window_ns
               FROM w, tr a, tr b)
         SELECT g.*, coalesce(whole.work, 0) - coalesce(fc.cut, 0) - coalesce(bc.cut, 0) AS work_ns,

@@ -1,13 +1,16 @@
-"""Helpers the rule modules share: the affected-step count that goes with a recoverable time.
+"""Helpers the rule modules share: the affected-step count that goes with a recoverable time, and
+the signal that says how much exposed communication is waiting for the last rank.
 
 Why: a finding that recovers time must say in how many steps that time is lost. Without step
 windows the whole capture is the only window (counted as 1, `steps` stays empty); with steps, a
-rule that does not list steps says so instead of reporting 0 next to a non-zero time.
+rule that does not list steps says so instead of reporting 0 next to a non-zero time. The wait
+signal is one measure read by `exposed-comm` (rules/comms.py) and its per-dimension children
+(rules/dimensions.py): one definition, so parent and children judge it alike.
 """
 
 from __future__ import annotations
 
-from .base import Ctx
+from .base import Ctx, Signal
 
 NO_STEPS_NOTE = "no steps found: the whole capture is one window (the steps list is empty)"
 
@@ -32,3 +35,19 @@ def step_metrics(ctx: Ctx, steps: list[int], rec: int | None, unlisted: str | No
         "affected_steps_note": unlisted
         or "the time is spread over the steps: none reaches the listing threshold",
     }
+
+
+def last_rank_wait_signal(wait_ns: float, exposed_ns: float, note: str) -> Signal:
+    """The share of the exposed communication spent waiting for the last rank to arrive.
+
+    Why: that wait is load imbalance, not missing overlap, so it is taken off the recoverable time;
+    above 30 % of the exposed time it speaks against an overlap diagnosis. `note` says what the
+    wait is for the caller's communication. No exposed time: 0.0 %, neutral.
+    """
+    return Signal(
+        "exposed time spent waiting for the last rank",
+        round(100.0 * wait_ns / exposed_ns, 1) if exposed_ns else 0.0,
+        "% of exposed",
+        "against" if exposed_ns and wait_ns > 0.3 * exposed_ns else "neutral",
+        note,
+    )

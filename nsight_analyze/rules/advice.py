@@ -24,21 +24,6 @@ import re
 
 from .base import Fix
 
-FAMILIES = (
-    "gemm",
-    "attention",
-    "conv",
-    "compute",
-    "elementwise",
-    "norm",
-    "optimizer",
-    "embedding",
-    "copy",
-    "transfer",
-    "comms",
-    "other",
-)
-
 # subcategory -> family (memory subcategories not listed are elementwise-like: fusion applies)
 _FAMILY_OF_SUB = {
     "gemm": "gemm",

@@ -156,9 +156,6 @@ class Ctx:
     def per_step(self, total_ns: float) -> int:
         return int(round(total_ns / self.n_steps)) if self.n_steps else 0
 
-    def step_word(self) -> str:
-        return "step" if self.has_steps else "capture (no steps found: the whole capture is one window)"
-
     def finding(
         self,
         *,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._common import step_metrics
+from ._common import last_rank_wait_signal, step_metrics
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
 from .dimensions import breakdown_evidence, single_dimension_fixes
@@ -79,11 +79,9 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
             "supports" if ov is not None and ov < 50 else "neutral",
             "share of communication time hidden behind other GPU work (time_partition.overlap_pct)",
         ),
-        Signal(
-            "exposed time spent waiting for the last rank",
-            round(100.0 * wait / exposed_sum, 1) if exposed_sum else 0.0,
-            "% of exposed",
-            "against" if exposed_sum and wait > 0.3 * exposed_sum else "neutral",
+        last_rank_wait_signal(
+            wait,
+            exposed_sum,
             "waiting for a late rank is load imbalance, not an overlap problem; it is "
             "excluded from the recoverable time (see the imbalance finding)",
         ),

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ..comms import nvlink_peak_gbps
-from ._common import step_metrics
+from ._common import last_rank_wait_signal, step_metrics
 from ._whatif import whatif_gain
 from .base import Ctx, Evidence, Finding, Fix, Signal
 
@@ -237,11 +237,9 @@ def _finding(
             if link == "nvlink"
             else "unknown: the traces do not record the network's speed",
         ),
-        Signal(
-            "exposed time spent waiting for the last rank",
-            round(100.0 * wait / exposed, 1) if exposed else 0.0,
-            "% of exposed",
-            "against" if exposed and wait > 0.3 * exposed else "neutral",
+        last_rank_wait_signal(
+            wait,
+            exposed,
             "waiting for a late rank (for PP: the neighbouring stage, the pipeline bubble) is excluded "
             "from the recoverable time",
         ),

@@ -7,21 +7,21 @@ renders only what the library returns (summary, views, MFU, diagnose); see `coll
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import plotly.graph_objects as go
-import plotly.offline
 
 from ... import __version__
 from ...errors import UserError
-from . import comms_section, sections, timeline, whatif_section
+from . import comms_section, figures, sections, timeline, whatif_section
 from .collect import StepRange, collect
 from .html import page
+
+if TYPE_CHECKING:
+    from ...mfu_options import MfuOptions
 
 __all__ = ["StepRange", "parse_steps", "render_report", "write_report"]
 
@@ -40,17 +40,10 @@ def parse_steps(text: str | None) -> StepRange | None:
     return StepRange(first, last)
 
 
-def _figure_json(fig: Any) -> Any:
-    """A plotly Figure as plain JSON data (numpy arrays encoded the way plotly.js reads them)."""
-    if isinstance(fig, go.Figure):
-        return json.loads(fig.to_json())
-    return fig
-
-
 def render_report(
     con: duckdb.DuckDBPyConnection,
     steps: StepRange | str | None = None,
-    mfu_options: dict[str, Any] | None = None,
+    mfu_options: MfuOptions | dict[str, Any] | None = None,
     timeline_budget: int = timeline.MAX_TIMELINE_OPS,
     job_note: str | None = None,
 ) -> str:
@@ -85,8 +78,8 @@ def render_report(
         subtitle,
         list(sections.SECTIONS),
         body,
-        {k: _figure_json(v) for k, v in figs.items()},
-        plotly.offline.get_plotlyjs(),
+        figs,
+        figures.plotly_js(),
     )
 
 
@@ -94,7 +87,7 @@ def write_report(
     con: duckdb.DuckDBPyConnection,
     out_path: str | Path,
     steps: StepRange | str | None = None,
-    mfu_options: dict[str, Any] | None = None,
+    mfu_options: MfuOptions | dict[str, Any] | None = None,
     job_note: str | None = None,
 ) -> Path:
     """Write the self-contained HTML report for an open workspace; return its path."""

@@ -9,13 +9,17 @@ the page shows.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ...errors import UserError
+
+if TYPE_CHECKING:
+    from ...mfu_options import MfuOptions
 
 # Environment names whose values the report never shows, even if a workspace (older ingest,
 # hand-edited) holds them: the env table is redacted at ingest; this is the second fence.
@@ -108,12 +112,12 @@ def view(con: duckdb.DuckDBPyConnection, name: str, sql: str | None = None) -> P
     return Part(con.execute(sql or f"SELECT * FROM {name}").df())
 
 
-def _mfu(con: duckdb.DuckDBPyConnection, options: dict[str, Any]) -> Part:
+def _mfu(con: duckdb.DuckDBPyConnection, options: MfuOptions) -> Part:
     """MFU/HFU, or why they cannot be known from this workspace."""
     from ...mfu import hfu_mfu_summary
 
     try:
-        return Part(hfu_mfu_summary(con, **options))
+        return Part(hfu_mfu_summary(con, options))
     except UserError as exc:
         return Part(missing=str(exc))
 
@@ -143,11 +147,16 @@ def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Par
 
 
 def collect(
-    con: duckdb.DuckDBPyConnection, steps: StepRange | None = None, mfu_options: dict[str, Any] | None = None
+    con: duckdb.DuckDBPyConnection,
+    steps: StepRange | None = None,
+    mfu_options: MfuOptions | dict[str, Any] | None = None,
 ) -> ReportInputs:
     """Read every stored analysis the report shows (and MFU/HFU where the data supports them)."""
     from ...commands.info import workspace_info
     from ...diagnose import diagnose
+    from ...gpus import stated_gpu
+    from ...mfu import MfuOptions
+    from ...mfu_rows import shared_peaks
     from ...summary import summary, top_kernels
 
     inp = ReportInputs(steps=steps)
@@ -198,7 +207,10 @@ def collect(
     inp.comms = comms_by_dimension(con)
     inp.launch_stats = view(con, "launch_stats")
     inp.sync_calls = view(con, "sync_calls")
-    inp.mfu = _mfu(con, mfu_options or {})
-    inp.findings = Part(diagnose(con))
+    mfu_options = MfuOptions.of(mfu_options)
+    stated = stated_gpu(mfu_options.gpu) if mfu_options.gpu else contextlib.nullcontext()
+    with shared_peaks(), stated:  # a --gpu reaches diagnose's rules too (as `diagnose --gpu`)
+        inp.mfu = _mfu(con, mfu_options)
+        inp.findings = Part(diagnose(con))
     inp.env = safe_env(con)
     return inp

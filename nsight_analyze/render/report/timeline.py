@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from ...duck import has_relation
 from .. import palette
 from ..escape import html as esc
 from .collect import StepRange
@@ -37,6 +38,8 @@ ROWS = ("compute", "memory", "comms", "idle")
 SERIES_ORDER = ("compute", "other", "memory", "comms", *palette.IDLE_CAUSES)
 # Category -> row; `other` kernels share the compute row (drawn in their own colour).
 ROW_OF = {"compute": 0, "other": 0, "memory": 1, "comms": 2}
+# The operations of the widest window considered, read once per report (a TEMP table)
+WINDOW_TABLE = "_timeline_window_ops"
 NAME_CHARS = 160
 
 OFFSETS = "(SELECT rank, COALESCE(clock_offset_ns, 0) AS off FROM ranks)"
@@ -54,19 +57,23 @@ class Timeline:
     notes: list[str] = field(default_factory=list)
 
 
-def _has(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    try:
-        con.execute(f"SELECT * FROM {name} LIMIT 0")
-        return True
-    except duckdb.Error:
-        return False
+def _near(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None, alias: str) -> str:
+    """A condition on the rows' own (unaligned) times keeping every row that may overlap the
+    aligned `window` (a superset, whatever the rank's offset): lets DuckDB skip the rest of the
+    stored rows before aligning them."""
+    if window is None:
+        return ""
+    lo, hi = con.execute(f"SELECT min(off), max(off) FROM {OFFSETS}").fetchone()
+    lo, hi = int(lo or 0), int(hi or 0)
+    return f" AND {alias}.end_ns > {int(window[0]) - hi} AND {alias}.start_ns < {int(window[1]) - lo}"
 
 
-def _ops_sql(con: duckdb.DuckDBPyConnection) -> str:
+def _ops_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = None) -> str:
     """Every GPU operation with aligned times and its category (gpu_ops + the rank's offset)."""
-    if _has(con, "gpu_ops"):
+    if has_relation(con, "gpu_ops"):
         return f"""SELECT g.rank, g.stream_id, g.start_ns + o.off AS a0, g.end_ns + o.off AS a1,
-                          g.name, g.category FROM gpu_ops g JOIN {OFFSETS} o USING (rank)"""
+                          g.name, g.category FROM gpu_ops g JOIN {OFFSETS} o USING (rank)
+                   WHERE true{_near(con, window, "g")}"""
     # Fallback when gpu_ops is absent: the aligned views, categories as docs/metrics.md says.
     return """SELECT rank, stream_id, aligned_start_ns AS a0, aligned_end_ns AS a1, name,
                      CASE WHEN category IN ('compute','memory','comms') THEN category ELSE 'other' END
@@ -77,23 +84,29 @@ def _ops_sql(con: duckdb.DuckDBPyConnection) -> str:
                      CASE WHEN kind = 'PtoP' THEN 'comms' ELSE 'memory' END FROM aligned_memops"""
 
 
-def _gaps_sql(con: duckdb.DuckDBPyConnection) -> str | None:
-    if not _has(con, "gaps"):
+def _gaps_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = None) -> str | None:
+    if not has_relation(con, "gaps"):
         return None
     return f"""SELECT g.rank, NULL::BIGINT AS stream_id, g.start_ns + o.off AS a0, g.end_ns + o.off AS a1,
                       COALESCE(g.host_activity, '') AS name, g.cause AS category
-               FROM gaps g JOIN {OFFSETS} o USING (rank) WHERE g.step IS NULL"""
+               FROM gaps g JOIN {OFFSETS} o USING (rank) WHERE g.step IS NULL{_near(con, window, "g")}"""
 
 
 def step_windows(con: duckdb.DuckDBPyConnection, steps: StepRange | None) -> pd.DataFrame:
     """Per step number: the aligned span over all ranks' step windows."""
-    if not _has(con, "steps"):
+    if not has_relation(con, "steps"):
         return pd.DataFrame(columns=["step", "a0", "a1"])
     cond = (steps or StepRange()).sql("s.step")
     return con.execute(
         f"""SELECT s.step, min(s.start_ns + o.off) AS a0, max(s.end_ns + o.off) AS a1
             FROM steps s JOIN {OFFSETS} o USING (rank) WHERE {cond} GROUP BY s.step ORDER BY s.step"""
     ).df()
+
+
+def _middle(wins: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The k step windows in the middle of the capture (each smaller k lies inside a larger one)."""
+    i0 = max(0, (len(wins) - k) // 2)
+    return wins.iloc[i0 : i0 + k]
 
 
 def _count(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> int:
@@ -118,8 +131,7 @@ def choose_window(
     n = len(wins)
     k = min(WINDOW_STEPS, n)
     while True:
-        i0 = max(0, (n - k) // 2)
-        sel = wins.iloc[i0 : i0 + k]
+        sel = _middle(wins, k)
         t0, t1 = int(sel["a0"].min()), int(sel["a1"].max())
         count = _count(con, source, t0, t1)
         if count <= budget or k == 1:
@@ -168,11 +180,33 @@ def build(
     con: duckdb.DuckDBPyConnection, steps: StepRange | None = None, budget: int = MAX_TIMELINE_OPS
 ) -> Timeline:
     """Pick the window, fetch its operations and idle pieces, and pack them for the page."""
-    ops = _ops_sql(con)
-    gaps = _gaps_sql(con)
+    wins = step_windows(con, steps)
+    widest = None  # every window tried lies in the widest: its operations are read once
+    if not wins.empty:
+        middle = _middle(wins, min(WINDOW_STEPS, len(wins)))
+        widest = (int(middle["a0"].min()), int(middle["a1"].max()))
+    ops = _ops_sql(con, widest)
+    gaps = _gaps_sql(con, widest)
     source = ops if gaps is None else f"{ops} UNION ALL {gaps}"
+    if widest is not None:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {WINDOW_TABLE} AS "
+            f"SELECT * FROM ({source}) WHERE a1 > ? AND a0 < ?",
+            list(widest),
+        )
+        source = f"SELECT * FROM {WINDOW_TABLE}"
+    try:
+        return _build(con, source, steps, budget, gaps is None)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {WINDOW_TABLE}")
+
+
+def _build(
+    con: duckdb.DuckDBPyConnection, source: str, steps: StepRange | None, budget: int, no_gaps: bool
+) -> Timeline:
+    """build() on `source`: the window, then its operations exact or aggregated."""
     tl = Timeline()
-    if gaps is None:
+    if no_gaps:
         tl.notes.append("the `gaps` view is not in this workspace: idle rows are empty")
     t0, t1, shown, count, notes = choose_window(con, source, steps, budget)
     tl.notes += notes
