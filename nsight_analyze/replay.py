@@ -2,9 +2,9 @@
 
 Why a function and not SQL: the replay is sequential (a collective ends when its last participant
 arrives, and each rank's next arrival depends on that end), so SQL needs a recursive CTE, and
-DuckDB's recursive CTE rescans its whole input at every iteration: events² × ranks work, 161 s
-at 64 ranks × 2,000 events. Here it is one pass over the events, each a few array operations over
-the ranks (about 10 ms per 1,000 events × 64 ranks). Everything the recurrence reads (offsets,
+DuckDB's recursive CTE rescans its whole input at every iteration: events² × ranks work (docs/whatif.md
+has the measurement). Here it is one pass over the events, each a few array operations over the
+ranks. Everything the recurrence reads (offsets,
 queue gaps, transfers, tails) is computed by the SQL; this only runs the recurrence of
 docs/whatif.md ("Replay"):
 
