@@ -603,3 +603,20 @@ def test_gpus_without_tensor_activity_are_said(tmp_path: Path) -> None:
         "8 GPU(s) on gpu-node-1 were sampled without DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in x
         for x in out["lines"]
     )
+
+
+@requires_shared
+def test_counters_only_workspace_says_so_in_gpus_and_mfu(tmp_path: Path) -> None:
+    """The T4 scrape alone: no traced rank, so `gpus` says so instead of an empty table and the
+    MFU title names no GPU count (it printed "None GPUs")."""
+    from click.testing import CliRunner
+
+    from nsight_analyze.cli import main
+
+    con, _ = _ws(tmp_path, T4)
+    con.close()
+    db = tmp_path / "ws.duckdb"
+    out = CliRunner().invoke(main, ["gpus", "--db", str(db)])
+    assert out.exit_code == 0 and "no traced ranks in this workspace" in " ".join(out.output.split())
+    out = CliRunner().invoke(main, ["mfu", "--db", str(db)])
+    assert out.exit_code == 0 and "no traced GPU" in out.output and "None" not in out.output

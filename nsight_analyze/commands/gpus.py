@@ -9,6 +9,7 @@ from ..clihelp import gpu_option, output_options
 from ..gpus import DEFAULT_PRECISION, PRECISIONS, models, precision_label
 from ..render.data import records, to_json
 from ..render.output import emit
+from ..render.terminal import echo
 
 COLUMNS = [
     "rank",
@@ -79,8 +80,12 @@ def command(
         print(to_json({"ranks": records(df), "ncu_files": records(ncu)}))
         return
     human = fmt in ("table", "markdown")
-    shown = precision_label(precision, df.loc[df["peak_tflops"].notna(), "precision"])  # fp16 on a T4
-    emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {shown} peak per rank")
+    if df.empty and human:  # counters only (DCGM scrapes, Nsight Compute): no traced rank to list
+        echo("no traced ranks in this workspace (DCGM or Nsight Compute data only): `nsight-analyze mfu` "
+             "shows the DCGM estimates; `gpus --list-models` lists the peaks --gpu accepts")  # fmt: skip
+    else:
+        shown = precision_label(precision, df.loc[df["peak_tflops"].notna(), "precision"])  # fp16 on a T4
+        emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {shown} peak per rank")
     if len(ncu) and human:
         if fmt == "markdown":
             print()

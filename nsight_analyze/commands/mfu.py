@@ -86,10 +86,11 @@ def command(db: str, job: int | None, fmt: str, **options: Any) -> None:
     df["step"] = df["step"].astype(str)
     for col in ("ranks", "window_ns_max"):  # whole numbers; the "all" row has none
         df[col] = pd.Series([None if pd.isna(v) else int(v) for v in df[col]], dtype=object)
+    gpus = f"{summary['n_gpus']} GPUs" if summary["n_gpus"] else "no traced GPU"
     emit(
         df[["step", "ranks", "window_ns_max", "mfu_pct", "hfu_pct", "coverage_pct"]],
         fmt,
-        title=f"MFU and HFU ({summary['precision']}, {summary['windows']}, {summary['n_gpus']} GPUs)",
+        title=f"MFU and HFU ({summary['precision']}, {summary['windows']}, {gpus})",
     )
     if fmt in ("table", "markdown"):
         lines = []
