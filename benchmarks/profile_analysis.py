@@ -1,0 +1,50 @@
+"""Where a workspace's analysis spends its time: recompute it and time every query of the layer.
+
+Usage: .venv/bin/python benchmarks/profile_analysis.py WORKSPACE [--top N]
+
+Recomputes the stored results of WORKSPACE (analysis.refresh(force=True): it writes them back, so
+work on a copy) and prints the rank and job steps' times, the time inside the queries, and the
+N slowest queries summed over the rank batches. The rest of the rank step is shadowing the
+batch's rows and writing its results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+from nsight_analyze import analysis
+from nsight_analyze.workspace import open_workspace
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workspace")
+    ap.add_argument("--top", type=int, default=15)
+    args = ap.parse_args()
+    spent: dict[str, float] = collections.defaultdict(float)
+    run = analysis._run
+
+    def timed(con, sql: str, name: str) -> None:
+        started = time.perf_counter()
+        run(con, sql, name)
+        spent[name] += time.perf_counter() - started
+
+    analysis._run = timed  # every query of the layer is created through this one function
+    con = open_workspace(args.workspace, analyse=False)
+    steps: dict[str, float] = {}
+    started = time.perf_counter()
+    analysis.refresh(con, force=True, seconds=steps)
+    total = time.perf_counter() - started
+    con.close()
+    print(
+        f"analysis {total:.1f} s: rank step {steps.get('rank', 0):.1f} s, "
+        f"job step {steps.get('job', 0):.1f} s; inside the queries {sum(spent.values()):.1f} s"
+    )
+    for name, seconds in sorted(spent.items(), key=lambda kv: -kv[1])[: args.top]:
+        print(f"{seconds:8.2f} s  {name}")
+
+
+if __name__ == "__main__":
+    main()
