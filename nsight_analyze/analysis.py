@@ -190,7 +190,6 @@ def _create_stage(
 ) -> Made:
     """Create a stage's queries as TEMP objects, in order; stored/step ones as tables if asked."""
     made: Made = []
-    replay.register(con)  # queries/whatif.sql calls it
     for q in queries:
         if q.stage == "live":  # the workspace's own views and macros (they read the shadows)
             continue
@@ -243,6 +242,7 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
     from .ranks import align_clocks
 
     queries = _job_queries()
+    replay.register(con)  # queries/whatif.sql (a job query) calls it
     made = _create_stage(con, queries, materialise=False)  # views first: the alignment reads them
     notes = align_clocks(con) if align else []
     tables = {q.name for q in queries if q.stage == "job" and q.kind == "view" and q.result != "view"}

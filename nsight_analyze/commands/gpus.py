@@ -81,8 +81,10 @@ def command(
         return
     human = fmt in ("table", "markdown")
     if df.empty and human:  # counters only (DCGM scrapes, Nsight Compute): no traced rank to list
-        echo("no traced ranks in this workspace (DCGM or Nsight Compute data only): `nsight-analyze mfu` "
-             "shows the DCGM estimates; `gpus --list-models` lists the peaks --gpu accepts")  # fmt: skip
+        echo(
+            "no traced ranks in this workspace (DCGM or Nsight Compute data only): `nsight-analyze mfu` "
+            "shows the DCGM estimates; `gpus --list-models` lists the peaks --gpu accepts"
+        )
     else:
         shown = precision_label(precision, df.loc[df["peak_tflops"].notna(), "precision"])  # fp16 on a T4
         emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {shown} peak per rank")
