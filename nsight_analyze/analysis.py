@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 
 from . import query_layer, replay, schema
-from .duck import bound_memory, main_schema, out_of_memory
+from .duck import bound_memory, main_schema, out_of_memory, sql_string
 from .errors import UserError
 
 STATE_TABLE = "_analysis_ranks"
@@ -112,7 +112,7 @@ def _fingerprints(con: duckdb.DuckDBPyConnection) -> tuple[dict[int, str], dict[
 
 
 def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
-    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    row = con.execute(f"SELECT value FROM meta WHERE key = {sql_string(key)}").fetchone()
     return row[0] if row else None
 
 
@@ -234,22 +234,34 @@ def _job_queries() -> list[query_layer.Query]:
     return [q for q in query_layer.closure(query_layer.of_stage("job")) if q.stage != "rank"]
 
 
+ALIGNMENT_READS = ("jobs", "merge_jobs", "merge_coll_members")  # the job queries ranks.align_clocks reads
+
+
 def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, list[str]]:
     """Align clocks, then compute the job-level results over the stored rank results (TEMP tables).
 
+    Only what the alignment reads is created before it, as views (they see the offsets it
+    sets); every other query is created once, after it: binding a query costs as much as
+    running it on a small job, and a view created only to be replaced by a table is bound twice.
     Returns what it created and the alignment's notes.
     """
     from .ranks import align_clocks
 
     queries = _job_queries()
     replay.register(con)  # queries/whatif.sql (a job query) calls it
-    made = _create_stage(con, queries, materialise=False)  # views first: the alignment reads them
+    early = {q.name for q in query_layer.closure([q for q in queries if q.name in ALIGNMENT_READS])}
+    made = _create_stage(con, [q for q in queries if q.name in early], materialise=False)
     notes = align_clocks(con) if align else []
     tables = {q.name for q in queries if q.stage == "job" and q.kind == "view" and q.result != "view"}
     for q in queries:  # then each stored one computed once, in order, as a table
-        if q.name in tables:
+        if q.stage == "live" or (q.name in early and q.name not in tables):
+            continue
+        if q.name in early:
             con.execute(f'DROP VIEW temp.main."{q.name}"')
-            _run(con, q.create("table", temporary=True), q.name)
+        as_table = q.name in tables
+        _run(con, q.create("table" if as_table else "view", temporary=True), q.name)
+        if q.name not in early:
+            made.append((q.name, "TABLE" if as_table else q.drop_keyword))
     return [(n, "TABLE" if n in tables else k) for n, k in made], notes
 
 

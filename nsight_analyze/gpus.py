@@ -24,6 +24,7 @@ Every result carries `source` and a human `reason`, so the report can say why.
 
 from __future__ import annotations
 
+import csv
 import functools
 import math
 import re
@@ -32,13 +33,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from .duck import has_relation
 from .errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Architecture knowledge (rates, derates, kernel-name families) lives in gpu_arch; its names are
 # re-exported so `gpus.KERNEL_FAMILIES`, `gpus.families_sql`, ... keep working for callers.
@@ -106,18 +109,36 @@ class Peak:
         return flops / (self.mem_bw_gbs * 1e9)
 
 
+_TEXT_COLUMNS = ("model", "match", "arch", "cc", "confidence", "note")
+
+
+@functools.lru_cache(maxsize=1)
+def rows() -> tuple[dict[str, Any], ...]:
+    """The peak table as shipped, one dict per model: numbers as floats, blanks as None.
+
+    Read with the csv module: resolving a GPU's peak happens in every ingest and must not
+    import pandas (half a second) for a 40-row file."""
+    with open(DATA, newline="", encoding="utf-8") as fh:
+        return tuple(
+            {k: (v or None) if k in _TEXT_COLUMNS else (float(v) if v else None) for k, v in row.items()}
+            for row in csv.DictReader(fh)
+        )
+
+
 @functools.lru_cache(maxsize=1)
 def table() -> pd.DataFrame:
-    """The peak table as shipped (one row per model)."""
-    df = pd.read_csv(DATA, dtype={"cc": str}, keep_default_na=True)
-    return df
+    """The peak table as a DataFrame (NaN for blanks), for the commands that show or filter it."""
+    import pandas as pd
+
+    return pd.DataFrame(list(rows())).astype({k: "float64" for k in rows()[0] if k not in _TEXT_COLUMNS})
 
 
+@functools.lru_cache(maxsize=1)
 def _aliases() -> list[tuple[str, int]]:
     """(alias, row index), longest alias first: the most specific name wins."""
     out = []
-    for idx, match in table()["match"].items():
-        for alias in str(match).split("|"):
+    for idx, row in enumerate(rows()):
+        for alias in str(row["match"]).split("|"):
             out.append((alias.strip().lower(), idx))
     return sorted(out, key=lambda a: -len(a[0]))
 
@@ -133,27 +154,27 @@ def _contains_token(haystack: str, needle: str) -> bool:
 
 
 def _row_peak(idx: int, source: str, reason: str) -> Peak:
-    row = table().loc[idx]
-    tflops = {p: (None if pd.isna(row[p]) else float(row[p])) for p in PRECISIONS}
+    row = rows()[idx]
+    number = lambda col: None if row[col] is None else float(row[col])  # noqa: E731
     return Peak(
         source=source,
         reason=reason,
         model=str(row["model"]),
-        tflops=tflops,
-        mem_bw_gbs=None if pd.isna(row["mem_bw_gbs"]) else float(row["mem_bw_gbs"]),
-        sm_count=None if pd.isna(row["sm_count"]) else int(row["sm_count"]),
-        boost_mhz=None if pd.isna(row["boost_mhz"]) else float(row["boost_mhz"]),
-        tensor_mhz=None if pd.isna(row["tensor_mhz"]) else float(row["tensor_mhz"]),
+        tflops={p: number(p) for p in PRECISIONS},
+        mem_bw_gbs=number("mem_bw_gbs"),
+        sm_count=None if row["sm_count"] is None else int(row["sm_count"]),
+        boost_mhz=number("boost_mhz"),
+        tensor_mhz=number("tensor_mhz"),
         confidence=str(row["confidence"]),
     )
 
 
 def model_peak(model: str) -> Peak:
     """The table row whose `model` is exactly this (used for family guesses and tests)."""
-    rows = table().index[table()["model"] == model]
-    if len(rows) == 0:
-        raise KeyError(model)
-    return _row_peak(int(rows[0]), "table", f"table row {model}")
+    for idx, row in enumerate(rows()):
+        if row["model"] == model:
+            return _row_peak(idx, "table", f"table row {model}")
+    raise KeyError(model)
 
 
 def lookup(name: str | None) -> Peak | None:
@@ -163,7 +184,7 @@ def lookup(name: str | None) -> Peak | None:
     norm = _normalise(name)
     for alias, idx in _aliases():
         if _contains_token(norm, alias):
-            model = table().loc[idx, "model"]
+            model = rows()[idx]["model"]
             return _row_peak(idx, "table", f"name {name!r} matched alias {alias!r} -> {model}")
     return None
 
@@ -369,6 +390,8 @@ def stated_gpu(gpu: str | None) -> Iterator[None]:
 def models() -> pd.DataFrame:
     """The names --gpu accepts: each table model with its aliases and dense bf16 and fp16 peaks
     (fp16 too: Volta and Turing, V100 and T4, have no BF16 tensor cores, and bf16 alone left them blank)."""
+    import pandas as pd
+
     df = table()
     return pd.DataFrame(
         {
@@ -396,6 +419,8 @@ def rank_peaks(
     `gpu` (--gpu) states the model of every rank; when None, the GPU of an enclosing
     `stated_gpu` block (if any) does.
     """
+    import pandas as pd
+
     if precision not in PRECISIONS:
         raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     gpu = gpu if gpu is not None else _STATED_GPU.get()
@@ -504,15 +529,13 @@ def precision_label(precision: str, used: Iterable[str | None]) -> str:
 
 
 def _none(value: Any) -> Any:
-    """pandas NA/NaN -> None, numpy scalars -> Python."""
-    if value is None:
+    """pandas NA/NaT/NaN -> None, numpy scalars -> Python."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return None
-    try:
-        if pd.isna(value):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return value.item() if hasattr(value, "item") else value
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _has_rows(con: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -3,28 +3,41 @@
 Why one module: the findings (rules/) and every renderer (render/) turn query results into JSON;
 one definition keeps their outputs agreeing (numpy scalars and arrays unwrapped, NaN, NA and NaT
 as null, timestamps as ISO text, durations as nanoseconds, bytes as hex).
+
+pandas is never imported here: a pandas value (NA, NaT, Timestamp, Timedelta) can only exist once
+something else has imported pandas, so the checks read it from `sys.modules` (a command that
+prints plain rows, such as `summary`, stays without pandas).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
-import pandas as pd
+
+def missing(value: Any) -> bool:
+    """None, NaN, or pandas' NA / NaT: a value that is not there."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    pd = sys.modules.get("pandas")
+    return pd is not None and (value is pd.NA or value is pd.NaT)
 
 
 def jsonable(value: Any) -> Any:
     """`value` as JSON data (lists recursively)."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, float) and math.isnan(value):
+    if missing(value):
         return None
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if isinstance(value, pd.Timedelta):
-        return int(value.value)  # nanoseconds
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        if isinstance(value, pd.Timestamp):
+            return value.isoformat()
+        if isinstance(value, pd.Timedelta):
+            return int(value.value)  # nanoseconds
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     if hasattr(value, "tolist"):  # numpy arrays (a LIST column) and scalars

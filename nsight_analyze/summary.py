@@ -2,6 +2,9 @@
 
 Why a library: the terminal command, the JSON output and the HTML report must show the same
 numbers; they all call `summary()` and only render differently.
+
+No pandas: the rows come from DuckDB's `fetchall` and the display tables are `PlainTable`s, so
+`nsight-analyze summary` in every format starts in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -9,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 # The partition's columns have one source (partition.py); the names stay importable from here.
 from .duck import has_relation
 from .partition import IDLE_PARTS, PARTS, TP_COLUMNS  # noqa: F401
 from .render.data import records
+from .render.table import PlainTable
 from .render.terminal import echo, print_table
 from .render.units import UNKNOWN, format_duration, format_pct
 
@@ -60,27 +63,27 @@ def partition(con: duckdb.DuckDBPyConnection, by: str = "rank") -> list[dict[str
     end; `min_window_ns` is the shortest.
     """
     if by == "rank":
-        df = con.execute(
+        cur = con.execute(
             f"SELECT rank, {', '.join(TP_COLUMNS)}, overlap_pct FROM time_partition "
             "WHERE step IS NULL ORDER BY rank"
-        ).df()
+        )
     elif by == "step":
         sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in TP_COLUMNS)
-        df = con.execute(
+        cur = con.execute(
             f"SELECT step, count(*) AS ranks, {sums}, "
             "CASE WHEN sum(comms_total_ns) > 0 THEN 100.0 * sum(comms_hidden_ns) / sum(comms_total_ns) END "
             "AS overlap_pct, max(window_ns)::BIGINT AS job_step_ns, "
             "arg_max(rank, (window_ns, -rank)) AS slowest_rank, min(window_ns)::BIGINT AS min_window_ns "
             "FROM time_partition WHERE step IS NOT NULL GROUP BY step ORDER BY step"
-        ).df()
+        )
     elif by == "rank-step":
-        df = con.execute(
+        cur = con.execute(
             f"SELECT step, rank, {', '.join(TP_COLUMNS)}, overlap_pct FROM time_partition "
             "WHERE step IS NOT NULL ORDER BY step, rank"
-        ).df()
+        )
     else:
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
-    return _with_percentages(records(df))
+    return _with_percentages(records(PlainTable.from_cursor(cur)))
 
 
 def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> list[dict[str, Any]]:
@@ -95,12 +98,11 @@ def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> lis
             "SELECT name, mode(category) AS category, count(*) AS instances, "
             "sum(end_ns - start_ns)::BIGINT AS total_ns FROM kernels GROUP BY name"
         )
-    df = con.execute(
+    cur = con.execute(  # LIMIT inlined: a bound parameter imports pandas (duck.sql_string)
         f"SELECT *, 100.0 * total_ns / nullif(sum(total_ns) OVER (), 0) AS pct FROM ({sql}) "
-        "ORDER BY total_ns DESC, name LIMIT ?",
-        [limit],
-    ).df()
-    return records(df)
+        f"ORDER BY total_ns DESC, name LIMIT {int(limit)}"
+    )
+    return records(PlainTable.from_cursor(cur))
 
 
 def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
@@ -141,7 +143,7 @@ def _per_rank(row: dict[str, Any], by: str, col: str) -> float | None:
     return value / row["ranks"] if row["ranks"] else None
 
 
-def partition_table(rows: list[dict[str, Any]], by: str) -> pd.DataFrame:
+def partition_table(rows: list[dict[str, Any]], by: str) -> PlainTable:
     """Display form of `partition()`: times in human units with the share of the window.
 
     by='step': the job's step time (the slowest rank's window) and that rank, then the
@@ -159,10 +161,10 @@ def partition_table(rows: list[dict[str, Any]], by: str) -> pd.DataFrame:
             line[heading] = _cell(_per_rank(row, by, col), row.get(col.replace("_ns", "_pct")))
         line["overlap"] = format_pct(row.get("overlap_pct"))
         out.append(line)
-    return pd.DataFrame(out)
+    return PlainTable.from_records(out)
 
 
-def idle_table(rows: list[dict[str, Any]], by: str) -> pd.DataFrame:
+def idle_table(rows: list[dict[str, Any]], by: str) -> PlainTable:
     """Display form of the idle split and communication of `partition()` (shares of the window)."""
     out = []
     for row in rows:
@@ -170,16 +172,15 @@ def idle_table(rows: list[dict[str, Any]], by: str) -> pd.DataFrame:
         for heading, col in DISPLAY_IDLE:
             line[heading] = _cell(_per_rank(row, by, col), row.get(col.replace("_ns", "_pct")))
         out.append(line)
-    return pd.DataFrame(out)
+    return PlainTable.from_records(out)
 
 
-def kernels_table(kernels: list[dict[str, Any]]) -> pd.DataFrame:
+def kernels_table(kernels: list[dict[str, Any]]) -> PlainTable:
     """Display form of `top_kernels()` (the renderer elides names to the terminal's width)."""
-    df = pd.DataFrame(kernels)
-    if df.empty:
-        return df
-    df["%"] = [format_pct(v) for v in df["pct"]]
-    return df[["name", "category", "instances", "total_ns", "%"]]
+    columns = ["name", "category", "instances", "total_ns", "%"]
+    if not kernels:
+        return PlainTable(columns)
+    return PlainTable.from_records([{**k, "%": format_pct(k.get("pct"))} for k in kernels], columns)
 
 
 _TITLES = {

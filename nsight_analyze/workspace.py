@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from . import analysis, query_layer
-from .duck import OFFLINE_CONFIG, bound_memory, offline
+from .duck import OFFLINE_CONFIG, bound_memory, offline, sql_string
 from .errors import UserError, WorkspaceBusy
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 from .schema import schema_files  # noqa: F401 - re-exported for callers
@@ -157,7 +157,10 @@ def settings_as_variables(con: duckdb.DuckDBPyConnection) -> None:
         return
     for key, value in rows:
         if key.replace("_", "").isalnum():
-            con.execute(f"SET VARIABLE {key} = ?", [value])
+            if value is None or "\x00" in value:
+                con.execute(f"SET VARIABLE {key} = ?", [value])
+            else:  # a literal: a bound parameter imports pandas (duck.sql_string)
+                con.execute(f"SET VARIABLE {key} = {sql_string(value)}")
 
 
 def _open(path: Path, read_only: bool, must_exist: bool) -> duckdb.DuckDBPyConnection:

@@ -42,10 +42,9 @@ def _open(paths: list[Path], db: Path):
 
 
 @pytest.fixture(scope="module")
-def diagnosed(tmp_path_factory):
-    """name -> (findings, workspace path); each trace ingested and diagnosed once per module."""
-    from nsight_analyze.synth import generate
-
+def diagnosed(tmp_path_factory, synth_job):
+    """name -> (findings, workspace path); each trace ingested and diagnosed once per module (the
+    synthetic job is test_diagnose's launch-bound case, generated once per test run)."""
     cache: dict[str, tuple] = {}
 
     def get(name: str, thresholds: dict | None = None):
@@ -56,10 +55,7 @@ def diagnosed(tmp_path_factory):
             if (name, ()) in cache:
                 db = cache[(name, ())][1]
             elif name == "synthetic-launch-bound":
-                generate(
-                    out / "traces", ranks=4, gpus_per_node=2, steps=8, seed=1, injections=["launch-bound=3-5"]
-                )
-                _open(sorted((out / "traces").glob("*.sqlite")), db).close()
+                db = synth_job(["launch-bound=3-5"], ranks=4, gpus_per_node=2, steps=8, seed=1).db
             else:
                 path = {"mock": MOCK, "nccl-heavy": NCCL_HEAVY}[name]
                 if not path.exists():

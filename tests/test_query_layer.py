@@ -68,6 +68,29 @@ def test_every_public_table_documents_its_columns(sample_workspace):
         assert documented == [r[0] for r in con.execute(f"DESCRIBE {q.name}").fetchall()], q.name
 
 
+def test_no_connection_runs_an_asof_join_as_a_nested_loop(sample_workspace):
+    """Every connection we open turns DuckDB's ASOF loop join off (duck.offline says why).
+
+    DuckDB plans an ASOF join whose probe side it estimates at <= 64 rows as a nested loop,
+    and the rank-local queries read shadowed tables with estimates that small: the analysis of
+    the 2.5 MB nsys-ai mfu_2gpu_before capture took 4.0 s with it, 1.9 s without (2 idle cores)
+    (`benchmarks/profile_analysis.py W --set asof_loop_join_threshold=64`). The setting is
+    per connection: the workspace's (read-only and not) and one through duck.offline, which
+    every other connection (workers', the Kineto parser's, compare's) is opened with.
+    """
+    from nsight_analyze import duck
+
+    def threshold(con: duckdb.DuckDBPyConnection) -> str:
+        return con.execute("SELECT current_setting('asof_loop_join_threshold')").fetchone()[0]
+
+    assert threshold(duckdb.connect()) == 64  # DuckDB's default, which the check below must change
+    for read_only in (True, False):
+        con = open_workspace(sample_workspace, read_only=read_only)
+        assert threshold(con) == 0
+        con.close()
+    assert threshold(duck.offline(duckdb.connect())) == 0
+
+
 def test_registry_suffixes_equal_the_readers():
     """The registry decides without importing the readers: its suffixes must be theirs."""
     assert registry.KINETO_SUFFIXES == kineto.SUFFIXES

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import analysis
 from ..clihelp import NoData, output_options, require_workspace_data
-from ..compare import DEFAULTS, PARTS, SIDES, compare, is_workspace, resolve_settings, workspaces
+from ..compare import DEFAULTS, PARTS, SIDES, compare_prepared, is_workspace, resolve_settings, workspaces
 from ..errors import UserError
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
@@ -400,8 +400,7 @@ def command(
                     if side in traces:
                         _require_traces_data(db, given[side], side)
             spinner.say("compare: comparing the runs" + ("" if no_findings else " (and diagnosing both)"))
-            result = compare(db_b, db_a, **options)
-        result["notes"] = notes + result["notes"]
+            result = compare_prepared(db_b, db_a, notes, **options)  # opened once, by workspaces()
         for side in SIDES:  # compare() saw the temporary workspaces of trace inputs
             result["runs"][side]["input"] = str(given[side])
         if html_out:

@@ -6,7 +6,6 @@ import sys
 
 import click
 import duckdb
-import pandas as pd
 
 from ..api import Workspace
 from ..clihelp import job_option, output_options, step_pattern_option
@@ -14,6 +13,7 @@ from ..errors import UserError
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import echo
 from ..summary import _TITLES, BY, idle_table, kernels_table, partition_table, print_summary
 from ..workspace import open_workspace
@@ -144,7 +144,7 @@ def command(
     elif fmt == "csv":
         if note:  # the CSV stays one table
             print(note, file=sys.stderr)
-        emit(pd.DataFrame(result["partition"]), "csv")
+        emit(PlainTable.from_records(result["partition"]), "csv")
     elif fmt == "markdown":
         if note:
             print(markdown_text(note) + "\n")

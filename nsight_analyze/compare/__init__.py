@@ -5,11 +5,15 @@ same `compare()` dict, so a verdict means one thing everywhere (docs/compare.md)
 
 How: both workspaces are ATTACHed read-only to one in-memory DuckDB. Each side's analysis
 results (time_partition, steps, imbalance, rank rollup) are copied once into temp tables; every
-comparison (partition, kernels, collectives, work rate) is SQL across the two catalogs, including
-the per-instance work (ranks and ties of kernel durations, clipping kernels to windows). Python
-only does the statistics on small inputs (scipy.stats): on the step-time samples (a few hundred
-numbers) a seeded percentile bootstrap of the relative change of the median and a Mann-Whitney U
-test, and the p-values of the per-kernel rank statistics SQL computed.
+comparison (partition, kernels, collectives, work rate) is SQL across the two catalogs. The
+per-instance work was done per rank at analysis time: kernel durations counted per kind and
+distinct duration (kernel_kinds, kernel_duration_counts: the rank tests' ranks and ties) and each
+kind's shares of the window and its cuts (kernel_window_shares: the work rate), so a comparison
+reads a few rows per kind, not the kernels (which it reads only for other trims, or a workspace
+without those tables). Python only does the statistics on small inputs (numpy, scipy.stats'
+arithmetic): on the step-time samples (a few hundred numbers) a seeded percentile bootstrap of the
+relative change of the median and a Mann-Whitney U test, and the p-values of the per-kernel rank
+statistics SQL computed.
 
 The verdict has a basis (docs/compare.md "Verdict"): step times when both runs have step
 windows; otherwise work per unit of time (the kernels both runs launch, valued at BEFORE's mean
@@ -17,11 +21,12 @@ duration, per ns of capture window), because a fixed-length capture has no step 
 Kernels are faster or slower by their per-instance durations, never by their count or total
 time. Findings are matched by the cause they measure (CAUSES), not by their id.
 
-One module per job; this one is the public API (`compare`) and the order of the work (`_run`):
+One module per job; this one is the public API (`compare`, and `compare_prepared` for callers
+that opened the workspaces themselves) and the order of the work (`_run`):
 
     settings.py   named defaults (DEFAULTS), resolve_settings, the JSON's vocabularies
     sides.py      inputs: workspaces or ingested traces; each side's results copied once
-    stats.py      the statistics (scipy.stats): bootstrap, Mann-Whitney, rank-test p-values
+    stats.py      the statistics (scipy.stats' in numpy): bootstrap, Mann-Whitney, rank p-values
     step_time.py  step times: the slowest rank's and every rank's, compared
     runs.py       partition per step window, step counts, imbalance, side by side
     kernels.py    kernels and collectives matched, faster/slower by per-instance durations
@@ -76,23 +81,52 @@ def compare(
 ) -> dict[str, Any]:
     """Compare two runs (workspaces or trace folders/files); the stable JSON of docs/compare.md.
     An input holding several jobs is compared as one: `before_job`/`after_job`, else its largest."""
-    cfg = resolve_settings(settings)
+    resolve_settings(settings)  # a bad setting fails before any trace is ingested
     with workspaces(before, after, (before_job, after_job)) as (db_b, db_a, notes):
-        same = db_b.resolve() == db_a.resolve()
-        cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
-        con = offline(duckdb.connect())
-        try:
-            bound_memory(con)  # the same cap as every analysis connection: spill, never take the machine
-            con.execute("SET enable_progress_bar = false")
-            con.execute(f"ATTACH '{db_b.resolve()}' AS cmp_b (READ_ONLY)")
-            if not same:
-                con.execute(f"ATTACH '{db_a.resolve()}' AS cmp_a (READ_ONLY)")
-            result = _run(
-                con, cats, {"before": str(before), "after": str(after)}, cfg, findings, model_flops_per_step
-            )
-        finally:
-            con.close()
-    result["notes"] = notes + result["notes"]
+        return compare_prepared(
+            db_b,
+            db_a,
+            notes,
+            settings=settings,
+            findings=findings,
+            model_flops_per_step=model_flops_per_step,
+            fail_on_regression_pct=fail_on_regression_pct,
+            paths=(before, after),
+        )
+
+
+def compare_prepared(
+    db_b: Path,
+    db_a: Path,
+    notes: list[str],
+    *,
+    settings: dict[str, Any] | None = None,
+    findings: bool = True,
+    model_flops_per_step: float | None = None,
+    fail_on_regression_pct: float | None = None,
+    paths: tuple[str | Path, str | Path] | None = None,
+) -> dict[str, Any]:
+    """compare() of the two workspaces `workspaces()` yielded (with its notes): what the command
+    calls inside its own `workspaces()`, so that a workspace is opened, and its stored results
+    checked, once per comparison and not again by compare(). `paths`: the inputs as given (the
+    runs' `input`; default the workspaces)."""
+    cfg = resolve_settings(settings)
+    given = paths or (db_b, db_a)
+    same = db_b.resolve() == db_a.resolve()
+    cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
+    con = offline(duckdb.connect())
+    try:
+        bound_memory(con)  # the same cap as every analysis connection: spill, never take the machine
+        con.execute("SET enable_progress_bar = false")
+        con.execute(f"ATTACH '{db_b.resolve()}' AS cmp_b (READ_ONLY)")
+        if not same:
+            con.execute(f"ATTACH '{db_a.resolve()}' AS cmp_a (READ_ONLY)")
+        result = _run(
+            con, cats, {"before": str(given[0]), "after": str(given[1])}, cfg, findings, model_flops_per_step
+        )
+    finally:
+        con.close()
+    result["notes"] = list(notes) + result["notes"]
     if fail_on_regression_pct is not None:
         result["gate"] = gate(result, fail_on_regression_pct)
     return result
@@ -214,6 +248,7 @@ __all__ = [
     "SCHEMA",
     "SIDES",
     "compare",
+    "compare_prepared",
     "compare_samples",
     "gate",
     "is_workspace",

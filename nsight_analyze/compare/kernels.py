@@ -23,6 +23,7 @@ def _duration_tests(
     keys: list[str],
     strata: list[str],
     same: bool = False,
+    kinds: dict[str, str] | None = None,
 ) -> None:
     """Temp table `table`: per key, before/after per-instance durations compared within each stratum.
 
@@ -32,26 +33,45 @@ def _duration_tests(
     stratified test: weights 1 / (n + 1)): `stat` (weighted U - E[U]; > 0 = after longer),
     `var`, `cc` (continuity correction: half the smallest weight, so one stratum is exactly the
     plain test), `rel` (relative change of the stratum medians weighted by BEFORE's time in
-    each), `configs` (strata in both runs). All per-instance work is here, in SQL.
+    each), `configs` (strata in both runs). No instance reaches Python: SQL counts them.
     `same`: both sources are one table (a workspace against itself), read once.
+    `kinds`: when given, the sources are already counted: rows (sk, v, w = instances) with `sk`
+    the stratum's key, and `kinds[side]` gives each key's keys and strata (sk, key and strata
+    columns; the stored kernel_kinds), so the counted rows carry no names.
 
-    Why SQL and not scipy.stats.mannwhitneyu: the input is every kernel instance of both runs
-    (millions of rows), per kernel and launch configuration, and scipy has no stratified
-    (van Elteren) test; moving the instances into Python and testing group by group would cost
-    more than the whole comparison. Per stratum the statistic is scipy's U with its tie-corrected
-    variance (tests/test_compare.py checks it against scipy.stats); stats.py `_p_values` turns
-    the combined statistic into a p-value.
+    Why not scipy.stats.mannwhitneyu: the input is every kernel instance of both runs (millions
+    of rows), per kernel and launch configuration, and scipy has no stratified (van Elteren)
+    test; moving the instances into Python and testing group by group would cost more than the
+    whole comparison. Per stratum the statistic is scipy's U with its tie-corrected variance
+    (tests/test_compare.py checks it against scipy.stats); stats.py `_p_values` turns the
+    combined statistic into a p-value.
 
-    How: the instances are read once, into counts per stratum and distinct duration (cx before,
-    cy after); the ranks (from the counts below each value), the tie term and the medians (the
-    one or two middle values found from the running counts: DuckDB's median, which averages
-    the two middle values of an even count) all come from those counts.
+    How: the instances are read once in SQL, into counts per stratum and distinct duration (cx
+    before, cy after; or the stored counts summed); from those rows, sorted, numpy takes the
+    ranks (from the counts below each value), the tie term and the medians (the one or two
+    middle values found from the running counts: DuckDB's median, which averages the two middle
+    values of an even count) with running sums per stratum (`_strata_stats`); SQL combines the
+    strata per key.
     """
     cols = keys + strata
     part = ", ".join(cols)
     kcols = ", ".join(keys)
     keep = ", ".join(f"any_value({c}) AS {c}" for c in cols)  # one value per stratum (sk)
-    if same:
+    if kinds is not None:
+        counts = (
+            f"SELECT sk, v, sum(w)::BIGINT AS cx, sum(w)::BIGINT AS cy "
+            f"FROM ({sources['before']}) GROUP BY sk, v"
+            if same
+            else f"SELECT sk, v, coalesce(sum(w) FILTER (WHERE side = 0), 0)::BIGINT AS cx, "
+            f"coalesce(sum(w) FILTER (WHERE side = 1), 0)::BIGINT AS cy "
+            f"FROM (SELECT 0 AS side, * FROM ({sources['before']}) "
+            f"UNION ALL SELECT 1 AS side, * FROM ({sources['after']})) GROUP BY sk, v"
+        )
+        names = " UNION ".join(
+            f"SELECT sk, {part} FROM ({kinds[s]})" for s in (("before",) if same else SIDES)
+        )
+        strata_sql = f"SELECT DISTINCT sk, {part} FROM ({names})"
+    elif same:
         counts = (
             f"SELECT hash({part}) AS sk, v, count(*) AS cx, count(*) AS cy, {keep} "
             f"FROM ({sources['before']}) GROUP BY sk, v"
@@ -63,29 +83,91 @@ def _duration_tests(
             f"FROM (SELECT 0 AS side, * FROM ({sources['before']}) "
             f"UNION ALL SELECT 1 AS side, * FROM ({sources['after']})) GROUP BY sk, v"
         )
+    if kinds is None:
+        strata_sql = f"SELECT DISTINCT sk, {part} FROM _cmp_g"
     # Strata are keyed by a hash (grouping and partitioning on long kernel names is what costs).
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE {table} AS
-        WITH g AS MATERIALIZED ({counts}),
-        strata AS (SELECT DISTINCT sk, {part} FROM g),
-        r AS (SELECT sk, v, cx, cy, cx + cy AS c,
-                     sum(cx + cy) OVER w - (cx + cy) AS below,
-                     sum(cx) OVER w - cx AS bx, sum(cy) OVER w - cy AS by_
-              FROM g WINDOW w AS (PARTITION BY sk ORDER BY v ROWS UNBOUNDED PRECEDING)),
-        s AS (SELECT sk, sum(cx) AS nx, sum(cy) AS ny, sum(cy * (below + (c + 1) / 2.0)) AS ra,
-                     sum(c::DOUBLE * c * c - c) AS tie, sum(cx * v) AS tb
-              FROM r GROUP BY sk),
-        m AS (SELECT r.sk,
-                     avg(v) FILTER (WHERE cx > 0 AND bx <= s.nx // 2 AND bx + cx > (s.nx - 1) // 2) AS mb,
-                     avg(v) FILTER (WHERE cy > 0 AND by_ <= s.ny // 2 AND by_ + cy > (s.ny - 1) // 2) AS ma
-              FROM r JOIN s USING (sk) GROUP BY r.sk),
-        y AS (SELECT st.*, s.nx, s.ny, s.ra, s.tie, s.tb, m.mb, m.ma, (s.nx + s.ny)::DOUBLE AS n,
-                     1.0 / (s.nx + s.ny + 1) AS w, s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
-              FROM s JOIN m USING (sk) JOIN strata st USING (sk) WHERE s.nx > 0 AND s.ny > 0)
-        SELECT {kcols}, count(*) AS configs, sum(w * du) AS stat,
-               sum(w * w * nx * ny / 12.0 * ((n + 1) - tie / (n * (n - 1)))) AS var, 0.5 * min(w) AS cc,
-               sum(tb * (ma / mb - 1)) FILTER (WHERE mb > 0) / nullif(sum(tb) FILTER (WHERE mb > 0), 0) AS rel
-        FROM y GROUP BY {kcols}""")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _cmp_g AS {counts}")
+    # a NULL duration (an instance without an end) has no rank: left out, as its median was
+    g = con.execute("SELECT sk, v, cx, cy FROM _cmp_g WHERE v IS NOT NULL ORDER BY sk, v").fetchnumpy()
+    y = _strata_stats(*(np.asarray(g[c]) for c in ("sk", "v", "cx", "cy")))
+    con.register("_cmp_strata_stats", y)
+    try:
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {table} AS
+            WITH strata AS ({strata_sql}),
+            y AS (SELECT st.*, s.* EXCLUDE (sk), (s.nx + s.ny)::DOUBLE AS n, 1.0 / (s.nx + s.ny + 1) AS w,
+                         s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
+                  FROM _cmp_strata_stats s JOIN strata st USING (sk) WHERE s.nx > 0 AND s.ny > 0)
+            SELECT {kcols}, count(*) AS configs, sum(w * du) AS stat,
+                   sum(w * w * nx * ny / 12.0 * ((n + 1) - tie / (n * (n - 1)))) AS var, 0.5 * min(w) AS cc,
+                   sum(tb * (ma / mb - 1)) FILTER (WHERE mb > 0) / nullif(sum(tb) FILTER (WHERE mb > 0), 0)
+                       AS rel
+            FROM y GROUP BY {kcols}""")
+    finally:
+        con.unregister("_cmp_strata_stats")
+        con.execute("DROP TABLE IF EXISTS _cmp_g")
+
+
+def _strata_stats(sk: np.ndarray, v: np.ndarray, cx: np.ndarray, cy: np.ndarray) -> pd.DataFrame:
+    """Per stratum, from its counts per distinct value sorted by (sk, v): nx, ny, ra (AFTER's rank
+    sum, average ranks for ties), tie (sum of c^3 - c over the tied groups), tb (BEFORE's summed
+    values) and the medians mb, ma (the one or two middle values of each side, averaged: DuckDB's
+    and numpy's median of the instances).
+
+    Why numpy: the input is one row per stratum and distinct duration (about 600k on 64 ranks x
+    200k kernels); running sums within strata are a cumsum minus each stratum's offset, which is
+    several times faster than SQL window functions over the same rows."""
+    cx, cy = cx.astype(np.int64), cy.astype(np.int64)
+    if len(sk) == 0:
+        cols = ("nx", "ny", "ra", "tie", "tb", "mb", "ma")
+        return pd.DataFrame({"sk": sk, **{c: np.zeros(0) for c in cols}})
+    start = np.flatnonzero(np.concatenate([[True], sk[1:] != sk[:-1]]))
+    size = np.diff(np.append(start, len(sk)))
+
+    def below(c: np.ndarray) -> np.ndarray:  # the stratum's count below each value
+        cs = np.cumsum(c)
+        return cs - c - np.repeat(cs[start] - c[start], size)
+
+    c = cx + cy
+    nx, ny = np.add.reduceat(cx, start), np.add.reduceat(cy, start)
+    cf = c.astype(float)
+    ra = np.add.reduceat(cy * (below(c) + (c + 1) / 2.0), start)
+    tie = np.add.reduceat(cf * c * c - c, start)
+    tb = np.add.reduceat(cx * v, start)
+
+    def median(cn: np.ndarray, n: np.ndarray) -> np.ndarray:
+        b, nn = below(cn), np.repeat(n, size)
+        mid = (cn > 0) & (b <= nn // 2) & (b + cn > (nn - 1) // 2)
+        k = np.add.reduceat(mid.astype(np.int64), start)
+        tot = np.add.reduceat(np.where(mid, v, 0.0), start)
+        return np.divide(tot, k, out=np.full(len(k), np.nan), where=k > 0)
+
+    return pd.DataFrame(
+        {
+            "sk": sk[start],
+            "nx": nx,
+            "ny": ny,
+            "ra": ra,
+            "tie": tie,
+            "tb": tb,
+            "mb": median(cx, nx),
+            "ma": median(cy, ny),
+        }
+    )
+
+
+def _stored_kinds(con: duckdb.DuckDBPyConnection, cat: str) -> bool:
+    """Whether `cat` stores kernel_kinds, kernel_duration_counts and _totals with one kind per key (a
+    64-bit hash collision would merge two kinds: then the kernels are read)."""
+    try:
+        n, keys = con.execute(
+            f"SELECT count(DISTINCT (kind, name, category, {', '.join(CONFIG)})), count(DISTINCT kind) "
+            f"FROM {cat}.kernel_kinds"
+        ).fetchone()
+        con.execute(f"SELECT 1 FROM {cat}.kernel_duration_counts, {cat}.kernel_duration_totals LIMIT 0")
+    except duckdb.CatalogException:
+        return False
+    return n == keys
 
 
 def _common(whole: dict[str, bool] | None, side: str) -> str:
@@ -104,17 +186,46 @@ def _kernels(
     """Kernels matched by name over the common ranks, ranked by time gained or lost per step;
     faster/slower by their per-instance durations within each launch configuration.
     `whole[side]`: every rank of that side is a common rank."""
-    agg = (
-        "SELECT name, mode(category) AS category, count(*) AS n, sum(end_ns - start_ns) AS t "
-        "FROM {cat}.kernels WHERE {common} GROUP BY name"
-    )
-    src = (
-        f"SELECT name, {', '.join(CONFIG)}, (end_ns - start_ns)::DOUBLE AS v FROM {{cat}}.kernels "
-        "WHERE {common}"
-    )
-    agg, src = ({s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (agg, src))
     same = cats["before"] == cats["after"]  # a workspace against itself: each side read once
-    _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same)
+    config = ", ".join(CONFIG)
+    if all(_stored_kinds(con, cats[s]) for s in SIDES):
+        # The stored counts (kernel_kinds, kernel_duration_counts): the same numbers as the
+        # kernels' (tests/test_compare_stored.py), from a few rows per kind and distinct duration.
+        kinds = (
+            f"SELECT rank, kind, hash(name, {config}) AS sk, name, category, {config}, instances, total_ns "
+            "FROM {cat}.kernel_kinds WHERE {common}"
+        )
+        agg = (  # the most frequent category of a name's instances, as mode(category) over them
+            "SELECT name, arg_max(category, c) FILTER (WHERE category IS NOT NULL) AS category, "
+            "sum(c)::BIGINT AS n, sum(t) AS t FROM (SELECT name, category, sum(instances) AS c, "
+            f"sum(total_ns) AS t FROM ({kinds}) GROUP BY name, category) GROUP BY name"
+        )
+        # counted over the ranks by kind (an integer) first, then named: few rows to join; every
+        # rank of a side common: the job's totals, summed at analysis time
+        counted = {
+            s: f"SELECT kind, duration_ns::DOUBLE AS v, instances AS w FROM {cats[s]}.kernel_duration_totals"
+            if whole and whole[s]
+            else "SELECT kind, duration_ns::DOUBLE AS v, sum(instances) AS w "
+            f"FROM {cats[s]}.kernel_duration_counts WHERE {_common(whole, s)} GROUP BY kind, duration_ns"
+            for s in SIDES
+        }
+        kinds, agg = (
+            {s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (kinds, agg)
+        )
+        src = {
+            s: f"SELECT m.sk, d.v, d.w FROM ({counted[s]}) d "
+            f"JOIN (SELECT DISTINCT kind, sk FROM ({kinds[s]})) m USING (kind)"
+            for s in SIDES
+        }
+        _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same, kinds=kinds)
+    else:  # a workspace analysed before those tables existed: every kernel read here
+        agg = (
+            "SELECT name, mode(category) AS category, count(*) AS n, sum(end_ns - start_ns) AS t "
+            "FROM {cat}.kernels WHERE {common} GROUP BY name"
+        )
+        src = f"SELECT name, {config}, (end_ns - start_ns)::DOUBLE AS v FROM {{cat}}.kernels WHERE {{common}}"
+        agg, src = ({s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (agg, src))
+        _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same)
     df = _df(
         con,
         f"""

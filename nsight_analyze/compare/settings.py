@@ -44,6 +44,8 @@ def resolve_settings(overrides: dict[str, Any] | None) -> dict[str, float]:
         cfg[k] = int(v) if isinstance(DEFAULTS[k], int) else float(v)
     if not 0 < cfg["confidence_level"] < 1:
         raise UserError("confidence_level must be between 0 and 1")
+    if cfg["bootstrap_resamples"] < 1:
+        raise UserError("bootstrap_resamples must be at least 1")
     if cfg["min_samples"] < 2:  # scipy.stats.bootstrap needs two: one value has no spread to resample
         raise UserError("min_samples must be at least 2 (a bootstrap resamples two or more step windows)")
     return cfg

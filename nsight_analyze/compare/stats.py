@@ -1,16 +1,26 @@
 """The statistics of a comparison: step-time samples, and the p-values of the kernels' rank tests.
 
-Step times (a few hundred numbers per run) go to scipy.stats: `mannwhitneyu` (two-sided,
-normal approximation with tie and continuity corrections) and `bootstrap` (percentile interval
-of the relative change of the median, the runs resampled independently). The per-kernel
-duration test is not scipy's: it ranks every kernel instance of both runs (millions of rows)
-within each launch configuration and combines the configurations (van Elteren's stratified
-test, which scipy.stats does not offer), so it runs in SQL where the instances are
-(kernels.py `_duration_tests`); only its p-values, one per kernel, are computed here, with
-scipy's normal distribution. tests/test_compare.py checks that SQL against scipy.stats.
+Step times (a few hundred numbers per run): a two-sided Mann-Whitney U test (normal
+approximation with tie and continuity corrections) and a percentile bootstrap of the relative
+change of the median (2000 resamples, the runs resampled independently, PCG64 seeded with
+[seed, stream]). Both are scipy.stats' (`mannwhitneyu(method="asymptotic")`, `bootstrap(
+method="percentile", vectorized=True)`, `quantile`) step for step: the same index draws from
+the same generator, the same median and interpolation, so the numbers are scipy's to the last
+bit (tests/test_compare_stats.py checks them against scipy.stats). Why not call scipy.stats:
+importing it costs about a second, and compare runs one bootstrap per rank (64 on a 64-rank
+job): scipy's per-call overhead and its gather-then-partition median made the step times the
+slowest part of a large comparison. Here a resample's median is read from the sorted sample by
+sorting the resampled *positions* (small integers: numpy's radix sort), not the values.
 
-scipy is imported inside the functions: `compare --help` and the modules that only need the
-settings do not load it.
+The per-kernel duration test is not scipy's: it ranks every kernel instance of both runs
+(millions of rows) within each launch configuration and combines the configurations (van
+Elteren's stratified test, which scipy.stats does not offer), from the instances counted per
+distinct duration in SQL (kernels.py `_duration_tests`); only its p-values, one per kernel, are
+computed here, with scipy.special's normal distribution function (`ndtr`, what `scipy.stats.norm.sf`
+evaluates). tests/test_compare.py checks that SQL against scipy.stats.
+
+scipy.special is imported inside the functions: `compare --help` and the modules that only
+need the settings do not load it.
 """
 
 from __future__ import annotations
@@ -34,44 +44,113 @@ def _summary(x: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _average_ranks(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Average ranks (1-based, ties share their mean rank) and the tie counts, as scipy.stats'
+    `_rankdata(v, "average", return_ties=True)` computes them (counts at each distinct value's
+    first sorted position, zeros elsewhere)."""
+    n = len(v)
+    j = np.argsort(v, kind="stable")
+    ordinal = np.arange(1, n + 1, dtype=float)
+    s = v[j]
+    first = np.concatenate([np.ones(1, dtype=bool), s[:-1] != s[1:]])
+    counts = np.diff(np.arange(n)[first], append=n)
+    ranks = np.empty(n, dtype=float)
+    ranks[j] = np.repeat(ordinal[first] + (counts.astype(float) - 1) / 2, counts)
+    ties = np.zeros(n, dtype=float)
+    ties[first] = counts
+    return ranks, ties
+
+
+def _ndtr(x: np.ndarray | float) -> np.ndarray:
+    """The standard normal distribution function (scipy.special.ndtr: what scipy.stats.norm.sf
+    evaluates at -x); scipy.special loads in a fraction of scipy.stats' import time."""
+    from scipy.special import ndtr
+
+    return ndtr(x)
+
+
 def mann_whitney_p(x: np.ndarray, y: np.ndarray) -> float | None:
     """Two-sided Mann-Whitney U p-value (normal approximation, tie and continuity corrected).
 
     Why this test: step times are skewed (warm-up, occasional stalls); a rank test needs no
-    normality and is robust to a few outliers.
+    normality and is robust to a few outliers. The arithmetic is scipy.stats.mannwhitneyu(y, x,
+    alternative="two-sided", method="asymptotic", use_continuity=True)'s, in its order.
     """
-    from scipy.stats import mannwhitneyu
-
     if len(x) == 0 or len(y) == 0:
         return None
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if np.ptp(np.concatenate([x, y])) == 0:  # all tied: no variance, nothing differs
+    xy = np.concatenate([y, x])
+    if np.ptp(xy) == 0:  # all tied: no variance, nothing differs
         return 1.0
-    res = mannwhitneyu(y, x, alternative="two-sided", method="asymptotic", use_continuity=True)
-    return float(min(1.0, res.pvalue))
+    n1, n2 = len(y), len(x)
+    ranks, t = _average_ranks(xy)
+    u1 = np.sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    u = np.maximum(u1, n1 * n2 - u1)
+    n = n1 + n2
+    s = np.sqrt(n1 * n2 / 12 * ((n + 1) - np.sum(t**3 - t) / (n * (n - 1))))
+    z = (u - n1 * n2 / 2 - 0.5) / s
+    p = np.clip(_ndtr(-z) * 2, 0.0, 1.0)
+    return float(min(1.0, p))
 
 
 def _relative_median_change(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
     """median(y) / median(x) - 1 along `axis` (0 where BEFORE's median is not positive)."""
     mx = np.median(x, axis=axis)
     my = np.median(y, axis=axis)
+    return _relative(mx, my)
+
+
+def _relative(mx: np.ndarray, my: np.ndarray) -> np.ndarray:
     return np.where(mx > 0, my / np.where(mx > 0, mx, 1.0) - 1.0, 0.0)
 
 
-def _bootstrap(x: np.ndarray, y: np.ndarray, cfg: dict[str, float], stream: int) -> Any:
-    """scipy's percentile bootstrap of median(y*) / median(x*) - 1, B resamples, PCG64 seeded
-    with [seed, stream]: x* then y* drawn per batch, so the same inputs give the same numbers."""
-    from scipy.stats import bootstrap
+def _resampled_medians(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """np.median(x[idx], axis=-1), one median per row of resample indices `idx`.
 
-    return bootstrap(
-        (x, y),
-        _relative_median_change,
-        n_resamples=int(cfg["bootstrap_resamples"]),
-        vectorized=True,
-        method="percentile",
-        confidence_level=float(cfg["confidence_level"]),
-        rng=np.random.default_rng([int(cfg["seed"]), stream]),
-    )
+    How: a resample's values in order are the sorted sample at the resampled positions in order,
+    so the positions (small integers, radix-sorted by numpy) are sorted instead of the values;
+    the middle one or two give the median, averaged as np.median averages them."""
+    n = len(x)
+    if n > 65536:
+        return np.median(x[idx], axis=-1)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    pos = np.empty(n, dtype=np.uint8 if n <= 256 else np.uint16)
+    pos[order] = np.arange(n)
+    p = np.sort(pos[idx], axis=-1, kind="stable")
+    h = n // 2
+    if n % 2:
+        return xs[p[:, h]]
+    return (xs[p[:, h - 1]] + xs[p[:, h]]) / 2
+
+
+def _quantile_linear(v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """scipy.stats.quantile(v, p, method="linear") of a 1-d array (Hyndman and Fan's type 7)."""
+    y = np.sort(v)
+    n = len(y)
+    jg = p * n + (1 - p)
+    jp1 = jg // 1
+    j = jp1 - 1
+    g = jg % 1
+    g = np.where(j < 0, 0.0, g)
+    j = np.clip(j, 0.0, n - 1)
+    jp1 = np.clip(jp1, 0.0, n - 1)
+    return (1 - g) * y[j.astype(np.int64)] + g * y[jp1.astype(np.int64)]
+
+
+def _bootstrap(
+    x: np.ndarray, y: np.ndarray, cfg: dict[str, float], stream: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bootstrap distribution, percentile interval) of median(y*) / median(x*) - 1: B resamples,
+    PCG64 seeded with [seed, stream], x* then y* drawn as scipy.stats.bootstrap draws them (one
+    batch), so the same inputs give the same numbers, and scipy's."""
+    rng = np.random.default_rng([int(cfg["seed"]), stream])
+    b = int(cfg["bootstrap_resamples"])
+    mx = _resampled_medians(x, rng.integers(0, len(x), (b, len(x)), dtype=np.int64, endpoint=False))
+    my = _resampled_medians(y, rng.integers(0, len(y), (b, len(y)), dtype=np.int64, endpoint=False))
+    dist = _relative(mx, my)
+    alpha = np.asarray((1 - float(cfg["confidence_level"])) / 2, dtype=dist.dtype)
+    return dist, _quantile_linear(dist, np.stack([alpha, 1 - alpha]))
 
 
 def compare_samples(x: np.ndarray, y: np.ndarray, cfg: dict[str, float], stream: int = 0) -> dict[str, Any]:
@@ -94,9 +173,7 @@ def compare_samples(x: np.ndarray, y: np.ndarray, cfg: dict[str, float], stream:
     )
     if min(len(x), len(y)) < int(cfg["min_samples"]) or not mb:
         return out
-    boot = _bootstrap(x, y, cfg, stream)
-    rel = boot.bootstrap_distribution
-    lo, hi = boot.confidence_interval
+    rel, (lo, hi) = _bootstrap(x, y, cfg, stream)
     eff = cfg["min_effect_pct"] / 100.0
     out.update(
         {
@@ -113,8 +190,6 @@ def compare_samples(x: np.ndarray, y: np.ndarray, cfg: dict[str, float], stream:
 
 def _p_values(stat: pd.Series, var: pd.Series, cc: pd.Series) -> np.ndarray:
     """Two-sided normal-approximation p-values of the rank statistics (one per kernel, not per event)."""
-    from scipy.stats import norm
-
     v = pd.to_numeric(var, errors="coerce").to_numpy(dtype=float)
     d = np.maximum(
         np.abs(pd.to_numeric(stat, errors="coerce").to_numpy(dtype=float))
@@ -122,5 +197,5 @@ def _p_values(stat: pd.Series, var: pd.Series, cc: pd.Series) -> np.ndarray:
         0.0,
     )
     z = np.divide(d, np.sqrt(np.where(v > 0, v, 1.0)), out=np.zeros_like(d), where=v > 0)
-    p = 2.0 * norm.sf(z)
+    p = 2.0 * _ndtr(-z)
     return np.where(np.isnan(v), np.nan, np.where(v > 0, p, 1.0))

@@ -44,6 +44,36 @@ def _kinds(side: int, cat: str, inner: str, edge: str, names: list[str]) -> str:
         GROUP BY rank, kk"""
 
 
+def _stored_at(con: duckdb.DuckDBPyConnection, cat: str, fracs: dict[int, float]) -> bool:
+    """Whether `cat` stores kernel_window_shares at exactly these trim fractions (level: frac)."""
+    try:
+        got = con.execute(f"SELECT DISTINCT trim_level, trim_frac FROM {cat}.kernel_window_shares").fetchall()
+    except duckdb.CatalogException:  # a workspace analysed before the table existed
+        return False
+    return not got or dict(got) == fracs and len(got) == len(fracs)
+
+
+def _stored_kinds(side: int, cat: str, fracs: dict[int, float]) -> str:
+    """SQL: the rows of `_kinds` for one side (its columns in its order: they are UNIONed
+    positionally), read from its stored kernel_window_shares (one row per rank, kind and trim
+    level; the shares summed there once per rank at analysis time)."""
+    kk = f"hash(name, {', '.join(CONFIG)})"
+    cuts = ", ".join(
+        f"max(front_share) FILTER (WHERE trim_level = {i}) AS f{i}, "
+        f"max(back_share) FILTER (WHERE trim_level = {i}) AS b{i}"
+        for i in fracs
+    )
+    return f"""
+        SELECT {side} AS side, rank, {kk} AS kk, sum(n) AS n, sum(dur_sum) AS dur_sum, sum(dur_ov) AS dur_ov,
+               sum(ov) AS ov, {", ".join(f"sum({c}{i}) AS {c}{i}" for c in "fb" for i in fracs)}
+        FROM (SELECT rank, name, {", ".join(CONFIG)}, any_value(instances) AS n,
+                     any_value(total_ns) AS dur_sum, any_value(span_ns) AS dur_ov,
+                     any_value(span_share) AS ov, {cuts}
+              FROM {cat}.kernel_window_shares WHERE rank IN (SELECT rank FROM cmp_common)
+              GROUP BY rank, name, {", ".join(CONFIG)})
+        GROUP BY rank, kk"""
+
+
 def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[str, float]) -> dict[str, Any]:
     """Work done per ns of window, before and after: the basis of a verdict without step times.
 
@@ -55,7 +85,9 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
     sum over ranks of work / sum of windows. Because a capture cuts iterations at arbitrary
     points, the rate is also computed on sub-windows trimmed by 0..rate_trim_pct % at either end
     (TRIM_LEVELS x TRIM_LEVELS per run); `range_pct` is the change between the extremes of the
-    two runs (any cut of one against any cut of the other). Per-instance work is SQL.
+    two runs (any cut of one against any cut of the other). Per-instance work is SQL: at the
+    default trims it was done per rank at analysis time (the stored kernel_window_shares, read
+    here a few rows per rank and kind); at other trims every kernel is clipped here (_kinds).
     """
     same = cats["before"] == cats["after"]  # a workspace against itself: its kernels read once
     trim = float(cfg["rate_trim_pct"]) / 100.0
@@ -65,7 +97,8 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
     # The trims as DuckDB computes them, written back as exact DOUBLE literals: each rank's cut
     # points are columns of its window, and each instance's share of every cut a column of the
     # pass over the instances (no join of the instances to the trims).
-    fs = {int(i): f"{float(f)!r}::DOUBLE" for i, f in con.execute(tr).fetchall() if i > 0}
+    fracs = {int(i): float(f) for i, f in con.execute(tr).fetchall() if i > 0}
+    fs = {i: f"{f!r}::DOUBLE" for i, f in fracs.items()}
     cut_cols = ", ".join(
         f"lo + (hi - lo) * {f} AS cf{i}, hi - (hi - lo) * {f} AS cb{i}" for i, f in fs.items()
     )
@@ -89,7 +122,10 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
     # trimmed-off end: its shares are 1 and 0s, so those (most) instances are only counted; the
     # others, near the ends or without a length, get _overlap per instance.
     edge = ", ".join(f"sum({_overlap(b, e)}) AS {c}" for c, (b, e) in spans.items())
-    kinds = " UNION ALL ".join(_kinds(i, cats[side], inner, edge, names) for i, side in sides)
+    if all(_stored_at(con, cats[side], fracs) for _, side in sides):
+        kinds = " UNION ALL ".join(_stored_kinds(i, cats[side], fracs) for i, side in sides)
+    else:  # other trims than the stored table's: every kernel clipped here
+        kinds = " UNION ALL ".join(_kinds(i, cats[side], inner, edge, names) for i, side in sides)
     # Per side, rank and kind (name and launch configuration): the instances in the window, their
     # durations, and their summed shares of the window and of each cut (an instance's share of a
     # trimmed-off end is what the cut removes). BEFORE's mean duration of a kind values the

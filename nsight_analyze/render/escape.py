@@ -13,9 +13,8 @@ import html as _html
 import json
 import math
 import re
+import sys
 from typing import Any
-
-import pandas as pd
 
 # C0 and C1 control characters except tab and newline (which are handled as whitespace).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -25,9 +24,11 @@ ELLIPSIS = "…"
 
 
 def _missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
+    """None, NaN, pandas' NA / NaT (read from sys.modules: they exist only once pandas is imported)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return True
-    return isinstance(value, float) and math.isnan(value)
+    pd = sys.modules.get("pandas")
+    return pd is not None and (value is pd.NA or value is pd.NaT)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,12 +6,14 @@ row, open a link or a code span, or carry HTML into the page that renders the co
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .escape import code_block, markdown
+from .table import PlainTable, as_plain
 from .units import format_value
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["code_block", "markdown_cell", "markdown_table", "markdown_text"]
 
@@ -26,16 +28,20 @@ def markdown_cell(value: Any, column: str | None = None) -> str:
     return markdown(format_value(value, column))
 
 
-def markdown_table(df: pd.DataFrame, title: str | None = None, units_by_column: bool = True) -> str:
-    """A table (column names as they are), after a `### title` line. With `units_by_column`
-    False, cells are formatted without their column name (numbers stay numbers, not durations)."""
-    cols = [str(c) for c in df.columns]
+def markdown_table(
+    df: pd.DataFrame | PlainTable, title: str | None = None, units_by_column: bool = True
+) -> str:
+    """A table (a DataFrame or a PlainTable; column names as they are), after a `### title` line.
+    With `units_by_column` False, cells are formatted without their column name (numbers stay
+    numbers, not durations)."""
+    table = as_plain(df)
+    cols = table.columns
     out = [f"### {markdown_text(title)}", ""] if title else []
     if not cols:
         return "\n".join(out + ["(no columns)"])
     out.append("| " + " | ".join(markdown_cell(c) for c in cols) + " |")
     out.append("|" + "|".join("---" for _ in cols) + "|")
-    for row in df.astype(object).itertuples(index=False):
+    for row in table.rows:
         cells = [markdown_cell(v, c if units_by_column else None) for v, c in zip(row, cols, strict=True)]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -19,12 +19,14 @@ import os
 import re
 import sys
 import textwrap
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .escape import ELLIPSIS, clean, clean_lines
+from .table import PlainTable, as_plain
 from .units import UNKNOWN, column_kind, format_value, heading
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_WIDTH = 80  # when neither COLUMNS nor a terminal says
 MIN_WIDTH = 20
@@ -143,12 +145,9 @@ def wrap_sql(sql: str, width: int | None = None, indent: str = "", hang: str | N
 # Tables
 
 
-def _cells(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    cols = [str(c) for c in df.columns]
-    rows = [
-        [format_value(v, c) for v, c in zip(row, cols, strict=True)]
-        for row in df.astype(object).itertuples(index=False)
-    ]
+def _cells(table: PlainTable) -> tuple[list[str], list[list[str]]]:
+    cols = table.columns
+    rows = [[format_value(v, c) for v, c in zip(row, cols, strict=True)] for row in table.rows]
     return cols, rows
 
 
@@ -288,15 +287,20 @@ def _rich_table(cols: list[_Col], tty: bool):
 
 
 def render_table(
-    df: pd.DataFrame, title: str | None = None, width: int | None = None, tty: bool = False, keys: int = 1
+    df: pd.DataFrame | PlainTable,
+    title: str | None = None,
+    width: int | None = None,
+    tty: bool = False,
+    keys: int = 1,
 ) -> str:
-    """A table as text that fits `width` (default: the terminal): split into several when the
-    columns cannot all fit (each repeating the first `keys` columns), names elided, other text
-    wrapped."""
+    """A table (a DataFrame or a PlainTable) as text that fits `width` (default: the terminal):
+    split into several when the columns cannot all fit (each repeating the first `keys`
+    columns), names elided, other text wrapped."""
     width = max(width or terminal_width(), MIN_WIDTH)
-    names, rows = _cells(df)
+    table = as_plain(df)
+    names, rows = _cells(table)
     cols = [
-        _Col(heading(n), [r[i] for r in rows], _style(n, [r[i] for r in rows], _is_numeric(df, i)))
+        _Col(heading(n), [r[i] for r in rows], _style(n, [r[i] for r in rows], table.is_numeric(i)))
         for i, n in enumerate(names)
     ]
     out: list[str] = []
@@ -317,15 +321,13 @@ def render_table(
     return "\n".join(out)
 
 
-def _is_numeric(df: pd.DataFrame, i: int) -> bool:
-    col = df.iloc[:, i]
-    return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
-
-
-def table_text(df: pd.DataFrame, title: str | None = None, width: int | None = None, keys: int = 1) -> str:
+def table_text(
+    df: pd.DataFrame | PlainTable, title: str | None = None, width: int | None = None, keys: int = 1
+) -> str:
     """Plain text (no colour) of `render_table`, for pipes, logs and indented sub-tables."""
     return render_table(df, title, width=width, keys=keys)
 
 
-def print_table(df: pd.DataFrame, title: str | None = None, keys: int = 1) -> None:
+def print_table(df: pd.DataFrame | PlainTable, title: str | None = None, keys: int = 1) -> None:
+    """Print `render_table` (coloured headings on a terminal)."""
     print(render_table(df, title, tty=sys.stdout.isatty(), keys=keys))

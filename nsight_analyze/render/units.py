@@ -8,11 +8,10 @@ passed through `escape.clean` (control characters shown escaped).
 
 from __future__ import annotations
 
-import math
+import sys
 from typing import Any
 
-import pandas as pd
-
+from ..plain import missing as _missing
 from .data import jsonable
 from .escape import clean
 
@@ -24,12 +23,6 @@ ID_COLUMNS = {"#", "rank", "step", "pid", "tid", "device", "device_id", "stream"
 TIMESTAMP_SUFFIXES = ("start_ns", "end_ns", "arrive_ns", "first_ns", "last_ns", "utc_ns", "ts_ns")
 DURATION_UNITS = ((1e3, "µs"), (1e6, "ms"), (1e9, "s"))  # ascending; below 1 µs: integer ns
 BYTE_UNITS = ((1 << 10, "KiB"), (1 << 20, "MiB"), (1 << 30, "GiB"), (1 << 40, "TiB"), (1 << 50, "PiB"))
-
-
-def _missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
 
 
 def _significant(value: float) -> str:
@@ -139,7 +132,8 @@ def column_kind(name: str) -> str:
 
 def format_value(value: Any, column: str | None = None) -> str:
     """One cell for the terminal (or Markdown): human units by column name, UNKNOWN when missing."""
-    if isinstance(value, pd.Timedelta):
+    pd = sys.modules.get("pandas")  # a Timedelta exists only once pandas is imported
+    if pd is not None and isinstance(value, pd.Timedelta):
         return format_duration(value.value)
     value = jsonable(value)
     if _missing(value):

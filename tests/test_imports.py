@@ -1,0 +1,187 @@
+"""`summary` imports no heavy module, and the renderers print a PlainTable as they print a DataFrame.
+
+Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
+about half a second, as much as the whole `summary` command may take on a two-rank workspace.
+`summary` builds its rows with DuckDB's `fetchall` and renders `PlainTable`s; every other command
+still hands DataFrames to the same renderers, which must then give the very same text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from nsight_analyze.render.data import records, to_json
+from nsight_analyze.render.markdown import markdown_table
+from nsight_analyze.render.output import emit
+from nsight_analyze.render.table import PlainTable
+from nsight_analyze.render.terminal import render_table
+
+HEAVY = ("pandas", "pyarrow", "numpy", "plotly", "scipy")
+
+# Runs the CLI in this interpreter, then prints which heavy modules it left in sys.modules.
+_PROBE = """
+import sys
+from nsight_analyze.cli import main
+try:
+    main(sys.argv[1:], prog_name="nsight-analyze")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+heavy = sorted(m for m in {heavy!r} if m in sys.modules)
+print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def summary_db(sample_workspace):
+    """The sample job (4 ranks, NVTX steps), analysed: opening it recomputes nothing (a recompute
+    may import anything; the promise is about an up-to-date workspace)."""
+    from nsight_analyze import analysis
+    from nsight_analyze.workspace import open_workspace
+
+    con = open_workspace(sample_workspace)  # refreshes once if the queries changed since the ingest
+    try:
+        assert not analysis.plan(con).needed
+    finally:
+        con.close()
+    return sample_workspace
+
+
+@pytest.mark.parametrize(
+    ("fmt", "by"),
+    [
+        ("table", "rank"),
+        ("json", "rank"),
+        ("csv", "rank"),
+        ("markdown", "rank"),
+        ("table", "step"),
+        ("json", "rank-step"),
+    ],
+)
+def test_summary_imports_no_heavy_module(summary_db, fmt, by):
+    args = ["summary", "--db", str(summary_db), "--format", fmt, "--by", by]
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=HEAVY), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+        cwd=summary_db.parent,  # the package as installed, not as found in the current folder
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()  # it printed the summary
+    line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
+    assert line == ["HEAVY="], proc.stderr
+
+
+# Rows a command could hand a renderer: integer ids and counts, durations and shares (floats,
+# some missing), text with trace-like hostile characters, a long kernel name, booleans, a column
+# that is always missing, and one of integers with a gap (pandas makes it float: 3.0 prints "3").
+ROWS = [
+    {
+        "rank": 0,
+        "name": "void gemm<128, 64>(Params) | `x` [a](b) " + "k" * 60,
+        "window_ns": 299848812,
+        "idle_pct": 8.681,
+        "overlap_pct": None,
+        "instances": 1289,
+        "ok": True,
+        "note": "first\nline \x1b[31m<b>&",
+        "never": None,
+        "gapped": 3,
+    },
+    {
+        "rank": 1,
+        "name": "ncclDevKernel_SendRecv",
+        "window_ns": 0,
+        "idle_pct": float("nan"),
+        "overlap_pct": 51.89385589860161,
+        "instances": 7,
+        "ok": False,
+        "note": "",
+        "never": None,
+        "gapped": None,
+    },
+    {
+        "rank": 12,
+        "name": "elementwise",
+        "window_ns": 1234,
+        "idle_pct": 0.056,
+        "overlap_pct": 0.0,
+        "instances": 1_000_000,
+        "ok": True,
+        "note": "12.5 ms",
+        "never": None,
+        "gapped": 41,
+    },
+]
+# Columns of one type each (with missing values): their CSV and JSON agree as well; "gapped"
+# does not (pandas writes its integers as 3.0, a PlainTable keeps 3).
+TYPED = [c for c in ROWS[0] if c != "gapped"]
+
+
+@pytest.mark.parametrize("width", [30, 80, 200])
+def test_terminal_text_same_for_dataframe_and_plain_table(width):
+    plain, df = PlainTable.from_records(ROWS), pd.DataFrame(ROWS)
+    for keys in (1, 2):
+        assert render_table(plain, "t", width=width, keys=keys) == render_table(
+            df, "t", width=width, keys=keys
+        )
+
+
+def test_markdown_same_for_dataframe_and_plain_table():
+    plain, df = PlainTable.from_records(ROWS), pd.DataFrame(ROWS)
+    assert markdown_table(plain, "t") == markdown_table(df, "t")
+    assert markdown_table(plain, units_by_column=False) == markdown_table(df, units_by_column=False)
+
+
+def _emitted(table, fmt: str) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        emit(table, fmt, "title")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown"])
+def test_emit_same_for_dataframe_and_plain_table(fmt):
+    rows = [{c: r[c] for c in TYPED} for r in ROWS]
+    assert _emitted(PlainTable.from_records(rows), fmt) == _emitted(pd.DataFrame(rows), fmt)
+
+
+def test_records_keep_types_and_missing_values():
+    rows = [{c: r[c] for c in TYPED} for r in ROWS]
+    got = records(PlainTable.from_records(rows))
+    assert got == records(pd.DataFrame(rows))
+    # by hand from ROWS: ints stay ints, NaN and None are null
+    assert [type(r["instances"]) for r in got] == [int, int, int]
+    assert got[1]["idle_pct"] is None and got[0]["overlap_pct"] is None
+    assert json.loads(to_json(got))[1]["idle_pct"] is None
+
+
+def test_plain_csv_quotes_like_pandas():
+    """Commas, quotes, newlines and a lone empty field: the csv module's minimal quoting, as pandas'."""
+    rows = [{"a": 'x,"y"', "b": "two\nlines"}, {"a": "", "b": None}]
+    assert PlainTable.from_records(rows).to_csv() == pd.DataFrame(rows).to_csv(index=False)
+    one = [{"a": None}, {"a": ""}, {"a": float("nan")}]
+    assert PlainTable.from_records(one).to_csv() == pd.DataFrame(one).to_csv(index=False)
+
+
+def test_numeric_columns_as_pandas_types_them():
+    """Right-aligned columns follow the DataFrame's dtypes: numbers with gaps are numeric, bools,
+    text and all-missing columns are not."""
+    plain, df = PlainTable.from_records(ROWS), pd.DataFrame(ROWS)
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    want = [is_numeric_dtype(t) and not is_bool_dtype(t) for t in df.dtypes]
+    assert [plain.is_numeric(i) for i in range(len(plain.columns))] == want
+    assert want.count(True) == 6  # by hand: rank, window_ns, idle_pct, overlap_pct, instances, gapped
