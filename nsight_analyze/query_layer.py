@@ -57,6 +57,15 @@ class Query:
         target = "TABLE" if as_ == "table" else "VIEW"
         return _CREATE.sub(f"CREATE OR REPLACE {temp}{target} {self.name}", self.sql, count=1)
 
+    def into(self, table: str, create: bool) -> str:
+        """The statement storing this view's rows in `table` (a qualified name): created from
+        them, or appended to it."""
+        if create:
+            return _CREATE.sub(f"CREATE TABLE {table}", self.sql, count=1)
+        head = _CREATE.search(self.sql)
+        body = re.sub(r"^\s*AS\b", "", self.sql[head.end() :], count=1, flags=re.IGNORECASE)
+        return f"INSERT INTO {table} BY NAME {body}"
+
 
 def queries_dir() -> Path:
     """queries/ at the repository root (editable install) or inside the wheel."""

@@ -28,10 +28,11 @@
 --   start within settings.whatif_max_events (default 2000) are replayed; later steps have no rows and
 --   the whole-job row is the mean over the replayed steps.
 --   Scenarios: slowest-rank-at-median replaces the offsets, transfers and post of the ranks
---   rank_attribution blames (else of the rank with the largest excess) by the median of the other
---   ranks'; comms-hidden sets transfers and queue gaps to 0; no-input-stalls, no-launch-gaps,
---   no-sync-stalls take the idle of that cause (gaps: input_stall; launch_gap and host_bound, the
---   GPU waiting for the host to issue work; sync_stall) between the anchor and each point out of it.
+--   rank_attribution blames (else of the rank with the largest excess, the lowest on ties) by
+--   the median of the other ranks'; comms-hidden sets transfers and queue gaps to 0;
+--   no-input-stalls, no-launch-gaps, no-sync-stalls take the idle of that cause (gaps:
+--   input_stall; launch_gap and host_bound, the GPU waiting for the host to issue work;
+--   sync_stall) between the anchor and each point out of it.
 -- columns: job, scenario, step, actual_step_time_ns, replayed_actual_ns, step_time_ns, gain_ns, fixed_ranks
 -- stage: job
 -- result: stored
@@ -188,7 +189,7 @@ wi_base AS MATERIALIZED (  -- every rank at every event: offset, queue gap, tran
 wi_fixed AS (  -- the ranks slowest-rank-at-median replaces
     SELECT job, rank FROM rank_attribution WHERE step IS NULL AND cause IS NOT NULL
     UNION ALL
-    SELECT job, arg_max(rank, excess_ns) FROM rank_attribution
+    SELECT job, arg_max(rank, (excess_ns, -rank)) FROM rank_attribution  -- ties: the lowest rank
     WHERE step IS NULL AND job NOT IN (SELECT job FROM rank_attribution WHERE step IS NULL AND cause IS NOT NULL)
     GROUP BY job
 ),
