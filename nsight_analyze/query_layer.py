@@ -61,7 +61,7 @@ class Query:
         """The statement storing this view's rows in `table` (a qualified name): created from
         them, or appended to it."""
         if create:
-            return _CREATE.sub(f"CREATE TABLE {table}", self.sql, count=1)
+            return _CREATE.sub(lambda _: f"CREATE TABLE {table}", self.sql, count=1)  # a literal name
         head = _CREATE.search(self.sql)
         body = re.sub(r"^\s*AS\b", "", self.sql[head.end() :], count=1, flags=re.IGNORECASE)
         return f"INSERT INTO {table} BY NAME {body}"

@@ -33,6 +33,15 @@ def rounded_select(con, table: str, skip: Collection[str] = ()) -> str:
     return f'SELECT {", ".join(exprs)} FROM "{table}"'
 
 
+def stored_tables(con) -> dict[str, list]:
+    """Every stored result table, rows sorted (the tables are sets of rows), floats rounded
+    (rounded_select)."""
+    from nsight_analyze import query_layer
+
+    names = [*query_layer.stored("rank"), *query_layer.stored("job")]
+    return {n: sorted(con.execute(rounded_select(con, n)).fetchall(), key=repr) for n in names}
+
+
 def oracle_dir(trace: Path) -> Path:
     """traces/nsys/a/b.sqlite -> oracles/nsys-2022.4/a__b"""
     rel = trace.relative_to(TRACES / "nsys").with_suffix("")

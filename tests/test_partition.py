@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
-from conftest import TRACES, nsys_traces, requires_shared, rounded_select
+from conftest import TRACES, nsys_traces, requires_shared, stored_tables
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nsight_analyze import analysis, query_layer
+from nsight_analyze import analysis
 from nsight_analyze.analysis import refresh
 from nsight_analyze.workspace import open_workspace
 
@@ -549,13 +549,6 @@ def test_synthetic_partition_equals_ground_truth(tmp_path, workspace_of, job):
             assert windows[key] == (want["window_start_ns"], want["window_end_ns"]), key
     assert set(con.execute("SELECT DISTINCT source FROM steps").fetchall()) == {("nvtx",)}
     assert_rank_by_rank_equals_whole_job(con)
-
-
-def stored_tables(con) -> dict[str, list]:
-    """Every stored result table, rows sorted (the tables are sets of rows), floats rounded
-    (conftest.rounded_select)."""
-    names = [*query_layer.stored("rank"), *query_layer.stored("job")]
-    return {n: sorted(con.execute(rounded_select(con, n)).fetchall(), key=repr) for n in names}
 
 
 def assert_rank_by_rank_equals_whole_job(con) -> None:

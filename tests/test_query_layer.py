@@ -15,7 +15,7 @@ import time
 
 import duckdb
 import pytest
-from conftest import copy_workspace
+from conftest import copy_workspace, stored_tables
 
 from nsight_analyze import analysis, query_layer
 from nsight_analyze.errors import UserError
@@ -89,6 +89,20 @@ def test_no_connection_runs_an_asof_join_as_a_nested_loop(sample_workspace):
         assert threshold(con) == 0
         con.close()
     assert threshold(duck.offline(duckdb.connect())) == 0
+
+
+def test_recompute_in_a_workspace_whose_name_needs_quoting(sample_workspace, tmp_path):
+    """The rank results are written into the staged tables by qualified name (analysis.Staging):
+    a file name with a quote, a backslash-digit (a regex back-reference if pasted unquoted into a
+    replacement) and a space recomputes to the same tables as the sample workspace holds."""
+    db = copy_workspace(sample_workspace, tmp_path / "it's a \\1 job.duckdb")
+    want = open_workspace(sample_workspace, read_only=True)
+    expected = stored_tables(want)
+    want.close()
+    con = open_workspace(db)
+    analysis.refresh(con, force=True)
+    assert stored_tables(con) == expected
+    con.close()
 
 
 def test_registry_suffixes_equal_the_readers():
