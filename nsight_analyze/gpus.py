@@ -39,6 +39,7 @@ import duckdb
 
 from .duck import has_relation
 from .errors import UserError
+from .plain import missing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -530,12 +531,10 @@ def precision_label(precision: str, used: Iterable[str | None]) -> str:
 
 def _none(value: Any) -> Any:
     """pandas NA/NaT/NaN -> None, numpy scalars -> Python."""
-    if value is None or type(value).__name__ in ("NAType", "NaTType"):
-        return None
-    if isinstance(value, float) and math.isnan(value):
+    if missing(value):
         return None
     value = value.item() if hasattr(value, "item") else value
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return None if missing(value) else value
 
 
 def _has_rows(con: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -11,24 +11,16 @@ from __future__ import annotations
 
 import html as _html
 import json
-import math
 import re
-import sys
 from typing import Any
+
+from ..plain import missing
 
 # C0 and C1 control characters except tab and newline (which are handled as whitespace).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`\[\]|])")
 _BACKTICKS = re.compile(r"`+")
 ELLIPSIS = "…"
-
-
-def _missing(value: Any) -> bool:
-    """None, NaN, pandas' NA / NaT (read from sys.modules: they exist only once pandas is imported)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return True
-    pd = sys.modules.get("pandas")
-    return pd is not None and (value is pd.NA or value is pd.NaT)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -81,7 +73,7 @@ def html(value: Any, limit: int | None = None) -> str:
     inside plotly figures, whose labels are HTML-like (plotly renders entities). Control
     characters are shown escaped, as on the terminal. With `limit`, text longer than that is cut
     with an ellipsis first."""
-    if _missing(value):
+    if missing(value):
         return ""
     s = str(value)
     if limit is not None and len(s) > limit:
