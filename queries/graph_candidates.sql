@@ -16,7 +16,7 @@
 -- columns: rank, step, start_ns, end_ns, kernels, streams, busy_ns, idle_ns, launch_gap_ns, host_bound_ns, short_kernels, first_name
 -- stage: rank
 -- result: stored
--- requires: kernels, gaps, steps
+-- requires: _kernel_windows, kernels, gaps, steps
 CREATE OR REPLACE VIEW graph_candidates AS
 WITH idle AS (
     SELECT rank, correlation_id,
@@ -27,15 +27,13 @@ WITH idle AS (
       AND (step IS NOT NULL OR rank NOT IN (SELECT rank FROM steps WHERE step IS NOT NULL))
     GROUP BY rank, correlation_id
 ),
-k AS (  -- names stay behind: a window sorts every column it carries (the first one is joined back)
-    SELECT k.rank, w.step, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
+k AS (
+    SELECT k.rank, k.step, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
            coalesce(i.launch_gap_ns, 0) AS launch_gap_ns, coalesce(i.host_bound_ns, 0) AS host_bound_ns,
            k.graph_node_id IS NULL AND i.correlation_id IS NOT NULL AS lb,
            row_number() OVER (PARTITION BY k.rank ORDER BY k.start_ns, k.end_ns, k.stream_id) AS rn
-    FROM kernels k
-    ASOF JOIN steps w ON w.rank = k.rank AND w.start_ns <= k.start_ns
+    FROM _kernel_windows AS k
     LEFT JOIN idle i ON i.rank = k.rank AND i.correlation_id = k.correlation_id
-    WHERE k.start_ns < w.end_ns
 ),
 islands AS (  -- runs of consecutive launch-bound kernels
     SELECT *, rn - row_number() OVER (PARTITION BY rank, step ORDER BY rn) AS island

@@ -11,14 +11,12 @@
 -- columns: rank, step, kernels, graph_kernels, kernel_ns, graph_kernel_ns, graphs
 -- stage: rank
 -- result: stored
--- requires: kernels, steps
+-- requires: _kernel_windows
 CREATE OR REPLACE VIEW graph_coverage AS
-SELECT k.rank, w.step, count(*) AS kernels, count(k.graph_node_id) AS graph_kernels,
-       CAST(sum(k.end_ns - k.start_ns) AS BIGINT) AS kernel_ns,
-       CAST(coalesce(sum(k.end_ns - k.start_ns) FILTER (WHERE k.graph_node_id IS NOT NULL), 0) AS BIGINT)
+SELECT rank, step, count(*) AS kernels, count(graph_node_id) AS graph_kernels,
+       CAST(sum(end_ns - start_ns) AS BIGINT) AS kernel_ns,
+       CAST(coalesce(sum(end_ns - start_ns) FILTER (WHERE graph_node_id IS NOT NULL), 0) AS BIGINT)
            AS graph_kernel_ns,
-       count(DISTINCT k.graph_id) FILTER (WHERE k.graph_node_id IS NOT NULL) AS graphs
-FROM kernels k
-ASOF JOIN steps w ON w.rank = k.rank AND w.start_ns <= k.start_ns
-WHERE k.start_ns < w.end_ns
-GROUP BY k.rank, w.step;
+       count(DISTINCT graph_id) FILTER (WHERE graph_node_id IS NOT NULL) AS graphs
+FROM _kernel_windows
+GROUP BY rank, step;

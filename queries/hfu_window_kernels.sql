@@ -12,14 +12,13 @@
 -- columns: rank, step, start_ns, end_ns, kernels, kernel_ns
 -- stage: rank
 -- result: stored
--- requires: kernels, steps
+-- requires: _kernel_windows, steps
 CREATE OR REPLACE VIEW hfu_window_kernels AS
 WITH placed AS (
-    SELECT w.rank, w.step, w.start_ns, count(*) AS kernels, sum(k.duration_ns) AS kernel_ns
-    FROM (SELECT rank, start_ns, duration_ns FROM kernels WHERE category IS DISTINCT FROM 'comms') k
-    ASOF JOIN steps w ON w.rank = k.rank AND w.start_ns <= k.start_ns
-    WHERE k.start_ns < w.end_ns
-    GROUP BY w.rank, w.step, w.start_ns
+    SELECT rank, step, window_start_ns AS start_ns, count(*) AS kernels, sum(duration_ns) AS kernel_ns
+    FROM _kernel_windows
+    WHERE category IS DISTINCT FROM 'comms'
+    GROUP BY rank, step, window_start_ns
 )
 SELECT w.rank, w.step, w.start_ns, w.end_ns, coalesce(p.kernels, 0) AS kernels,
        coalesce(p.kernel_ns, 0::HUGEINT) AS kernel_ns

@@ -37,27 +37,29 @@
 -- columns: rank, device_id, stream_id, step, in_window, kind, start_ns, end_ns, kernels, busy_ns, max_kernel_ns, gemm_ns, graph_kernels, first_name, softmax_name, softmax_correlation_id, softmax_elem_bytes, names
 -- stage: rank
 -- result: stored
--- requires: kernels, steps
+-- requires: kernels, steps, _kernel_names
 CREATE OR REPLACE VIEW kernel_chains AS
--- The windows carry as few strings as they can (strings make DuckDB's window sort several times
--- slower): the short name, the full name only where there is no short one; names are put
--- together after the runs are found.
+-- The windows carry no strings (strings make DuckDB's window sort several times slower): names
+-- travel as ids into _kernel_names and are turned back into names once the chains are found.
 WITH kb AS (  -- the per-kernel values first: a window sorts every column its query reads
-    SELECT rank, device_id, stream_id, start_ns, end_ns, end_ns - start_ns AS d,
-           short_name, CASE WHEN short_name IS NULL THEN name END AS long_name, graph_node_id,
-           category = 'memory' AND subcategory IN
+    SELECT k.rank, k.device_id, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
+           n.name_id, k.graph_node_id IS NOT NULL AS in_graph,
+           k.category = 'memory' AND k.subcategory IN
                ('elementwise', 'norm', 'softmax', 'reduction', 'random', 'loss', 'pooling', 'quantize')
                AS fusible,
-           CASE WHEN subcategory = 'gemm' THEN 'gemm'
-                WHEN subcategory = 'softmax' AND NOT regexp_matches(name, '(?i)log_?softmax') THEN 'softmax'
-                WHEN category = 'memory' AND subcategory IN ('elementwise', 'random', 'copy') THEN 'filler'
-                ELSE 'other' END AS role,
-           CASE WHEN subcategory <> 'softmax' THEN NULL
-                WHEN regexp_matches(name, 'BFloat16|c10::Half|__half|bfloat16') THEN 2
-                WHEN regexp_matches(name, 'double') THEN 8
-                WHEN regexp_matches(name, 'float') THEN 4 END AS elem_bytes,
-           correlation_id
-    FROM kernels
+           -- role: 1 a GEMM, 2 a softmax, 3 filler, 0 other
+           CASE WHEN k.subcategory = 'gemm' THEN 1
+                WHEN k.subcategory = 'softmax' AND NOT regexp_matches(k.name, '(?i)log_?softmax') THEN 2
+                WHEN k.category = 'memory' AND k.subcategory IN ('elementwise', 'random', 'copy') THEN 3
+                ELSE 0 END::UTINYINT AS role,
+           CASE WHEN k.subcategory <> 'softmax' THEN NULL
+                WHEN regexp_matches(k.name, 'BFloat16|c10::Half|__half|bfloat16') THEN 2
+                WHEN regexp_matches(k.name, 'double') THEN 8
+                WHEN regexp_matches(k.name, 'float') THEN 4 END AS elem_bytes,
+           k.correlation_id
+    FROM kernels AS k
+    LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name
+                               AND n.short_name IS NOT DISTINCT FROM k.short_name
 ),
 k AS MATERIALIZED (
     SELECT *, row_number() OVER s AS rn, start_ns - lag(end_ns) OVER s AS gap_ns,
@@ -69,63 +71,64 @@ linked AS (  -- a fusible kernel continues the run of the one before it, on its 
     SELECT *, coalesce(fusible AND prev_fusible AND gap_ns <= 5000, false) AS cont
     FROM k
 ),
-paired AS (  -- only kernels of runs of two or more: the others (most kernels) are not chains
+runs AS (  -- only kernels of runs of two or more: the others (most kernels) are not chains
     SELECT *
-    FROM (SELECT *, lead(cont) OVER (PARTITION BY rank, device_id, stream_id ORDER BY rn) AS next_cont
-          FROM linked WHERE fusible)
+    FROM (SELECT *, lead(cont) OVER r AS next_cont,
+                 -- the run: the last kernel before (or at) this one that does not continue one
+                 last_value(CASE WHEN NOT cont THEN rn END IGNORE NULLS)
+                     OVER (r ROWS UNBOUNDED PRECEDING) AS run_no
+          FROM linked WHERE fusible
+          WINDOW r AS (PARTITION BY rank, device_id, stream_id ORDER BY rn))
     WHERE cont OR coalesce(next_cont, false)
 ),
-runs AS (
-    SELECT *, sum(CASE WHEN cont THEN 0 ELSE 1 END)
-                  OVER (PARTITION BY rank, device_id, stream_id ORDER BY rn ROWS UNBOUNDED PRECEDING)
-              AS run_no
-    FROM paired
-),
-fusion AS (  -- names: a sorted list of (rn, name) pairs; `list(... ORDER BY rn)` costs twice as much
+fusion AS (  -- name ids: a sorted list of (rn, id) pairs; `list(... ORDER BY rn)` costs twice as much
     SELECT rank, device_id, stream_id, 'fusion' AS kind, min(start_ns) AS start_ns,
            max(end_ns) AS end_ns, count(*) AS kernels, sum(d) AS busy_ns, max(d) AS max_kernel_ns,
-           0::BIGINT AS gemm_ns, count(graph_node_id) AS graph_kernels,
-           arg_min(coalesce(short_name, long_name), rn) AS first_name,
-           NULL::VARCHAR AS softmax_name, NULL::BIGINT AS softmax_correlation_id,
-           NULL::INTEGER AS softmax_elem_bytes,
-           list_transform(list_sort(list(struct_pack(r := rn, s := coalesce(short_name, long_name))))[1:12],
-                          x -> x.s) AS names
+           0::BIGINT AS gemm_ns, count(*) FILTER (WHERE in_graph) AS graph_kernels,
+           arg_min(name_id, rn) AS first_id, NULL::BIGINT AS softmax_id,
+           NULL::BIGINT AS softmax_correlation_id, NULL::INTEGER AS softmax_elem_bytes,
+           list_transform(list_sort(list(struct_pack(r := rn, s := name_id)))[1:12], x -> x.s) AS ids
     FROM runs WHERE fusible
     GROUP BY rank, device_id, stream_id, run_no
     HAVING count(*) >= 2
 ),
 nf AS (  -- non-filler kernels with their neighbours in that sequence
-    SELECT rank, device_id, stream_id, rn, role, start_ns, end_ns, d, correlation_id, elem_bytes,
+    SELECT rank, device_id, stream_id, rn, role, correlation_id, elem_bytes,
            lag(role) OVER n AS prev_role, lead(role) OVER n AS next_role,
-           lag(rn) OVER n AS prev_rn, lead(rn) OVER n AS next_rn,
-           lag(start_ns) OVER n AS prev_start, lead(end_ns) OVER n AS next_end,
-           lag(d) OVER n AS prev_d, lead(d) OVER n AS next_d
-    FROM k WHERE role <> 'filler'
+           lag(rn) OVER n AS prev_rn, lead(rn) OVER n AS next_rn
+    FROM k WHERE role <> 3
     WINDOW n AS (PARTITION BY rank, device_id, stream_id ORDER BY rn)
 ),
 attn AS (
-    SELECT a.rank, a.device_id, a.stream_id, 'attention' AS kind, a.prev_start AS start_ns,
-           a.next_end AS end_ns, a.next_rn - a.prev_rn + 1 AS kernels, sum(k.d) AS busy_ns,
-           max(k.d) AS max_kernel_ns, a.prev_d + a.next_d AS gemm_ns,
-           count(k.graph_node_id) AS graph_kernels,
-           arg_min(coalesce(k.short_name, k.long_name), k.rn) AS first_name,  -- the first GEMM
-           any_value(coalesce(k.short_name, k.long_name)) FILTER (WHERE k.rn = a.rn) AS softmax_name,
+    SELECT a.rank, a.device_id, a.stream_id, 'attention' AS kind,
+           arg_min(k.start_ns, k.rn) AS start_ns, arg_max(k.end_ns, k.rn) AS end_ns,
+           a.next_rn - a.prev_rn + 1 AS kernels, sum(k.d) AS busy_ns, max(k.d) AS max_kernel_ns,
+           sum(k.d) FILTER (WHERE k.rn = a.prev_rn OR k.rn = a.next_rn) AS gemm_ns,
+           count(*) FILTER (WHERE k.in_graph) AS graph_kernels,
+           arg_min(k.name_id, k.rn) AS first_id,  -- the first GEMM
+           any_value(k.name_id) FILTER (WHERE k.rn = a.rn) AS softmax_id,
            a.correlation_id AS softmax_correlation_id, a.elem_bytes AS softmax_elem_bytes,
-           list_transform(list_sort(list(struct_pack(r := k.rn, s := coalesce(k.short_name, k.long_name))))[1:12],
-                          x -> x.s) AS names
+           list_transform(list_sort(list(struct_pack(r := k.rn, s := k.name_id)))[1:12], x -> x.s) AS ids
     FROM nf a
     JOIN k ON k.rank = a.rank AND k.device_id IS NOT DISTINCT FROM a.device_id
           AND k.stream_id IS NOT DISTINCT FROM a.stream_id AND k.rn BETWEEN a.prev_rn AND a.next_rn
-    WHERE a.role = 'softmax' AND a.prev_role = 'gemm' AND a.next_role = 'gemm'
+    WHERE a.role = 2 AND a.prev_role = 1 AND a.next_role = 1
     GROUP BY ALL
 ),
-chains AS (SELECT * FROM fusion UNION ALL SELECT * FROM attn)
-SELECT c.rank, c.device_id, c.stream_id, CASE WHEN c.start_ns < w.end_ns THEN w.step END AS step,
-       coalesce(c.start_ns < w.end_ns, false) AS in_window, c.kind, c.start_ns::BIGINT AS start_ns,
+chains AS (
+    SELECT c.*, CASE WHEN c.start_ns < w.end_ns THEN w.step END AS step,
+           coalesce(c.start_ns < w.end_ns, false) AS in_window
+    FROM (SELECT * FROM fusion UNION ALL SELECT * FROM attn) AS c
+    ASOF LEFT JOIN steps w ON w.rank = c.rank AND w.start_ns <= c.start_ns
+),
+names AS (SELECT list(display_name ORDER BY name_id) AS of_id FROM _kernel_names)  -- [i]: id i's name
+SELECT c.rank, c.device_id, c.stream_id, c.step, c.in_window, c.kind, c.start_ns::BIGINT AS start_ns,
        c.end_ns::BIGINT AS end_ns, c.kernels::BIGINT AS kernels, c.busy_ns::BIGINT AS busy_ns,
        c.max_kernel_ns::BIGINT AS max_kernel_ns, c.gemm_ns::BIGINT AS gemm_ns,
-       c.graph_kernels::BIGINT AS graph_kernels, c.first_name, c.softmax_name,
+       c.graph_kernels::BIGINT AS graph_kernels, names.of_id[c.first_id] AS first_name,
+       names.of_id[c.softmax_id] AS softmax_name,
        c.softmax_correlation_id::BIGINT AS softmax_correlation_id,
-       c.softmax_elem_bytes::INTEGER AS softmax_elem_bytes, c.names
-FROM chains c
-ASOF LEFT JOIN steps w ON w.rank = c.rank AND w.start_ns <= c.start_ns;
+       c.softmax_elem_bytes::INTEGER AS softmax_elem_bytes,
+       list_transform(c.ids, i -> names.of_id[i]) AS names
+FROM chains AS c
+CROSS JOIN names;

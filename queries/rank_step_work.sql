@@ -10,26 +10,20 @@
 -- columns: rank, step, name, launch, instances, total_ns, avg_ns, med_ns
 -- stage: rank
 -- result: stored
--- requires: kernels, steps
+-- requires: _kernel_windows, _kernel_names
 CREATE OR REPLACE VIEW rank_step_work AS
--- steps of one rank do not overlap, so each kernel's step is the last one starting at or before
--- it (ASOF), and the launch text is built once per group, not per kernel
-WITH k AS (
-    SELECT k.rank, s.step, k.name, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
-           k.end_ns - k.start_ns AS d
-    FROM kernels AS k
-    ASOF JOIN steps AS s ON s.rank = k.rank AND k.start_ns >= s.start_ns
-    WHERE k.start_ns < s.end_ns AND s.step IS NOT NULL AND k.category IS DISTINCT FROM 'comms'
+-- the launch text and the name are put back once per group, not per kernel
+WITH g AS (
+    SELECT rank, step, name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+           count(*) AS instances, sum(end_ns - start_ns)::BIGINT AS total_ns,
+           avg(end_ns - start_ns)::DOUBLE AS avg_ns, median(end_ns - start_ns)::DOUBLE AS med_ns
+    FROM _kernel_windows
+    WHERE step IS NOT NULL AND category IS DISTINCT FROM 'comms'
+    GROUP BY rank, step, name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z
 )
-SELECT
-    rank,
-    step,
-    name,
-    coalesce('grid ' || grid_x || ',' || grid_y || ',' || grid_z
-             || ' block ' || block_x || ',' || block_y || ',' || block_z, '') AS launch,
-    count(*) AS instances,
-    sum(d)::BIGINT AS total_ns,
-    avg(d)::DOUBLE AS avg_ns,
-    median(d)::DOUBLE AS med_ns
-FROM k
-GROUP BY rank, step, name, grid_x, grid_y, grid_z, block_x, block_y, block_z;
+SELECT g.rank, g.step, n.name,
+       coalesce('grid ' || grid_x || ',' || grid_y || ',' || grid_z
+                || ' block ' || block_x || ',' || block_y || ',' || block_z, '') AS launch,
+       g.instances, g.total_ns, g.avg_ns, g.med_ns
+FROM g
+LEFT JOIN _kernel_names AS n USING (name_id);
