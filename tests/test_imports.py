@@ -84,6 +84,22 @@ def test_summary_imports_no_heavy_module(summary_db, fmt, by):
     assert line == ["HEAVY="], proc.stderr
 
 
+def test_compare_runs_without_scipy(summary_db):
+    # scipy is the statistics' test oracle, not a dependency (compare/stats.py): a comparison
+    # with its p-values and findings must neither import it nor need it installed
+    args = ["compare", str(summary_db), str(summary_db), "--format", "json"]
+    blocked = "import sys; sys.modules['scipy'] = None\n" + _PROBE.format(heavy=("scipy",))
+    proc = subprocess.run(
+        [sys.executable, "-c", blocked, *args],
+        capture_output=True,
+        text=True,
+        cwd=summary_db.parent,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"p_value"' in proc.stdout, proc.stdout[:2000]
+
+
 # Rows a command could hand a renderer: integer ids and counts, durations and shares (floats,
 # some missing), text with trace-like hostile characters, a long kernel name, booleans, a column
 # that is always missing, and one of integers with a gap (pandas makes it float: 3.0 prints "3").
