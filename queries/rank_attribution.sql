@@ -58,9 +58,12 @@ ra_ref AS (
 ),
 ra_work AS (
     SELECT g.job, g.rank, g.step,
-           sum(CASE WHEN g.n = r.n_ref AND g.n > 0 THEN g.n * (g.avg_ns - r.a_ref) ELSE 0 END) AS slow_gpu_ns,
-           sum(CASE WHEN g.n <> r.n_ref THEN coalesce(g.n * g.avg_ns, 0) - r.n_ref * r.a_ref ELSE 0 END)
-               AS more_work_ns,
+           -- each kernel's term as DECIMAL: a sum of DOUBLEs depends on the order of its terms
+           -- (1 ns apart between two recomputes once rounded), a sum of DECIMALs does not
+           sum(CASE WHEN g.n = r.n_ref AND g.n > 0 THEN (g.n * (g.avg_ns - r.a_ref))::DECIMAL(38, 3) ELSE 0 END)
+               AS slow_gpu_ns,
+           sum(CASE WHEN g.n <> r.n_ref THEN (coalesce(g.n * g.avg_ns, 0) - r.n_ref * r.a_ref)::DECIMAL(38, 3)
+                    ELSE 0 END) AS more_work_ns,
            sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN g.n * g.avg_ns * r.med_min / g.med_ns END)
                / nullif(sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN g.n * g.avg_ns END), 0) AS gpu_score,
            sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN g.n * g.avg_ns END) AS score_w,

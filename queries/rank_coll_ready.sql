@@ -15,34 +15,43 @@
 -- result: stored
 -- requires: gpu_ops, nccl_kernels
 CREATE OR REPLACE VIEW rank_coll_ready AS
-WITH ops AS (
-    SELECT rank, correlation_id, max(end_ns) AS e
+-- The NCCL kernels merged into two sorts of the rank's operations (by correlation id, by time),
+-- each read by running windows; at equal keys the NCCL kernel sorts first, so "before" is strict
+-- and operations that start at the same time all count. (Three ASOF joins took as long, and
+-- picked one of several operations starting at the same time: run_end depended on which.)
+WITH by_corr AS (
+    SELECT rank, correlation_id, end_ns AS e, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns,
+           false AS is_n
     FROM gpu_ops
     WHERE category IS DISTINCT FROM 'comms' AND correlation_id IS NOT NULL
-    GROUP BY rank, correlation_id
-),
-running AS (
-    SELECT rank, correlation_id,
-           max(e) OVER (PARTITION BY rank ORDER BY correlation_id ROWS UNBOUNDED PRECEDING) AS ready_ns
-    FROM ops
-),
-by_start AS (
-    SELECT rank, start_ns,
-           max(end_ns) OVER (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS run_end
-    FROM gpu_ops
-    WHERE category IS DISTINCT FROM 'comms'
+    UNION ALL
+    SELECT rank, correlation_id, NULL, start_ns, end_ns, true FROM nccl_kernels
 ),
 ready AS (
-    SELECT n.rank, n.correlation_id, n.start_ns, n.end_ns, r.ready_ns
-    FROM nccl_kernels AS n
-    ASOF LEFT JOIN running AS r ON r.rank = n.rank AND n.correlation_id > r.correlation_id
+    SELECT rank, correlation_id, start_ns, end_ns,
+           CASE WHEN correlation_id IS NOT NULL THEN ready_ns END AS ready_ns  -- no id: not known
+    FROM (SELECT *, max(e) OVER (PARTITION BY rank ORDER BY correlation_id, is_n DESC
+                                 ROWS UNBOUNDED PRECEDING) AS ready_ns
+          FROM by_corr)
+    WHERE is_n
 ),
-busy AS (
-    SELECT x.*, b.run_end
-    FROM ready AS x
-    ASOF LEFT JOIN by_start AS b ON b.rank = x.rank AND x.end_ns > b.start_ns
+by_time AS (
+    SELECT rank, start_ns AS t, end_ns AS e, NULL::BIGINT AS correlation_id, NULL::BIGINT AS start_ns,
+           NULL::BIGINT AS ready_ns, false AS is_n
+    FROM gpu_ops
+    WHERE category IS DISTINCT FROM 'comms'
+    UNION ALL
+    SELECT rank, end_ns, NULL, correlation_id, start_ns, ready_ns, true FROM ready
+),
+around AS (
+    SELECT *,
+           max(e) OVER (w ROWS UNBOUNDED PRECEDING) AS run_end,
+           first_value(CASE WHEN NOT is_n THEN t END IGNORE NULLS)
+               OVER (w ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS resume_ns
+    FROM by_time
+    WINDOW w AS (PARTITION BY rank ORDER BY t, is_n DESC)
 )
-SELECT y.rank, y.correlation_id, y.start_ns, y.end_ns, y.ready_ns, nx.start_ns AS resume_ns,
-       coalesce(nx.start_ns - y.end_ns <= 5000 AND coalesce(y.run_end, 0) <= y.end_ns, FALSE) AS waits
-FROM busy AS y
-ASOF LEFT JOIN by_start AS nx ON nx.rank = y.rank AND y.end_ns <= nx.start_ns;
+SELECT rank, correlation_id, start_ns, t AS end_ns, ready_ns, resume_ns,
+       coalesce(resume_ns - t <= 5000 AND coalesce(run_end, 0) <= t, FALSE) AS waits
+FROM around
+WHERE is_n;

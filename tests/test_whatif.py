@@ -322,3 +322,42 @@ def test_empty_whatif_says_why(job, tmp_path):
     stall = next(f for f in findings if f.id == "input-stall")  # the injected input-stall=2:3
     assert stall.metrics["whatif_gain_ns"] is None and "unknown" in stall.recoverable_method
     assert stall.recoverable_ns_per_step == stall.metrics["recoverable_ns_per_step_rule"] > 0
+
+
+def _coll_ready(ops: list[tuple], nccl: list[tuple]) -> list[tuple]:
+    """rank_coll_ready over hand-made rows: ops (correlation_id, start_ns, end_ns, category) and
+    NCCL kernels (correlation_id, start_ns, end_ns), all on rank 0."""
+    from nsight_analyze import query_layer
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE gpu_ops "
+        "(rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT, category VARCHAR)"
+    )
+    con.execute(
+        "CREATE TABLE nccl_kernels (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT)"
+    )
+    con.executemany("INSERT INTO gpu_ops VALUES (0, ?, ?, ?, ?)", ops)
+    con.executemany("INSERT INTO nccl_kernels VALUES (0, ?, ?, ?)", nccl)
+    con.execute(
+        next(q for q in query_layer.layer() if q.name == "rank_coll_ready").create("view", temporary=True)
+    )
+    return con.execute(
+        "SELECT correlation_id, ready_ns, resume_ns, waits FROM rank_coll_ready ORDER BY correlation_id"
+    ).fetchall()
+
+
+def test_collective_ready_counts_every_operation_starting_at_the_same_time():
+    # By hand (docs/whatif.md, rank_coll_ready's definition): A [100, 200) and B [100, 500) start
+    # together; the all-reduce (id 3) runs [300, 400), C starts 2 ns after it ends. B still runs
+    # at 400, so the rank's work did not wait for the collective (waits false), whichever of A and
+    # B an order of equal starts puts first; ready = max end of ids < 3 = 500; resume = 402.
+    for a, b in [((1, 100, 200), (2, 100, 500)), ((2, 100, 500), (1, 100, 200))]:
+        ops = [(*a, "compute"), (*b, "compute"), (4, 402, 450, "compute"), (5, 300, 400, "comms")]
+        assert _coll_ready(ops, [(3, 300, 400)]) == [(3, 500, 402, False)]
+    # without B: nothing runs at 400 and C starts within 5 us of the end: the work waited
+    assert _coll_ready([(1, 100, 200, "compute"), (4, 402, 450, "compute")], [(3, 300, 400)]) == [
+        (3, 200, 402, True)
+    ]
+    # an NCCL kernel without a correlation id: when it was ready is not known
+    assert _coll_ready([(1, 100, 200, "compute")], [(None, 300, 400)]) == [(None, None, None, False)]
