@@ -214,9 +214,9 @@ def _create_stage(
         if staging is not None and q.result == "stored":
             table = f'{staging.main}."{STAGED}{q.name}"'
             _run(con, q.into(table, create=staging.create), q.name)
-            values = ", ".join(str(int(r)) for r in staging.ranks) or "NULL"
             con.execute(
-                f'CREATE OR REPLACE TEMP VIEW "{q.name}" AS SELECT * FROM {table} WHERE rank IN ({values})'
+                f'CREATE OR REPLACE TEMP VIEW "{q.name}" AS SELECT * FROM {table} '
+                f"WHERE rank IN ({rank_list(staging.ranks)})"
             )
             made.append((q.name, "VIEW"))
             continue
@@ -226,14 +226,18 @@ def _create_stage(
     return made
 
 
+def rank_list(ranks: list[int]) -> str:
+    """`ranks` as the list of an SQL `IN (...)` (NULL for none: `IN ()` does not parse)."""
+    return ", ".join(str(int(r)) for r in ranks) or "NULL"
+
+
 def shadow_ranks(con: duckdb.DuckDBPyConnection, ranks: list[int], tables: list[str]) -> Made:
     """TEMP views showing only `ranks`' rows of each rank table (the rank-local step's input)."""
-    values = ", ".join(str(int(r)) for r in ranks) or "NULL"
     main = main_schema(con)
     for table in tables:
         con.execute(
             f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM {main}."{table}" '
-            f"WHERE rank IN ({values})"
+            f"WHERE rank IN ({rank_list(ranks)})"
         )
     return [(t, "VIEW") for t in tables]
 
