@@ -447,15 +447,17 @@ def rank_peaks(
     fams = con.execute(
         f"SELECT rank, {families_sql()} FROM (SELECT DISTINCT rank, name FROM {names}) GROUP BY rank"
     ).df()
-    fams = fams.set_index("rank") if len(fams) else fams
+    hints_of: dict[Any, dict[str, str]] = {}
+    for file_id, name, value in env.itertuples(index=False):  # the few hint variables per file
+        hints_of.setdefault(file_id, {})[str(name)] = str(value)
+    families_of = {
+        int(rec["rank"]): [f for f, _p, _a in KERNEL_FAMILIES if bool(rec[f"fam_{f}"])]
+        for rec in fams.to_dict("records")
+    }
     rows = []
     for rec in ranks.to_dict("records"):
-        hints = {
-            str(h["name"]): str(h["value"]) for h in env[env["file_id"] == rec["file_id"]].to_dict("records")
-        }
-        families: list[str] = []
-        if len(fams) and rec["rank"] in fams.index:
-            families = [f for f, _p, _a in KERNEL_FAMILIES if bool(fams.loc[rec["rank"], f"fam_{f}"])]
+        hints = hints_of.get(rec["file_id"], {})
+        families = families_of.get(int(rec["rank"]), [])
         peak = resolve(
             name=_none(rec["name"]),
             sm_count=_none(rec["sm_count"]),

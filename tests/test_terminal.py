@@ -117,6 +117,65 @@ def test_markup_is_literal_in_tables():
         assert "\x1b[31mred" not in text
 
 
+def test_padded_rows_equal_what_rich_prints(monkeypatch):
+    """The rows laid out without rich (cells that fit their column) are rich's own output: random
+    tables of names, wide characters, markup-like text, numbers with units, missing values and
+    stray spaces, at widths from 20 to 200 columns, rendered both ways. The expected text is
+    rich's layout of the whole table (the path every table took before)."""
+    import random
+
+    from nsight_analyze.render import terminal
+
+    words = [
+        "a",
+        "gemm",
+        "é",
+        "日本",
+        "x" * 30,
+        "nccl AllReduce",
+        "  lead",
+        "trail ",
+        "0",
+        "12.5 ms",
+        HOSTILE,
+    ]
+    names = ["name", "rank", "total_ns", "count", "bytes", "share_pct", "note", "path", "before med"]
+    rnd = random.Random(7)
+    padded = 0
+    table_lines, rich_lines = terminal._table_lines, terminal._rich_lines
+    taken: list[int | None] = []  # the body rows rich was asked for (0: the padded path)
+
+    def spy(cols, width, tty, rows=None):
+        taken.append(rows)
+        return rich_lines(cols, width, tty, rows)
+
+    monkeypatch.setattr(terminal, "_rich_lines", spy)
+    for _ in range(600):
+        cols = rnd.sample(names, rnd.randint(1, 6))
+        rows = [
+            [
+                None
+                if rnd.random() < 0.1
+                else rnd.choice([0, 12345, 10**9, 7 * 10**12, -5])
+                if c in ("rank", "total_ns", "count", "bytes")
+                else rnd.random() * 100
+                if c == "share_pct"
+                else " ".join(rnd.choice(words) for _ in range(rnd.randint(1, 3)))
+                for c in cols
+            ]
+            for _ in range(rnd.randint(1, 5))
+        ]
+        df = pd.DataFrame(rows, columns=cols)
+        width, tty, keys = rnd.choice([20, 40, 80, 120, 200]), rnd.random() < 0.3, rnd.randint(0, 2)
+        taken.clear()
+        ours = render_table(df, "t", width=width, tty=tty, keys=keys)
+        padded += 0 in taken
+        monkeypatch.setattr(terminal, "_table_lines", lambda cols, w, tty: rich_lines(cols, w, tty))
+        assert ours == render_table(df, "t", width=width, tty=tty, keys=keys), (cols, rows, width)
+        monkeypatch.setattr(terminal, "_table_lines", table_lines)
+    assert padded > 200  # most tables took the padded path (the rest wrap, and rich lays them out)
+
+
 # ------------------------------------------------------------------------------------------------
 # Real workspaces
 

@@ -248,7 +248,7 @@ def _mfu(con: duckdb.DuckDBPyConnection, cat: str, model_flops_per_step: float |
         return {"mfu": None, "hfu": None, "coverage_pct": None, "note": "mfu module not available"}
     con.execute(f"USE {cat}")
     try:
-        s = hfu_mfu_summary(con, model_flops_per_step=model_flops_per_step)
+        s = hfu_mfu_summary(con, model_flops_per_step=model_flops_per_step, detail=False)  # totals only
     except (duckdb.Error, UserError, ValueError) as exc:
         return {"mfu": None, "hfu": None, "coverage_pct": None, "note": str(exc).splitlines()[0]}
     return {

@@ -259,7 +259,7 @@ def _console(file: Any, width: int, tty: bool):
     )
 
 
-def _rich_table(cols: list[_Col], tty: bool):
+def _rich_table(cols: list[_Col], tty: bool, rows: int | None = None):
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -281,7 +281,7 @@ def _rich_table(cols: list[_Col], tty: bool):
             no_wrap=c.style in ("name", "path"),
             overflow="fold",
         )
-    for i in range(len(cols[0].values) if cols else 0):
+    for i in range(len(cols[0].values) if rows is None else rows):
         table.add_row(*[Text(_shown(c, c.values[i])) for c in cols])
     return table
 
@@ -315,10 +315,41 @@ def render_table(
             out.append("")
         part = [cols[i] for i in group]
         _fit(part, width)
-        buf = io.StringIO()
-        _console(buf, width, tty).print(_rich_table(part, tty))
-        out.extend(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))
+        out.extend(_table_lines(part, width, tty))
     return "\n".join(out)
+
+
+def _table_lines(cols: list[_Col], width: int, tty: bool) -> list[str]:
+    """The lines of one fitted table. Rich lays out the heading (it wraps headers); body rows
+    whose every cell fits its column on one line, the common case, are padded here, which is
+    what rich would print for them (tests/test_terminal.py checks it on random tables) at a
+    small part of its cost per cell. A cell that must wrap, or columns wider than the terminal
+    (which rich narrows), send the table to rich whole."""
+    shown = [[_shown(c, v) for v in c.values] for c in cols]
+    fits = sum(c.width for c in cols) + GAP * (len(cols) - 1) <= width and all(
+        _cell_len(v) <= c.width for c, vs in zip(cols, shown, strict=True) for v in vs
+    )
+    rows = len(cols[0].values)
+    head = _rich_lines(cols, width, tty, rows=None if not fits else 0)
+    if not fits:
+        return head
+    pad = " " * GAP
+    body = []
+    for i in range(rows):
+        cells = []
+        for c, vs in zip(cols, shown, strict=True):
+            v = vs[i].rstrip() if c.style == "num" else vs[i]  # rich right-justifies stripped text
+            fill = " " * (c.width - _cell_len(v))
+            cells.append(fill + v if c.style == "num" else v + fill)
+        body.append(pad.join(cells).rstrip())
+    return head + body
+
+
+def _rich_lines(cols: list[_Col], width: int, tty: bool, rows: int | None = None) -> list[str]:
+    """Rich's lines of the table (its first `rows` body rows; None: all)."""
+    buf = io.StringIO()
+    _console(buf, width, tty).print(_rich_table(cols, tty, rows))
+    return [line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n")]
 
 
 def table_text(
