@@ -18,7 +18,6 @@ SELECT k.rank, w.step, w.start_ns AS window_start_ns, k.device_id, k.stream_id, 
        k.name_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z
 FROM (SELECT k.*, n.name_id
       FROM kernels AS k
-      LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name
-                                 AND n.short_name IS NOT DISTINCT FROM k.short_name) AS k
+      LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name) AS k
 ASOF JOIN steps AS w ON w.rank = k.rank AND w.start_ns <= k.start_ns
 WHERE k.start_ns < w.end_ns;

@@ -59,7 +59,6 @@ WITH kb AS (  -- the per-kernel values first: a window sorts every column its qu
            k.correlation_id
     FROM kernels AS k
     LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name
-                               AND n.short_name IS NOT DISTINCT FROM k.short_name
 ),
 k AS MATERIALIZED (
     SELECT *, row_number() OVER s AS rn, start_ns - lag(end_ns) OVER s AS gap_ns,

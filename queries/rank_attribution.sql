@@ -59,14 +59,16 @@ ra_ref AS (
 ra_work AS (
     SELECT g.job, g.rank, g.step,
            -- each kernel's term as DECIMAL: a sum of DOUBLEs depends on the order of its terms
-           -- (1 ns apart between two recomputes once rounded), a sum of DECIMALs does not
+           -- (1 ns apart between two recomputes once rounded), a sum of DECIMALs does not (so
+           -- for gpu_score's sums too: they differed in the last bit when the groups' order did)
            sum(CASE WHEN g.n = r.n_ref AND g.n > 0 THEN (g.n * (g.avg_ns - r.a_ref))::DECIMAL(38, 3) ELSE 0 END)
                AS slow_gpu_ns,
            sum(CASE WHEN g.n <> r.n_ref THEN (coalesce(g.n * g.avg_ns, 0) - r.n_ref * r.a_ref)::DECIMAL(38, 3)
                     ELSE 0 END) AS more_work_ns,
-           sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN g.n * g.avg_ns * r.med_min / g.med_ns END)
-               / nullif(sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN g.n * g.avg_ns END), 0) AS gpu_score,
-           sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN g.n * g.avg_ns END) AS score_w,
+           (sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN (g.n * g.avg_ns * r.med_min / g.med_ns)::DECIMAL(38, 6) END)
+               / nullif(sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN (g.n * g.avg_ns)::DECIMAL(38, 6) END), 0))::DOUBLE
+               AS gpu_score,
+           sum(CASE WHEN r.everyone AND g.med_ns > 0 THEN (g.n * g.avg_ns)::DECIMAL(38, 6) END) AS score_w,
            count(*) FILTER (WHERE r.everyone) AS kernels_compared,
            sum(g.n) AS kernel_count,
            sum(r.n_ref) AS median_kernel_count
@@ -120,7 +122,8 @@ ra_all AS (
     FROM ra_step
     UNION ALL
     SELECT s.job, s.rank, NULL, sum(slow_gpu_ns), sum(more_work_ns), sum(slow_host_ns), sum(late_input_ns),
-           sum(slow_link_ns), sum(gpu_score * score_w) / nullif(sum(score_w), 0), max(kernels_compared),
+           sum(slow_link_ns), (sum((gpu_score * score_w)::DECIMAL(38, 6)) / nullif(sum(score_w), 0))::DOUBLE,
+           max(kernels_compared),
            sum(kernel_count),
            sum(median_kernel_count), sum(host_gap_ns), sum(median_host_gap_ns), sum(input_stall_ns),
            sum(median_input_stall_ns), sum(transfer_ns), sum(median_transfer_ns), sum(n_collectives),

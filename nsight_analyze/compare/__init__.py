@@ -40,6 +40,7 @@ makes this package callable (it is also a submodule named `compare`).
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -140,15 +141,41 @@ def _run(
     with_findings: bool,
     model_flops: float | None,
 ) -> dict[str, Any]:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return _compared(con, cats, paths, cfg, with_findings, model_flops, pool)
+
+
+def _findings_apart(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[dict[str, Any] | None, str | None]:
+    """_findings on a cursor of its own (a connection's queries run one at a time)."""
+    cursor = con.cursor()
+    try:
+        return _findings(cursor, cat)
+    finally:
+        cursor.close()
+
+
+def _compared(
+    con: duckdb.DuckDBPyConnection,
+    cats: dict[str, str],
+    paths: dict[str, str],
+    cfg: dict[str, float],
+    with_findings: bool,
+    model_flops: float | None,
+    pool: ThreadPoolExecutor,
+) -> dict[str, Any]:
     notes: list[str] = []
-    found: dict[str, list | None] = {}
     mfu: dict[str, dict] = {}
     ranks: dict[str, list[int]] = {}
+    # Each side's diagnose runs on its own cursor in `pool` while this thread compares: its many
+    # small queries leave a core idle, and nothing here reads its findings until the diff.
+    diagnosed: dict[str, Future] = {}
     for side in SIDES:
         if side == "after" and cats["after"] == cats["before"]:  # the same workspace twice
             for t in ("tp", "steps", "src", "win", "imb", "rr"):
                 con.execute(f"CREATE OR REPLACE TEMP TABLE after_{t} AS SELECT * FROM before_{t}")
-            ranks[side], found[side], mfu[side] = ranks["before"], found["before"], mfu["before"]
+            ranks[side], mfu[side] = ranks["before"], mfu["before"]
+            if "before" in diagnosed:
+                diagnosed[side] = diagnosed["before"]
             continue
         _materialise(con, cats[side], side)
         ranks[side] = [
@@ -157,9 +184,8 @@ def _run(
                 "SELECT rank FROM (SELECT rank FROM ranks UNION SELECT rank FROM kernels) ORDER BY rank"
             ).fetchall()
         ]
-        found[side], note = _findings(con, cats[side]) if with_findings else (None, None)
-        if note:
-            notes.append(f"{side} {note}")
+        if with_findings:
+            diagnosed[side] = pool.submit(_findings_apart, con, cats[side])
         mfu[side] = _mfu(con, cats[side], model_flops)
     con.execute("USE memory")
     common = sorted(set(ranks["before"]) & set(ranks["after"]))
@@ -209,6 +235,13 @@ def _run(
     else:
         verdict, confidence, why = rate_verdict(wr, cfg)
     measured = {s: _measures(con, s, cats[s]) for s in SIDES} if with_findings else {}
+    kernels = _kernels(con, cats, steps, cfg, whole)
+    collectives = _collectives(con, cats, steps, cfg, whole)
+    found: dict[str, dict | None] = {}
+    for side in reversed(SIDES):  # their notes first, before's ahead of after's
+        found[side], note = diagnosed[side].result() if side in diagnosed else (None, None)
+        if note and not (side == "after" and cats["after"] == cats["before"]):
+            notes.insert(0, f"{side} {note}")
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "settings": cfg,
@@ -229,9 +262,9 @@ def _run(
         "partition": _partition(con),
         "imbalance": {s: _imbalance(con, s) for s in SIDES},
         "mfu": mfu,
-        "kernels": _kernels(con, cats, steps, cfg, whole),
-        "collectives": _collectives(con, cats, steps, cfg, whole),
-        "findings": _findings_diff(found.get("before"), found.get("after"), measured, cfg),
+        "kernels": kernels,
+        "collectives": collectives,
+        "findings": _findings_diff(found["before"], found["after"], measured, cfg),
         "notes": notes,
     }
     if basis != "step_time" and (has_steps["before"] or has_steps["after"]):
