@@ -122,27 +122,22 @@ def compare_prepared(
         con.execute(f"ATTACH '{db_b.resolve()}' AS cmp_b (READ_ONLY)")
         if not same:
             con.execute(f"ATTACH '{db_a.resolve()}' AS cmp_a (READ_ONLY)")
-        result = _run(
-            con, cats, {"before": str(given[0]), "after": str(given[1])}, cfg, findings, model_flops_per_step
-        )
+        with ThreadPoolExecutor(max_workers=1) as pool:  # each side's diagnose, beside the rest
+            result = _run(
+                con,
+                cats,
+                {"before": str(given[0]), "after": str(given[1])},
+                cfg,
+                findings,
+                model_flops_per_step,
+                pool,
+            )
     finally:
         con.close()
     result["notes"] = list(notes) + result["notes"]
     if fail_on_regression_pct is not None:
         result["gate"] = gate(result, fail_on_regression_pct)
     return result
-
-
-def _run(
-    con: duckdb.DuckDBPyConnection,
-    cats: dict[str, str],
-    paths: dict[str, str],
-    cfg: dict[str, float],
-    with_findings: bool,
-    model_flops: float | None,
-) -> dict[str, Any]:
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return _compared(con, cats, paths, cfg, with_findings, model_flops, pool)
 
 
 def _findings_apart(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -154,7 +149,7 @@ def _findings_apart(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[dict[str,
         cursor.close()
 
 
-def _compared(
+def _run(
     con: duckdb.DuckDBPyConnection,
     cats: dict[str, str],
     paths: dict[str, str],
