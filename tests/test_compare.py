@@ -102,13 +102,16 @@ def test_sql_rank_test_equals_scipy_per_configuration_and_stratified():
                 data[name, g, side] = v
                 rows += [(side, name, g, d) for d in v]
     rows += [(0, "two", 3, 50.0), (0, "gone", 1, 10.0), (0, "gone", 1, 11.0)]  # BEFORE only: no test
+    # zero-length instances before: a rank test still, but no relative change (median 0 before)
+    rows += [(0, "zero", 1, 0.0)] * 5 + [(1, "zero", 1, 5.0)] * 5
     con = duckdb.connect()
     con.execute("CREATE TABLE durations (side INTEGER, name VARCHAR, g INTEGER, v DOUBLE)")
     con.executemany("INSERT INTO durations VALUES (?, ?, ?, ?)", rows)
     sources = {s: f"SELECT name, g, v FROM durations WHERE side = {i}" for i, s in enumerate(SIDES)}
     _duration_tests(con, "t", sources, ["name"], ["g"])
     got = con.execute("SELECT * FROM t ORDER BY name").df().set_index("name")
-    assert list(got.index) == ["one", "two"] and list(got["configs"]) == [1, 2]
+    assert list(got.index) == ["one", "two", "zero"] and list(got["configs"]) == [1, 2, 1]
+    assert pd.isna(got.loc["zero", "rel"]) and got.loc["zero", "stat"] > 0
 
     x, y = data["one", 1, 0], data["one", 1, 1]
     want = stats.mannwhitneyu(y, x, alternative="two-sided", method="asymptotic", use_continuity=True)

@@ -198,6 +198,26 @@ def test_partition_numbers_equal_the_library(hostile):
                 assert int(value) == want, (r["rank"], col)
 
 
+def test_diagnose_runs_beside_the_reads_with_the_stated_gpu(hostile, monkeypatch):
+    """collect() runs diagnose on a cursor of its own, in a thread: --gpu (a context variable)
+    reaches it there as it reaches `diagnose --gpu`, and the findings are diagnose's own."""
+    import nsight_analyze.diagnose as diagnose_module
+    from nsight_analyze import gpus
+    from nsight_analyze.render.report.collect import collect
+
+    con = hostile[0]
+    real, seen = diagnose_module.diagnose, []
+
+    def spy(c, *args, **kwargs):
+        seen.append((gpus._STATED_GPU.get(), c is con))
+        return real(c, *args, **kwargs)
+
+    monkeypatch.setattr(diagnose_module, "diagnose", spy)
+    inp = collect(con, mfu_options={"gpu": "H100 SXM"})
+    assert seen == [("H100 SXM", False)]
+    assert [f.id for f in inp.findings.value] == [f.id for f in real(con)]
+
+
 def test_headline_ratios_follow_from_the_partition(hostile):
     con, _, html = hostile
     rows = library_partition(con)

@@ -15,6 +15,12 @@ from .settings import CONFIG, SIDES, STATUSES
 from .sides import _df
 from .stats import _p_values
 
+# The strata's terms are summed in DECIMAL: a sum of DOUBLEs depends on the order its terms
+# arrive in (parallel aggregation), and p-values and changes then moved in the last digits
+# between two comparisons of the same runs. 18 places keep the smallest terms (1/(n+1) weights)
+# to 1e-12 relative; the largest (before's time per stratum, ns) stay far below 10^20.
+EXACT = "DECIMAL(38, 18)"
+
 
 def _duration_tests(
     con: duckdb.DuckDBPyConnection,
@@ -98,10 +104,11 @@ def _duration_tests(
             y AS (SELECT st.*, s.* EXCLUDE (sk), (s.nx + s.ny)::DOUBLE AS n, 1.0 / (s.nx + s.ny + 1) AS w,
                          s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
                   FROM _cmp_strata_stats s JOIN strata st USING (sk) WHERE s.nx > 0 AND s.ny > 0)
-            SELECT {kcols}, count(*) AS configs, sum(w * du) AS stat,
-                   sum(w * w * nx * ny / 12.0 * ((n + 1) - tie / (n * (n - 1)))) AS var, 0.5 * min(w) AS cc,
-                   sum(tb * (ma / mb - 1)) FILTER (WHERE mb > 0) / nullif(sum(tb) FILTER (WHERE mb > 0), 0)
-                       AS rel
+            SELECT {kcols}, count(*) AS configs, sum((w * du)::{EXACT})::DOUBLE AS stat,
+                   sum((w * w * nx * ny / 12.0 * ((n + 1) - tie / (n * (n - 1))))::{EXACT})::DOUBLE AS var,
+                   0.5 * min(w) AS cc,
+                   (sum(CASE WHEN mb > 0 THEN (tb * (ma / mb - 1))::{EXACT} END)  -- CASE: FILTER would
+                       / nullif(sum(CASE WHEN mb > 0 THEN tb::{EXACT} END), 0))::DOUBLE AS rel  -- cast inf
             FROM y GROUP BY {kcols}""")
     finally:
         con.unregister("_cmp_strata_stats")

@@ -11,6 +11,11 @@ from ..errors import UserError
 from .settings import CONFIG, SIDES, TRIM_LEVELS
 from .sides import _df
 
+# Every sum of fractional values is taken in DECIMAL: a sum of DOUBLEs depends on the order its
+# terms arrive in, which parallel aggregation does not fix, so the same two runs compared twice
+# gave rates apart in the last digits.
+EXACT = "DECIMAL(38, 9)"
+
 
 def _overlap(s: str, e: str) -> str:
     """SQL: the share of a kernel instance inside [s, e) (a zero-length one counts by its start)."""
@@ -39,7 +44,7 @@ def _kinds(side: int, cat: str, inner: str, edge: str, names: list[str]) -> str:
               {inst} AND k.end_ns > k.start_ns AND {inner} GROUP BY ALL
               UNION ALL BY NAME
               SELECT k.rank, {kk} AS kk, count(*) AS n, sum({dur}) AS dur_sum,
-                     sum({dur} * {_overlap("lo", "hi")}) AS dur_ov, {edge}
+                     sum(({dur} * {_overlap("lo", "hi")})::{EXACT})::DOUBLE AS dur_ov, {edge}
               {inst} AND NOT (k.end_ns > k.start_ns AND {inner}) GROUP BY ALL)
         GROUP BY rank, kk"""
 
@@ -121,7 +126,7 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
     # An instance of positive length inside the innermost cut lies wholly in the window and in no
     # trimmed-off end: its shares are 1 and 0s, so those (most) instances are only counted; the
     # others, near the ends or without a length, get _overlap per instance.
-    edge = ", ".join(f"sum({_overlap(b, e)}) AS {c}" for c, (b, e) in spans.items())
+    edge = ", ".join(f"sum(({_overlap(b, e)})::{EXACT})::DOUBLE AS {c}" for c, (b, e) in spans.items())
     if all(_stored_at(con, cats[side], fracs) for _, side in sides):
         kinds = " UNION ALL ".join(_stored_kinds(i, cats[side], fracs) for i, side in sides)
     else:  # other trims than the stored table's: every kernel clipped here
@@ -140,14 +145,16 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
         ref AS MATERIALIZED (SELECT kk, sum(dur_sum) / sum(n) AS ref_ns FROM agg WHERE side = 0 GROUP BY kk
                 HAVING kk IN (SELECT kk FROM agg WHERE side = 1)),
         tr AS ({tr}),
-        whole AS (SELECT side, rank, sum(ref_ns * ov) AS work, sum(dur_ov) AS matched_ns
+        whole AS (SELECT side, rank, sum((ref_ns * ov)::{EXACT}) AS work,
+                         sum(dur_ov::{EXACT}) AS matched_ns
                   FROM agg JOIN ref USING (kk) GROUP BY side, rank),
-        tot AS (SELECT side, rank, sum(dur_ov) AS kernel_ns FROM agg GROUP BY side, rank),
-        front AS (SELECT side, rank, tr.i, sum(ref_ns * {pick.format(x="f")}) AS cut
+        tot AS (SELECT side, rank, sum(dur_ov::{EXACT}) AS kernel_ns FROM agg GROUP BY side, rank),
+        front AS (SELECT side, rank, tr.i, sum((ref_ns * {pick.format(x="f")})::{EXACT}) AS cut
                   FROM agg JOIN ref USING (kk) JOIN tr ON tr.i > 0 GROUP BY side, rank, tr.i),
-        back AS (SELECT side, rank, tr.i, sum(ref_ns * {pick.format(x="b")}) AS cut
+        back AS (SELECT side, rank, tr.i, sum((ref_ns * {pick.format(x="b")})::{EXACT}) AS cut
                  FROM agg JOIN ref USING (kk) JOIN tr ON tr.i > 0 GROUP BY side, rank, tr.i),
-        g AS (SELECT w.side, w.rank, a.i AS fi, b.i AS bi, (w.hi - w.lo) * (1 - a.f - b.f) AS window_ns
+        g AS (SELECT w.side, w.rank, a.i AS fi, b.i AS bi,
+                     ((w.hi - w.lo) * (1 - a.f - b.f))::{EXACT} AS window_ns
               FROM w, tr a, tr b)
         SELECT g.*, coalesce(whole.work, 0) - coalesce(fc.cut, 0) - coalesce(bc.cut, 0) AS work_ns,
                coalesce(whole.matched_ns, 0) AS matched_ns, coalesce(tot.kernel_ns, 0) AS kernel_ns

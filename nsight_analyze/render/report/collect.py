@@ -10,7 +10,9 @@ the page shows.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +148,17 @@ def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Par
     )
 
 
+def _diagnose_apart(con: duckdb.DuckDBPyConnection) -> Any:
+    """diagnose() on a cursor of its own (a connection runs one query at a time)."""
+    from ...diagnose import diagnose
+
+    cursor = con.cursor()
+    try:
+        return diagnose(cursor)
+    finally:
+        cursor.close()
+
+
 def collect(
     con: duckdb.DuckDBPyConnection,
     steps: StepRange | None = None,
@@ -153,64 +166,66 @@ def collect(
 ) -> ReportInputs:
     """Read every stored analysis the report shows (and MFU/HFU where the data supports them)."""
     from ...commands.info import workspace_info
-    from ...diagnose import diagnose
     from ...gpus import stated_gpu
     from ...mfu import MfuOptions
     from ...mfu_rows import shared_peaks
     from ...summary import summary, top_kernels
 
-    inp = ReportInputs(steps=steps)
-    inp.info = Part(workspace_info(con))
-    inp.summary_rank = Part(summary(con, by="rank"))
-    if steps:
-        inp.partition = _partition_of_steps(con, steps)
-    else:
-        inp.partition = view(
-            con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank"
-        )
-    inp.rank_step = view(
-        con,
-        "time_partition",
-        f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
-    )
-    inp.verdict = view(con, "merge_straggler_verdict")
-    inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
-    inp.collectives = view(con, "collectives", "SELECT * FROM collectives ORDER BY coll_id")
-    # Per collective operation: how much of its time was hidden behind other GPU work.
-    inp.comm_overlap = view(
-        con,
-        "comm_overlap_by_op",
-        "SELECT * EXCLUDE (job) FROM comm_overlap_by_op ORDER BY comms_ns DESC, op",
-    )
-    inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
-    inp.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
-    inp.memop_summary = view(con, "memop_summary")
-    inp.gaps = view(con, "idle_by_cause", "SELECT * FROM idle_by_cause ORDER BY rank, cause")
-    inp.longest_gaps = view(
-        con,
-        "longest_gaps",
-        "SELECT rank, step, cause, duration_ns, host_activity FROM longest_gaps "
-        "ORDER BY duration_ns DESC, rank, start_ns LIMIT 15",
-    )
-    inp.whatif = view(
-        con, "whatif", "SELECT * FROM whatif WHERE step IS NULL ORDER BY job, gain_ns DESC, scenario"
-    )
-    if inp.whatif.ok and inp.whatif.value.empty:  # unknown, and why (never "nothing to gain")
-        from ...whatif import empty_reason
-
-        inp.whatif = Part(missing=f"unknown: {empty_reason(con)}")
-    inp.attribution = view(
-        con, "rank_attribution", "SELECT * FROM rank_attribution WHERE step IS NULL ORDER BY job, rank"
-    )
-    from .comms_section import gather as comms_by_dimension  # lazy: that module imports this one
-
-    inp.comms = comms_by_dimension(con)
-    inp.launch_stats = view(con, "launch_stats")
-    inp.sync_calls = view(con, "sync_calls")
     mfu_options = MfuOptions.of(mfu_options)
     stated = stated_gpu(mfu_options.gpu) if mfu_options.gpu else contextlib.nullcontext()
-    with shared_peaks(), stated:  # a --gpu reaches diagnose's rules too (as `diagnose --gpu`)
+    # a --gpu reaches diagnose's rules too (as `diagnose --gpu`); diagnose runs on its own cursor
+    # beside the other reads (its many small queries leave a core idle), in this context
+    with shared_peaks(), stated, ThreadPoolExecutor(max_workers=1) as pool:
+        diagnosed = pool.submit(contextvars.copy_context().run, _diagnose_apart, con)
+        inp = ReportInputs(steps=steps)
+        inp.info = Part(workspace_info(con))
+        inp.summary_rank = Part(summary(con, by="rank"))
+        if steps:
+            inp.partition = _partition_of_steps(con, steps)
+        else:
+            inp.partition = view(
+                con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank"
+            )
+        inp.rank_step = view(
+            con,
+            "time_partition",
+            f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
+        )
+        inp.verdict = view(con, "merge_straggler_verdict")
+        inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
+        inp.collectives = view(con, "collectives", "SELECT * FROM collectives ORDER BY coll_id")
+        # Per collective operation: how much of its time was hidden behind other GPU work.
+        inp.comm_overlap = view(
+            con,
+            "comm_overlap_by_op",
+            "SELECT * EXCLUDE (job) FROM comm_overlap_by_op ORDER BY comms_ns DESC, op",
+        )
+        inp.alignment = view(con, "alignment_quality", "SELECT * FROM alignment_quality ORDER BY host")
+        inp.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
+        inp.memop_summary = view(con, "memop_summary")
+        inp.gaps = view(con, "idle_by_cause", "SELECT * FROM idle_by_cause ORDER BY rank, cause")
+        inp.longest_gaps = view(
+            con,
+            "longest_gaps",
+            "SELECT rank, step, cause, duration_ns, host_activity FROM longest_gaps "
+            "ORDER BY duration_ns DESC, rank, start_ns LIMIT 15",
+        )
+        inp.whatif = view(
+            con, "whatif", "SELECT * FROM whatif WHERE step IS NULL ORDER BY job, gain_ns DESC, scenario"
+        )
+        if inp.whatif.ok and inp.whatif.value.empty:  # unknown, and why (never "nothing to gain")
+            from ...whatif import empty_reason
+
+            inp.whatif = Part(missing=f"unknown: {empty_reason(con)}")
+        inp.attribution = view(
+            con, "rank_attribution", "SELECT * FROM rank_attribution WHERE step IS NULL ORDER BY job, rank"
+        )
+        from .comms_section import gather as comms_by_dimension  # lazy: that module imports this one
+
+        inp.comms = comms_by_dimension(con)
+        inp.launch_stats = view(con, "launch_stats")
+        inp.sync_calls = view(con, "sync_calls")
         inp.mfu = _mfu(con, mfu_options)
-        inp.findings = Part(diagnose(con))
+        inp.findings = Part(diagnosed.result())
     inp.env = safe_env(con)
     return inp
