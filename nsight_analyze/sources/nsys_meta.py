@@ -300,7 +300,7 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
         ids = [f'coalesce("{c}", -1)' if meta.has(table, c) else "-1" for c in KERNEL_NAME_IDS]
         pairs = set()
         for gpid, dev, dn, sn, n in census.rows(
-            f'SELECT globalPid, deviceId, {", ".join(ids)}, count(*) FROM {census.table(table)} GROUP BY ALL'
+            f"SELECT globalPid, deviceId, {', '.join(ids)}, count(*) FROM {census.table(table)} GROUP BY ALL"
         ):
             counts = device_rows.setdefault(int(gpid), {})
             counts[dev] = counts.get(dev, 0) + n
@@ -321,8 +321,8 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
         api_pids = sorted(
             int(p) * PID_DIVISOR
             for (p,) in census.rows(
-                f"SELECT DISTINCT globalTid // {PID_DIVISOR} FROM {census.table('CUPTI_ACTIVITY_KIND_RUNTIME')} "
-                "WHERE globalTid IS NOT NULL"
+                f"SELECT DISTINCT globalTid // {PID_DIVISOR} "
+                f"FROM {census.table('CUPTI_ACTIVITY_KIND_RUNTIME')} WHERE globalTid IS NOT NULL"
             )
         )
     if api_pids:
