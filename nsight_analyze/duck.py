@@ -5,11 +5,15 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import duckdb
 
 from .errors import UserError
+
+T = TypeVar("T")
 
 
 def sqlite_extension_path() -> Path:
@@ -60,6 +64,17 @@ def attach_sqlite(con: duckdb.DuckDBPyConnection, path: Path, alias: str) -> Non
 MEMORY_ENV = "NSIGHT_ANALYZE_MEMORY_LIMIT"
 MEMORY_PER_THREAD = 1 << 30  # DuckDB's guidance for joins and windows: 1-4 GB per thread
 _spill_dirs = itertools.count()
+
+
+def on_own_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(cursor, *args)` on a cursor of `con` of its own, closed after: a connection runs one
+    query at a time, so work handed to another thread (diagnose beside compare's or the
+    report's reads) gets its own."""
+    cursor = con.cursor()
+    try:
+        return fn(cursor, *args)
+    finally:
+        cursor.close()
 
 
 def analysis_memory_limit(threads: int) -> str:

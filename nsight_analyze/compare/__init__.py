@@ -46,7 +46,7 @@ from typing import Any
 
 import duckdb
 
-from ..duck import bound_memory, offline
+from ..duck import bound_memory, offline, on_own_cursor
 from ..errors import UserError
 from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_of  # noqa: F401
 from .kernels import _collectives, _kernels
@@ -140,15 +140,6 @@ def compare_prepared(
     return result
 
 
-def _findings_apart(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[dict[str, Any] | None, str | None]:
-    """_findings on a cursor of its own (a connection's queries run one at a time)."""
-    cursor = con.cursor()
-    try:
-        return _findings(cursor, cat)
-    finally:
-        cursor.close()
-
-
 def _run(
     con: duckdb.DuckDBPyConnection,
     cats: dict[str, str],
@@ -180,7 +171,7 @@ def _run(
             ).fetchall()
         ]
         if with_findings:
-            diagnosed[side] = pool.submit(_findings_apart, con, cats[side])
+            diagnosed[side] = pool.submit(on_own_cursor, con, _findings, cats[side])
         mfu[side] = _mfu(con, cats[side], model_flops)
     con.execute("USE memory")
     common = sorted(set(ranks["before"]) & set(ranks["after"]))

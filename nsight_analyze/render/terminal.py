@@ -329,20 +329,18 @@ def _table_lines(cols: list[_Col], width: int, tty: bool) -> list[str]:
     fits = sum(c.width for c in cols) + GAP * (len(cols) - 1) <= width and all(
         _cell_len(v) <= c.width for c, vs in zip(cols, shown, strict=True) for v in vs
     )
-    rows = len(cols[0].values)
-    head = _rich_lines(cols, width, tty, rows=None if not fits else 0)
     if not fits:
-        return head
+        return _rich_lines(cols, width, tty)
     pad = " " * GAP
     body = []
-    for i in range(rows):
+    for i in range(len(cols[0].values)):
         cells = []
         for c, vs in zip(cols, shown, strict=True):
             v = vs[i].rstrip() if c.style == "num" else vs[i]  # rich right-justifies stripped text
             fill = " " * (c.width - _cell_len(v))
             cells.append(fill + v if c.style == "num" else v + fill)
         body.append(pad.join(cells).rstrip())
-    return head + body
+    return _rich_lines(cols, width, tty, rows=0) + body
 
 
 def _rich_lines(cols: list[_Col], width: int, tty: bool, rows: int | None = None) -> list[str]:

@@ -148,17 +148,6 @@ def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Par
     )
 
 
-def _diagnose_apart(con: duckdb.DuckDBPyConnection) -> Any:
-    """diagnose() on a cursor of its own (a connection runs one query at a time)."""
-    from ...diagnose import diagnose
-
-    cursor = con.cursor()
-    try:
-        return diagnose(cursor)
-    finally:
-        cursor.close()
-
-
 def collect(
     con: duckdb.DuckDBPyConnection,
     steps: StepRange | None = None,
@@ -166,6 +155,8 @@ def collect(
 ) -> ReportInputs:
     """Read every stored analysis the report shows (and MFU/HFU where the data supports them)."""
     from ...commands.info import workspace_info
+    from ...diagnose import diagnose
+    from ...duck import on_own_cursor
     from ...gpus import stated_gpu
     from ...mfu import MfuOptions
     from ...mfu_rows import shared_peaks
@@ -176,7 +167,7 @@ def collect(
     # a --gpu reaches diagnose's rules too (as `diagnose --gpu`); diagnose runs on its own cursor
     # beside the other reads (its many small queries leave a core idle), in this context
     with shared_peaks(), stated, ThreadPoolExecutor(max_workers=1) as pool:
-        diagnosed = pool.submit(contextvars.copy_context().run, _diagnose_apart, con)
+        diagnosed = pool.submit(contextvars.copy_context().run, on_own_cursor, con, diagnose)
         inp = ReportInputs(steps=steps)
         inp.info = Part(workspace_info(con))
         inp.summary_rank = Part(summary(con, by="rank"))
