@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from .duck import sql_string
 from .errors import UserError
 
 if TYPE_CHECKING:  # classification is SQL; only classify_names hands back a DataFrame
@@ -87,7 +88,7 @@ def _read_rules_file(path: Path) -> str:
 
 def _stored_user_rules(con: duckdb.DuckDBPyConnection) -> str | None:
     try:
-        row = con.execute("SELECT value FROM settings WHERE key = ?", [USER_RULES_KEY]).fetchone()
+        row = con.execute(f"SELECT value FROM settings WHERE key = {sql_string(USER_RULES_KEY)}").fetchone()
     except duckdb.Error:
         return None
     return row[0] if row else None
@@ -247,10 +248,8 @@ def _stamp_rules(con: duckdb.DuckDBPyConnection) -> None:
     """Record the built-in rules the kernels were classified with. The analysis stamp covers it:
     re-classifying with other built-in rules (a new version) makes the stored results stale; user
     rules live in `settings`, which the stamp covers already."""
-    con.execute(
-        "INSERT OR REPLACE INTO meta VALUES ('classified_with', ?)",
-        [hashlib.sha256(BUILTIN_RULES.read_bytes()).hexdigest()],
-    )
+    digest = hashlib.sha256(BUILTIN_RULES.read_bytes()).hexdigest()
+    con.execute(f"INSERT OR REPLACE INTO meta VALUES ('classified_with', {sql_string(digest)})")
 
 
 def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path | None) -> None:

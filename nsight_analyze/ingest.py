@@ -22,6 +22,7 @@ import duckdb
 
 from . import analysis, classify, rank_store
 from .discovery import Candidate, assign_ranks, discover, natural_key
+from .duck import sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
 from .landing import FileOutcome, land_batch, load_one
@@ -197,9 +198,8 @@ def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candida
     con = open_workspace(db, analyse=False)  # no GPU data changes: the stored results stay valid
     try:
         con.execute("BEGIN TRANSACTION")
-        con.execute(
-            "DELETE FROM files WHERE status <> 'ok' AND path IN (SELECT unnest(?::VARCHAR[]))", [seen]
-        )
+        paths = f"{sql_value(seen)}::VARCHAR[]"
+        con.execute(f"DELETE FROM files WHERE status <> 'ok' AND path IN (SELECT unnest({paths}))")
         next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
         for i, outcome in enumerate(rows):
             cand = cands.get(outcome.path)
@@ -207,17 +207,22 @@ def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candida
                 size = outcome.path.stat().st_size
             except OSError:
                 size = None
+            values = ", ".join(
+                map(
+                    sql_value,
+                    (
+                        next_id + i,
+                        str(_shown(outcome.path)),
+                        cand.sha256 if cand is not None else "",
+                        size,
+                        cand.probe.format if cand is not None and cand.probe is not None else None,
+                    ),
+                )
+            )
+            message = sql_value([outcome.message] if outcome.message else [])
             con.execute(
-                "INSERT INTO files VALUES (?, ?, ?, ?, ?, NULL, NULL, now(), ?, ?, [])",
-                [
-                    next_id + i,
-                    str(_shown(outcome.path)),
-                    cand.sha256 if cand is not None else "",
-                    size,
-                    cand.probe.format if cand is not None and cand.probe is not None else None,
-                    outcome.status,
-                    [outcome.message] if outcome.message else [],
-                ],
+                f"INSERT INTO files VALUES ({values}, NULL, NULL, now(), {sql_value(outcome.status)}, "
+                f"{message}::VARCHAR[], [])"
             )
         con.execute("COMMIT")
     finally:
@@ -480,10 +485,10 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[Candidate], replace: boo
         seen[cand.sha256] = cand.path
         # rows of files that were not loaded (status failed, skipped, ignored) are no content
         same = con.execute(
-            "SELECT file_id FROM files WHERE sha256 = ? AND status = 'ok'", [cand.sha256]
+            f"SELECT file_id FROM files WHERE sha256 = {sql_string(cand.sha256)} AND status = 'ok'"
         ).fetchall()
         same_path = con.execute(
-            "SELECT file_id FROM files WHERE path = ? AND status = 'ok'", [str(cand.path.resolve())]
+            f"SELECT file_id FROM files WHERE path = {sql_string(str(cand.path.resolve()))} AND status = 'ok'"
         ).fetchall()
         if same and not replace:
             report.outcomes.append(

@@ -14,6 +14,7 @@ import duckdb
 
 from . import classify, rank_store, schema
 from .discovery import Candidate
+from .duck import sql_value
 from .rank_task import Mapped, insert_ranks
 from .sources import nsys_recipe
 from .sources.base import BadInput
@@ -121,17 +122,16 @@ def insert_file_row(
     con: duckdb.DuckDBPyConnection, cand: Candidate, warnings: list[str], skipped: list[str]
 ) -> None:
     probe = cand.probe
+    values = (
+        cand.file_id,
+        str(cand.path.resolve()),
+        cand.sha256,
+        nsys_recipe.input_size(cand.path),  # a recipe output folder: its files' total
+        probe.format,
+        probe.version,
+        probe.schema_version,
+    )
     con.execute(
-        "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, now(), 'ok', ?, ?)",
-        [
-            cand.file_id,
-            str(cand.path.resolve()),
-            cand.sha256,
-            nsys_recipe.input_size(cand.path),  # a recipe output folder: its files' total
-            probe.format,
-            probe.version,
-            probe.schema_version,
-            warnings,
-            skipped,
-        ],
+        f"INSERT INTO files VALUES ({', '.join(map(sql_value, values))}, now(), 'ok', "
+        f"{sql_value(warnings)}::VARCHAR[], {sql_value(skipped)}::VARCHAR[])"
     )

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from . import analysis, classify, rank_store, schema
-from .duck import OFFLINE_CONFIG, bound_memory, offline
+from .duck import OFFLINE_CONFIG, bound_memory, offline, sql_rows
 from .errors import UserError
 from .sources import registry
 from .sources.base import BadInput, Probe
@@ -313,11 +313,10 @@ def insert_ranks(
         for proc in probe.processes
     ]
     if rows:
-        con.executemany(
+        con.execute(
             "INSERT INTO ranks (rank, file_id, pid, global_pid, hostname, device_id, gpu_name, "
             "session_start_utc_ns, clock_offset_ns, rank_source, local_rank, world_size, alignment_method, "
-            "job_rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            f"job_rank) VALUES {sql_rows(rows)}"
         )
 
 

@@ -317,10 +317,9 @@ def _no_refinement(con: duckdb.DuckDBPyConnection, job: int, n_hosts: int, sever
     """Why a job's hosts kept their session-start placement."""
     nccl, complete = con.execute(
         "SELECT COUNT(*), COUNT(*) FILTER (WHERE complete AND n_hosts >= 2) FROM merge_coll_members "
-        "WHERE job = ?",
-        [job],
+        f"WHERE job = {int(job)}"
     ).fetchone()
-    partial = con.execute("SELECT label FROM jobs WHERE job = ? AND NOT complete", [job]).fetchone()
+    partial = con.execute(f"SELECT label FROM jobs WHERE job = {int(job)} AND NOT complete").fetchone()
     if nccl == 0:
         why = "no NCCL kernels"
     elif partial and not complete:

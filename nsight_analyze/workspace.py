@@ -97,8 +97,8 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         _drop_stale_objects(con)
         load_live_queries(con)
         con.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('queries_hash', ?), ('schema_version', ?)",
-            [current, SCHEMA_VERSION],
+            f"INSERT OR REPLACE INTO meta VALUES ('queries_hash', {sql_string(current)}), "
+            f"('schema_version', {sql_string(SCHEMA_VERSION)})"
         )
 
 

@@ -17,6 +17,7 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import ROOT
 
 from nsight_analyze.render.data import records, to_json
 from nsight_analyze.render.markdown import markdown_table
@@ -82,6 +83,29 @@ def test_summary_imports_no_heavy_module(summary_db, fmt, by):
     assert proc.stdout.strip()  # it printed the summary
     line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
     assert line == ["HEAVY="], proc.stderr
+
+
+def test_nsys_ingest_binds_no_parameter_and_prints_without_pandas(tmp_path):
+    """An ingest of an nsys export (one rank of the sample job: a partial job, so no what-if
+    replay, whose Python UDF makes DuckDB import pandas) leaves pandas unimported: it binds no
+    Python parameter (DuckDB imports pandas before binding one), reads no DataFrame and prints
+    its closing table from a PlainTable. 0.3 s of a two-second ingest."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "report_rank0.sqlite").write_bytes(
+        (ROOT / "sample_traces" / "report_rank0.sqlite").read_bytes()
+    )
+    args = ["ingest", str(traces), "--db", str(tmp_path / "w.duckdb")]
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=("pandas", "plotly", "scipy")), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ranks in the workspace" in proc.stdout  # the closing table was printed
+    assert [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")] == ["HEAVY="], proc.stderr
 
 
 def test_compare_runs_without_scipy(summary_db):

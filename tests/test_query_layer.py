@@ -174,6 +174,27 @@ def test_recompute_only_when_something_changed(sample_db):
     assert meta["analysis_job"] != after_setting[0]["analysis_job"]
 
 
+def test_rows_changed_by_sql_make_their_rank_stale(sample_db):
+    """A rank's rows deleted with SQL: the totals change, only that rank is stale. With nothing
+    changed, the fingerprints read from the last analysis equal a full count per rank."""
+    db, _ = sample_db
+    con = open_workspace(db, analyse=False)
+    unchanged = analysis.plan(con)
+    assert not unchanged.needed
+    con.execute("UPDATE meta SET value = 'x' WHERE key = 'analysis_totals'")  # forces the count
+    counted = analysis.plan(con)
+    assert counted.fingerprints == unchanged.fingerprints and counted.sizes == unchanged.sizes
+    con.execute(
+        "UPDATE meta SET value = ? WHERE key = 'analysis_totals'", [unchanged.stamps["analysis_totals"]]
+    )
+    rank = min(unchanged.fingerprints)
+    con.execute("DELETE FROM cuda_api WHERE rank = ? AND correlation_id % 2 = 0", [rank])
+    stale = analysis.plan(con)
+    assert stale.ranks == [rank] and not stale.full
+    assert stale.sizes[rank] < unchanged.sizes[rank]
+    con.close()
+
+
 def test_kill_during_analysis_leaves_previous_results(sample_db):
     """SIGKILL in the middle of a recompute: the workspace still has the previous results, whole."""
     db, _ = sample_db

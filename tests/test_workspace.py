@@ -14,11 +14,33 @@ import pytest
 from conftest import TRACES, requires_shared
 
 from nsight_analyze import query_layer
-from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit
+from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit, sql_rows, sql_value
 from nsight_analyze.ingest import ingest
 from nsight_analyze.workspace import open_workspace, query_files
 
 CLI = [sys.executable, "-m", "nsight_analyze"]
+
+
+def test_sql_literals_read_back_as_the_values():
+    """The literals that replace bound parameters (a bound one imports pandas: duck.sql_string)
+    read back as the Python values, hostile text included; expected: the values themselves."""
+    import decimal
+    import math
+
+    values = [None, True, False, 0, -7, 2**63 - 1, 2**70, 0.1, 1 / 3, 1e-300, -2.5e300, math.inf, -math.inf,
+              "", "it's", "a'); DROP TABLE files; --", "tab\tnew\nline", "nul\x00inside", "\\x00 ü 😀",
+              decimal.Decimal("12.345"), decimal.Decimal("1E+30"), [1, None, 3], ["x", "y'"], []]  # fmt: skip
+    con = duckdb.connect()
+    for v in values:
+        got = con.execute(f"SELECT {sql_value(v)}").fetchone()[0]
+        assert got == v, (v, got)
+    assert math.isnan(con.execute(f"SELECT {sql_value(math.nan)}").fetchone()[0])
+    rows = [(1, "a", None, 2.5), (2, "b'c", True, -1e20)]
+    con.execute("CREATE TABLE t (i INTEGER, s VARCHAR, b BOOLEAN, d DOUBLE)")
+    con.execute(f"INSERT INTO t VALUES {sql_rows(rows)}")
+    assert con.execute("SELECT * FROM t ORDER BY i").fetchall() == rows
+    with pytest.raises(TypeError):
+        sql_value(object())
 
 
 def test_every_query_file_loads_and_documents_itself(tmp_path):

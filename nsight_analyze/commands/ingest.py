@@ -10,6 +10,7 @@ import click
 
 from ..clihelp import env_db, step_pattern_option
 from ..ingest import FileOutcome, ingest
+from ..render.table import PlainTable
 from ..render.terminal import print_table
 from ..workspace import open_workspace
 from .summary import periodic_steps_option
@@ -280,9 +281,10 @@ def _closing_table(db: Path) -> None:
         """
         n = con.execute("SELECT count(*) FROM ranks").fetchone()[0]
         if n <= PER_RANK_ROWS:
-            df, title = con.execute(ranks + " ORDER BY r.rank").df(), "ranks in the workspace"
+            df = PlainTable.from_cursor(con.execute(ranks + " ORDER BY r.rank"))
+            title = "ranks in the workspace"
         else:
-            df = con.execute(
+            cur = con.execute(
                 f"""
                 SELECT host,
                        CASE WHEN max(rank) - min(rank) + 1 = count(*) THEN min(rank) || '-' || max(rank)
@@ -294,9 +296,10 @@ def _closing_table(db: Path) -> None:
                        sum(warnings) AS warnings
                 FROM ({ranks}) GROUP BY host ORDER BY min(rank)
                 """
-            ).df()
+            )
+            df = PlainTable.from_cursor(cur)
             title = f"{n} ranks in the workspace, per host (`nsight-analyze ranks` lists every rank)"
     finally:
         con.close()
-    if len(df):
+    if len(df):  # a PlainTable, not a DataFrame: pandas costs an ingest 0.3 s to import
         print_table(df, title=title)

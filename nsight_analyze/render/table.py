@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,10 @@ def _numeric(values: Iterable[Any]) -> bool:
             return False
         seen = True
     return seen
+
+
+# the DuckDB types `.df()` turns into numeric pandas columns
+_NUMERIC_TYPE = re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))$")
 
 
 class PlainTable:
@@ -64,8 +69,11 @@ class PlainTable:
 
     @classmethod
     def from_cursor(cls, cursor: duckdb.DuckDBPyConnection) -> PlainTable:
-        """The result of the statement `cursor` (a DuckDB connection or cursor) just executed."""
-        return cls([d[0] for d in cursor.description], cursor.fetchall())
+        """The result of the statement `cursor` (a DuckDB connection or cursor) just executed;
+        numeric columns by their SQL type, as `.df()` types them (a column of only NULLs too)."""
+        described = cursor.description
+        numeric = [_NUMERIC_TYPE.match(str(d[1])) is not None for d in described]
+        return cls([d[0] for d in described], cursor.fetchall(), numeric=numeric)
 
     @property
     def empty(self) -> bool:

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 
 from .base import BadInput, LoadResult, Probe
 
@@ -415,6 +414,8 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[i
         why = "; ".join(f"{n} {w}" for w, n in sorted(rows.not_stored.items())) or "no samples"
         raise BadInput(f"no DCGM GPU samples ({why})")
     result = LoadResult(warnings=list(rows.warnings))
+    import pandas as pd  # here, not at the top: sniffing every .json/.txt of an ingest imports this module
+
     frame = pd.DataFrame(rows.data, columns=COLUMNS)
     frame["sample"] = frame["sample"].astype("Int64")
     frame["utc_ns"] = frame["utc_ns"].astype("Int64")

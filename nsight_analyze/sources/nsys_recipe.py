@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ..duck import sql_string
 from .base import BadInput, LoadResult, Probe, Process
 
 FORMAT = "nsys-recipe"
@@ -464,8 +465,7 @@ def attach(con, ready: list) -> None:
     known: dict[tuple[str, int], list[int]] = {}
     for path, pid, rank, fid in con.execute(
         "SELECT f.path, r.pid, r.rank, f.file_id FROM files AS f JOIN ranks AS r USING (file_id) "
-        "WHERE f.source_format = ?",
-        [NSYS],
+        f"WHERE f.source_format = {sql_string(NSYS)}"
     ).fetchall():
         if fid not in replaced and pid is not None:
             known.setdefault((_report_name(path), int(pid)), []).append(int(rank))

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from .. import classify
-from ..duck import attach_sqlite
+from ..duck import attach_sqlite, sql_rows, sql_value
 from . import nsys_meta
 from .base import BadInput, LoadResult, Probe, Process
 from .nsys_meta import KERNEL_NAME_IDS, PID_DIVISOR, NsysMeta
@@ -225,7 +225,8 @@ class _Loader:
     def load_all(self) -> None:
         self.con.execute(f"CREATE TEMP TABLE {self.rank_map} (global_pid BIGINT, rank INTEGER)")
         try:
-            self.con.executemany(f"INSERT INTO {self.rank_map} VALUES (?, ?)", list(self.ranks.items()))
+            if self.ranks:
+                self.con.execute(f"INSERT INTO {self.rank_map} VALUES {sql_rows(list(self.ranks.items()))}")
             self.load_kernels()
             self.load_memcpy()
             self.load_memset()
@@ -283,9 +284,9 @@ class _Loader:
             f"""CREATE OR REPLACE TEMP TABLE {names} AS
                 SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
                        COALESCE({name}, {short}) AS name, {short} AS short_name
-                FROM (SELECT unnest(?::BIGINT[]) AS demangledName, unnest(?::BIGINT[]) AS shortName) x
-                {j1}{j2}""",
-            [[p[0] for p in pairs], [p[1] for p in pairs]],
+                FROM (SELECT unnest({sql_value([p[0] for p in pairs])}::BIGINT[]) AS demangledName,
+                             unnest({sql_value([p[1] for p in pairs])}::BIGINT[]) AS shortName) x
+                {j1}{j2}"""
         )
         classify.build_name_map(self.con, f"SELECT name FROM {names}", f"{names}_map")
         self.con.execute(
@@ -518,10 +519,11 @@ class _Loader:
                     g.source,
                 )
             )
-        self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if rows:
+            self.con.execute(f"INSERT INTO gpus VALUES {sql_rows(rows)}")
         env_rows = [(self.file_id, k, v) for k, v in sorted(self.meta.env.items()) if nsys_meta.keep_env(k)]
         if env_rows:
-            self.con.executemany("INSERT INTO env VALUES (?, ?, ?)", env_rows)
+            self.con.execute(f"INSERT INTO env VALUES {sql_rows(env_rows)}")
 
     def report_unused(self) -> None:
         for table in REPORTED_UNUSED:

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from ... import gpus
+from ...duck import sql_rows, sql_value
 from ..base import BadInput, LoadResult, Probe, peak_rows
 from .batches import DTYPE_BYTES, RowSets
 from .duck_json import RANGE_COLUMNS, NoFastPath
@@ -104,10 +105,10 @@ class Loader:
                    a.collective, a.dtype, d.bytes, a.in_nelems, a.out_nelems,
                    a.in_nelems * d.bytes, a.out_nelems * d.bytes, a.in_split_size, a.out_split_size,
                    a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source
-            FROM m LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS dtype, unnest(?::INTEGER[]) AS bytes) d
+            FROM m LEFT JOIN (SELECT unnest({sql_value(list(DTYPE_BYTES))}::VARCHAR[]) AS dtype,
+                                     unnest({sql_value(list(DTYPE_BYTES.values()))}::INTEGER[]) AS bytes) d
               ON d.dtype = a.dtype
-            """,
-            [list(DTYPE_BYTES), list(DTYPE_BYTES.values())],
+            """
         )
         if self.meta.host_pid is None and self.rows.host_pids:
             self.meta.host_pid = self.rows.host_pids.most_common(1)[0][0]
@@ -240,7 +241,7 @@ class Loader:
             )  # fmt: skip
         if not rows:
             rows.append((self.rank, None, None, None, None, None, None, None, None, None, None, "unknown"))
-        self.con.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        self.con.execute(f"INSERT INTO gpus VALUES {sql_rows(rows)}")
 
     @staticmethod
     def _one_model(props: dict) -> dict:
@@ -284,7 +285,7 @@ class Loader:
         counts["memory_usage"] = self.rows.memory.total
         counts["kineto_profiler_ranges"] = self.rows.ranges.total
         counts["kineto_collectives"] = self.con.execute(
-            "SELECT count(*) FROM kineto_collectives WHERE rank = ?", [self.rank]
+            f"SELECT count(*) FROM kineto_collectives WHERE rank = {int(self.rank)}"
         ).fetchone()[0]
         for what, n in sorted(self.rows.skipped.items()):
             self.result.skipped.append(f"{what}: {n} events (not used by nsight-analyze)")
