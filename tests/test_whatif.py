@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from conftest import TRACES, requires_shared
 
 from nsight_analyze.cli import main
+from nsight_analyze.duck import sql_rows
 from nsight_analyze.whatif import SCENARIOS
 
 SHAPE = dict(ranks=4, gpus_per_node=2, steps=4, kernels_per_step=40, seed=5)
@@ -345,6 +346,64 @@ def _coll_ready(ops: list[tuple], nccl: list[tuple]) -> list[tuple]:
     return con.execute(
         "SELECT correlation_id, ready_ns, resume_ns, waits FROM rank_coll_ready ORDER BY correlation_id"
     ).fetchall()
+
+
+def test_collective_ready_equals_its_definition_on_random_rows():
+    """rank_coll_ready against its definition written as plain correlated subqueries (the oracle:
+    ready = max end of non-comms work launched before, resume = first non-comms start at or
+    after the end, waits as documented), on random rows full of ties (times and ids drawn from
+    small ranges), NULL ids and ends, comms operations and three ranks."""
+    import random
+
+    from nsight_analyze import query_layer
+
+    rng = random.Random(7)
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE gpu_ops (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT, category VARCHAR)"
+    )
+    con.execute(
+        "CREATE TABLE nccl_kernels (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT)"
+    )
+
+    def maybe(v):
+        return None if rng.random() < 0.05 else v
+
+    for _ in range(40):
+        con.execute("DELETE FROM gpu_ops")
+        con.execute("DELETE FROM nccl_kernels")
+        ops, nccl = [], []
+        for _ in range(rng.randint(0, 60)):
+            s = rng.randint(0, 40) * 1000
+            cat = rng.choice(["compute", "memory", "comms", None])
+            ops.append(
+                (rng.randint(0, 2), maybe(rng.randint(0, 30)), s, maybe(s + rng.randint(0, 8) * 1000), cat)
+            )
+        for _ in range(rng.randint(0, 12)):
+            s = rng.randint(0, 40) * 1000
+            nccl.append(
+                (rng.randint(0, 2), maybe(rng.randint(0, 30)), s, maybe(s + rng.randint(0, 6) * 1000))
+            )
+        if ops:
+            con.execute(f"INSERT INTO gpu_ops VALUES {sql_rows(ops)}")
+        if nccl:
+            con.execute(f"INSERT INTO nccl_kernels VALUES {sql_rows(nccl)}")
+        con.execute(
+            next(q for q in query_layer.layer() if q.name == "rank_coll_ready").create("view", temporary=True)
+        )
+        work = "FROM gpu_ops o WHERE o.rank = n.rank AND o.category IS DISTINCT FROM 'comms'"
+        oracle = con.execute(
+            f"""SELECT rank, correlation_id, start_ns, end_ns, ready, resume,
+                       coalesce(resume - end_ns <= 5000 AND coalesce(run_end, 0) <= end_ns, false)
+                FROM (SELECT n.*,
+                             CASE WHEN n.correlation_id IS NOT NULL THEN
+                                 (SELECT max(o.end_ns) {work} AND o.correlation_id < n.correlation_id) END AS ready,
+                             (SELECT min(o.start_ns) {work} AND o.start_ns >= n.end_ns) AS resume,
+                             (SELECT max(o.end_ns) {work} AND o.start_ns < n.end_ns) AS run_end
+                      FROM nccl_kernels n)
+                ORDER BY ALL"""
+        ).fetchall()
+        assert con.execute("SELECT * FROM rank_coll_ready ORDER BY ALL").fetchall() == oracle
 
 
 def test_collective_ready_counts_every_operation_starting_at_the_same_time():
