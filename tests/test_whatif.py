@@ -360,7 +360,8 @@ def test_collective_ready_equals_its_definition_on_random_rows():
     rng = random.Random(7)
     con = duckdb.connect()
     con.execute(
-        "CREATE TABLE gpu_ops (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT, category VARCHAR)"
+        "CREATE TABLE gpu_ops "
+        "(rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT, category VARCHAR)"
     )
     con.execute(
         "CREATE TABLE nccl_kernels (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT)"
@@ -396,8 +397,8 @@ def test_collective_ready_equals_its_definition_on_random_rows():
             f"""SELECT rank, correlation_id, start_ns, end_ns, ready, resume,
                        coalesce(resume - end_ns <= 5000 AND coalesce(run_end, 0) <= end_ns, false)
                 FROM (SELECT n.*,
-                             CASE WHEN n.correlation_id IS NOT NULL THEN
-                                 (SELECT max(o.end_ns) {work} AND o.correlation_id < n.correlation_id) END AS ready,
+                             CASE WHEN n.correlation_id IS NOT NULL THEN (SELECT max(o.end_ns) {work}
+                                 AND o.correlation_id < n.correlation_id) END AS ready,
                              (SELECT min(o.start_ns) {work} AND o.start_ns >= n.end_ns) AS resume,
                              (SELECT max(o.end_ns) {work} AND o.start_ns < n.end_ns) AS run_end
                       FROM nccl_kernels n)
