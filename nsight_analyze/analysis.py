@@ -103,7 +103,8 @@ def _fingerprints(
     every command); a table's total is a metadata read. So when the totals and every rank's
     file and source equal those of the last analysis, the per-rank counts are read from it.
     """
-    present = [t for t in COUNTED if t in set(schema.owned_by(con, "rank"))]
+    columns = schema.table_columns(con)
+    present = [t for t in COUNTED if "rank" in columns.get(t, ())]
     ident = con.execute(
         "SELECT md5(coalesce(string_agg(k.rank || ':' || coalesce(f.sha256, '') || ':' || "
         "coalesce(k.rank_source, ''), ',' ORDER BY k.rank), '')) "
@@ -113,7 +114,7 @@ def _fingerprints(
         "SELECT " + (", ".join(f"(SELECT count(*) FROM {t})" for t in present) or "1")
     ).fetchone()
     totals = ident + "|" + ",".join(f"{t}:{n}" for t, n in zip(present, sums))
-    if _meta(con, "analysis_totals") == totals and _has_column(con, STATE_TABLE, "counts"):
+    if _meta(con, "analysis_totals") == totals and "counts" in columns.get(STATE_TABLE, ()):
         counts = f"SELECT rank, counts AS cs, events AS n FROM {STATE_TABLE}"
     else:
         per = " UNION ALL ".join(
@@ -140,12 +141,6 @@ def _fingerprints(
         totals,
         {int(r): cs for r, _, _, cs in rows},
     )
-
-
-def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
-    where = f"table_name = {sql_string(table)} AND column_name = {sql_string(column)}"
-    mine = "database_name = current_database() AND schema_name = 'main'"
-    return bool(con.execute(f"SELECT count(*) FROM duckdb_columns() WHERE {mine} AND {where}").fetchone()[0])
 
 
 def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:

@@ -134,9 +134,14 @@ def sql_value(value: Any) -> str:
     raise TypeError(f"no SQL literal for {type(value).__name__}")
 
 
+def sql_row(values: tuple | list) -> str:
+    """Values as the comma-separated literals of one row (inside an `INSERT ... VALUES (...)`)."""
+    return ", ".join(sql_value(v) for v in values)
+
+
 def sql_rows(rows: list[tuple] | list[list]) -> str:
     """Rows as the body of an `INSERT ... VALUES` (an executemany without bound parameters)."""
-    return ", ".join("(" + ", ".join(sql_value(v) for v in row) + ")" for row in rows)
+    return ", ".join(f"({sql_row(row)})" for row in rows)
 
 
 def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:

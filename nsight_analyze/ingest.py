@@ -22,7 +22,7 @@ import duckdb
 
 from . import analysis, classify, rank_store
 from .discovery import Candidate, assign_ranks, discover, natural_key
-from .duck import sql_string, sql_value
+from .duck import sql_row, sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
 from .landing import FileOutcome, land_batch, load_one
@@ -207,16 +207,13 @@ def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candida
                 size = outcome.path.stat().st_size
             except OSError:
                 size = None
-            values = ", ".join(
-                map(
-                    sql_value,
-                    (
-                        next_id + i,
-                        str(_shown(outcome.path)),
-                        cand.sha256 if cand is not None else "",
-                        size,
-                        cand.probe.format if cand is not None and cand.probe is not None else None,
-                    ),
+            values = sql_row(
+                (
+                    next_id + i,
+                    str(_shown(outcome.path)),
+                    cand.sha256 if cand is not None else "",
+                    size,
+                    cand.probe.format if cand is not None and cand.probe is not None else None,
                 )
             )
             message = sql_value([outcome.message] if outcome.message else [])

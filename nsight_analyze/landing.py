@@ -14,7 +14,7 @@ import duckdb
 
 from . import classify, rank_store, schema
 from .discovery import Candidate
-from .duck import sql_value
+from .duck import sql_row, sql_value
 from .rank_task import Mapped, insert_ranks
 from .sources import nsys_recipe
 from .sources.base import BadInput
@@ -132,6 +132,6 @@ def insert_file_row(
         probe.schema_version,
     )
     con.execute(
-        f"INSERT INTO files VALUES ({', '.join(map(sql_value, values))}, now(), 'ok', "
+        f"INSERT INTO files VALUES ({sql_row(values)}, now(), 'ok', "
         f"{sql_value(warnings)}::VARCHAR[], {sql_value(skipped)}::VARCHAR[])"
     )

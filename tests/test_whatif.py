@@ -325,9 +325,9 @@ def test_empty_whatif_says_why(job, tmp_path):
     assert stall.recoverable_ns_per_step == stall.metrics["recoverable_ns_per_step_rule"] > 0
 
 
-def _coll_ready(ops: list[tuple], nccl: list[tuple]) -> list[tuple]:
-    """rank_coll_ready over hand-made rows: ops (correlation_id, start_ns, end_ns, category) and
-    NCCL kernels (correlation_id, start_ns, end_ns), all on rank 0."""
+def _coll_ready_rows(ops: list[tuple], nccl: list[tuple]) -> duckdb.DuckDBPyConnection:
+    """A connection with rank_coll_ready over hand-made rows: ops (rank, correlation_id,
+    start_ns, end_ns, category) and NCCL kernels (rank, correlation_id, start_ns, end_ns)."""
     from nsight_analyze import query_layer
 
     con = duckdb.connect()
@@ -338,11 +338,20 @@ def _coll_ready(ops: list[tuple], nccl: list[tuple]) -> list[tuple]:
     con.execute(
         "CREATE TABLE nccl_kernels (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT)"
     )
-    con.executemany("INSERT INTO gpu_ops VALUES (0, ?, ?, ?, ?)", ops)
-    con.executemany("INSERT INTO nccl_kernels VALUES (0, ?, ?, ?)", nccl)
+    if ops:
+        con.execute(f"INSERT INTO gpu_ops VALUES {sql_rows(ops)}")
+    if nccl:
+        con.execute(f"INSERT INTO nccl_kernels VALUES {sql_rows(nccl)}")
     con.execute(
         next(q for q in query_layer.layer() if q.name == "rank_coll_ready").create("view", temporary=True)
     )
+    return con
+
+
+def _coll_ready(ops: list[tuple], nccl: list[tuple]) -> list[tuple]:
+    """rank_coll_ready over hand-made rows: ops (correlation_id, start_ns, end_ns, category) and
+    NCCL kernels (correlation_id, start_ns, end_ns), all on rank 0."""
+    con = _coll_ready_rows([(0, *o) for o in ops], [(0, *n) for n in nccl])
     return con.execute(
         "SELECT correlation_id, ready_ns, resume_ns, waits FROM rank_coll_ready ORDER BY correlation_id"
     ).fetchall()
@@ -355,24 +364,12 @@ def test_collective_ready_equals_its_definition_on_random_rows():
     small ranges), NULL ids and ends, comms operations and three ranks."""
     import random
 
-    from nsight_analyze import query_layer
-
     rng = random.Random(7)
-    con = duckdb.connect()
-    con.execute(
-        "CREATE TABLE gpu_ops "
-        "(rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT, category VARCHAR)"
-    )
-    con.execute(
-        "CREATE TABLE nccl_kernels (rank INTEGER, correlation_id BIGINT, start_ns BIGINT, end_ns BIGINT)"
-    )
 
     def maybe(v):
         return None if rng.random() < 0.05 else v
 
     for _ in range(40):
-        con.execute("DELETE FROM gpu_ops")
-        con.execute("DELETE FROM nccl_kernels")
         ops, nccl = [], []
         for _ in range(rng.randint(0, 60)):
             s = rng.randint(0, 40) * 1000
@@ -385,13 +382,7 @@ def test_collective_ready_equals_its_definition_on_random_rows():
             nccl.append(
                 (rng.randint(0, 2), maybe(rng.randint(0, 30)), s, maybe(s + rng.randint(0, 6) * 1000))
             )
-        if ops:
-            con.execute(f"INSERT INTO gpu_ops VALUES {sql_rows(ops)}")
-        if nccl:
-            con.execute(f"INSERT INTO nccl_kernels VALUES {sql_rows(nccl)}")
-        con.execute(
-            next(q for q in query_layer.layer() if q.name == "rank_coll_ready").create("view", temporary=True)
-        )
+        con = _coll_ready_rows(ops, nccl)
         work = "FROM gpu_ops o WHERE o.rank = n.rank AND o.category IS DISTINCT FROM 'comms'"
         oracle = con.execute(
             f"""SELECT rank, correlation_id, start_ns, end_ns, ready, resume,
