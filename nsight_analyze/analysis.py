@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -37,10 +38,16 @@ from . import query_layer, replay, schema
 from .duck import bound_memory, main_schema, out_of_memory, sql_rows, sql_string
 from .errors import UserError
 
+if TYPE_CHECKING:
+    from .rank_pipeline import Early
+
 STATE_TABLE = "_analysis_ranks"
 BATCH_EVENTS = 2_000_000  # canonical rows per rank batch: ~1 GB of peak working memory
 COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a rank's size
 SCHEMA_VERSION = "2"
+STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
+STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
+ALIGNED = ("job", "clock_offset_ns", "alignment_method")  # what the job step sets in `ranks`
 
 
 @dataclass
@@ -228,6 +235,7 @@ class Staging:
     main: str
     ranks: list[int]
     create: bool  # the first batch of a full recompute: the staged tables do not exist yet
+    prefix: str = STAGED  # the tables' (rank_pipeline's own while an ingest loads)
 
 
 def _create_stage(
@@ -243,7 +251,7 @@ def _create_stage(
         if q.stage == "live":  # the workspace's own views and macros (they read the shadows)
             continue
         if staging is not None and q.result == "stored":
-            table = f'{staging.main}."{STAGED}{q.name}"'
+            table = f'{staging.main}."{staging.prefix}{q.name}"'
             _run(con, q.into(table, create=staging.create), q.name)
             con.execute(
                 f'CREATE OR REPLACE TEMP VIEW "{q.name}" AS SELECT * FROM {table} '
@@ -331,11 +339,6 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
 Progress = Callable[[int, int], None]
 
 
-STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
-STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
-ALIGNED = ("job", "clock_offset_ns", "alignment_method")  # what the job step sets in `ranks`
-
-
 def refresh(
     con: duckdb.DuckDBPyConnection,
     force: bool = False,
@@ -344,6 +347,7 @@ def refresh(
     say: Callable[[str], None] | None = None,
     precomputed: dict[int, dict[str, Path]] | None = None,
     seconds: dict[str, float] | None = None,
+    early: Early | None = None,
 ) -> list[str]:
     """Bring the stored results up to date with the workspace; returns the alignment's notes.
 
@@ -351,7 +355,9 @@ def refresh(
     `seconds`, when given, the time of the rank-local step ("rank") and the job step ("job").
     `precomputed` gives ranks whose rank-local results a worker already computed with the
     current global stamp ({rank: {result name: Parquet file}}, rank_store): they are read, not
-    recomputed (a file's Parquet holds all its ranks; each is read once).
+    recomputed (a file's Parquet holds all its ranks; each is read once). `early` gives ranks
+    whose results an ingest computed while it loaded (rank_pipeline), taken under the same stamp
+    rule; its tables are dropped in any case.
 
     Why staged tables and not one transaction around everything: DuckDB reads data written by
     the running transaction several times slower (the gap and sync-call joins most of all),
@@ -367,7 +373,10 @@ def refresh(
         return []
     if say and (p.ranks or p.removed):  # a new, empty workspace is set up silently
         say(f"analysis {p.reason}: computing {len(p.ranks)} rank(s) and the job")
-    _drop_staged(con)  # leftovers of an interrupted recompute; listing them is not analysis work
+    taken = _usable(early, p)
+    # leftovers of an interrupted recompute (and early results not taken); listing them is not
+    # analysis work
+    _drop_staged(con, keep=early.tables() if taken else [])
     shown = schema.owned_by(con, "rank")  # the tables each rank batch sees only its own rows of
     bound_memory(con)
     con.execute("RESET threads")
@@ -377,7 +386,14 @@ def refresh(
     main = main_schema(con)
     try:
         notes = _compute(
-            con, p, shown, batch_events, progress, precomputed or {}, {} if seconds is None else seconds
+            con,
+            p,
+            shown,
+            batch_events,
+            progress,
+            precomputed or {},
+            {} if seconds is None else seconds,
+            taken,
         )
     except BaseException:
         try:  # the cleanup (catalog queries, drops) must not run out of memory itself
@@ -417,11 +433,19 @@ def refresh(
     return notes
 
 
-def _drop_staged(con: duckdb.DuckDBPyConnection) -> None:
+def _drop_staged(con: duckdb.DuckDBPyConnection, keep: list[str] | None = None) -> None:
     main = main_schema(con)
     for name, kind in _objects(con).items():
-        if name.startswith(STAGED):
+        if name.startswith(STAGED) and name not in (keep or ()):
             con.execute(f'DROP {kind.upper()} {main}."{name}"')
+
+
+def _usable(early: Early | None, p: Plan) -> list[int]:
+    """The ranks of `early` refresh takes: all of them when they were computed under the current
+    stamp and are all stale (they always are after the ingest that computed them), else none."""
+    if early is None or early.failed or early.stamp != p.stamps["analysis_global"]:
+        return []
+    return early.ranks if set(early.ranks) <= set(p.ranks) else []
 
 
 def _compute(
@@ -432,9 +456,10 @@ def _compute(
     progress: Progress | None,
     precomputed: dict[int, dict[str, Path]],
     seconds: dict[str, float],
+    early: list[int],
 ) -> list[str]:
-    """Fill `_staged_<name>` for every stored result: rank batches (or the workers' results),
-    then the job step."""
+    """Fill `_staged_<name>` for every stored result: the ranks an ingest computed early, rank
+    batches (or the workers' results), then the job step."""
     started = time.perf_counter()
     main = main_schema(con)
     rank_results = query_layer.stored("rank")
@@ -443,14 +468,18 @@ def _compute(
         keep = f"WHERE rank NOT IN ({stale})" if stale else ""  # NOT IN (NULL) would keep nothing
         for name in rank_results:
             con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM {main}."{name}" {keep}')
+    created = _take_early(con, main, rank_results, early, p.full) or not p.full
     read = {r: precomputed[r] for r in p.ranks if r in precomputed}
     # a full recompute computes at least an empty batch: it creates the staged tables, typed
     # as the queries type them, which the workers' Parquet rows are then cast to
-    todo = batches([r for r in p.ranks if r not in read], p.sizes, batch_events) or ([[]] if p.full else [])
+    computed = set(read) | set(early)
+    todo = batches([r for r in p.ranks if r not in computed], p.sizes, batch_events) or (
+        [] if created else [[]]
+    )
     for done, batch in enumerate(todo, 1):
         made = shadow_ranks(con, batch, tables)
         try:
-            made += rank_local_step(con, Staging(main, batch, create=p.full and done == 1))
+            made += rank_local_step(con, Staging(main, batch, create=not created and done == 1))
         finally:
             drop_made(con, made)
         if progress:
@@ -476,6 +505,27 @@ def _compute(
         drop_made(con, made)
     seconds["job"] = time.perf_counter() - started
     return notes
+
+
+def _take_early(
+    con: duckdb.DuckDBPyConnection, main: str, names: list[str], ranks: list[int], full: bool
+) -> bool:
+    """The early results of `ranks` into the staged tables: renamed to them in a full recompute
+    (no copy), else appended. Returns whether the staged tables exist now."""
+    from .rank_pipeline import EARLY
+
+    if not ranks:
+        return False
+    for name in names:
+        if full:
+            con.execute(f'ALTER TABLE {main}."{EARLY}{name}" RENAME TO "{STAGED}{name}"')
+        else:
+            con.execute(
+                f'INSERT INTO {main}."{STAGED}{name}" BY NAME SELECT * FROM {main}."{EARLY}{name}" '
+                f"WHERE rank IN ({rank_list(ranks)})"
+            )
+            con.execute(f'DROP TABLE {main}."{EARLY}{name}"')
+    return True
 
 
 def _stage_precomputed(

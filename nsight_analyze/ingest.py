@@ -15,6 +15,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from .duck import sql_row, sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
 from .landing import FileOutcome, land_batch, load_one
+from .rank_pipeline import Early, RankPipeline
 from .rank_task import (
     NSYS_REPORT_SUFFIXES,
     BatchMapped,
@@ -276,15 +278,16 @@ def _ingest(
         nsys_recipe.resolve(ready)
         to_load = [c for c in ready if c.file_id is not None]
         precomputed: dict[int, dict[str, Path]] = {}
+        early = None
         started = time.perf_counter()
         if executor is not None:
             precomputed = _map_and_land(con, executor, to_load, db, report, progress)
         else:
-            _load_here(con, to_load, report, progress)
+            early = _load_here(con, to_load, report, progress)
         report.seconds["load"] = time.perf_counter() - started
         started = time.perf_counter()
         if report.by_status("ok"):
-            _post_ingest(con, report, analysis_progress, precomputed)
+            _post_ingest(con, report, analysis_progress, precomputed, early)
         report.seconds["analysis"] = time.perf_counter() - started
         rank_store.remove_store(rank_store.store_dir(db))  # the workspace holds what it held
     finally:
@@ -345,19 +348,29 @@ def _load_here(
     to_load: list[Candidate],
     report: IngestReport,
     progress: Callable[[FileOutcome, int, int], None] | None,
-) -> None:
-    """Load the files one after another in this process (one transaction each)."""
-    if to_load and all(getattr(c.source, "PARSES_IN_OWN_THREADS", False) for c in to_load):
+) -> Early | None:
+    """Load the files one after another in this process (one transaction each), the rank-local
+    step of those landed running beside (rank_pipeline) where it can use a core the loading
+    leaves idle. Returns what that step computed."""
+    own_threads = [getattr(c.source, "PARSES_IN_OWN_THREADS", False) for c in to_load]
+    if to_load and all(own_threads):
         # the sources' parsers keep the cores busy; a second worker thread of this connection
         # only spins and contends with them
         con.execute("SET threads = 1")
-    for done, cand in enumerate(to_load, 1):
-        if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):
-            to_load[done].source.prefetch(to_load[done].readable)  # parsed while this one loads
-        outcome = load_one(con, cand)
-        report.outcomes.append(outcome)
-        if progress:
-            progress(outcome, done, len(to_load))
+    pipelined = len(to_load) >= 2 and not any(own_threads) and (os.cpu_count() or 1) >= 2
+    if pipelined:
+        classify.classify_kernels(con)  # stamps the rules first, so the stamp holds from here on
+    with RankPipeline(con) if pipelined else nullcontext() as pipeline:
+        for done, cand in enumerate(to_load, 1):
+            if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):
+                to_load[done].source.prefetch(to_load[done].readable)  # parsed while this one loads
+            outcome = load_one(con, cand)
+            report.outcomes.append(outcome)
+            if pipeline is not None and outcome.status == "ok":
+                pipeline.submit(outcome.ranks, sum(outcome.counts.get(t, 0) for t in analysis.COUNTED))
+            if progress:
+                progress(outcome, done, len(to_load))
+        return pipeline.finish() if pipeline is not None else None
 
 
 def _map_and_land(
@@ -538,6 +551,7 @@ def _post_ingest(
     report: IngestReport,
     progress: Callable[[int, int], None] | None = None,
     precomputed: dict[int, dict[str, Path]] | None = None,
+    early: Early | None = None,
 ) -> None:
     """Compute the stored results of the new and changed ranks (or read those the workers
     computed), then the job's (clock alignment included: session start (UTC), refined from
@@ -545,5 +559,7 @@ def _post_ingest(
     # DCGM samples belong to a host and GPU; the ranks on them may come in any file, any ingest
     report.notes.extend(registry.module("dcgm").match_ranks(con))
     steps: dict[str, float] = {}
-    report.notes.extend(analysis.refresh(con, progress=progress, precomputed=precomputed, seconds=steps))
+    report.notes.extend(
+        analysis.refresh(con, progress=progress, precomputed=precomputed, seconds=steps, early=early)
+    )
     report.seconds.update({f"analysis_{step}": s for step, s in steps.items()})

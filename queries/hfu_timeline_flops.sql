@@ -13,7 +13,9 @@
 --   'cupti_range': the CUPTI range-profiler kernel of the same rank placed on this kernel by
 --                 cupti_range_joins (same name, same order); only where no ncu match applies.
 --   Otherwise flops is NULL (the kernel had no counter data).
--- Columns: rank, start_ns, end_ns, duration_ns (ns), name, category, correlation_id, invocation,
+-- Columns: rank, start_ns, end_ns, duration_ns (ns), name, category, correlation_id,
+--   invocation (the kernel's 0-based invocation of its signature on its rank; NULL where ncu
+--   profiled no launch with that signature, so nothing is numbered that cannot match),
 --   flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops (FLOP), dram_bytes (byte), match,
 --   ncu_launches (how many profiled launches the value came from: ncu launches; 1 for 'cupti_range').
 -- columns: rank, start_ns, end_ns, duration_ns, name, category, correlation_id, invocation, flops, tensor_flops, fp32_flops, fp64_flops, fp16_flops, dram_bytes, match, ncu_launches
@@ -59,22 +61,24 @@ names AS (  -- canonicalise each distinct name once, and only names ncu profiled
     SELECT name, hfu_canon_name(name) AS match_key FROM (SELECT DISTINCT name FROM kernels)
     WHERE EXISTS (SELECT 1 FROM ncu)
 ),
-tl AS (
+tl AS NOT MATERIALIZED (
     SELECT k.rank, k.start_ns, k.end_ns, k.duration_ns, k.name, k.category, k.correlation_id,
         nm.match_key,
         k.grid_x::BIGINT * k.grid_y * k.grid_z AS grid_size,
         k.block_x::BIGINT * k.block_y * k.block_z AS block_size
     FROM kernels k LEFT JOIN names nm ON nm.name = k.name
 ),
-tln AS (
+sig AS NOT MATERIALIZED (  -- the signature's launch count in ncu (NULL: ncu profiled no launch of it)
+    SELECT t.*, s.n AS n_sig
+    FROM tl t
+    LEFT JOIN by_sig s ON s.match_key = t.match_key AND s.grid_size = t.grid_size AND s.block_size = t.block_size
+),
+matched AS (  -- invocation numbers only where a profiled launch can match: the window sorts what it numbers
     SELECT *, row_number() OVER (PARTITION BY rank, match_key, grid_size, block_size
                                  ORDER BY start_ns, correlation_id) - 1 AS invocation
-    FROM tl
-),
-matched AS (
-    SELECT t.*, s.n AS n_sig
-    FROM tln t
-    LEFT JOIN by_sig s ON s.match_key = t.match_key AND s.grid_size = t.grid_size AND s.block_size = t.block_size
+    FROM sig WHERE n_sig IS NOT NULL
+    UNION ALL
+    SELECT *, NULL::BIGINT AS invocation FROM sig WHERE n_sig IS NULL
 )
 SELECT t.rank, t.start_ns, t.end_ns, t.duration_ns, t.name, t.category, t.correlation_id, t.invocation,
     coalesce(i.flops, n.flops, c.flops) AS flops,

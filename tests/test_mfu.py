@@ -248,6 +248,11 @@ def test_kernel_matching_by_invocation_and_signature(tmp_path: Path) -> None:
         "SELECT count(*) FROM hfu_timeline_flops WHERE name <> ? AND flops IS NOT NULL", [GEMM]
     )
     assert other.fetchone()[0] == 0
+    # a signature ncu never profiled is not numbered (the numbering is a window over what it numbers)
+    unprofiled = con.execute(
+        "SELECT count(*), count(invocation) FROM hfu_timeline_flops WHERE name <> ?", [GEMM]
+    ).fetchone()
+    assert unprofiled[0] > 0 and unprofiled[1] == 0
 
 
 def test_given_windows_and_tensor_active_estimate(tmp_path: Path) -> None:
