@@ -82,13 +82,15 @@ class RankPipeline:
         return self
 
     def __exit__(self, kind, value, tb) -> None:
-        if kind is not None and self._thread.is_alive():
-            self.early.failed = True
-            self._stop.set()
-            self._queue.put(None)
+        if kind is None:
+            return
+        self.early.failed = True
+        self._stop.set()
+        self._queue.put(None)
+        while self._thread.is_alive():  # an interrupt between two queries of a batch misses
             self._cur.interrupt()
-            self._thread.join()
-            self._cur.close()
+            self._thread.join(0.05)
+        self._cur.close()
 
     def _next_batch(self) -> tuple[list[int], bool]:
         """The ranks waiting, up to batch_events events (at least one file's); and whether the
