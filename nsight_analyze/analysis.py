@@ -47,6 +47,7 @@ COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a 
 SCHEMA_VERSION = "2"
 STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
 STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
+EARLY = f"{STAGED}early_"  # rank_pipeline's tables (staged too: a leftover is dropped as one)
 ALIGNED = ("job", "clock_offset_ns", "alignment_method")  # what the job step sets in `ranks`
 
 
@@ -512,8 +513,6 @@ def _take_early(
 ) -> bool:
     """The early results of `ranks` into the staged tables: renamed to them in a full recompute
     (no copy), else appended. Returns whether the staged tables exist now."""
-    from .rank_pipeline import EARLY
-
     if not ranks:
         return False
     for name in names:

@@ -9,7 +9,7 @@ How: a background thread on its own cursor (a DuckDB connection of the same data
 own TEMP schema) runs exactly what `analysis.refresh` runs per rank batch: the batch's canonical
 rows shown under their usual names (`analysis.shadow_ranks`), then `analysis.rank_local_step`,
 whose stored results it appends to `_staged_early_<name>`. `refresh` then takes those tables
-as its staged results for these ranks (`analysis.Early`) and computes only the rest.
+as its staged results for these ranks (`Early`, `analysis._take_early`) and computes only the rest.
 
 Why the results equal refresh's own: the rank-local step reads only a rank's canonical rows and
 `settings` (analysis.rank_local_step), a file's rows are final when its transaction commits (a
@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 import duckdb
 
 from . import analysis, query_layer, schema
+from .analysis import EARLY
 from .duck import bound_memory, main_schema
-
-EARLY = f"{analysis.STAGED}early_"  # prefix of the pipeline's tables (a leftover is dropped as staged)
 
 
 @dataclass
