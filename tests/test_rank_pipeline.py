@@ -19,7 +19,13 @@ from nsight_analyze import ingest as ingest_module
 from nsight_analyze.ingest import ingest
 from nsight_analyze.workspace import open_workspace
 
-SAMPLES = ROOT / "sample_traces"  # 4 rank files: the pipeline runs beside the load
+SAMPLES = ROOT / "sample_traces"  # 4 rank files of 0.5 MB
+
+
+@pytest.fixture(autouse=True)
+def pipelined(monkeypatch):
+    """The pipeline for inputs of any size (by default only from ingest.PIPELINE_MIN_BYTES)."""
+    monkeypatch.setattr(ingest_module, "PIPELINE_MIN_BYTES", 0)
 
 
 def _recomputed(db: Path, tmp_path: Path) -> dict[str, list]:
@@ -173,3 +179,11 @@ def test_files_added_to_a_computed_workspace_append_their_early_results(tmp_path
     con.close()
     assert got == _recomputed(db, tmp_path)
     assert _staged_left(db) == []
+
+
+def test_a_small_input_loads_without_the_pipeline(tmp_path, spy, monkeypatch):
+    """Below PIPELINE_MIN_BYTES the extra rank batch costs more than the load could hide."""
+    monkeypatch.setattr(ingest_module, "PIPELINE_MIN_BYTES", 32 << 20)  # the default; samples: 1.1 MB
+    ingest([SAMPLES], tmp_path / "w.duckdb")
+    assert spy["early"] == []
+    assert sorted(r for batch in spy["batches_after_load"] for r in batch) == [0, 1, 2, 3]
