@@ -23,7 +23,7 @@ import duckdb
 
 from . import analysis, classify, rank_store
 from .discovery import Candidate, assign_ranks, discover, natural_key
-from .duck import sql_row, sql_string, sql_value
+from .duck import checkpoints_held, sql_row, sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
 from .landing import FileOutcome, land_batch, load_one
@@ -276,29 +276,30 @@ def _ingest(
     con = _prepare_all(candidates, db, report, executor)
     report.seconds["prepare"] = time.perf_counter() - started
     try:
-        # A file loads in one transaction; past this much memory DuckDB spills it to disk, so
-        # peak memory does not grow with the size of the export.
-        con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
-        if rules is not None:
-            classify.store_user_rules(con, rules)
-        ready = _dedupe(con, candidates, replace, report)
-        nsys_recipe.attach(con, ready)  # recipe outputs of these reports: read beside their ranks
-        _refuse_mixed_formats(con, ready)
-        _number_ranks(con, ready, report)
-        nsys_recipe.resolve(ready)
-        to_load = [c for c in ready if c.file_id is not None]
-        precomputed: dict[int, dict[str, Path]] = {}
-        early = None
-        started = time.perf_counter()
-        if executor is not None:
-            precomputed = _map_and_land(con, executor, to_load, db, report, progress)
-        else:
-            early = _load_here(con, to_load, report, progress)
-        report.seconds["load"] = time.perf_counter() - started
-        started = time.perf_counter()
-        if report.by_status("ok"):
-            _post_ingest(con, report, analysis_progress, precomputed, early)
-        report.seconds["analysis"] = time.perf_counter() - started
+        with checkpoints_held(con):  # the close writes the files and the results at once
+            # A file loads in one transaction; past this much memory DuckDB spills it to disk, so
+            # peak memory does not grow with the size of the export.
+            con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+            if rules is not None:
+                classify.store_user_rules(con, rules)
+            ready = _dedupe(con, candidates, replace, report)
+            nsys_recipe.attach(con, ready)  # recipe outputs of these reports: read beside their ranks
+            _refuse_mixed_formats(con, ready)
+            _number_ranks(con, ready, report)
+            nsys_recipe.resolve(ready)
+            to_load = [c for c in ready if c.file_id is not None]
+            precomputed: dict[int, dict[str, Path]] = {}
+            early = None
+            started = time.perf_counter()
+            if executor is not None:
+                precomputed = _map_and_land(con, executor, to_load, db, report, progress)
+            else:
+                early = _load_here(con, to_load, report, progress)
+            report.seconds["load"] = time.perf_counter() - started
+            started = time.perf_counter()
+            if report.by_status("ok"):
+                _post_ingest(con, report, analysis_progress, precomputed, early)
+            report.seconds["analysis"] = time.perf_counter() - started
         rank_store.remove_store(rank_store.store_dir(db))  # the workspace holds what it held
     finally:
         con.close()

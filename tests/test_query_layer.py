@@ -234,6 +234,37 @@ analysis.refresh(con, force=True)
     assert con.execute("SELECT * FROM time_partition ORDER BY ALL").fetchall() == want
 
 
+def test_recompute_holds_checkpoints_until_it_has_swapped(sample_db, monkeypatch):
+    """No automatic checkpoint while the staged results are written (duck.checkpoints_held: each
+    rewrote the staged tables' partly filled row groups); the database's own threshold is back
+    after the recompute, and after one that failed."""
+    db, _ = sample_db
+    con = open_workspace(db)
+    setting = "SELECT current_setting('checkpoint_threshold')"
+    before = con.execute(setting).fetchone()[0]
+    seen = []
+    real = analysis.job_step
+
+    def spy(c, *args, **kwargs):  # the job step runs after every rank's results are staged
+        seen.append(c.execute(setting).fetchone()[0])
+        return real(c, *args, **kwargs)
+
+    monkeypatch.setattr(analysis, "job_step", spy)
+    analysis.refresh(con, force=True)
+    assert before == "16.0 MiB"  # DuckDB's default (its documentation: 16 MiB)
+    assert seen == ["1.0 GiB"]  # duck.HELD_CHECKPOINT_THRESHOLD, as DuckDB prints it
+    assert con.execute(setting).fetchone()[0] == before
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("job step failed")
+
+    monkeypatch.setattr(analysis, "job_step", broken)
+    with pytest.raises(RuntimeError, match="job step failed"):
+        analysis.refresh(con, force=True)
+    assert con.execute(setting).fetchone()[0] == before
+    con.close()
+
+
 @pytest.mark.parametrize("streams", [32768, 1])
 def test_sweep_counter_limit_is_guarded(tmp_path, streams):
     """32,768 overlapping compute kernels exceed the sweep's 15-bit counter: a clear error, no answer."""
