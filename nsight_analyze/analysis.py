@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
 STATE_TABLE = "_analysis_ranks"
 # Canonical rows per rank batch. Each batch costs about 0.25 s beyond its rows (binding some 80
-# queries); at 64 ranks x 200k kernels, batches of 4 M rows (8 ranks) took the ingest from 63.6-64.9 s
-# to 58.2 s against batches of 2 M, at the same peak memory (the cap bounds it: duck.bound_memory).
+# queries): at 64 ranks x 200k kernels (checkpoints held), batches of 4 M rows (8 ranks) took the
+# ingest 58.2-59.7 s against 63.6-64.9 s for 2 M, at the same peak (the cap bounds it: bound_memory).
 BATCH_EVENTS = 4_000_000
 COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a rank's size
 SCHEMA_VERSION = "2"
