@@ -276,7 +276,7 @@ def _ingest(
     con = _prepare_all(candidates, db, report, executor)
     report.seconds["prepare"] = time.perf_counter() - started
     try:
-        with checkpoints_held(con):  # the close writes the files and the results at once
+        with checkpoints_held(con):  # the close checkpoints what is left, once
             # A file loads in one transaction; past this much memory DuckDB spills it to disk, so
             # peak memory does not grow with the size of the export.
             con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
