@@ -180,8 +180,9 @@ HELD_CHECKPOINT_THRESHOLD = "1GiB"  # write-ahead log between checkpoints while 
 
 @contextmanager
 def checkpoints_held(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Hold DuckDB's automatic checkpoints while the block runs (the database's setting, so every
-    cursor's); the first commit after it, or the close, writes everything in one checkpoint.
+    """Hold DuckDB's automatic checkpoints back while the block runs (the database's setting, so
+    every cursor's) to one per HELD_CHECKPOINT_THRESHOLD of log; the first commit after the block,
+    or the close, checkpoints the rest.
 
     Why: DuckDB checkpoints at a commit once its write-ahead log passes `checkpoint_threshold`
     (16 MiB). The analysis appends every rank batch's results to some 60 staged tables, and each
