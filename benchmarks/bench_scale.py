@@ -7,6 +7,10 @@ memory as the rank count grows, measured in one run.
    workspace: `IngestReport.seconds["load"]` + `["analysis_rank"]`; one process computes the
    rank-local step after loading, workers during the map), of the whole ingest, and the ratios
    against jobs=1. The issue's bar: the map at least 1.7x faster with 2 workers on 2 cores.
+   jobs=1 is not one core's worth: it loads the files while a thread computes the rank-local
+   step of those landed (rank_pipeline), so it keeps both cores partly busy. The last column
+   is therefore the ratio against one Dask worker process (`--dask local:1`), the scaling of
+   the workers themselves.
 2. Generates small-rank jobs (default 256 and 1024 ranks), ingests each, then recomputes only
    the job-level step (alignment, matching, imbalance, totals) in a fresh subprocess and prints
    its peak RSS; the bar: 1024 ranks at most 1.5x the memory of 256.
@@ -32,7 +36,8 @@ import json, resource, sys, time
 from nsight_analyze.ingest import ingest
 traces, db, mode, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 started = time.perf_counter()
-kw = {"jobs": 1} if mode == "one" else ({"jobs": workers} if mode == "jobs" else {"dask": f"local:{workers}"})
+kw = {"one": {"jobs": 1}, "jobs": {"jobs": workers}, "dask": {"dask": f"local:{workers}"},
+      "dask1": {"dask": "local:1"}}[mode]
 report = ingest([traces], db, **kw)
 assert not report.failed, [o.message for o in report.by_status("failed")]
 row = {f"{k}_s": v for k, v in report.seconds.items()}
@@ -80,27 +85,30 @@ def parallel(root: Path, ranks: int, kernels: int, workers: int) -> None:
     traces = root / f"t{ranks}x{kernels}"
     _synth(traces, ranks, kernels, steps=20)
     rows = {}
-    for mode in ("one", "jobs", "dask"):
+    for mode in ("one", "jobs", "dask", "dask1"):
         db = root / f"{mode}.duckdb"
         for stale in (db, Path(f"{db}.wal")):
             stale.unlink(missing_ok=True)
         rows[mode] = _child(INGEST, str(traces), str(db), mode, str(workers))
     print(f"\n{ranks} ranks x ~{kernels} kernels, {workers} workers")
     print(
-        f"{'mode':<14}{'map s':>9}{'job s':>8}{'ingest s':>10}{'map x':>8}{'ingest x':>10}{'client MB':>11}"
+        f"{'mode':<16}{'map s':>9}{'job s':>8}{'ingest s':>10}{'map x':>8}{'ingest x':>10}{'client MB':>11}"
+        f"{'map x 1 worker':>16}"
     )
     for r in rows.values():
         r["map_s"] = r["load_s"] + r.get("analysis_rank_s", 0.0)
-    base = rows["one"]
+    base, one_worker = rows["one"], rows["dask1"]
     for mode, label in (
         ("one", "one process"),
         ("jobs", f"--jobs {workers}"),
         ("dask", f"--dask local:{workers}"),
+        ("dask1", "--dask local:1"),
     ):
         r = rows[mode]
         print(
-            f"{label:<14}{r['map_s']:>9.1f}{r.get('analysis_job_s', 0.0):>8.1f}{r['total_s']:>10.1f}"
+            f"{label:<16}{r['map_s']:>9.1f}{r.get('analysis_job_s', 0.0):>8.1f}{r['total_s']:>10.1f}"
             f"{base['map_s'] / r['map_s']:>8.2f}{base['total_s'] / r['total_s']:>10.2f}{r['rss_mb']:>11.0f}"
+            f"{one_worker['map_s'] / r['map_s']:>16.2f}"
         )
 
 
