@@ -84,8 +84,14 @@ def _synth(out: Path, ranks: int, kernels: int, steps: int) -> None:
 def parallel(root: Path, ranks: int, kernels: int, workers: int) -> None:
     traces = root / f"t{ranks}x{kernels}"
     _synth(traces, ranks, kernels, steps=20)
+    modes = (
+        ("one", "one process"),
+        ("jobs", f"--jobs {workers}"),
+        ("dask", f"--dask local:{workers}"),
+        ("dask1", "--dask local:1"),
+    )
     rows = {}
-    for mode in ("one", "jobs", "dask", "dask1"):
+    for mode, _ in modes:
         db = root / f"{mode}.duckdb"
         for stale in (db, Path(f"{db}.wal")):
             stale.unlink(missing_ok=True)
@@ -98,12 +104,7 @@ def parallel(root: Path, ranks: int, kernels: int, workers: int) -> None:
     for r in rows.values():
         r["map_s"] = r["load_s"] + r.get("analysis_rank_s", 0.0)
     base, one_worker = rows["one"], rows["dask1"]
-    for mode, label in (
-        ("one", "one process"),
-        ("jobs", f"--jobs {workers}"),
-        ("dask", f"--dask local:{workers}"),
-        ("dask1", "--dask local:1"),
-    ):
+    for mode, label in modes:
         r = rows[mode]
         print(
             f"{label:<16}{r['map_s']:>9.1f}{r.get('analysis_job_s', 0.0):>8.1f}{r['total_s']:>10.1f}"

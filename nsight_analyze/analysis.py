@@ -410,7 +410,7 @@ def _recompute(
             shown,
             batch_events,
             progress,
-            precomputed or {},
+            precomputed,
             {} if seconds is None else seconds,
             taken,
         )

@@ -8,7 +8,7 @@ import numbers
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -193,17 +193,15 @@ def checkpoints_held(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     A kill meanwhile loses nothing committed: the log is replayed when the workspace next opens.
     """
     before = con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0]
+    restore = f"SET checkpoint_threshold = {sql_string(before)}"
     con.execute(f"SET checkpoint_threshold = '{HELD_CHECKPOINT_THRESHOLD}'")
-    done = False
     try:
         yield
-        done = True
-    finally:
-        try:
-            con.execute(f"SET checkpoint_threshold = {sql_string(before)}")
-        except duckdb.Error:
-            if done:  # else the block's own error is the one to see
-                raise
+    except BaseException:
+        with suppress(duckdb.Error):  # the block's own error is the one to see
+            con.execute(restore)
+        raise
+    con.execute(restore)
 
 
 def out_of_memory(what: str) -> UserError:
