@@ -9,12 +9,13 @@ STAMP  := $(VENV)/.installed
 demo: $(STAMP)
 	$(BIN)/nsight-analyze demo
 
+# One worker process per core, at most 4 (each test's DuckDB uses every core as well).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
 
 # The quick loop for contributors: every test but those marked slow.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 TRACES = SHARED / "traces"
 ORACLES = TRACES / "oracles" / "nsys-2022.4"
+
+# The empty-workspace template (workspace._template) of this test run, not the user's cache; set
+# at import so that the CLI subprocesses the tests start inherit it.
+os.environ["NSIGHT_ANALYZE_CACHE_DIR"] = tempfile.mkdtemp(prefix="nsight_analyze_test_cache_")
+atexit.register(shutil.rmtree, os.environ["NSIGHT_ANALYZE_CACHE_DIR"], ignore_errors=True)
 
 requires_shared = pytest.mark.skipif(
     not TRACES.is_dir(), reason="../shared/traces is absent (real traces live beside the project)"

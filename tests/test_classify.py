@@ -6,7 +6,6 @@ import gzip
 import json
 import re
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from click.testing import CliRunner
 from conftest import TRACES, nsys_traces, requires_shared
 
 from nsight_analyze.analysis import refresh
-from nsight_analyze.classify import classify_kernels, classify_names, reclassify_all
+from nsight_analyze.classify import _NAME_MAP_CACHE, classify_kernels, classify_names, reclassify_all
 from nsight_analyze.errors import UserError
 from nsight_analyze.workspace import open_workspace
 
@@ -317,8 +316,11 @@ def test_bad_header_is_an_error(con, tmp_path):
         classify_names(con, ["x"], path)
 
 
-def test_classification_is_per_distinct_name_and_fast(ws):
-    # 200k kernel rows over 2,000 names: one regex pass over the names, then a join
+def test_classification_is_per_distinct_name(ws):
+    # 200k kernel rows over 2,000 names: one regex pass over the names, then a join. Expected:
+    # the counts of the generating expression (i % 4 picks the kind); the names classified are
+    # the 2,000 distinct ones, not the 200k rows (no wall-clock bound: the number of rows the
+    # regex pass ran over is what makes it fast)
     ws.execute(
         """INSERT INTO kernels (rank, name, start_ns, end_ns)
            SELECT 0, CASE i % 4 WHEN 0 THEN 'ampere_sgemm_' WHEN 1 THEN 'void at::native::reduce_kernel<'
@@ -326,12 +328,10 @@ def test_classification_is_per_distinct_name_and_fast(ws):
                      || CAST(i % 2000 AS VARCHAR), i * 10, i * 10 + 5
            FROM range(200000) t(i)"""
     )
-    started = time.perf_counter()
     classify_kernels(ws)
-    elapsed = time.perf_counter() - started
     counts = dict(ws.execute("SELECT category, count(*) FROM kernels GROUP BY 1").fetchall())
     assert counts == {"compute": 50000, "memory": 50000, "comms": 50000, "other": 50000}
-    assert elapsed < 10, elapsed
+    assert ws.execute(f"SELECT count(*) FROM {_NAME_MAP_CACHE}").fetchone()[0] == 2000
 
 
 # --- the classify command --------------------------------------------------------------------------

@@ -228,7 +228,9 @@ def test_output_into_a_closed_pipe_stops_quietly(dbs, fmt):
     import subprocess
     import sys
 
-    args = ["sql", "--db", dbs["db"], "SELECT * FROM kernels, range(4)", "--format", fmt]  # ~24k rows
+    # 2,000 rows: about 500 KB in either format, several times a pipe's 64 KB buffer (the table
+    # is rendered whole before its first line is written: 24k rows took 24 s)
+    args = ["sql", "--db", dbs["db"], "SELECT * FROM kernels LIMIT 2000", "--format", fmt]
     proc = subprocess.Popen(
         [sys.executable, "-m", "nsight_analyze", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

@@ -197,3 +197,74 @@ def test_every_canonical_table_is_owned_by_a_rank_or_a_file(tmp_path):
         assert {"env", "ncu_kernels", "ranks"} <= set(schema.owned_by(con, "file_id"))
     finally:
         con.close()
+
+
+def _catalog(db) -> list:
+    """A workspace's objects (name, kind, definition) and its settings and meta rows."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [
+            con.execute(
+                "SELECT table_name, 'table', sql FROM duckdb_tables() UNION ALL "
+                "SELECT view_name, 'view', sql FROM duckdb_views() WHERE NOT internal UNION ALL "
+                "SELECT function_name, function_type, macro_definition FROM duckdb_functions() "
+                "WHERE NOT internal ORDER BY ALL"
+            ).fetchall(),
+            con.execute("SELECT * FROM settings ORDER BY key").fetchall(),
+            con.execute("SELECT * FROM meta ORDER BY key").fetchall(),
+        ]
+    finally:
+        con.close()
+
+
+def test_new_workspace_is_a_copy_of_the_template_with_the_same_catalog(tmp_path, monkeypatch):
+    """A new workspace is copied from the one template of this layer and DuckDB version (built on
+    first use), and holds what a workspace created statement by statement holds; expected: the
+    catalog of one created with the template out of the way (an unwritable cache)."""
+    from nsight_analyze import workspace
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(workspace.CACHE_ENV, str(cache))
+    (cache).mkdir()
+    stale = cache / "workspace-0.0.0-0123456789abcdef.duckdb"  # another version's template
+    stale.write_bytes(b"old")
+    open_workspace(tmp_path / "a.duckdb", analyse=False).close()
+    templates = list(cache.glob("workspace-*.duckdb"))
+    assert len(templates) == 1 and templates[0] != stale, templates
+    built = templates[0].stat().st_mtime_ns
+    open_workspace(tmp_path / "b.duckdb", analyse=False).close()
+    assert templates[0].stat().st_mtime_ns == built  # built once, then copied
+    assert not list(tmp_path.glob(".*.tmp")) and not list(cache.glob(".*"))  # no leftovers
+    templates[0].write_bytes(b"\0" * 4096)  # damaged: removed, and the workspace created directly
+    open_workspace(tmp_path / "c.duckdb", analyse=False).close()
+    assert not templates[0].exists()
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")  # a cache that cannot be created: the workspace is created directly
+    monkeypatch.setenv(workspace.CACHE_ENV, str(blocked / "cache"))
+    open_workspace(tmp_path / "direct.duckdb", analyse=False).close()
+    catalogs = [_catalog(tmp_path / f"{name}.duckdb") for name in ("a", "b", "c", "direct")]
+    assert catalogs[0][0] and all(c == catalogs[0] for c in catalogs), [len(c[0]) for c in catalogs]
+
+
+@requires_shared
+def test_workspace_from_the_template_ingests_like_one_created_directly(tmp_path, monkeypatch):
+    """Expected: the stored results of the same file ingested into a workspace created without
+    the template (an unwritable cache)."""
+    from conftest import stored_tables
+
+    from nsight_analyze import workspace
+
+    trace = TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite"
+    ingest([trace], tmp_path / "copied.duckdb")
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv(workspace.CACHE_ENV, str(blocked / "cache"))
+    ingest([trace], tmp_path / "direct.duckdb")
+    tables = []
+    for name in ("copied", "direct"):
+        con = duckdb.connect(str(tmp_path / f"{name}.duckdb"), read_only=True)
+        tables.append(stored_tables(con))
+        con.close()
+    assert tables[0] == tables[1]
+    assert tables[0]["time_partition"]
