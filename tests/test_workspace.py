@@ -217,6 +217,15 @@ def _catalog(db) -> list:
         con.close()
 
 
+def _without_template(tmp_path, monkeypatch) -> None:
+    """Point the cache at a folder that cannot be created: workspaces are then created directly."""
+    from nsight_analyze import workspace
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv(workspace.CACHE_ENV, str(blocked / "cache"))
+
+
 def test_new_workspace_is_a_copy_of_the_template_with_the_same_catalog(tmp_path, monkeypatch):
     """A new workspace is copied from the one template of this layer and DuckDB version (built on
     first use), and holds what a workspace created statement by statement holds; expected: the
@@ -225,7 +234,7 @@ def test_new_workspace_is_a_copy_of_the_template_with_the_same_catalog(tmp_path,
 
     cache = tmp_path / "cache"
     monkeypatch.setenv(workspace.CACHE_ENV, str(cache))
-    (cache).mkdir()
+    cache.mkdir()
     stale = cache / "workspace-0.0.0-0123456789abcdef.duckdb"  # another version's template
     stale.write_bytes(b"old")
     open_workspace(tmp_path / "a.duckdb", analyse=False).close()
@@ -239,9 +248,7 @@ def test_new_workspace_is_a_copy_of_the_template_with_the_same_catalog(tmp_path,
     open_workspace(tmp_path / "c.duckdb", analyse=False).close()
     assert not templates[0].exists()
 
-    blocked = tmp_path / "not-a-folder"
-    blocked.write_text("")  # a cache that cannot be created: the workspace is created directly
-    monkeypatch.setenv(workspace.CACHE_ENV, str(blocked / "cache"))
+    _without_template(tmp_path, monkeypatch)
     open_workspace(tmp_path / "direct.duckdb", analyse=False).close()
     catalogs = [_catalog(tmp_path / f"{name}.duckdb") for name in ("a", "b", "c", "direct")]
     assert catalogs[0][0] and all(c == catalogs[0] for c in catalogs), [len(c[0]) for c in catalogs]
@@ -253,13 +260,9 @@ def test_workspace_from_the_template_ingests_like_one_created_directly(tmp_path,
     the template (an unwritable cache)."""
     from conftest import stored_tables
 
-    from nsight_analyze import workspace
-
     trace = TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite"
     ingest([trace], tmp_path / "copied.duckdb")
-    blocked = tmp_path / "not-a-folder"
-    blocked.write_text("")
-    monkeypatch.setenv(workspace.CACHE_ENV, str(blocked / "cache"))
+    _without_template(tmp_path, monkeypatch)
     ingest([trace], tmp_path / "direct.duckdb")
     tables = []
     for name in ("copied", "direct"):
