@@ -3,7 +3,7 @@ commands call, so that `nsight-analyze X --format json` and `ws.X()` share one i
 
 Why apart from api.py: api.py is the user-facing object (its methods open and close the
 workspace); these are the pieces that read an open connection and shape the result (the ranks
-document, SQL with one-line errors, findings and MFU as DataFrames). Heavy imports (duckdb,
+document as plain rows, SQL with one-line errors, MFU as a DataFrame). Heavy imports (duckdb,
 pandas) stay inside the functions: `import nsight_analyze` stays light.
 """
 
@@ -16,25 +16,29 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    """Run one statement; a missing view is a stale or partial workspace, said in one line."""
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    """Run one statement, its rows as dicts of plain values (no DataFrame: `ranks` imports no
+    pandas); a missing view is a stale or partial workspace, said in one line."""
     import duckdb
-    import pandas as pd
 
     from .errors import UserError
 
     try:
-        rel = con.sql(sql)
-        return rel.df() if rel is not None else pd.DataFrame()
+        cur = con.execute(sql)
     except duckdb.CatalogException as exc:
         missing = str(exc).splitlines()[0]
         raise UserError(
             f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
         ) from None
+    if cur.description is None:
+        return []
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """What `nsight-analyze ranks` shows, as DataFrames: {jobs, ranks, alignment, verdict, partial}.
+    """What `nsight-analyze ranks` shows, as lists of row dicts: {jobs, ranks, alignment, verdict,
+    partial, attribution}.
 
     `ranks`: one row per rank (merge_rank_rollup_of: clock offset and residuals, compute_ns,
     wait_suffered_ns, wait_caused_ns, times_slowest, times_last, cost_ns, straggler); `verdict`:
@@ -60,7 +64,7 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "verdict": _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')"),
         "alignment": _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host"),
         "jobs": _fetch(con, "SELECT * FROM jobs ORDER BY job"),
-        "partial": int(partial["n"].iloc[0]),
+        "partial": int(partial[0]["n"]),
         "attribution": _attribution(con),
     }
 
@@ -78,18 +82,20 @@ def _attribution(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def rank_report_json(report: dict[str, Any]) -> dict[str, Any]:
     """The stable JSON document of `nsight-analyze ranks --format json`."""
-    from .render.data import records
-
     rows, verdict = report["ranks"], report["verdict"]
+
+    def total(column: str) -> int:
+        return int(sum(r[column] or 0 for r in rows))
+
     return {
-        "jobs": records(report["jobs"]),
-        "ranks": records(rows),
-        "alignment": records(report["alignment"]),
-        "verdict": records(verdict)[0] if len(verdict) else None,  # the first job's
-        "verdicts": records(verdict),
-        "unmatched_nccl_kernels": int(rows["unmatched"].sum()),
-        "peer_unknown_kernels": int(rows["peer_unknown"].sum()),
-        "incomplete_nccl_kernels": int(rows["incomplete"].sum()),
+        "jobs": [_jsonable_row(r) for r in report["jobs"]],
+        "ranks": [_jsonable_row(r) for r in rows],
+        "alignment": [_jsonable_row(r) for r in report["alignment"]],
+        "verdict": _jsonable_row(verdict[0]) if verdict else None,  # the first job's
+        "verdicts": [_jsonable_row(r) for r in verdict],
+        "unmatched_nccl_kernels": total("unmatched"),
+        "peer_unknown_kernels": total("peer_unknown"),
+        "incomplete_nccl_kernels": total("incomplete"),
         "partial_collectives": report["partial"],
         # why each rank is slow (docs/whatif.md): whole-job rows, then per step
         "attribution": [_jsonable_row(r) for r in report.get("attribution", []) if r["step"] is None],

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from . import gpus
 from .errors import UserError
+from .plain import missing
 
 BY = ("dimension", "communicator", "collective")
 DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "unknown")
@@ -55,12 +55,15 @@ ADVICE = {
 }
 
 
-def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    """The rows of `sql` as dicts of plain values (no DataFrame: `comms` imports no pandas)."""
     try:
-        return con.sql(sql).df()
+        cur = con.execute(sql)
     except duckdb.CatalogException as exc:
         missing = str(exc).splitlines()[0]
         raise UserError(f"this workspace lacks a table `comms` needs ({missing}); re-run ingest") from None
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def nvlink_peak_gbps(con: duckdb.DuckDBPyConnection) -> tuple[float | None, str]:
@@ -81,9 +84,8 @@ def nvlink_peak_gbps(con: duckdb.DuckDBPyConnection) -> tuple[float | None, str]
     peak = gpus.lookup(names[0])
     if peak is None or peak.model is None:
         return None, f"{names[0]!r} is not in the peak table"
-    row = gpus.table()[gpus.table()["model"] == peak.model].iloc[0]
-    value = row.get("nvlink_gbs")
-    if value is None or pd.isna(value):
+    value = next(r for r in gpus.rows() if r["model"] == peak.model).get("nvlink_gbs")
+    if missing(value):
         return None, f"no NVLink figure for {peak.model}"
     return float(value) / 2, f"{peak.model}: NVLink {float(value):g} GB/s bidirectional, per direction"
 
@@ -98,38 +100,40 @@ def comms(con: duckdb.DuckDBPyConnection, by: str = "dimension") -> dict[str, An
         raise UserError(f"unknown --by {by!r}: choose one of {', '.join(BY)}")
     groups = _fetch(con, "SELECT * FROM comm_groups ORDER BY job, dimension, group_key")
     nvlink, nvlink_why = nvlink_peak_gbps(con)
-    several = groups["job"].nunique() > 1 if len(groups) else False
+    several = len({g["job"] for g in groups}) > 1
     if by == "communicator":
-        rows = groups.copy()
+        rows = groups
     elif by == "collective":
         rows = _fetch(con, "SELECT * FROM comm_ops ORDER BY job, dimension, group_key, op")
     else:
-        rows = _by_dimension(groups)
+        rows = _by_dimension(con)
     out = []
-    for r in rows.to_dict("records"):
-        row = {k: (None if _na(v) else v) for k, v in r.items()}
+    for r in rows:
+        row = {k: (None if missing(v) else v) for k, v in r.items()}
         total, exposed = row.get("total_ns") or 0, row.get("exposed_ns") or 0
         row["exposed_pct"] = 100.0 * exposed / total if total else None
         row["link_peak_gbps"] = _link_peak(row.get("link") or "unknown", nvlink)
         bw = row.get("busbw_gbps")
         peak = row["link_peak_gbps"]
         row["busbw_peak_pct"] = 100.0 * bw / peak if bw is not None and peak else None
-        if isinstance(row.get("members"), (list, tuple)) or hasattr(row.get("members"), "tolist"):
-            row["members"] = [int(x) for x in list(row["members"])]
+        if row.get("members") is not None:
+            row["members"] = [int(x) for x in row["members"]]
         out.append(row)
     advice, notes = [], []
-    dims = _by_dimension(groups)
-    for d in dims.sort_values("exposed_ns", ascending=False).to_dict("records"):
+    dims = rows if by == "dimension" else _by_dimension(con)
+    for d in sorted(dims, key=lambda d: -d["exposed_ns"]):
         if d["dimension"] in ADVICE and d["exposed_ns"] > 0:
             advice.append(
                 {"job": int(d["job"]), "dimension": d["dimension"], "exposed_ns": int(d["exposed_ns"]),
                  "advice": ADVICE[d["dimension"]]}
             )  # fmt: skip
-    for g in groups[groups["dimension"] == "unknown"].to_dict("records"):
-        notes.append(f"{g['group_key']} ({g['ops']}): dimension unknown: {g['basis']}")
-    if len(groups) and (groups["link"] == "network").any():
+    for g in groups:
+        if g["dimension"] == "unknown":
+            notes.append(f"{g['group_key']} ({g['ops']}): dimension unknown: {g['basis']}")
+    links = {g["link"] for g in groups}
+    if "network" in links:
         notes.append("network link peak: unknown (the traces do not record the NICs' speed)")
-    if nvlink is None and len(groups) and (groups["link"] == "nvlink").any():
+    if nvlink is None and "nvlink" in links:
         notes.append(f"NVLink peak: unknown ({nvlink_why})")
     return {
         "by": by,
@@ -142,39 +146,19 @@ def comms(con: duckdb.DuckDBPyConnection, by: str = "dimension") -> dict[str, An
     }
 
 
-def _na(v: Any) -> bool:
-    try:
-        return v is None or (not isinstance(v, (list, tuple, str)) and bool(pd.isna(v)))
-    except (TypeError, ValueError):
-        return False
-
-
-def _by_dimension(groups: pd.DataFrame) -> pd.DataFrame:
-    """comm_groups summed per (job, dimension); busbw weighted by each group's total time."""
-    if groups.empty:
-        return pd.DataFrame(
-            columns=["job", "dimension", "communicators", "kernels", "total_ns", "exposed_ns", "bytes",
-                     "busbw_gbps", "link"]
-        )  # fmt: skip
-    g = groups.copy()
-    g["bw_x_t"] = g["busbw_gbps"].astype("float64") * g["total_ns"].where(g["busbw_gbps"].notna())
-    g["t_bw"] = g["total_ns"].where(g["busbw_gbps"].notna())
-    agg = (
-        g.groupby(["job", "dimension"], sort=True)
-        .agg(
-            communicators=("group_key", "count"),
-            kernels=("kernels", "sum"),
-            total_ns=("total_ns", "sum"),
-            exposed_ns=("exposed_ns", "sum"),
-            bytes=("bytes", lambda s: None if s.isna().all() else int(s.sum())),
-            bw_x_t=("bw_x_t", "sum"),
-            t_bw=("t_bw", "sum"),
-            link=("link", lambda s: s.iloc[0] if s.nunique() == 1 else "mixed"),
-        )
-        .reset_index()
+def _by_dimension(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """comm_groups summed per (job, dimension), in DIMENSIONS order; busbw weighted by each group's
+    total time (over the groups that have one); link: the groups' one link, else 'mixed'."""
+    order = "[" + ", ".join(f"'{d}'" for d in DIMENSIONS) + "]"
+    return _fetch(
+        con,
+        f"""
+        SELECT job, dimension, count(group_key) AS communicators, sum(kernels) AS kernels,
+               sum(total_ns) AS total_ns, sum(exposed_ns) AS exposed_ns, sum(bytes) AS bytes,
+               sum(busbw_gbps * total_ns) FILTER (WHERE busbw_gbps IS NOT NULL)
+                   / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0) AS busbw_gbps,
+               CASE WHEN count(DISTINCT link) = 1 THEN min(link) ELSE 'mixed' END AS link
+        FROM comm_groups
+        GROUP BY job, dimension
+        ORDER BY job, list_position({order}, dimension) NULLS LAST, dimension""",
     )
-    agg["busbw_gbps"] = agg["bw_x_t"] / agg["t_bw"].where(agg["t_bw"] > 0)
-    order = {d: i for i, d in enumerate(DIMENSIONS)}
-    agg = agg.sort_values(["job", "dimension"], key=lambda s: s.map(order) if s.name == "dimension" else s)
-    return agg[["job", "dimension", "communicators", "kernels", "total_ns", "exposed_ns", "bytes",
-                "busbw_gbps", "link"]]  # fmt: skip

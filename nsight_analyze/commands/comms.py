@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-import pandas as pd
 
 from ..clihelp import output_options
 from ..comms import BY
@@ -11,6 +10,7 @@ from ..render.data import to_json
 from ..render.escape import clean
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import echo
 
 _KEYS = {
@@ -48,7 +48,7 @@ def command(db: str, by: str, fmt: str) -> None:
     if fmt == "json":
         print(to_json(data))
         return
-    rows = pd.DataFrame(data["rows"])
+    rows = PlainTable.from_records(data["rows"])
     if fmt == "csv":
         emit(rows, "csv")
         return
@@ -56,7 +56,7 @@ def command(db: str, by: str, fmt: str) -> None:
         echo("no NCCL kernels in this workspace: nothing to attribute to a parallelism dimension")
         return
     cols = (["job"] if data["several_jobs"] else []) + _KEYS[by] + _METRICS
-    table = rows[[c for c in cols if c in rows.columns]]
+    table = rows.select([c for c in cols if c in rows.columns])
     lines = []
     if by == "communicator":
         lines += [f"{clean(str(r['group_key']))}: {r['dimension']} ({r['basis']})" for r in data["rows"]]

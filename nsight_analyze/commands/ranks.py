@@ -2,69 +2,73 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import click
-import pandas as pd
 
 from ..api import Workspace, rank_report, rank_report_json
 from ..clihelp import job_option, output_options
+from ..plain import missing
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import echo
 from ..render.units import UNKNOWN, format_duration
 
+Rows = list[dict[str, Any]]
+_COLUMNS = (
+    "rank", "job", "host", "gpu", "offset_ns", "align", "residual_p50_ns", "residual_p95_ns", "compute_ns",
+    "wait_suffered_ns", "wait_caused_ns", "times_slowest", "times_last", "cost_ns", "straggler", "cause",
+)  # fmt: skip
 
-def _num(col: pd.Series) -> pd.Series:
-    """Plain float64 (NaN, which the renderer prints empty) instead of nullable <NA>."""
-    return pd.to_numeric(col, errors="coerce").astype("float64")
+
+def _num(value: Any) -> float:
+    """A float (NaN, which the renderer prints empty, when missing)."""
+    return math.nan if missing(value) else float(value)
 
 
-def _gpu(rows: pd.DataFrame) -> list[str]:
+def _gpu(row: dict[str, Any]) -> str:
     """The GPU model when known, else 'device N' (a bare number reads as a count; UNKNOWN when
     neither is known)."""
-    out = []
-    for name, device in zip(rows["gpu_name"], rows["device_id"], strict=True):
-        if isinstance(name, str) and name:
-            out.append(name)
-        else:
-            out.append(UNKNOWN if pd.isna(device) else f"device {int(device)}")
-    return out
+    name, device = row["gpu_name"], row["device_id"]
+    if isinstance(name, str) and name:
+        return name
+    return UNKNOWN if missing(device) else f"device {int(device)}"
 
 
-def _table(rows: pd.DataFrame, several_jobs: bool, attribution: list[dict] | None = None) -> pd.DataFrame:
+def _table(rows: Rows, several_jobs: bool, attribution: Rows | None = None) -> PlainTable:
     """The terminal table: nanosecond columns, which the renderer shows in human units. The
     straggler and cause columns only when a rank has one (an empty column costs a table width)."""
-    table = pd.DataFrame(
+    cause = {r["rank"]: r["cause"] for r in attribution or [] if r["step"] is None and r["cause"]}
+    records = [
         {
-            "rank": rows["rank"],
-            **({"job": rows["job"]} if several_jobs else {}),
-            "host": rows["host"],
-            "gpu": _gpu(rows),
-            "offset_ns": _num(rows["clock_offset_ns"]),
-            "align": rows["alignment_method"],
-            "residual_p50_ns": _num(rows["residual_p50_ns"]),
-            "residual_p95_ns": _num(rows["residual_p95_ns"]),
-            "compute_ns": _num(rows["compute_ns"]),
-            "wait_suffered_ns": _num(rows["wait_suffered_ns"]),
-            "wait_caused_ns": _num(rows["wait_caused_ns"]),
-            "times_slowest": rows["times_slowest"],
-            "times_last": rows["times_last"],
-            "cost_ns": _num(rows["cost_ns"]),
-            "straggler": rows["straggler"].map({True: "yes", False: ""}),
-            "cause": _causes(rows, attribution or []),
+            "rank": r["rank"],
+            "job": r["job"],
+            "host": r["host"],
+            "gpu": _gpu(r),
+            "offset_ns": _num(r["clock_offset_ns"]),
+            "align": r["alignment_method"],
+            "residual_p50_ns": _num(r["residual_p50_ns"]),
+            "residual_p95_ns": _num(r["residual_p95_ns"]),
+            "compute_ns": _num(r["compute_ns"]),
+            "wait_suffered_ns": _num(r["wait_suffered_ns"]),
+            "wait_caused_ns": _num(r["wait_caused_ns"]),
+            "times_slowest": r["times_slowest"],
+            "times_last": r["times_last"],
+            "cost_ns": _num(r["cost_ns"]),
+            "straggler": {True: "yes", False: ""}.get(r["straggler"]),
+            "cause": cause.get(int(r["rank"]), ""),
         }
-    )
-    empty = [c for c in ("straggler", "cause") if not table[c].fillna("").astype(str).str.strip().any()]
-    return table.drop(columns=empty)
+        for r in rows
+    ]
+    columns = [c for c in _COLUMNS if c != "job" or several_jobs]
+    empty = {c for c in ("straggler", "cause") if not any(r[c] for r in records)}
+    return PlainTable.from_records(records, [c for c in columns if c not in empty])
 
 
-def _causes(rows: pd.DataFrame, attribution: list[dict]) -> list[str]:
-    """Per rank row: the cause attribution blames it for (docs/whatif.md), '' when none."""
-    cause = {r["rank"]: r["cause"] for r in attribution if r["step"] is None and r["cause"]}
-    return [cause.get(int(r), "") for r in rows["rank"]]
-
-
-def _attribution_lines(attribution: list[dict]) -> list[str]:
+def _attribution_lines(attribution: Rows) -> list[str]:
     from ..render.escape import clean
 
     return [
@@ -75,10 +79,10 @@ def _attribution_lines(attribution: list[dict]) -> list[str]:
     ]
 
 
-def _verdict_line(v: pd.Series, rows: pd.DataFrame) -> str:
+def _verdict_line(v: dict[str, Any], rows: Rows) -> str:
     text = f"verdict: {v['verdict']}"
     if v["verdict"] == "persistent":
-        s = rows[rows["rank"] == v["straggler_rank"]].iloc[0]
+        s = next(r for r in rows if r["rank"] == v["straggler_rank"])
         text += (
             f" straggler rank {int(v['straggler_rank'])}: slowest in {v['top_share']:.0%} of the "
             f"imbalanced steps, last at {int(s['times_last'])} collectives; costs the job "
@@ -86,7 +90,7 @@ def _verdict_line(v: pd.Series, rows: pd.DataFrame) -> str:
             f"{format_duration(v['straggler_cost_ns'])} of GPU time (they wait "
             f"{format_duration(s['wait_caused_ns'])} of GPU time for it inside NCCL, partly hidden)"
         )
-    elif pd.notna(v["median_ratio"]):
+    elif not missing(v["median_ratio"]):
         text += f" (median max/mean compute {v['median_ratio']:.3f} over {int(v['steps'])} steps)"
     return text
 
@@ -95,36 +99,41 @@ def _span(first: int, last: int) -> str:
     return f"rank {first}" if first == last else f"ranks {first}-{last}"
 
 
-def _summary(
-    jobs: pd.DataFrame, verdict: pd.DataFrame, rows: pd.DataFrame, alignment: pd.DataFrame
-) -> list[str]:
+def _summary(jobs: Rows, verdict: Rows, rows: Rows, alignment: Rows) -> list[str]:
     """Per job: what is present ("2 of 128 ranks"), the verdict (with the straggler's cost), the
     alignment methods, and the NCCL kernels no wait could be computed for."""
     lines = []
     several = len(jobs) > 1
     if several:
         lines.append(f"{len(jobs)} jobs in this workspace: ranks of different jobs are never compared")
-    for job in jobs.itertuples(index=False):
-        head = f"job {int(job.job)} ({_span(int(job.first_rank), int(job.last_rank))}): " if several else ""
-        mine = rows[rows["job"] == job.job]
-        v = verdict[verdict["job"] == job.job]
+    for job in jobs:
+        head = (
+            f"job {int(job['job'])} ({_span(int(job['first_rank']), int(job['last_rank']))}): "
+            if several
+            else ""
+        )
+        mine = [r for r in rows if r["job"] == job["job"]]
+        v = [r for r in verdict if r["job"] == job["job"]]
         parts = [
-            job.label
+            job["label"]
             + (
                 ""
-                if job.complete
+                if job["complete"]
                 else " (partial: collectives whose participants are missing get no wait or skew)"
             )
         ]
-        if len(v):
-            parts.append(_verdict_line(v.iloc[0], mine))
-        a = alignment[alignment["job"] == job.job]
-        methods = ", ".join(f"{h}: {m}" for h, m in zip(a["host"], a["method"], strict=True))
+        if v:
+            parts.append(_verdict_line(v[0], mine))
+        methods = ", ".join(f"{a['host']}: {a['method']}" for a in alignment if a["job"] == job["job"])
         if methods:
             parts.append(f"clock alignment: {methods}")
-        peer = int(mine["peer_unknown"].sum())
-        unmatched = int(mine["unmatched"].sum()) - peer
-        incomplete = int(mine["incomplete"].sum())
+
+        def total(column: str, mine: Rows = mine) -> int:
+            return int(sum(r[column] or 0 for r in mine))
+
+        peer = total("peer_unknown")
+        unmatched = total("unmatched") - peer
+        incomplete = total("incomplete")
         if peer:
             parts.append(f"{peer} point-to-point kernel(s) have no known peer in the workspace: not paired")
         if unmatched:
@@ -159,7 +168,7 @@ def command(db: str, fmt: str, job: int | None) -> None:
         print(to_json(rank_report_json(report)))
         return
     if fmt == "csv":
-        emit(rows, "csv")
+        emit(PlainTable.from_records(rows), "csv")
         return
     lines = ([note] if note else []) + _summary(jobs, verdict, rows, alignment)
     attribution = report.get("attribution", [])

@@ -2,33 +2,38 @@
 
 from __future__ import annotations
 
+import math
+
 import click
-import pandas as pd
 
 from ..api import Workspace
 from ..clihelp import job_option, output_options
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import echo
 from ..render.units import format_duration
 from ..whatif import SCENARIO_TEXT, empty_reason, scenarios, whatif_json
 
 
-def _table(rows: list[dict], several_jobs: bool) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            **({"job": [r["job"] for r in rows]} if several_jobs else {}),
-            "scenario": [r["scenario"] for r in rows],
-            "step": [r["step"] if r["step"] is not None else "all (mean)" for r in rows],
-            "actual_step_time_ns": [float(r["actual_step_time_ns"]) for r in rows],
-            "step_time_ns": [float(r["step_time_ns"]) for r in rows],
-            "gain_ns": [float(r["gain_ns"]) for r in rows],
-            "gain_pct": [
-                100.0 * r["gain_ns"] / r["replayed_actual_ns"] if r["replayed_actual_ns"] else float("nan")
-                for r in rows
-            ],
-        }
+def _table(rows: list[dict], several_jobs: bool) -> PlainTable:
+    def pct(r: dict) -> float:
+        return 100.0 * r["gain_ns"] / r["replayed_actual_ns"] if r["replayed_actual_ns"] else math.nan
+
+    return PlainTable.from_records(
+        [
+            {
+                **({"job": r["job"]} if several_jobs else {}),
+                "scenario": r["scenario"],
+                "step": r["step"] if r["step"] is not None else "all (mean)",
+                "actual_step_time_ns": float(r["actual_step_time_ns"]),
+                "step_time_ns": float(r["step_time_ns"]),
+                "gain_ns": float(r["gain_ns"]),
+                "gain_pct": pct(r),
+            }
+            for r in rows
+        ]
     )
 
 
@@ -71,11 +76,10 @@ def command(db: str, fmt: str, per_step: bool, job: int | None) -> None:
         print(to_json(whatif_json(rows, reason)))
         return
     if fmt == "csv":
-        df = pd.DataFrame(whatif_json(rows)["scenarios"])
-        if len(df):
-            df["step"] = pd.array(df["step"], dtype="Int64")
-            df["fixed_ranks"] = [",".join(map(str, f)) if f else "" for f in df["fixed_ranks"]]
-        emit(df, "csv")
+        out = whatif_json(rows)["scenarios"]
+        for r in out:
+            r["fixed_ranks"] = ",".join(map(str, r["fixed_ranks"])) if r["fixed_ranks"] else ""
+        emit(PlainTable.from_records(out), "csv")
         return
     if not rows:
         echo(f"no what-if (unknown): {reason}")
