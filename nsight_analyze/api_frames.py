@@ -17,23 +17,13 @@ if TYPE_CHECKING:
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    """Run one statement, its rows as dicts of plain values (no DataFrame: `ranks` imports no
-    pandas); a missing view is a stale or partial workspace, said in one line."""
-    import duckdb
+    """Run one statement, its rows as dicts (`ranks` imports no pandas); a missing view is a stale
+    or partial workspace, said in one line."""
+    from .duck import fetch_records
 
-    from .errors import UserError
-
-    try:
-        cur = con.execute(sql)
-    except duckdb.CatalogException as exc:
-        missing = str(exc).splitlines()[0]
-        raise UserError(
-            f"this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
-        ) from None
-    if cur.description is None:
-        return []
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return fetch_records(
+        con, sql, "this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
+    )
 
 
 def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -83,19 +73,15 @@ def _attribution(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 def rank_report_json(report: dict[str, Any]) -> dict[str, Any]:
     """The stable JSON document of `nsight-analyze ranks --format json`."""
     rows, verdict = report["ranks"], report["verdict"]
-
-    def total(column: str) -> int:
-        return int(sum(r[column] or 0 for r in rows))
-
     return {
         "jobs": [_jsonable_row(r) for r in report["jobs"]],
         "ranks": [_jsonable_row(r) for r in rows],
         "alignment": [_jsonable_row(r) for r in report["alignment"]],
         "verdict": _jsonable_row(verdict[0]) if verdict else None,  # the first job's
         "verdicts": [_jsonable_row(r) for r in verdict],
-        "unmatched_nccl_kernels": total("unmatched"),
-        "peer_unknown_kernels": total("peer_unknown"),
-        "incomplete_nccl_kernels": total("incomplete"),
+        "unmatched_nccl_kernels": column_total(rows, "unmatched"),
+        "peer_unknown_kernels": column_total(rows, "peer_unknown"),
+        "incomplete_nccl_kernels": column_total(rows, "incomplete"),
         "partial_collectives": report["partial"],
         # why each rank is slow (docs/whatif.md): whole-job rows, then per step
         "attribution": [_jsonable_row(r) for r in report.get("attribution", []) if r["step"] is None],
@@ -103,6 +89,11 @@ def rank_report_json(report: dict[str, Any]) -> dict[str, Any]:
             _jsonable_row(r) for r in report.get("attribution", []) if r["step"] is not None
         ],
     }
+
+
+def column_total(rows: list[dict[str, Any]], column: str) -> int:
+    """The sum of one count column of the rank rows (a missing value counts 0)."""
+    return int(sum(r[column] or 0 for r in rows))
 
 
 def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:

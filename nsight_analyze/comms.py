@@ -12,6 +12,7 @@ from typing import Any
 import duckdb
 
 from . import gpus
+from .duck import fetch_records
 from .errors import UserError
 from .plain import missing
 
@@ -56,14 +57,8 @@ ADVICE = {
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    """The rows of `sql` as dicts of plain values (no DataFrame: `comms` imports no pandas)."""
-    try:
-        cur = con.execute(sql)
-    except duckdb.CatalogException as exc:
-        missing = str(exc).splitlines()[0]
-        raise UserError(f"this workspace lacks a table `comms` needs ({missing}); re-run ingest") from None
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    """The rows of `sql` as dicts (no DataFrame: `comms` imports no pandas)."""
+    return fetch_records(con, sql, "this workspace lacks a table `comms` needs ({missing}); re-run ingest")
 
 
 def nvlink_peak_gbps(con: duckdb.DuckDBPyConnection) -> tuple[float | None, str]:

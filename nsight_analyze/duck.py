@@ -145,6 +145,21 @@ def sql_rows(rows: list[tuple] | list[list]) -> str:
     return ", ".join(f"({sql_row(row)})" for row in rows)
 
 
+def fetch_records(con: duckdb.DuckDBPyConnection, sql: str, missing: str) -> list[dict[str, Any]]:
+    """The rows of one statement as dicts of plain Python values (none for a statement without a
+    result), read with `fetchall`: no DataFrame, so a command that reads them imports no pandas.
+    A missing table or view (a workspace computed by an older release, or never analysed) is
+    the UserError `missing`, with `{missing}` replaced by DuckDB's first line."""
+    try:
+        cur = con.execute(sql)
+    except duckdb.CatalogException as exc:
+        raise UserError(missing.replace("{missing}", str(exc).splitlines()[0])) from None
+    if cur.description is None:
+        return []
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
 def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether this connection sees a table or view `name` (TEMP ones included): a stored result
     is missing in a workspace that was never analysed."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 
+from .duck import fetch_records
 from .errors import UserError
 
 SCENARIOS = ("slowest-rank-at-median", "comms-hidden", "no-input-stalls", "no-launch-gaps", "no-sync-stalls")
@@ -32,12 +33,7 @@ _ATTR_COLS = (
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, what: str) -> list[dict[str, Any]]:
-    try:
-        cur = con.execute(sql)
-    except duckdb.CatalogException:
-        raise UserError(f"this workspace has no {what} yet; re-run `nsight-analyze ingest`") from None
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return fetch_records(con, sql, f"this workspace has no {what} yet; re-run `nsight-analyze ingest`")
 
 
 def _int(value: Any) -> int | None:

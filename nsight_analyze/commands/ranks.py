@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..api import Workspace, rank_report, rank_report_json
+from ..api_frames import column_total
 from ..clihelp import job_option, output_options
 from ..plain import missing
 from ..render.data import to_json
@@ -127,13 +128,9 @@ def _summary(jobs: Rows, verdict: Rows, rows: Rows, alignment: Rows) -> list[str
         methods = ", ".join(f"{a['host']}: {a['method']}" for a in alignment if a["job"] == job["job"])
         if methods:
             parts.append(f"clock alignment: {methods}")
-
-        def total(column: str, mine: Rows = mine) -> int:
-            return int(sum(r[column] or 0 for r in mine))
-
-        peer = total("peer_unknown")
-        unmatched = total("unmatched") - peer
-        incomplete = total("incomplete")
+        peer = column_total(mine, "peer_unknown")
+        unmatched = column_total(mine, "unmatched") - peer
+        incomplete = column_total(mine, "incomplete")
         if peer:
             parts.append(f"{peer} point-to-point kernel(s) have no known peer in the workspace: not paired")
         if unmatched:
