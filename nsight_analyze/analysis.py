@@ -323,7 +323,6 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
     from .ranks import align_clocks
 
     queries = _job_queries()
-    replay.register(con)  # queries/whatif.sql (a job query) calls it
     early = {q.name for q in query_layer.closure([q for q in queries if q.name in ALIGNMENT_READS])}
     made = _create_stage(con, [q for q in queries if q.name in early], materialise=False)
     notes = align_clocks(con) if align else []
@@ -334,6 +333,8 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
         if q.name in early:
             con.execute(f'DROP VIEW temp.main."{q.name}"')
         as_table = q.name in tables
+        if q.name == replay.READER:  # the replay runs between its inputs' query and its reader
+            made.append((replay.compute(con), "TABLE"))
         _run(con, q.create("table" if as_table else "view", temporary=True), q.name)
         if q.name not in early:
             made.append((q.name, "TABLE" if as_table else q.drop_keyword))

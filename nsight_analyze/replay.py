@@ -1,12 +1,14 @@
-"""The what-if replay's recurrence, as the DuckDB function `_whatif_replay` that queries/whatif.sql calls.
+"""The what-if replay's recurrence, run between two queries: `_whatif_inputs` in, `_whatif_replayed` out.
 
-Why a function and not SQL: the replay is sequential (a collective ends when its last participant
+Why here and not in SQL: the replay is sequential (a collective ends when its last participant
 arrives, and each rank's next arrival depends on that end), so SQL needs a recursive CTE, and
 DuckDB's recursive CTE rescans its whole input at every iteration: events² × ranks work (docs/whatif.md
 has the measurement). Here it is one pass over the events, each a few array operations over the
-ranks. Everything the recurrence reads (offsets,
-queue gaps, transfers, tails) is computed by the SQL; this only runs the recurrence of
-docs/whatif.md ("Replay"):
+ranks. Why between two queries and not a DuckDB Python function: DuckDB imports pandas and
+pyarrow to call any Python function (0.3 s and 80 MB of an ingest that needs neither); the inputs
+are read with `fetchnumpy` and the few step times written back as literals. Everything the
+recurrence reads (offsets, queue gaps, transfers, tails) is computed by queries/_whatif_inputs.sql;
+this only runs the recurrence of docs/whatif.md ("Replay"):
 
     collective j, participant r: arrival_r = max(anchor_r + off_r, previous end_r + fifo_r)
                                  end_r = max over participants of arrival + x_r
@@ -22,58 +24,68 @@ from typing import Any
 
 import duckdb
 
-NAME = "_whatif_replay"
-EVENT = "STRUCT(is_end BOOLEAN, part BOOLEAN, waits BOOLEAN, off BIGINT, fifo BIGINT, x BIGINT, post BIGINT)"
+from .duck import sql_rows, sql_string
+
+READER = "whatif"  # the query that reads the replayed table: the job step computes it just before
+INPUTS = "_whatif_inputs"
+TABLE = "_whatif_replayed"
 _NONE = -(2**62)  # "no value" (SQL NULL): below every time, and adding a duration cannot overflow
+_FILL = {"is_end": False, "part": False, "waits": False, "off": _NONE, "fifo": 0, "x": 0, "post": 0, "w0": 0}
 
 
-def register(con: duckdb.DuckDBPyConnection) -> None:
-    """Make `_whatif_replay(start_ns BIGINT[], events EVENT[]) -> BIGINT[]` callable on `con`."""
-    try:
-        con.create_function(NAME, _replay_rows, ["BIGINT[]", f"{EVENT}[]"], "BIGINT[]", type="arrow")
-    except duckdb.NotImplementedException as exc:  # registered on this connection already
-        if "already created" not in str(exc):
-            raise
+def compute(con: duckdb.DuckDBPyConnection) -> str:
+    """Replay every job and scenario of `_whatif_inputs` into the TEMP table `_whatif_replayed`
+    (job INTEGER, scenario VARCHAR, step BIGINT, step_ns BIGINT: NULL where no rank has the step's
+    start); returns its name. One job and scenario is read at a time: the inputs of all of them
+    are events × ranks × 6 rows (12 million at 1024 ranks and the default event budget)."""
+    rows: list[tuple[Any, ...]] = []
+    groups = con.execute(
+        f"SELECT job, scenario, count(*), count(DISTINCT rank) FROM {INPUTS} GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    for job, scenario, count, ranks in groups:
+        if count % ranks:  # _whatif_inputs has every rank of the job at every event
+            raise ValueError(
+                f"{INPUTS}: {count} rows of job {job}, {scenario} are not events × {ranks} ranks"
+            )
+        cols = con.execute(
+            f"SELECT step, {', '.join(_FILL)} FROM {INPUTS} "
+            f"WHERE job = {int(job)} AND scenario = {sql_string(scenario)} ORDER BY ev, rank"
+        ).fetchnumpy()
+        ev = {k: _filled(cols[k], fill).reshape(-1, ranks) for k, fill in _FILL.items()}
+        steps = _filled(cols["step"], -1).reshape(-1, ranks)[ev["is_end"][:, 0], 0]
+        rows += [(job, scenario, int(s), t) for s, t in zip(steps, _replay(ev), strict=True)]
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {TABLE} (job INTEGER, scenario VARCHAR, step BIGINT, step_ns BIGINT)"
+    )
+    if rows:
+        con.execute(f"INSERT INTO {TABLE} VALUES {sql_rows(rows)}")
+    return TABLE
 
 
-def _replay_rows(starts: Any, events: Any) -> Any:
-    """One replay per row: a job and scenario (the arrow UDF gets a batch of rows)."""
-    import pyarrow as pa
+def _filled(column: Any, fill: Any) -> Any:
+    """A fetched column as a plain array, NULLs (a masked array's masked entries) as `fill`."""
+    import numpy as np
 
-    out = [_replay(starts[i].values, events[i].values) for i in range(len(starts))]
-    return pa.array(out, type=pa.list_(pa.int64()))
-
-
-def _column(events: Any, name: str, fill: Any) -> Any:
-    import pyarrow.compute as pc
-
-    return pc.fill_null(events.field(name), fill).to_numpy(zero_copy_only=False)
+    return np.ma.filled(column, fill).astype(type(fill) if isinstance(fill, bool) else np.int64)
 
 
-def _replay(starts: Any, events: Any) -> list[int | None]:
+def _replay(ev: dict[str, Any]) -> list[int | None]:
     """The step times (ns, in event order of the step ends) of one job and scenario.
 
-    `starts`: each rank's start of the first step (aligned clock), in rank order; `events`: for
-    every event in order, one entry per rank in the same order (the SQL's wi_inp rows).
+    `ev`: each input column as an (events × ranks) array, ranks in rank order; `w0` holds each
+    rank's start of the first step (aligned clock) on every row.
     """
     import numpy as np
 
-    start = starts.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    start = ev["w0"][0]
     n = len(start)
-    if n == 0 or len(events) % n:
-        raise ValueError(f"{NAME}: {len(events)} event entries are not a whole number of events × {n} ranks")
-    shape = (len(events) // n, n)
-    is_end = _column(events, "is_end", False).reshape(shape)[:, 0]
-    part = _column(events, "part", False).reshape(shape)
-    waits = _column(events, "waits", False).reshape(shape) & part
-    off = _column(events, "off", _NONE).reshape(shape)
-    fifo = _column(events, "fifo", 0).reshape(shape)
-    x = _column(events, "x", 0).reshape(shape)
-    post = _column(events, "post", 0).reshape(shape)
+    is_end = ev["is_end"][:, 0]
+    part, off, fifo, x, post = ev["part"], ev["off"], ev["fifo"], ev["x"], ev["post"]
+    waits = ev["waits"] & part
     nothing = np.full(n, _NONE, dtype=np.int64)
     anchor, step_start, last = start, start, nothing
     times: list[int | None] = []
-    for k in range(shape[0]):
+    for k in range(len(is_end)):
         if is_end[k]:
             end = np.maximum(last, anchor + off[k]) + post[k]
             valid = (end > _NONE // 2) & (step_start > _NONE // 2)  # SQL's max skips NULLs

@@ -94,18 +94,20 @@ def test_reading_commands_import_no_heavy_module(summary_db, command):
 
 
 def test_nsys_ingest_binds_no_parameter_and_prints_without_pandas(tmp_path):
-    """An ingest of an nsys export (one rank of the sample job: a partial job, so no what-if
-    replay, whose Python UDF makes DuckDB import pandas) leaves pandas unimported: it binds no
-    Python parameter (DuckDB imports pandas before binding one), reads no DataFrame and prints
-    its closing table from a PlainTable. 0.3 s of a two-second ingest."""
+    """An ingest of nsys exports (the sample job's four ranks: a complete job, so the what-if
+    replay runs) leaves pandas and pyarrow unimported: it binds no Python parameter (DuckDB
+    imports pandas before binding one), calls no Python function from SQL (DuckDB imports pandas
+    and pyarrow to call one: the replay runs between two queries, nsight_analyze/replay.py),
+    reads no DataFrame and prints its closing table from a PlainTable. 0.3 s and 80 MB of an
+    ingest of a few seconds."""
     traces = tmp_path / "traces"
     traces.mkdir()
-    (traces / "report_rank0.sqlite").write_bytes(
-        (ROOT / "sample_traces" / "report_rank0.sqlite").read_bytes()
-    )
-    args = ["ingest", str(traces), "--db", str(tmp_path / "w.duckdb")]
+    for src in sorted((ROOT / "sample_traces").glob("*.sqlite")):  # not ground_truth.json: Kineto
+        (traces / src.name).write_bytes(src.read_bytes())
+    db = tmp_path / "w.duckdb"
+    args = ["ingest", str(traces), "--db", str(db)]
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(heavy=("pandas", "plotly", "scipy")), *args],
+        [sys.executable, "-c", _PROBE.format(heavy=("pandas", "pyarrow", "plotly", "scipy")), *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -114,6 +116,10 @@ def test_nsys_ingest_binds_no_parameter_and_prints_without_pandas(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "ranks in the workspace" in proc.stdout  # the closing table was printed
     assert [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")] == ["HEAVY="], proc.stderr
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:  # the replay ran: the job has what-if rows
+        assert con.execute("SELECT count(*) FROM whatif WHERE step IS NOT NULL").fetchone()[0] > 0
 
 
 def test_compare_runs_without_scipy(summary_db):
