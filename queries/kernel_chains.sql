@@ -91,11 +91,16 @@ fusion AS (  -- name ids: a sorted list of (rn, id) pairs; `list(... ORDER BY rn
     GROUP BY rank, device_id, stream_id, run_no
     HAVING count(*) >= 2
 ),
-nf AS (  -- non-filler kernels with their neighbours in that sequence
+nf AS (  -- non-filler kernels with their neighbours in that sequence, on streams that run a
+         -- softmax (most streams run none, FlashAttention's neither: their sort is not needed)
     SELECT rank, device_id, stream_id, rn, role, correlation_id, elem_bytes,
            lag(role) OVER n AS prev_role, lead(role) OVER n AS next_role,
            lag(rn) OVER n AS prev_rn, lead(rn) OVER n AS next_rn
-    FROM k WHERE role <> 3
+    FROM k
+    SEMI JOIN (SELECT DISTINCT rank, device_id, stream_id FROM k WHERE role = 2) AS s
+        ON s.rank = k.rank AND s.device_id IS NOT DISTINCT FROM k.device_id
+       AND s.stream_id IS NOT DISTINCT FROM k.stream_id
+    WHERE role <> 3
     WINDOW n AS (PARTITION BY rank, device_id, stream_id ORDER BY rn)
 ),
 attn AS (

@@ -17,12 +17,10 @@
 -- columns: rank, kernels, launched_kernels, launch_latency_p50_ns, launch_latency_p95_ns, cpu_launch_ns, gpu_kernel_ns, cpu_gpu_ratio, short_kernel_pct, launch_bound_pct, queue_depth_mean
 -- stage: rank
 -- result: stored
--- requires: gpu_ops, kernels, cuda_api
+-- requires: _op_launches, kernels
 CREATE OR REPLACE VIEW launch_stats AS
-WITH launched AS MATERIALIZED (
-    SELECT o.rank, o.op, o.duration_ns, o.start_ns, a.start_ns AS a_start, a.end_ns AS a_end
-    FROM gpu_ops AS o
-    LEFT JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
+WITH launched AS (
+    SELECT rank, op, duration_ns, start_ns, launch_ns AS a_start, launch_end_ns AS a_end FROM _op_launches
 ),
 per_rank AS (
     SELECT

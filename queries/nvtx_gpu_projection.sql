@@ -25,7 +25,7 @@
 -- columns: rank, tid, start_ns, end_ns, text, domain, event_type, level, projected_start_ns, projected_end_ns, projected_duration_ns, num_gpu_ops
 -- stage: rank
 -- result: stored
--- requires: nvtx, cuda_api, gpu_ops
+-- requires: nvtx, _op_launches
 CREATE OR REPLACE VIEW nvtx_gpu_projection AS
 WITH ranges AS (
     SELECT
@@ -36,10 +36,9 @@ WITH ranges AS (
       AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
 ),
 launches AS (
-    SELECT a.rank, a.tid, a.start_ns AS launch_ns, o.start_ns, o.end_ns
-    FROM cuda_api AS a
-    JOIN gpu_ops AS o ON o.rank = a.rank AND o.correlation_id = a.correlation_id
-    WHERE a.rank IN (SELECT DISTINCT rank FROM ranges)
+    SELECT rank, tid, launch_ns, start_ns, end_ns
+    FROM _op_launches
+    WHERE launched AND rank IN (SELECT DISTINCT rank FROM ranges)
 ),
 events AS (  -- push/pop depth: +1 at a start, -1 at an end; ends sort before starts at one time,
              -- except the end of an empty range, which follows its own start

@@ -11,7 +11,7 @@
 -- columns: rank, step, start_ns, end_ns
 -- stage: rank
 -- result: stored
--- requires: _tp_nvtx_step_ranges, gpu_ops, cuda_api
+-- requires: _tp_nvtx_step_ranges, _op_launches
 CREATE OR REPLACE VIEW tp_step_ops AS
 WITH per_start AS (
     SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max(step, {'e': end_ns, 's': step}) AS step
@@ -27,10 +27,9 @@ owner AS (
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
 ),
 launched AS (
-    SELECT o.rank, o.start_ns, o.end_ns, a.start_ns AS launch_ns
-    FROM gpu_ops AS o
-    JOIN cuda_api AS a ON a.rank = o.rank AND a.correlation_id = o.correlation_id
-    WHERE o.rank IN (SELECT DISTINCT rank FROM _tp_nvtx_step_ranges)
+    SELECT rank, start_ns, end_ns, launch_ns
+    FROM _op_launches
+    WHERE launched AND rank IN (SELECT DISTINCT rank FROM _tp_nvtx_step_ranges)
 )
 SELECT l.rank, w.owner_step AS step, l.start_ns, l.end_ns
 FROM launched AS l
