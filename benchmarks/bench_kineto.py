@@ -47,6 +47,8 @@ import threading
 import time
 from pathlib import Path
 
+from precompile import package_bytecode
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared/traces/kineto/hta/trace_filter/sampled_rank-0.json.gz"
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -366,6 +368,7 @@ def main() -> None:
     ap.add_argument("--sql-timeout", type=float, default=120, help="analysis time limit, s (default 120)")
     ap.add_argument("cmd", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    package_bytecode()  # as installed: no process compiles the package (precompile.py)
     if args.worker:
         return worker(*args.worker, analyse=not args.no_analysis, sql_timeout=args.sql_timeout)
     if args.measure:
