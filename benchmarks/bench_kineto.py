@@ -18,8 +18,8 @@ dependency of this project: install it in a venv of its own).
     .venv/bin/python benchmarks/bench_kineto.py --ranks 0 --big-gpu-events 2000000   # ~1 GB JSON file
 
 Time: HTA's load and analysis times start after `from hta.trace_analysis import TraceAnalysis`;
-our ingest time includes the imports of the readers it loads lazily (about 0.7 s: the Kineto
-reader, pyarrow, which imports pandas). The "whole process" line compares both processes from
+our ingest time includes the imports of the readers it loads lazily (the Kineto reader and
+pyarrow: about 0.3 s; no pandas). The "whole process" line compares both processes from
 interpreter start to exit, imports included: what a user waits for.
 
 Memory: "peak RSS" is the larger of (a) the largest single process's peak RSS

@@ -14,7 +14,7 @@ Files of 1 GB and more exist, so the array is never held in memory. Two parsers 
   (batches.py). Its bad-input messages are the ones users see.
 
 Both give the same rows (tests/test_kineto_paths.py compares them on every shared trace);
-rows go in by `INSERT ... SELECT` over registered Arrow tables. Python's memory is bounded
+rows go in by `INSERT ... SELECT` over registered Arrow streams. Python's memory is bounded
 by pieces / batches, not the file size; what grows beyond that is DuckDB's buffer pool
 holding the file's uncommitted rows (the ingest loads a file in one transaction), which
 DuckDB's `memory_limit` caps. No Python loop runs per event on the fast path.

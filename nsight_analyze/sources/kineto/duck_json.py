@@ -32,6 +32,7 @@ The meaning of each field is events.py's (`EventStream.on_*`), and the SQL follo
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import shutil
 import tempfile
@@ -41,6 +42,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -344,36 +346,54 @@ class Piece:
 
 
 def split(wide: pa.Table) -> Piece:
-    """The wide table of one piece -> the batches' row sets and the counters (pyarrow, in C++)."""
+    """The wide table of one piece -> the batches' row sets and the counters (pyarrow, in C++).
+    Every value it compares with or fills in is an Arrow scalar made by DuckDB (_constants)."""
+    const = _constants()
     out = Piece()
     target = wide["target"]
     for batch, code, columns in SPLITS:
-        rows = wide.select(columns).filter(pc.equal(target, code))
+        rows = wide.select(columns).filter(pc.equal(target, const[f"code_{code}"]))
         out.tables[batch] = rows.rename_columns([RENAMES.get((batch, c), c) for c in columns])
     comm_columns = ["target", "correlation_id", "external_id", "stream_id", *_SPAN, "name", "comm"]
     comm = wide.select(comm_columns).filter(
-        pc.fill_null(pc.or_(wide["is_comm"], pc.equal(target, COMM_OP)), False)
+        pc.fill_null(pc.or_(wide["is_comm"], pc.equal(target, const[f"code_{COMM_OP}"])), const["no"])
     )
-    is_kernel = pc.equal(comm["target"], KERNEL)
+    is_kernel = pc.equal(comm["target"], const[f"code_{KERNEL}"])
     fields = pc.struct_field  # comm's struct columns
     out.tables["comm"] = pa.table(
         {
-            "kind": pc.if_else(is_kernel, "kernel", "cpu_op"),
+            "kind": pc.if_else(is_kernel, const["kernel"], const["cpu_op"]),
             "correlation_id": comm["correlation_id"],
             "external_id": comm["external_id"],
             "stream_id": comm["stream_id"],
             "start_ns": comm["start_ns"],
             "end_ns": comm["end_ns"],
-            "kernel_name": pc.if_else(is_kernel, comm["name"], pa.scalar(None, pa.string())),
+            "kernel_name": pc.if_else(is_kernel, comm["name"], const["no_name"]),
             **{f: fields(comm["comm"], f) for f in COMM_FIELDS},
         }
     )
     out.skipped.update(_counts(wide["skipped"]))
     out.bad = pc.sum(wide["bad"]).as_py() or 0
-    gpu_work = pc.is_in(target, pa.array([KERNEL, MEMOP]))
+    gpu_work = pc.is_in(target, value_set=const["gpu_work"])
     out.devices = list(_counts(wide["device_id"].filter(gpu_work)).items())
-    out.host_pids = list(_counts(wide["pid"].filter(pc.equal(target, API))).items())
+    out.host_pids = list(_counts(wide["pid"].filter(pc.equal(target, const[f"code_{API}"]))).items())
     return out
+
+
+@functools.cache
+def _constants() -> dict[str, Any]:
+    """The targets' codes, the comm rows' kinds, a NULL name, FALSE and the GPU-work codes as Arrow
+    scalars made by DuckDB. Why: pyarrow imports pandas to convert any Python value to Arrow (0.4 s
+    and 40 MB of a small ingest that needs no pandas: tests/test_imports.py)."""
+    codes = ", ".join(f"{code}::INTEGER AS code_{code}" for code in range(KERNEL, SHAPE + 1))
+    with duckdb.connect(config=OFFLINE_CONFIG) as con:
+        table = con.execute(
+            f"SELECT {codes}, 'kernel' AS kernel, 'cpu_op' AS cpu_op, NULL::VARCHAR AS no_name, FALSE AS no, "
+            f"[{KERNEL}, {MEMOP}]::INTEGER[] AS gpu_work"
+        ).to_arrow_table()
+    const = {name: table[name][0] for name in table.column_names}
+    const["gpu_work"] = const["gpu_work"].values  # an Array: is_in's value set
+    return const
 
 
 def _counts(values: pa.ChunkedArray) -> dict:
