@@ -5,8 +5,9 @@ arrives, and each rank's next arrival depends on that end), so SQL needs a recur
 DuckDB's recursive CTE rescans its whole input at every iteration: events² × ranks work (docs/whatif.md
 has the measurement). Here it is one pass over the events, each a few array operations over the
 ranks. Why between two queries and not a DuckDB Python function: DuckDB imports pandas and
-pyarrow to call any Python function (0.3 s and 80 MB of an ingest that needs neither); the inputs
-are read with `fetchnumpy` and the few step times written back as literals. Everything the
+pyarrow to call any Python function (0.2-0.3 s and 100 MB of the sample job's 3 s ingest, which
+needs neither); the inputs are read with `fetchnumpy` and the few step times written back as
+literals. Everything the
 recurrence reads (offsets, queue gaps, transfers, tails) is computed by queries/_whatif_inputs.sql;
 this only runs the recurrence of docs/whatif.md ("Replay"):
 
