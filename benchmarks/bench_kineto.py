@@ -368,11 +368,11 @@ def main() -> None:
     ap.add_argument("--sql-timeout", type=float, default=120, help="analysis time limit, s (default 120)")
     ap.add_argument("cmd", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    package_bytecode()  # as installed: no process compiles the package (precompile.py)
     if args.worker:
         return worker(*args.worker, analyse=not args.no_analysis, sql_timeout=args.sql_timeout)
     if args.measure:
         return measure(args.cmd)
+    package_bytecode()  # as installed: no measured process compiles the package (precompile.py)
     if not args.source.exists():
         raise SystemExit(f"source trace {args.source} is absent (../shared/traces)")
     hta = None if args.no_hta else hta_python(args.hta_python)

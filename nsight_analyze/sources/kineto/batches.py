@@ -114,14 +114,16 @@ class Batch:
         # object (0.4 s and 40 MB of a small ingest), not to read a capsule; a stream is read once
         self.con.register(name, self.con.from_arrow(table.__arrow_c_stream__()))
         try:
-            if callable(self.insert):  # it may read the rows more than once
+            if callable(self.insert):  # it may read the rows more than once: a table of them
                 self.con.execute(f"CREATE TEMP TABLE {name}_rows AS SELECT * FROM {name}")
-                self.insert(f"{name}_rows")
+                try:
+                    self.insert(f"{name}_rows")
+                finally:
+                    self.con.execute(f"DROP TABLE {name}_rows")
             else:
                 self.con.execute(self.insert.replace("{src}", name))
         finally:
             self.con.unregister(name)
-            self.con.execute(f"DROP TABLE IF EXISTS {name}_rows")
         self.total += table.num_rows
 
 
