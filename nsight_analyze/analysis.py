@@ -87,9 +87,12 @@ def _objects(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 def layer_hash() -> str:
     """The queries and schema files: a change of either recomputes everything."""
     digest = hashlib.sha256(SCHEMA_VERSION.encode())
-    for path in [*schema.schema_files(), *query_layer.query_files()]:
+    for path in schema.schema_files():
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
+    for q in sorted(query_layer.layer(), key=lambda q: q.name):  # parsed once per process
+        digest.update(f"{q.name}.sql".encode())
+        digest.update(q.sql.encode())
     return digest.hexdigest()
 
 
@@ -105,17 +108,20 @@ def global_stamp(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def _fingerprints(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection, objects: dict[str, str]
 ) -> tuple[dict[int, str], dict[int, int], str, dict[int, str]]:
     """Per rank: a hash of its file's content hash and its row counts; its event count; the
     workspace's row totals and rank identities (`totals`); and the per-rank counts themselves.
+    `objects`: the workspace's tables and views (_objects).
 
     Counting rows per rank scans every canonical table (0.1 s at 64 ranks x 200k kernels, on
     every command); a table's total is a metadata read. So when the totals and every rank's
     file and source equal those of the last analysis, the per-rank counts are read from it.
     """
-    columns = schema.table_columns(con)
-    present = [t for t in COUNTED if "rank" in columns.get(t, ())]
+    # the schema gives every counted table a rank column: only whether it exists is read (a
+    # workspace of an older version may lack one); duckdb_columns() would cost 20 ms a command
+    present = [t for t in COUNTED if objects.get(t) == "table"]
+    state = _columns_of(con, STATE_TABLE) if objects.get(STATE_TABLE) == "table" else []
     ident = con.execute(
         "SELECT md5(coalesce(string_agg(k.rank || ':' || coalesce(f.sha256, '') || ':' || "
         "coalesce(k.rank_source, ''), ',' ORDER BY k.rank), '')) "
@@ -125,7 +131,7 @@ def _fingerprints(
         "SELECT " + (", ".join(f"(SELECT count(*) FROM {t})" for t in present) or "1")
     ).fetchone()
     totals = ident + "|" + ",".join(f"{t}:{n}" for t, n in zip(present, sums))
-    if _meta(con, "analysis_totals") == totals and "counts" in columns.get(STATE_TABLE, ()):
+    if _meta(con, "analysis_totals") == totals and "counts" in state:
         counts = f"SELECT rank, counts AS cs, events AS n FROM {STATE_TABLE}"
     else:
         per = " UNION ALL ".join(
@@ -154,6 +160,11 @@ def _fingerprints(
     )
 
 
+def _columns_of(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """A table's column names, from binding a query of it (no catalog scan)."""
+    return [d[0] for d in con.execute(f'SELECT * FROM "{table}" LIMIT 0').description]
+
+
 def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
     row = con.execute(f"SELECT value FROM meta WHERE key = {sql_string(key)}").fetchone()
     return row[0] if row else None
@@ -162,7 +173,8 @@ def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
 def plan(con: duckdb.DuckDBPyConnection) -> Plan:
     """What is stale: cheap (row counts per rank, a few small tables); changes nothing."""
     glob = global_stamp(con)
-    fps, sizes, totals, counts = _fingerprints(con)
+    objects = _objects(con)
+    fps, sizes, totals, counts = _fingerprints(con, objects)
     # files that own no rank feed job results too (a recipe output read beside its reports' ranks)
     (rankless,) = con.execute(
         "SELECT coalesce(string_agg(sha256, ',' ORDER BY sha256), '') FROM files AS f "
@@ -172,7 +184,6 @@ def plan(con: duckdb.DuckDBPyConnection) -> Plan:
     ranked = "".join(f"{r}:{fp};" for r, fp in fps.items())
     job_stamp = hashlib.sha256((glob + ranked + (f"|{rankless}" if rankless else "")).encode()).hexdigest()
     stamps = {"analysis_global": glob, "analysis_job": job_stamp, "analysis_totals": totals}
-    objects = _objects(con)
     missing = [
         n for n in [*query_layer.stored("rank"), *query_layer.stored("job")] if objects.get(n) != "table"
     ]

@@ -81,10 +81,10 @@ def query_files() -> list[Path]:
 
 def parse(path: Path) -> Query:
     text = path.read_text()
-    decl = {key: value for key, value in _HEADER.findall(text)}
     create = _CREATE.search(text)
     if create is None or create.group(2) != path.stem:
         raise UserError(f"queries/{path.name} must create a view or macro named {path.stem}")
+    decl = {key: value for key, value in _HEADER.findall(text, 0, create.start())}  # the header
     stage = decl.get("stage", "")
     result = decl.get("result", "view")
     if stage not in STAGES or result not in RESULTS or "requires" not in decl:

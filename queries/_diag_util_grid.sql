@@ -8,7 +8,7 @@
 -- Definition (nsys 2022.4): per (rank, device), [first op start, last op end) is cut into
 --   chunks of ceil(span / n_chunks) ns (the last one is clipped to the span); busy = sum of the
 --   operations' durations clipped to the chunk (a sum, not a union). Operations: kernels, memcpy,
---   memset with start_ns > 0.
+--   memset with start_ns > 0; one without an end adds nothing (its time is not known).
 -- stage: live
 -- requires: gpu_ops
 CREATE OR REPLACE MACRO _diag_util_grid(n_chunks) AS TABLE
@@ -26,16 +26,22 @@ grid AS (
     FROM span sp, range(0, n_chunks) AS r(i)
     WHERE sp.s0 + i * sp.len < sp.s1
 ),
-pieces AS (   -- each operation cut into the chunks it touches (index arithmetic, no range join)
-    SELECT o.rank, o.device_id, o.start_ns, o.end_ns, sp.s0, sp.len,
-           unnest(range((o.start_ns - sp.s0) // sp.len,
-                        greatest((o.end_ns - 1 - sp.s0) // sp.len, (o.start_ns - sp.s0) // sp.len) + 1)) AS idx
+cut AS (   -- each operation's first and last chunk (index arithmetic, no range join)
+    SELECT o.rank, o.device_id, o.start_ns, o.end_ns, (o.start_ns - sp.s0) // sp.len AS i0,
+           greatest((o.end_ns - 1 - sp.s0) // sp.len, (o.start_ns - sp.s0) // sp.len) AS i1
     FROM ops o JOIN span sp ON sp.rank = o.rank AND sp.device_id IS NOT DISTINCT FROM o.device_id
 ),
 busy AS (
-    SELECT p.rank, p.device_id, p.idx,
-           sum(greatest(least(p.end_ns, g.c1) - greatest(p.start_ns, g.c0), 0)) AS busy_ns
-    FROM pieces p JOIN grid g ON g.rank = p.rank AND g.device_id IS NOT DISTINCT FROM p.device_id AND g.idx = p.idx
+    -- an operation inside one chunk (nearly all) adds its duration to it; only those that
+    -- cross a chunk boundary are cut into the chunks they touch
+    SELECT rank, device_id, idx, sum(b) AS busy_ns
+    FROM (
+        SELECT rank, device_id, i0 AS idx, greatest(end_ns - start_ns, 0) AS b FROM cut WHERE i1 = i0
+        UNION ALL
+        SELECT p.rank, p.device_id, p.idx, greatest(least(p.end_ns, g.c1) - greatest(p.start_ns, g.c0), 0)
+        FROM (SELECT *, unnest(range(i0, i1 + 1)) AS idx FROM cut WHERE i1 > i0) AS p
+        JOIN grid g ON g.rank = p.rank AND g.device_id IS NOT DISTINCT FROM p.device_id AND g.idx = p.idx
+    )
     GROUP BY ALL
 )
 SELECT g.rank, g.device_id, g.idx, g.c0, g.c1, coalesce(b.busy_ns, 0) AS busy_ns

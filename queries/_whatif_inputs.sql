@@ -43,7 +43,11 @@ wi_cs AS MATERIALIZED (  -- each participant of a complete collective, in its st
            m.arrive_ns - w.off AS a, m.aligned_end_ns - w.off AS e,
            m.aligned_end_ns - m.last_arrive_ns AS x, m.correlation_id
     FROM merge_coll_members AS m
-    JOIN wi_w AS w ON w.rank = m.rank AND m.arrive_ns - w.off >= w.w0 AND m.arrive_ns - w.off < w.w1
+    -- ASOF: a rank's windows are disjoint, so the one that holds an arrival is the last one that
+    -- starts at or before it (a hash join on the rank alone pairs every member with every window)
+    ASOF JOIN (SELECT *, w0 + off AS aligned_w0 FROM wi_w WHERE w1 > w0) AS w
+        ON w.rank = m.rank AND m.arrive_ns >= w.aligned_w0
+    WHERE m.arrive_ns - w.off < w.w1
 ),
 wi_coll AS (
     SELECT job, coll_id, min(step) AS step, median(aligned_arrive) AS ord
