@@ -20,13 +20,19 @@
 -- result: stored
 -- requires: merge_nccl_kernels, _tp_comm_exposed_segments, kineto_collectives, kineto_process_groups
 CREATE OR REPLACE VIEW comm_kernels AS
-WITH ck_exp AS (
-    SELECT k.rank, k.correlation_id,
-           SUM(LEAST(k.end_ns, s.end_ns) - GREATEST(k.start_ns, s.start_ns)) AS exposed_ns
+WITH ck_pts AS (  -- the rank's exposed time before each kernel's start (k = 0) and end (k = 1)
+    SELECT k.rank, k.correlation_id, k.start_ns, k.end_ns, p.k,
+           CASE WHEN p.t IS NOT NULL  -- no end: no exposed time
+                THEN coalesce(s.exposed_before_ns + least(p.t, s.end_ns) - s.start_ns, 0) END AS before_t
     FROM merge_nccl_kernels AS k
-    JOIN _tp_comm_exposed_segments AS s
-        ON s.rank = k.rank AND s.start_ns < k.end_ns AND s.end_ns > k.start_ns
-    GROUP BY k.rank, k.correlation_id
+    CROSS JOIN LATERAL (SELECT unnest([0, 1]) AS k, unnest([k.start_ns, k.end_ns]) AS t) AS p
+    ASOF LEFT JOIN _tp_comm_exposed_segments AS s ON s.rank = k.rank AND p.t >= s.start_ns
+),
+ck_exp AS (
+    SELECT rank, correlation_id, start_ns, end_ns,
+           max(before_t) FILTER (WHERE k = 1) - max(before_t) FILTER (WHERE k = 0) AS exposed_ns
+    FROM ck_pts
+    GROUP BY ALL
 ),
 ck_kc AS (
     SELECT rank, correlation_id, ANY_VALUE(collective) AS collective, ANY_VALUE(pg_name) AS pg_name,
@@ -50,6 +56,7 @@ SELECT
     COALESCE(kc.pg_ranks, g.pg_ranks)::INTEGER[] AS pg_ranks,
     COALESCE(g.pg_size, kc.group_size)::INTEGER AS pg_size
 FROM merge_nccl_kernels AS k
-LEFT JOIN ck_exp AS e ON e.rank = k.rank AND e.correlation_id = k.correlation_id
+LEFT JOIN ck_exp AS e ON e.rank = k.rank AND e.correlation_id IS NOT DISTINCT FROM k.correlation_id
+    AND e.start_ns = k.start_ns AND e.end_ns = k.end_ns
 LEFT JOIN ck_kc AS kc ON kc.rank = k.rank AND kc.correlation_id = k.correlation_id
 LEFT JOIN ck_pg AS g ON g.rank = k.rank AND g.pg_name = kc.pg_name;

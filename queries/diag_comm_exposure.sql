@@ -13,15 +13,14 @@
 --   exposed_wait_ns BIGINT ns (exposed part inside [start, start + wait)), is_last BOOLEAN (the
 --   operation ending last in its rank's step).
 -- Definition: exposed segments = _tp_segments with n > 0 and c = m = o = 0; each comms operation of
---   gpu_ops is intersected with them (range join per rank). Concurrent comms operations each count
---   the shared exposed time.
+--   gpu_ops is intersected with them (the rank's exposed time at its end minus that at its start:
+--   _tp_comm_exposed_segments). Concurrent comms operations each count the shared exposed time.
 -- columns: rank, step, bucket, op, name, start_ns, end_ns, duration_ns, wait_ns, exposed_ns, exposed_wait_ns, is_last
 -- stage: job
 -- result: stored
 -- requires: _tp_comm_exposed_segments, diag_window_bounds, gpu_ops, merge_coll_members, nccl_kernels
 CREATE OR REPLACE VIEW diag_comm_exposure AS
-WITH w AS (SELECT * FROM diag_window_bounds),
-ops AS (
+WITH ops AS (
     SELECT g.rank, w.step, g.start_ns, g.end_ns, g.end_ns - g.start_ns AS duration_ns, g.name,
            g.correlation_id,
            coalesce(nk.collective, g.name) AS op,
@@ -29,19 +28,32 @@ ops AS (
                 THEN least(greatest(mc.last_arrive_ns - mc.arrive_ns, 0), g.end_ns - g.start_ns) ELSE 0 END
                AS wait_ns
     FROM gpu_ops g
-    JOIN w ON w.rank = g.rank AND g.start_ns >= w.start_ns AND g.start_ns < w.end_ns
+    -- ASOF: a rank's windows are disjoint, so the one holding a start is the last one starting
+    -- at or before it (a hash join on the rank compares every operation with every window)
+    ASOF JOIN (SELECT * FROM diag_window_bounds WHERE end_ns > start_ns) AS w
+        ON w.rank = g.rank AND g.start_ns >= w.start_ns
     LEFT JOIN nccl_kernels nk ON nk.rank = g.rank AND nk.correlation_id = g.correlation_id
                               AND nk.start_ns = g.start_ns
     LEFT JOIN merge_coll_members mc ON mc.rank = g.rank AND mc.correlation_id = g.correlation_id
-    WHERE g.category = 'comms' AND g.end_ns > g.start_ns
+    WHERE g.category = 'comms' AND g.end_ns > g.start_ns AND g.start_ns < w.end_ns
 ),
-seg AS (SELECT rank, start_ns, end_ns FROM _tp_comm_exposed_segments),
+pts AS (  -- the three times whose exposed time before them each operation needs
+    SELECT rank, start_ns, end_ns, correlation_id,
+           unnest([0, 1, 2]) AS k, unnest([start_ns, end_ns, start_ns + wait_ns]) AS t
+    FROM ops
+),
+at_pts AS (
+    SELECT p.rank, p.start_ns, p.end_ns, p.correlation_id, p.k,
+           CASE WHEN p.t IS NOT NULL  -- no end: no exposed time
+                THEN coalesce(s.exposed_before_ns + least(p.t, s.end_ns) - s.start_ns, 0) END AS before_t
+    FROM pts AS p
+    ASOF LEFT JOIN _tp_comm_exposed_segments AS s ON s.rank = p.rank AND p.t >= s.start_ns
+),
 ex AS (
-    SELECT o.rank, o.start_ns, o.end_ns, o.correlation_id,
-           sum(least(s.end_ns, o.end_ns) - greatest(s.start_ns, o.start_ns)) AS exposed_ns,
-           sum(greatest(least(s.end_ns, o.start_ns + o.wait_ns) - greatest(s.start_ns, o.start_ns), 0))
-               AS exposed_wait_ns
-    FROM ops o JOIN seg s ON s.rank = o.rank AND s.start_ns < o.end_ns AND s.end_ns > o.start_ns
+    SELECT rank, start_ns, end_ns, correlation_id,
+           max(before_t) FILTER (WHERE k = 1) - max(before_t) FILTER (WHERE k = 0) AS exposed_ns,
+           max(before_t) FILTER (WHERE k = 2) - max(before_t) FILTER (WHERE k = 0) AS exposed_wait_ns
+    FROM at_pts
     GROUP BY ALL
 )
 SELECT o.rank, o.step,
