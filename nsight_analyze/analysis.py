@@ -260,9 +260,12 @@ def _create_stage(
     staging: Staging | None = None,
 ) -> Made:
     """Create a stage's queries as TEMP objects, in order; stored/step ones as tables if asked
-    (the stored ones into the staged tables instead, with `staging`)."""
+    (the stored ones into the staged tables instead, with `staging`). A step table is dropped
+    as soon as the last query that reads it has run."""
     made: Made = []
-    for q in queries:
+    last = last_readers(queries) if materialise else {}
+    for i, q in enumerate(queries):
+        _drop_read(con, last, i)
         if q.stage == "live":  # the workspace's own views and macros (they read the shadows)
             continue
         if staging is not None and q.result == "stored":
@@ -278,6 +281,39 @@ def _create_stage(
         _run(con, q.create("table" if as_table else "view", temporary=True), q.name)
         made.append((q.name, q.drop_keyword if not as_table else "TABLE"))
     return made
+
+
+def last_readers(queries: list[query_layer.Query]) -> dict[str, int]:
+    """{step table: position in `queries` of the last query that reads it}, for the step tables
+    no query reads through a view that outlives the stage. Why: a step table of a batch of large
+    ranks (_kernel_windows, _tp_segments: hundreds of MB) held to the end of the stage is memory
+    the later queries cannot use. A view binds the tables it reads whenever a query reads it, so
+    its tables live as long as its readers; a view no query of the stage reads is the caller's
+    (read after the stage: _tp_sweep_guard's check), and its tables are kept."""
+    at = {q.name: i for i, q in enumerate(queries)}
+    last: dict[str, int] = {}
+    for i, q in enumerate(queries):
+        for dep in q.requires:
+            if dep in at:
+                last[dep] = i
+    for q in reversed(queries):  # through views, last readers first (the order is topological)
+        if q.result == "step" or q.stage == "live":
+            continue
+        end = last.get(q.name, len(queries)) if q.result == "view" else None
+        for dep in q.requires:
+            if end is not None and dep in at:
+                last[dep] = max(last.get(dep, end), end)
+    return {
+        q.name: last[q.name]
+        for q in queries
+        if q.result == "step" and q.stage != "live" and last.get(q.name, len(queries)) < len(queries)
+    }
+
+
+def _drop_read(con: duckdb.DuckDBPyConnection, last: dict[str, int], i: int) -> None:
+    """Drop the step tables whose last reader (last_readers) is the query before position i."""
+    for name in [n for n, at in last.items() if at == i - 1]:
+        con.execute(f'DROP TABLE IF EXISTS temp.main."{name}"')
 
 
 def rank_list(ranks: list[int]) -> str:
@@ -338,7 +374,9 @@ def job_step(con: duckdb.DuckDBPyConnection, align: bool = True) -> tuple[Made, 
     made = _create_stage(con, [q for q in queries if q.name in early], materialise=False)
     notes = align_clocks(con) if align else []
     tables = {q.name for q in queries if q.stage == "job" and q.kind == "view" and q.result != "view"}
-    for q in queries:  # then each stored one computed once, in order, as a table
+    last = last_readers(queries)
+    for i, q in enumerate(queries):  # then each stored one computed once, in order, as a table
+        _drop_read(con, last, i)
         if q.stage == "live" or (q.name in early and q.name not in tables):
             continue
         if q.name in early:

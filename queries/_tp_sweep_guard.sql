@@ -10,7 +10,7 @@
 --   length is short by 32768 there, and a carry into the next field adds to that field, so every
 --   overflow changes at least one category's sum.
 -- stage: rank
--- result: view
+-- result: step
 -- requires: _tp_segments, gpu_ops
 CREATE OR REPLACE VIEW _tp_sweep_guard AS
 WITH swept AS (

@@ -47,6 +47,52 @@ def test_load_order_follows_declarations():
                 assert order.index(dep) < order.index(q.name), (dep, q.name)
 
 
+def _stage_queries(stage: str) -> list[query_layer.Query]:
+    queries = query_layer.closure(query_layer.of_stage(stage))
+    return queries if stage == "rank" else [q for q in queries if q.stage != "rank"]
+
+
+@pytest.mark.parametrize("stage", ["rank", "job"])
+def test_a_step_table_is_dropped_only_after_everything_that_reads_it(stage):
+    """No query after a step table's last reader (analysis.last_readers) reads it, directly or
+    through the views it binds; the big step tables of the rank step are dropped early at all."""
+    queries = _stage_queries(stage)
+    by_name = {q.name: q for q in queries}
+
+    def reads(q: query_layer.Query) -> set[str]:  # what binding q touches: through views, not tables
+        out: set[str] = set()
+        for dep in q.requires:
+            if dep in by_name:
+                out.add(dep)
+                if by_name[dep].result == "view" or by_name[dep].stage == "live":
+                    out |= reads(by_name[dep])
+        return out
+
+    last = analysis.last_readers(queries)
+    for name, at in last.items():
+        assert name in reads(queries[at]), f"{queries[at].name} is not a reader of {name}"
+        late = [q.name for q in queries[at + 1 :] if name in reads(q)]
+        assert not late, f"{name} is dropped after {queries[at].name}, but {late} read it later"
+    if stage == "rank":
+        assert {"_kernel_windows", "_tp_segments", "_op_launches"} <= set(last)
+
+
+def test_a_view_nothing_reads_keeps_its_tables():
+    """A view no query of the stage reads is the caller's: the step tables it reads are kept."""
+
+    def q(name: str, result: str, *requires: str) -> query_layer.Query:
+        return query_layer.Query(name, "view", "rank", result, requires, "")
+
+    layer = [
+        q("t", "step"),
+        q("u", "step"),
+        q("v", "view", "t"),
+        q("a", "stored", "t", "u"),
+        q("b", "stored"),
+    ]
+    assert analysis.last_readers(layer) == {"u": 3}
+
+
 def test_rank_results_are_per_rank_and_private_names_stay_out(tmp_path):
     con = open_workspace(tmp_path / "w.duckdb")
     for name in query_layer.stored("rank"):
