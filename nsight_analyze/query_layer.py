@@ -7,10 +7,11 @@ Each file defines one view or macro and states, in its header,
 `rank` queries are computed for a batch of ranks from those ranks' canonical rows alone;
 `job` queries read the stored rank results of every rank; `live` ones (cheap projections and
 macros) stay views in the workspace. `stored` results become tables of the workspace,
-`step` ones are materialised while their stage runs (they are read more than once) and then
-dropped, `view` ones are plain views of the stage. The load order is the topological order of
-the declarations; a declaration naming an unknown query, a cycle, or a stage reading a later
-stage is an error, so a broken layer fails the command and the tests instead of loading half.
+`step` ones are materialised while their stage runs (they are read more than once) and
+dropped after their last reader (analysis.last_readers), `view` ones are plain views of the
+stage. The load order is the topological order of the declarations; a declaration naming an
+unknown query, a cycle, or a stage reading a later stage is an error, so a broken layer fails
+the command and the tests instead of loading half.
 """
 
 from __future__ import annotations
