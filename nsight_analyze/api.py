@@ -301,11 +301,8 @@ class Workspace:
         (not overlapped by compute), bytes, `busbw_gbps` against the link's peak, plus notes and
         advice (docs/metrics.md). `pd.DataFrame(ws.comms()["rows"])` for a table."""
         from .comms import comms
-        from .errors import UserError
 
         with self.connect() as con:
-            if con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 0:
-                raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
             return comms(con, by)
 
     # -- findings and efficiency ------------------------------------------------------------------
@@ -316,9 +313,9 @@ class Workspace:
         the findings, with .thresholds and .job: the job shape, missing views, rule errors).
         `thresholds` override docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
         Raises NoData (exit status 4 in the CLI) when the workspace has no GPU operation."""
-        from .clihelp import require_gpu_data
         from .diagnose import diagnose, resolve_thresholds
         from .gpus import stated_gpu
+        from .no_data import require_gpu_data
 
         resolve_thresholds(thresholds)  # bad input is said before "no data"
         with self.connect(analyse=False, scope=True) as con:
@@ -454,8 +451,8 @@ class Workspace:
                     return export_parquet(con, out, wanted, force=force, workspace=str(self.path.resolve()))
         if format != "chrome-trace":
             raise UserError(f"unknown export format {format!r}: use chrome-trace or parquet")
-        from .clihelp import require_gpu_data
         from .export.chrome_trace import check_file, export_chrome_trace
+        from .no_data import require_gpu_data
 
         step_range = parse_steps(steps)
         check_file(out, force)

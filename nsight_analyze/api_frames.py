@@ -36,10 +36,9 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     per job and host, how the clocks were aligned; `partial`: collective instances with fewer
     participants than their communicator.
     """
-    from .errors import UserError
+    from .no_data import require_ranks
 
-    if con.execute("SELECT COUNT(*) FROM ranks").fetchone()[0] == 0:
-        raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+    require_ranks(con, "align and compare ranks")
     # Evaluate the (costly) time partition once for both the roll-up and the verdict.
     _fetch(
         con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition"

@@ -5,23 +5,12 @@ from __future__ import annotations
 import os
 
 import click
-import duckdb
 
-from .errors import UserError
+from .errors import NO_DATA_EXIT, NoData, UserError  # noqa: F401 - the commands import them here
+from .no_data import has_gpu_operations, require_gpu_data  # noqa: F401
 
 DEFAULT_DB = "nsight_analyze.duckdb"
 DB_ENV = "NSIGHT_ANALYZE_DB"
-
-# Exit status of a command that found nothing to work on (documented in docs/diagnose.md): distinct
-# from 1 (a gate failed: findings, regression), 2 (bad input) and 3 (workspace busy), so that a CI
-# gate never passes, and never looks like a plain failure, on a workspace without data.
-NO_DATA_EXIT = 4
-
-
-class NoData(UserError):
-    """The workspace holds nothing a command can work on (no GPU operation was ingested)."""
-
-    exit_code = NO_DATA_EXIT
 
 
 def env_db() -> str | None:
@@ -82,44 +71,6 @@ job_option = click.option(
     help="The job to show when the workspace holds several (`info` lists them) "
     "[default: the one with the most ranks with GPU work].",
 )
-
-
-def has_gpu_operations(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether a workspace holds any GPU operation: a timeline kernel or memory operation, or an
-    Nsight Compute kernel (a workspace of ncu reports has no timeline but can still be diagnosed)."""
-    known = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    tables = [t for t in ("kernels", "memops", "ncu_kernels") if t in known]
-    return any(con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0] for t in tables)
-
-
-def require_gpu_data(con: duckdb.DuckDBPyConnection, db: str, what: str) -> None:
-    """Raise NoData (exit NO_DATA_EXIT) when the workspace has no GPU operation to `what`."""
-    if not has_gpu_operations(con):
-        counters = _counters_only(con)
-        why = (
-            f"it holds counters without a timeline ({counters}): `gpus`, `mfu` and `sql` read them; "
-            "a timeline needs nsys or PyTorch-profiler traces of the same run"
-            if counters
-            else "nothing was ingested, or no file had any; see `nsight-analyze info`"
-        )
-        raise NoData(f"no data to {what} in {db}: the workspace has no GPU operations ({why})")
-
-
-def _counters_only(con: duckdb.DuckDBPyConnection) -> str:
-    """What a workspace without GPU operations holds instead ('' when nothing): CUPTI
-    range-profiler kernels, DCGM samples (Nsight Compute launches count as GPU operations)."""
-    held = []
-    for label, sql in (
-        ("CUPTI range-profiler kernels", "SELECT count(*) FROM kineto_profiler_ranges"),
-        ("DCGM samples", "SELECT count(*) FROM gpu_metrics WHERE source = 'dcgm'"),
-    ):
-        try:
-            n = con.execute(sql).fetchone()[0]
-        except duckdb.Error:  # a workspace made before the table existed
-            continue
-        if n:
-            held.append(f"{n:,} {label}")
-    return ", ".join(held)
 
 
 def require_workspace_data(db: str, what: str) -> None:

@@ -14,6 +14,7 @@ import duckdb
 from . import gpus
 from .duck import fetch_records
 from .errors import UserError
+from .no_data import require_ranks
 from .plain import missing
 
 BY = ("dimension", "communicator", "collective")
@@ -93,6 +94,7 @@ def comms(con: duckdb.DuckDBPyConnection, by: str = "dimension") -> dict[str, An
     """Rows of communication time per dimension, communicator or (communicator, collective)."""
     if by not in BY:
         raise UserError(f"unknown --by {by!r}: choose one of {', '.join(BY)}")
+    require_ranks(con, "break down communication")
     groups = _fetch(con, "SELECT * FROM comm_groups ORDER BY job, dimension, group_key")
     nvlink, nvlink_why = nvlink_peak_gbps(con)
     several = len({g["job"] for g in groups}) > 1

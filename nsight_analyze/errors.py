@@ -11,3 +11,15 @@ class WorkspaceBusy(UserError):
     """Another process holds the workspace's write lock."""
 
     exit_code = 3
+
+
+# Exit status of a command that found nothing to work on (documented in docs/diagnose.md): distinct
+# from 1 (a gate failed: findings, regression), 2 (bad input) and 3 (workspace busy), so that a CI
+# gate never passes, and never looks like a plain failure, on a workspace without data.
+NO_DATA_EXIT = 4
+
+
+class NoData(UserError):
+    """The workspace holds nothing a command can work on (no GPU operation, or no rank timeline)."""
+
+    exit_code = NO_DATA_EXIT

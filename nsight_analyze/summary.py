@@ -15,6 +15,7 @@ import duckdb
 
 # The partition's columns have one source (partition.py); the names stay importable from here.
 from .duck import has_relation
+from .no_data import held_instead
 from .partition import IDLE_PARTS, PARTS, TP_COLUMNS  # noqa: F401
 from .render.data import records
 from .render.table import PlainTable
@@ -112,12 +113,16 @@ def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 
 def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
-    """Everything `nsight-analyze summary` shows, as plain data (JSON-ready), from stored results."""
+    """Everything `nsight-analyze summary` shows, as plain data (JSON-ready), from stored results.
+    `no_timeline`: with no partition row, what the workspace holds instead (counters without a
+    timeline, and which commands read them), else None."""
+    rows = partition(con, by)
     return {
         "by": by,
-        "partition": partition(con, by),
+        "partition": rows,
         "step_source": step_sources(con),
         "top_kernels": top_kernels(con),
+        "no_timeline": None if rows else held_instead(con, with_ncu=True) or None,
     }
 
 
@@ -203,11 +208,11 @@ def print_summary(
     result = result or summary(con, by=by)
     rows = result["partition"]
     if not rows:
-        echo(
-            "no GPU operations in this workspace (nothing to partition)"
-            if by == "rank"
-            else "no steps found: use --by rank (the whole capture is one window), or --step-pattern"
-        )
+        if by != "rank":
+            echo("no steps found: use --by rank (the whole capture is one window), or --step-pattern")
+            return
+        held = result.get("no_timeline")  # counters without a timeline, and who reads them
+        echo("no GPU operations in this workspace (nothing to partition)" + (f": {held}" if held else ""))
         return
     sources = ", ".join(sorted(set(result["step_source"].values())))
     keys = 2 if by == "rank-step" else 1

@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from .duck import fetch_records
-from .errors import UserError
+from .no_data import require_ranks
 
 SCENARIOS = ("slowest-rank-at-median", "comms-hidden", "no-input-stalls", "no-launch-gaps", "no-sync-stalls")
 CAUSES = ("slow-gpu", "more-work", "slow-host", "late-input", "slow-link")
@@ -42,8 +42,7 @@ def _int(value: Any) -> int | None:
 
 def scenarios(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The what-if rows: per job, scenario and step (None = the whole job, means over steps)."""
-    if con.execute("SELECT count(*) FROM ranks").fetchone()[0] == 0:
-        raise UserError("the workspace has no ranks: run `nsight-analyze ingest DIR` first")
+    require_ranks(con, "replay (what-if)")
     rows = _rows(
         con,
         "SELECT job, scenario, step, actual_step_time_ns, replayed_actual_ns, step_time_ns, gain_ns, "

@@ -229,10 +229,7 @@ def test_a_workspace_with_gpu_data_is_not_no_data(tmp_path):
 def test_nsight_compute_only_workspace_has_data(tmp_path):
     """ncu reports have no timeline (no ranks, no kernels rows) but diagnose finds memory-bound
     kernels in them: a workspace with only Nsight Compute launches must not be refused as empty."""
-    db = empty_workspace(tmp_path / "ncu.duckdb")
-    con = duckdb.connect(str(db))
-    con.execute("INSERT INTO ncu_kernels (file_id, launch_id, name, duration_ns) VALUES (1, 1, 'k', 1000)")
-    con.close()
+    db = ncu_only_workspace(tmp_path / "ncu.duckdb")
     con = open_workspace(db, read_only=True, analyse=False)
     try:
         assert con.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
@@ -256,6 +253,84 @@ def test_counters_only_workspace_says_what_it_holds(tmp_path):
     assert result.exit_code == NO_DATA_EXIT, result.output
     assert "counters without a timeline (1 DCGM samples)" in result.output, result.output
     assert "`gpus`, `mfu` and `sql` read them" in result.output
+
+
+def ncu_only_workspace(db: Path) -> Path:
+    """A workspace of Nsight Compute launches only (what `ingest` of ncu reports leaves): no rank."""
+    empty_workspace(db)
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO ncu_kernels (file_id, launch_id, name, duration_ns) VALUES (1, 1, 'k', 1000)")
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize(
+    "command, what",
+    [
+        ("ranks", "align and compare ranks"),
+        ("comms", "break down communication"),
+        ("whatif", "replay (what-if)"),
+    ],
+)
+def test_commands_that_need_ranks_say_what_the_workspace_holds(tmp_path, command, what):
+    """ranks, comms and whatif on a workspace without ranks: exit 4 and one line saying what it
+    holds instead, not "run ingest first" to a user who did. Expected count: the one launch
+    planted by ncu_only_workspace; the readers: diagnose reads ncu launches (has_gpu_operations)."""
+    cases = [
+        (
+            ncu_only_workspace(tmp_path / "ncu.duckdb"),
+            "it holds counters without a timeline (1 Nsight Compute kernel launches): `diagnose`, "
+            "`gpus`, `mfu` and `sql` read them; a timeline needs nsys or PyTorch-profiler traces of "
+            "the same run",
+        ),
+        (
+            empty_workspace(tmp_path / "empty.duckdb"),
+            "nothing was ingested: run `nsight-analyze ingest DIR` first",
+        ),
+    ]
+    for db, why in cases:
+        result = cli(command, "--db", str(db))
+        assert result.exit_code == NO_DATA_EXIT, result.output
+        assert lines(result.stderr) == [
+            f"error: no data to {what} in {db}: the workspace has no ranks ({why})"
+        ]
+
+
+def test_summary_without_a_timeline_says_what_the_workspace_holds(tmp_path):
+    """summary of an ncu-only workspace: no partition, and the line (and JSON `no_timeline`) says
+    what the workspace holds; an empty one says only that there is nothing to partition."""
+    db = ncu_only_workspace(tmp_path / "ncu.duckdb")
+    result = cli("summary", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert lines(result.stdout) == [
+        "no GPU operations in this workspace (nothing to partition): it holds counters without a "
+        "timeline (1 Nsight Compute kernel launches): `diagnose`, `gpus`, `mfu` and `sql` read them; "
+        "a timeline needs nsys or PyTorch-profiler traces of the same run"
+    ]
+    doc = json.loads(cli("summary", "--db", str(db), "--format", "json").stdout)
+    assert doc["partition"] == [] and "1 Nsight Compute kernel launches" in doc["no_timeline"]
+    empty = empty_workspace(tmp_path / "empty.duckdb")
+    assert json.loads(cli("summary", "--db", str(empty), "--format", "json").stdout)["no_timeline"] is None
+    assert lines(cli("summary", "--db", str(empty)).stdout) == [
+        "no GPU operations in this workspace (nothing to partition)"
+    ]
+
+
+def test_a_recipe_output_without_its_reports_is_not_called_empty(tmp_path):
+    """An nsys-jax archive holds NVIDIA's nvtx_gpu_proj_trace rows, not the reports: diagnose has
+    no GPU operation (exit 4) but must not say nothing was ingested. Expected count: the two rows
+    planted here."""
+    db = empty_workspace(tmp_path / "recipe.duckdb")
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO recipe_nvtx_gpu_proj (rank, name) VALUES (0, 'step'), (0, 'layer')")
+    con.close()
+    result = cli("diagnose", "--db", str(db))
+    assert result.exit_code == NO_DATA_EXIT, result.output
+    assert lines(result.stderr) == [
+        f"error: no data to diagnose in {db}: the workspace has no GPU operations (it holds 2 rows of an "
+        "nvtx_gpu_proj_trace recipe output without the reports it was computed from: `sql` reads them "
+        "(recipe_nvtx_gpu_proj); ingest the reports for a timeline)"
+    ]
 
 
 def test_compare_gate_on_empty_workspaces_fails(tmp_path):
