@@ -6,8 +6,8 @@ import os
 
 import click
 
-from .errors import NO_DATA_EXIT, NoData, UserError  # noqa: F401 - the commands import them here
-from .no_data import has_gpu_operations, require_gpu_data  # noqa: F401
+from .errors import UserError
+from .no_data import require_gpu_data
 
 DEFAULT_DB = "nsight_analyze.duckdb"
 DB_ENV = "NSIGHT_ANALYZE_DB"

@@ -3,7 +3,7 @@
 1. A failed ingest leaves the workspace as it was: no new file (nor .wal), an existing one keeps
    its data; one line per file saying why, one closing line, exit 1.
 2. `diagnose` on a workspace without GPU operations says so in one line and exits 4
-   (clihelp.NO_DATA_EXIT, docs/diagnose.md), never "no findings" with 0; other gates never pass.
+   (errors.NO_DATA_EXIT, docs/diagnose.md), never "no findings" with 0; other gates never pass.
 3. `info` lists the files an ingest did not load (failed, skipped, ignored) with the reason.
 4. `ingest` honours $NSIGHT_ANALYZE_DB like every other command; --db still wins.
 
@@ -27,9 +27,9 @@ from conftest import ROOT
 
 from nsight_analyze import ingest as ingest_module
 from nsight_analyze.cli import main
-from nsight_analyze.clihelp import NO_DATA_EXIT, has_gpu_operations
-from nsight_analyze.errors import UserError
+from nsight_analyze.errors import NO_DATA_EXIT, UserError
 from nsight_analyze.ingest import ingest
+from nsight_analyze.no_data import has_gpu_operations
 from nsight_analyze.workspace import open_workspace
 
 SAMPLE = ROOT / "sample_traces"

@@ -17,9 +17,9 @@ import click
 import pandas as pd
 
 from .. import analysis
-from ..clihelp import NoData, output_options, require_workspace_data
+from ..clihelp import output_options, require_workspace_data
 from ..compare import DEFAULTS, PARTS, SIDES, compare_prepared, is_workspace, resolve_settings, workspaces
-from ..errors import UserError
+from ..errors import NoData, UserError
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.terminal import print_table, wrap

@@ -9,9 +9,9 @@ import click
 import pandas as pd
 
 from ..api import Workspace, findings_frame
-from ..clihelp import NO_DATA_EXIT, gpu_option, job_option, output_options, step_pattern_option
+from ..clihelp import gpu_option, job_option, output_options, step_pattern_option
 from ..diagnose import SEVERITIES, THRESHOLDS, Finding
-from ..errors import UserError
+from ..errors import NO_DATA_EXIT, UserError
 from ..render.data import to_json
 from ..render.markdown import code_block, markdown_cell, markdown_text
 from ..render.output import emit
