@@ -2,10 +2,10 @@
 
 Why one module: a workspace of Nsight Compute reports, CUPTI range-profiler counters, DCGM
 samples or a recipe output without its reports (nsys-jax archives) is not empty, yet holds no
-timeline; "run ingest first" would send the user back to a
-step they took. Every command that needs GPU operations (diagnose, export, compare) or ranks
-with a timeline (ranks, comms, whatif) says what the workspace holds instead and which commands
-read it. Imports no click: library modules (api_frames, comms, whatif) raise these too.
+timeline; "run ingest first" would send the user back to a step they took. Every command that
+needs GPU operations (diagnose, export, compare) or ranks with a timeline (ranks, comms, whatif)
+says what the workspace holds instead and which commands read it. Imports no click: library
+modules (api_frames, comms, whatif) raise these too.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ def has_gpu_operations(con: duckdb.DuckDBPyConnection) -> bool:
 def require_gpu_data(con: duckdb.DuckDBPyConnection, db: str, what: str) -> None:
     """Raise NoData (exit NO_DATA_EXIT) when the workspace has no GPU operation to `what`."""
     if not has_gpu_operations(con):
-        why = held_instead(con, with_ncu=False) or (
-            "nothing was ingested, or no file had any; see `nsight-analyze info`"
-        )
+        why = held_instead(con) or ("nothing was ingested, or no file had any; see `nsight-analyze info`")
         raise NoData(f"no data to {what} in {db}: the workspace has no GPU operations ({why})")
 
 
@@ -47,16 +45,16 @@ def require_ranks(con: duckdb.DuckDBPyConnection, what: str) -> None:
     process with GPU work in an nsys or PyTorch-profiler trace)."""
     if con.execute("SELECT EXISTS (SELECT 1 FROM ranks)").fetchone()[0]:
         return
-    why = held_instead(con, with_ncu=True) or "nothing was ingested: run `nsight-analyze ingest DIR` first"
+    why = held_instead(con) or "nothing was ingested: run `nsight-analyze ingest DIR` first"
     raise NoData(f"no data to {what} in {_path(con)}: the workspace has no ranks ({why})")
 
 
-def held_instead(con: duckdb.DuckDBPyConnection, with_ncu: bool) -> str:
+def held_instead(con: duckdb.DuckDBPyConnection) -> str:
     """'' when the workspace holds no counters or recipe rows, else what it holds and which
-    commands read it. `with_ncu`: count Nsight Compute launches (not where they are GPU operations)."""
+    commands read it (require_gpu_data finds no Nsight Compute launch here: they are GPU operations)."""
     held, diagnosable = [], False
     for label, sql, diagnosed in _COUNTERS:
-        n = _count(con, sql) if with_ncu or not diagnosed else 0
+        n = _count(con, sql)
         if n:
             held.append(f"{n:,} {label}")
             diagnosable = diagnosable or diagnosed

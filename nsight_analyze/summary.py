@@ -114,15 +114,15 @@ def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
     """Everything `nsight-analyze summary` shows, as plain data (JSON-ready), from stored results.
-    `no_timeline`: with no partition row, what the workspace holds instead (counters without a
-    timeline, and which commands read them), else None."""
+    `no_timeline`: when the workspace has no timeline (no partition row by rank), what it holds
+    instead (counters without a timeline, and which commands read them), else None."""
     rows = partition(con, by)
     return {
         "by": by,
         "partition": rows,
         "step_source": step_sources(con),
         "top_kernels": top_kernels(con),
-        "no_timeline": None if rows else held_instead(con, with_ncu=True) or None,
+        "no_timeline": None if rows or by != "rank" else held_instead(con) or None,
     }
 
 
