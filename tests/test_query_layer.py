@@ -17,7 +17,7 @@ import duckdb
 import pytest
 from conftest import copy_workspace, stored_tables
 
-from nsight_analyze import analysis, query_layer
+from nsight_analyze import analysis, query_layer, schema
 from nsight_analyze.errors import UserError
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources import kineto, nsys_sqlite, registry
@@ -218,6 +218,55 @@ def test_recompute_only_when_something_changed(sample_db):
     meta, ranks = _stamps(db)
     assert len(ranks) == 3 and {r: ranks[r] for r in after_setting[1]} == after_setting[1]
     assert meta["analysis_job"] != after_setting[0]["analysis_job"]
+
+
+def _stored_after_both(db) -> tuple[dict, dict]:
+    """Every stored table after the refresh the workspace's state asks for, then after a full
+    recompute (the expected values: the same inputs computed all at once)."""
+    con = open_workspace(db, analyse=False)
+    try:
+        analysis.refresh(con)
+        partial = stored_tables(con)
+        analysis.refresh(con, force=True)
+        return partial, stored_tables(con)
+    finally:
+        con.close()
+
+
+def test_a_partial_recompute_equals_a_full_one(sample_db):
+    """Only the stale ranks' rows are staged and swapped in (Plan.kept): a new file (its rank
+    computed, two kept), a rank's rows changed with SQL, a rank removed and a job-only change
+    each leave every stored table as a recompute of everything leaves it."""
+    db, traces = sample_db
+    third = sorted((ROOT / "sample_traces").glob("*.sqlite"))[2]
+    (traces / third.name).write_bytes(third.read_bytes())
+    con = open_workspace(db, analyse=False)
+    ranks = [r for (r,) in con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
+    con.close()
+    ingest([traces], db)  # computes the new rank while loading, keeps the two others
+    partial, full = _stored_after_both(db)
+    assert partial == full and len({r[0] for r in full["time_partition"]}) == 3
+
+    con = open_workspace(db, analyse=False)
+    changed, removed = ranks
+    con.execute("DELETE FROM cuda_api WHERE rank = ? AND correlation_id % 2 = 0", [changed])
+    for table in schema.owned_by(con, "rank"):
+        con.execute(f'DELETE FROM "{table}" WHERE rank = ?', [removed])
+    con.execute("DELETE FROM ranks WHERE rank = ?", [removed])
+    p = analysis.plan(con)
+    assert (p.ranks, p.removed, len(p.kept)) == ([changed], [removed], 1)
+    con.close()
+    partial, full = _stored_after_both(db)
+    assert partial == full
+    assert removed not in {row[0] for row in full["time_partition"]}
+
+    con = open_workspace(db, analyse=False)
+    con.execute("DELETE FROM meta WHERE key = 'analysis_job'")  # only the job step is stale
+    p = analysis.plan(con)
+    assert p.job and not p.ranks and not p.removed and len(p.kept) == 2
+    con.close()
+    partial, full = _stored_after_both(db)
+    assert partial == full
 
 
 def test_rows_changed_by_sql_make_their_rank_stale(sample_db):
