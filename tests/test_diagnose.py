@@ -139,6 +139,21 @@ def test_nsys_analyze_parity(trace, tmp_path):
 
 
 @requires_shared
+def test_a_sync_call_that_stalled_nothing_is_not_called_a_stall(tmp_path):
+    """nsys-ai's mock.sqlite: `nsys analyze` lists one cudaStreamSynchronize (the oracle's
+    analyze_cuda-sync-api.csv), so the finding is kept for parity; but the time partition finds no
+    GPU idle that call explains, and the finding must not claim a stall it did not measure."""
+    con = ingested([TRACES / "nsys/nsys-ai/mock.sqlite"], tmp_path / "ws.duckdb")
+    try:
+        finding = {f.id: f for f in diagnose(con)}["excessive-sync"]
+    finally:
+        con.close()
+    assert finding.recoverable_ns_per_step == 0
+    assert finding.title == "Synchronising calls that did not stall the GPU"
+    assert "(cuda-sync-api: 1) left the GPU idle for no measured time" in finding.summary
+
+
+@requires_shared
 def test_nsight_compute_only_workspace_without_a_known_gpu_invents_no_roofline(tmp_path):
     """The CSV names no GPU and its ampere_* kernels run on every GPU since Ampere, so the ridge point
     (peak / bandwidth) is unknown: no launch is called memory-bound from a guessed roofline."""
@@ -266,6 +281,8 @@ def test_injection_is_found_with_recoverable_time(synthetic, case, fid, ranks, s
     own = f.metrics.get("recoverable_ns_per_step_rule", f.recoverable_ns_per_step)
     assert own == pytest.approx(expected, rel=0.10), (own, expected)
     assert f.severity != "info"
+    if fid == "excessive-sync":  # a measured stall is called one (the title of no stall: above)
+        assert f.title == "Synchronisation stalls the GPU"
     assert f.evidence and all(e.sql for e in f.evidence)
     assert f.fixes and all(x.trade_off for x in f.fixes)
     assert f.signals

@@ -358,6 +358,20 @@ def test_compare_gate_on_workspaces_without_gpu_data_fails(tmp_path):
     ]
 
 
+def test_compare_without_gpu_data_says_why_once_and_guesses_no_imbalance(tmp_path):
+    """Without the gate compare answers (exit 0), but says the runs are not comparable once, and
+    the imbalance it cannot know is "unknown" (null in JSON), not the string "None"."""
+    db = ranks_only_workspace(tmp_path / "ws.duckdb")
+    result = cli("compare", str(db), str(db))
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert out.startswith("neutral: neither run has step windows"), out
+    assert out.count("no kernel work in BEFORE's windows of the common ranks") == 1, out
+    assert out.count("imbalance unknown") == 2 and "None" not in out, out
+    doc = json.loads(cli("compare", str(db), str(db), "--format", "json").stdout)
+    assert doc["imbalance"]["before"]["verdict"] is None  # JSON null, not the string "None"
+
+
 def test_compare_gate_on_traces_without_gpu_data_fails(tmp_path):
     """A trace folder compare ingests itself is checked after the ingest: a rank, no GPU operation."""
     good = tmp_path / "good"

@@ -203,7 +203,7 @@ def _lines(r: dict[str, Any]) -> list[str]:
         mfu = r["mfu"][side]
         text = (
             f"{side}: {run['input']}: {run['ranks']} ranks, {run['steps']} step windows "
-            f"({run['step_source']}); imbalance {imb['verdict']}"
+            f"({run['step_source']}); imbalance {imb['verdict'] or 'unknown'}"
         )
         if imb["ratio"] is not None:
             text += f" (compute max/mean {imb['ratio']:.3f}, slowest rank {imb['slowest_rank']})"

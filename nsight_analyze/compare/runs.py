@@ -74,6 +74,6 @@ def _imbalance(con: duckdb.DuckDBPyConnection, side: str) -> dict[str, Any]:
             "balanced": None if pd.isna(r["balanced"]) else bool(r["balanced"]),
             "wait_gpu_ns": None if pd.isna(r["wait_gpu_ns"]) else int(r["wait_gpu_ns"]),
         }
-    out["verdict"] = str(rr["verdict"].iloc[0]) if len(rr) else None
+    out["verdict"] = str(rr["verdict"].iloc[0]) if len(rr) and not pd.isna(rr["verdict"].iloc[0]) else None
     out["straggler_ranks"] = [int(x) for x in rr.loc[rr["straggler"].fillna(False).astype(bool), "rank"]]
     return out

@@ -116,7 +116,7 @@ def _reason(result: dict[str, Any]) -> str:
             )
         else:
             text = f"{v['verdict']}: {v['basis_why']}"
-    if v["verdict"] == "neutral":
+    if v["verdict"] == "neutral" and v["basis"] != "none":  # with no basis, basis_why said why
         text += f"; {v['why']}"
     if v["ranks"] and v["verdict"] != "neutral":
         imb = result["imbalance"]["after"]
