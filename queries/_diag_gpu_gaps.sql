@@ -8,22 +8,21 @@
 -- Definition (nsys 2022.4): per (rank, device) the GPU operations (kernels, memcpy, memset with
 --   start_ns > 0) are numbered twice, by start and by end; the j-th end is paired with the
 --   (j+1)-th start, and the pair is a gap when start - end > min_ns.
+-- How: the same pairs from one sort. When the (j+1)-th start lies after the j-th end, the j
+--   smallest ends are those of the j operations that start first (any other ends after its own
+--   start, so after the (j+1)-th start), and their largest is the j-th end. So a gap is an
+--   operation that starts more than min_ns after every earlier-starting one ended, from the
+--   latest of those ends. Two sorts and a join of every operation cost 2.5-3x as much (8 ranks x
+--   200k kernels); the gaps are identical on every shared nsys and Kineto trace.
 -- stage: live
 -- requires: gpu_ops
 CREATE OR REPLACE MACRO _diag_gpu_gaps(min_ns) AS TABLE
-WITH ops AS (
-    SELECT rank, device_id, start_ns, end_ns FROM gpu_ops WHERE start_ns > 0
-),
-s AS (
+SELECT rank, device_id, prev_end AS start_ns, start_ns AS end_ns, start_ns - prev_end AS duration_ns
+FROM (
     SELECT rank, device_id, start_ns,
-           row_number() OVER (PARTITION BY rank, device_id ORDER BY start_ns) AS j
-    FROM ops
-),
-e AS (
-    SELECT rank, device_id, end_ns,
-           row_number() OVER (PARTITION BY rank, device_id ORDER BY end_ns) AS j
-    FROM ops
+           max(end_ns) OVER (PARTITION BY rank, device_id ORDER BY start_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM gpu_ops
+    WHERE start_ns > 0
 )
-SELECT e.rank, e.device_id, e.end_ns AS start_ns, s.start_ns AS end_ns, s.start_ns - e.end_ns AS duration_ns
-FROM e JOIN s ON s.rank = e.rank AND s.device_id IS NOT DISTINCT FROM e.device_id AND s.j = e.j + 1
-WHERE s.start_ns - e.end_ns > min_ns;
+WHERE start_ns - prev_end > min_ns;
