@@ -342,8 +342,35 @@ def test_compare_gate_on_empty_workspaces_fails(tmp_path):
         f"error: no data to compare in {db}: the workspace has no GPU operations "
         "(nothing was ingested, or no file had any; see `nsight-analyze info`)"
     ]
-    # without the gate, compare still says why there is nothing to compare (a UserError, 2)
-    result = cli("compare", str(db), str(db))
+    # without the gate, compare still says why there is nothing to compare: no ranks at all is no
+    # data (4), with what the workspace holds instead, not "no rank in common"
+    for ws, why in [
+        (db, "nothing was ingested: run `nsight-analyze ingest DIR` first"),
+        (
+            ncu_only_workspace(tmp_path / "ncu.duckdb"),
+            "it holds counters without a timeline (1 Nsight Compute kernel launches): `diagnose`, "
+            "`gpus`, `mfu` and `sql` read them; a timeline needs nsys or PyTorch-profiler traces of "
+            "the same run",
+        ),
+    ]:
+        result = cli("compare", str(ws), str(ws))
+        assert result.exit_code == NO_DATA_EXIT, result.output
+        assert lines(result.stderr) == [
+            f"error: no data to compare in {ws} (before): the workspace has no ranks ({why})"
+        ]
+
+
+def test_compare_of_runs_without_a_common_rank_says_so(tmp_path):
+    """Two runs that each have ranks, but not the same ones (sample rank 0 against rank 1): a
+    UserError (2) naming the cause, not no data."""
+    dbs = []
+    for trace in (RANK0, RANK1):
+        folder = tmp_path / trace.stem
+        folder.mkdir()
+        shutil.copy(trace, folder / trace.name)
+        dbs.append(tmp_path / f"{trace.stem}.duckdb")
+        ingest([folder], dbs[-1])
+    result = cli("compare", *map(str, dbs))
     assert result.exit_code == 2, result.output
     assert lines(result.stderr) == ["error: the two runs have no rank in common: nothing to compare"]
 

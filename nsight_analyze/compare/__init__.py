@@ -47,7 +47,8 @@ from typing import Any
 import duckdb
 
 from ..duck import bound_memory, offline, on_own_cursor
-from ..errors import UserError
+from ..errors import NoData, UserError
+from ..no_data import held_instead
 from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_of  # noqa: F401
 from .kernels import _collectives, _kernels
 from .runs import _imbalance, _n_steps, _partition
@@ -170,6 +171,9 @@ def _run(
                 "SELECT rank FROM (SELECT rank FROM ranks UNION SELECT rank FROM kernels) ORDER BY rank"
             ).fetchall()
         ]
+        if not ranks[side]:  # e.g. Nsight Compute or DCGM alone: say what it holds, not "no rank in common"
+            why = held_instead(con) or "nothing was ingested: run `nsight-analyze ingest DIR` first"
+            raise NoData(f"no data to compare in {paths[side]} ({side}): the workspace has no ranks ({why})")
         if with_findings:
             diagnosed[side] = pool.submit(on_own_cursor, con, _findings, cats[side])
         mfu[side] = _mfu(con, cats[side], model_flops)
