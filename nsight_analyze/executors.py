@@ -130,6 +130,14 @@ class DaskCluster:
                 f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({reason}); "
                 f"check the address or set ${DASK_TIMEOUT_ENV}"
             ) from None
+        except Exception as exc:  # something answered, but not Dask's handshake (a dashboard, a proxy:
+            # distributed read an HTTP reply as a frame length and asked numpy for exabytes)
+            self.close()
+            raise UserError(
+                f"the server at {address} did not answer as a Dask scheduler ({type(exc).__name__} in "
+                "the handshake): give the scheduler's address (tcp://HOST:8786 by default), not its "
+                "dashboard's or another service's"
+            ) from None
         self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def run(self, fn: Callable[[Any], Any], items: Iterable[Any], done: Done) -> None:

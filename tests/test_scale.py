@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -181,6 +183,42 @@ def test_an_unreachable_scheduler_is_one_line_within_the_timeout(job, tmp_path):
     assert time.monotonic() - started < 60
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0], result.stderr
+    assert not db.exists()
+
+
+def test_a_server_that_is_not_a_scheduler_is_one_line(job, tmp_path):
+    """An address that answers, but not as Dask (here an HTTP server's reply, as a dashboard or a
+    proxy gives): one line naming the cause, not distributed's MemoryError from reading the reply
+    as a frame length."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                conn.sendall(b"HTTP/1.0 426 Upgrade Required\r\nserver: test\r\ncontent-length: 0\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    db = tmp_path / "ws.duckdb"
+    try:
+        result = _cli(
+            "ingest",
+            str(job),
+            "--db",
+            str(db),
+            "--dask",
+            f"tcp://127.0.0.1:{port}",
+            env={"NSIGHT_ANALYZE_DASK_TIMEOUT": "5"},
+        )
+    finally:
+        server.close()
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not answer as a Dask scheduler" in lines[0], result.stderr
     assert not db.exists()
 
 
