@@ -9,6 +9,8 @@ pandas) stay inside the functions: `import nsight_analyze` stays light.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -101,21 +103,20 @@ def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in row.items()}
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):
-    """Run one statement: its result as a DataFrame (Arrow table), None when it returns no rows
-    (CREATE, INSERT, ...). A DuckDB error is one line (UserError), a read-only refusal says how."""
+SQL_CHUNK_VECTORS = 50  # DuckDB vectors (2,048 rows) per streamed chunk: ~100k rows
+
+
+@contextmanager
+def sql_errors(what: str = "the query") -> Iterator[None]:
+    """DuckDB errors of a user's SQL as one line (UserError): out of memory names `what` and the
+    cap, a read-only refusal says how to write."""
     import duckdb
 
     from .duck import out_of_memory
     from .errors import UserError
 
     try:
-        rel = con.execute(query)
-        if rel.description is None:
-            return None
-        if not arrow:
-            return rel.df()
-        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
+        yield
     except duckdb.OutOfMemoryException:
         raise out_of_memory(what) from None
     except duckdb.Error as exc:
@@ -123,6 +124,44 @@ def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, wha
         if "read-only" in text.lower() or "read only" in text.lower():
             raise UserError(f"the workspace is opened read-only; add --write to change it ({text})") from None
         raise UserError(f"SQL error: {text}") from None
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):
+    """Run one statement: its result as a DataFrame (Arrow table), None when it returns no rows
+    (CREATE, INSERT, ...). A DuckDB error is one line (UserError), a read-only refusal says how."""
+    with sql_errors(what):
+        rel = con.execute(query)
+        if rel.description is None:
+            return None
+        if not arrow:
+            return rel.df()
+        return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
+
+
+def stream_sql(
+    con: duckdb.DuckDBPyConnection, query: str, what: str = "the query"
+) -> Iterator[pd.DataFrame] | None:
+    """Run one statement: None when it returns no rows, else its result as DataFrames of about
+    100k rows each, fetched from DuckDB as they are read (the first one always, empty for an empty
+    result: it carries the columns). Why: `sql "SELECT * FROM kernels"` of a large job held the
+    whole result, then its rendering, in memory (100 M rows: 24 GB, killed by the kernel); read
+    this way memory stays at one chunk, and a reader that stops early stops the query."""
+    with sql_errors(what):
+        if con.execute(query).description is None:
+            return None
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        first = True
+        while True:
+            with sql_errors(what):
+                df = con.fetch_df_chunk(SQL_CHUNK_VECTORS)
+            if first or len(df):
+                yield df
+            if not len(df):
+                return
+            first = False
+
+    return chunks()
 
 
 def mfu_frame(summary: dict[str, Any]) -> pd.DataFrame:

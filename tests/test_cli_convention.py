@@ -239,3 +239,53 @@ def test_output_into_a_closed_pipe_stops_quietly(dbs, fmt):
     err = proc.stderr.read().decode()
     assert proc.wait() in (0, 141)
     assert "error" not in err.lower() and "Traceback" not in err, err
+
+
+# A result of two stream_sql chunks (102,400 rows each), with NULLs in an integer column (in both
+# chunks; only in the second: DuckDB types that chunk's column Int64, the first's int64) and text:
+# what the streamed csv and json must print exactly as the whole result's DataFrame did.
+STREAMED = (
+    "SELECT range AS i, CASE WHEN range % 7 = 0 THEN NULL ELSE range END AS maybe, "
+    "CASE WHEN range < 120000 THEN range END AS late_null, "
+    "'r' || range AS text, range / 3 AS third FROM range(150000)"
+)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_sql_streams_the_text_of_the_whole_result(dbs, fmt, capsys):
+    """The oracle is the path before streaming: the whole result as one DataFrame (Workspace.sql)
+    printed by render.output.emit."""
+    import nsight_analyze
+    from nsight_analyze.render.output import emit
+
+    emit(nsight_analyze.open(dbs["db"]).sql(STREAMED), fmt)
+    expected = capsys.readouterr().out
+    assert run(["sql", "--db", "{db}", STREAMED, "--format", fmt], dbs).stdout == expected
+
+
+def test_sql_table_shows_max_rows_then_says_more_follow(dbs):
+    """table and markdown are read by a person: at most --max-rows rows (default 1,000), then one
+    line saying the result has more; none when it has not; --max-rows 0 shows all."""
+    query = "SELECT range AS i FROM range(5000)"
+    out = run(["sql", "--db", "{db}", query, "--max-rows", "3"], dbs).stdout.splitlines()
+    assert [line.strip() for line in out[2:5]] == ["0", "1", "2"], out
+    assert len(out) == 6 and out[5].startswith("(the first 3 rows: the result has more"), out
+    out = run(["sql", "--db", "{db}", "SELECT range AS i FROM range(3)", "--max-rows", "3"], dbs).stdout
+    assert "the result has more" not in out and len(out.splitlines()) == 5, out
+    out = run(["sql", "--db", "{db}", query, "--format", "markdown", "--max-rows", "0"], dbs).stdout
+    assert len(out.splitlines()) == 2 + 5000 and "the result has more" not in out
+    out = run(["sql", "--db", "{db}", query], dbs).stdout.splitlines()
+    assert len(out) == 2 + 1000 + 1 and out[-1].startswith("(the first 1,000 rows"), out[-1]
+
+
+def test_sql_table_does_not_compute_past_the_rows_it_shows(dbs, tmp_path):
+    """A row far into the result raises: the table of the first rows never computes it (the rest
+    of a 100 M-row result was held in memory before: 24 GB, killed), while csv, which prints every
+    row, stops at it with one error line and writes no --output file."""
+    query = "SELECT CASE WHEN range < 1000000 THEN range ELSE error('late row') END AS i FROM range(2000000)"
+    res = run(["sql", "--db", "{db}", query, "--max-rows", "5"], dbs)
+    assert res.exit_code == 0 and "the result has more" in res.stdout, res.output
+    out = tmp_path / "all.csv"
+    res = run(["sql", "--db", "{db}", query, "--format", "csv", "-o", str(out)], dbs)
+    assert res.exit_code == 2 and "SQL error: Invalid Input Error: late row" in res.output, res.output
+    assert not out.exists()

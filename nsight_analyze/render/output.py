@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..plain import jsonable
 from .data import records, to_json
 from .markdown import markdown_table
 from .table import PlainTable
@@ -24,3 +27,40 @@ def emit(df: pd.DataFrame | PlainTable, fmt: str, title: str | None = None) -> N
         print(markdown_table(df, title))
     else:
         print_table(df, title)
+
+
+def emit_stream(chunks: Iterable[pd.DataFrame], fmt: str, max_rows: int | None = None) -> None:
+    """Print a result that arrives in chunks (api_frames.stream_sql). csv and json print every row
+    as it arrives, the same text `emit` prints for the whole result, holding one chunk at a time;
+    table and markdown (read by a person) print the first `max_rows` rows (None: all) and then a
+    line saying the result has more, without reading the rest."""
+    if fmt == "csv":
+        for i, df in enumerate(chunks):
+            print(df.to_csv(index=False, header=i == 0), end="")
+        return
+    if fmt == "json":  # the text of json.dumps(rows, indent=2), written row by row
+        opened = False
+        for df in chunks:
+            for row in records(df):
+                text = json.dumps(row, indent=2, default=jsonable).replace("\n", "\n  ")
+                print(("[\n  " if not opened else ",\n  ") + text, end="")
+                opened = True
+        print("\n]" if opened else "[]")
+        return
+    import pandas as pd
+
+    kept: list[pd.DataFrame] = []
+    shown, more = 0, False
+    for df in chunks:
+        if max_rows is not None and shown + len(df) > max_rows:
+            kept.append(df.iloc[: max_rows - shown])
+            more = True
+            break
+        kept.append(df)
+        shown += len(df)
+    emit(pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0], fmt)
+    if more:
+        print(
+            f"(the first {max_rows:,} rows: the result has more; --max-rows N shows N, --max-rows 0 all, "
+            "--format csv or json streams every row)"
+        )
