@@ -260,6 +260,7 @@ def test_chrome_trace_of_one_rank_comes_back_as_that_rank(db, tmp_path, monkeypa
     out = tmp_path / "in" / "rank2.json.gz"
     out.parent.mkdir()
     _export(db, str(out), "--format", "chrome-trace", "--ranks", "2")
+    assert out.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic: a .gz name is written compressed
     again = tmp_path / "again.duckdb"
     ingest([out], again)
     con, back = _con(db), duckdb.connect(str(again), read_only=True)

@@ -335,8 +335,10 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, what: str) -> Iterator[list[
         raise out_of_memory(f"exporting the {what}") from None
 
 
-def _open(path: Path) -> IO[str]:
-    if path.name.endswith(".gz"):
+def _open(path: Path, compressed: bool) -> IO[str]:
+    """`path` opened for text, gzip-compressed if asked (by the final name's .gz: `path` is the
+    temporary name, which does not end in .gz)."""
+    if compressed:
         return gzip.open(path, "wt", encoding="utf-8", compresslevel=6)
     return open(path, "w", encoding="utf-8")
 
@@ -370,7 +372,7 @@ def export_chrome_trace(
         _windows(con, ranks, steps)
         parts = {"metadata": _metadata_query(), **_queries(_us_expr(con), steps)}
         head = json.dumps(_top_level(con, ranks, steps))[:-1] + ', "traceEvents": [\n'
-        with _open(tmp) as fh:
+        with _open(tmp, out.name.endswith(".gz")) as fh:
             fh.write(head)
             sep = ""
             for what, sql in parts.items():
