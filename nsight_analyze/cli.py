@@ -53,6 +53,9 @@ class _Group(click.Group):
             click.echo("interrupted", err=True)
             sys.exit(130)
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+            if _interrupted(exc):  # Ctrl-C inside a DuckDB query: its RuntimeError, from the interrupt
+                click.echo("interrupted", err=True)
+                sys.exit(130)
             if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
                 raise
             first = str(exc).splitlines()[0] if str(exc) else ""
@@ -60,6 +63,19 @@ class _Group(click.Group):
                 f"error: {type(exc).__name__}: {first} (set NSIGHT_ANALYZE_DEBUG=1 for details)", err=True
             )
             sys.exit(1)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` was raised because of a Ctrl-C: DuckDB's Python client turns a
+    KeyboardInterrupt during a query into `RuntimeError: Query interrupted`, raised from it."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

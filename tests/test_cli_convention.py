@@ -289,3 +289,29 @@ def test_sql_table_does_not_compute_past_the_rows_it_shows(dbs, tmp_path):
     res = run(["sql", "--db", "{db}", query, "--format", "csv", "-o", str(out)], dbs)
     assert res.exit_code == 2 and "SQL error: Invalid Input Error: late row" in res.output, res.output
     assert not out.exists()
+
+
+def test_ctrl_c_inside_a_duckdb_query_is_interrupted_not_an_error(dbs, monkeypatch):
+    """DuckDB's Python client turns a Ctrl-C during a query into `RuntimeError: Query interrupted`
+    raised from the KeyboardInterrupt: the command says "interrupted" and exits 130 (as a Ctrl-C
+    elsewhere), not "error: RuntimeError ... (set NSIGHT_ANALYZE_DEBUG=1)" with 1. The query here
+    is a real DuckDB query interrupted by a real SIGINT, as the ingest's was."""
+    import os
+    import signal
+    import threading
+
+    import duckdb
+
+    from nsight_analyze import api
+
+    def slow_info(self):
+        con = duckdb.connect()
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            con.execute("SELECT count(*) FROM range(100000000000)")
+        finally:
+            con.close()
+
+    monkeypatch.setattr(api.Workspace, "info", slow_info)
+    res = CliRunner().invoke(main, ["info", "--db", dbs["db"]])
+    assert (res.exit_code, res.stderr.strip()) == (130, "interrupted"), res.output
