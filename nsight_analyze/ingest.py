@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +81,23 @@ class IngestReport:
         return bool(self.by_status("failed"))
 
 
+def _special_file(path: Path) -> str | None:
+    """What `path` is when it is neither a regular file nor a folder (nor a dangling link, which
+    the readers report): a named pipe, a socket or a device. Why: opening a FIFO blocks until a
+    writer comes, so reading one to sniff its format hung the ingest."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
+
+
 def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candidate]:
     candidates: list[Candidate] = []
     reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
@@ -90,6 +108,10 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candid
             "(export them with `nsys export --type sqlite` or put nsys on PATH)"
         )
     for path in paths:
+        special = _special_file(path)
+        if special:
+            report.outcomes.append(FileOutcome(path, "ignored", f"{special}, not a regular file: not read"))
+            continue
         if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
             if not nsys_cli:
                 report.outcomes.append(FileOutcome(path, "skipped", "nsys CLI not on PATH"))

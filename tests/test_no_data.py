@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -510,6 +511,33 @@ def test_a_dangling_link_is_recorded_under_its_own_name(tmp_path):
     ((path, status),) = query(db, "SELECT path, status FROM files WHERE status <> 'ok'")
     # its name, not the missing target's: the user knows the link, not where it pointed
     assert (path, status) == (str(folder / "rank1.sqlite"), "failed")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_is_reported_and_never_opened(tmp_path):
+    """A FIFO in the folder was dropped without a word; given as the input, sniffing its format
+    opened it and the ingest waited forever for a writer. Now each is one `ignored` line and a
+    `files` row. In a subprocess with a timeout: a hang fails the test instead of stalling it."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    os.mkfifo(folder / "rank1.sqlite")
+    db = tmp_path / "ws.duckdb"
+    run = [sys.executable, "-m", "nsight_analyze", "ingest"]
+    result = subprocess.run([*run, str(folder), "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    line = f"ignored: {folder / 'rank1.sqlite'}: a named pipe (FIFO), not a regular file: not read"
+    assert line in result.stderr.splitlines(), result.stderr
+    assert query(db, "SELECT status, count(*) FROM files GROUP BY ALL ORDER BY ALL") == [
+        ("ignored", 1),
+        ("ok", 1),
+    ]
+    alone = tmp_path / "alone.duckdb"
+    result = subprocess.run(
+        [*run, str(folder / "rank1.sqlite"), "--db", str(alone)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1 and line in result.stderr.splitlines(), result.stderr
+    assert not alone.exists()
 
 
 # --------------------------------------------------------------------------------------------

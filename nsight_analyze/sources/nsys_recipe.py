@@ -83,8 +83,10 @@ def walk(root: Path) -> list[Path]:
         if not any(o in b.parents for o in outer):
             outer.append(b)
     inside = set(outer)
+    # every entry but real folders: links (dangling ones too) and named pipes, sockets and
+    # devices are listed, for the ingest to report (a FIFO is never opened: ingest._special_file)
     files = [
-        p for p in entries if (p.is_file() or p.is_symlink()) and not any(q in inside for q in p.parents)
+        p for p in entries if (p.is_symlink() or not p.is_dir()) and not any(q in inside for q in p.parents)
     ]
     return files + outer
 
