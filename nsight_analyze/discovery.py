@@ -55,10 +55,8 @@ def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
     exports = export_cache(db).resolve()
     keep = [
         p
-        for p in files
-        if p.resolve() not in workspace
-        and exports not in p.resolve().parents
-        and not p.name.endswith(WORKSPACE_SUFFIXES)
+        for p, real in ((p, p.resolve()) for p in files)
+        if real not in workspace and exports not in real.parents and not p.name.endswith(WORKSPACE_SUFFIXES)
     ]
     return sorted(keep, key=natural_key)
 

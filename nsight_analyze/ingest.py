@@ -223,7 +223,8 @@ def _discard_new_workspace(db: Path, exports_existed: bool) -> bool:
 def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candidate]) -> None:
     """One `files` row per file this ingest did not load (status failed, skipped or ignored, the
     reason in `warnings`), replacing earlier such rows of the paths seen, so `info` lists them."""
-    seen = [str(p) for o in report.outcomes for p in {o.path.resolve(), o.path.absolute(), _shown(o.path)}]
+    shown = {o.path: _shown(o.path) for o in report.outcomes}  # resolved once: 1 s for 5,500 files
+    seen = [str(p) for o in report.outcomes for p in {o.path.resolve(), o.path.absolute(), shown[o.path]}]
     rows = [o for o in report.outcomes if o.status in NOT_LOADED]
     con = open_workspace(db, analyse=False)  # no GPU data changes: the stored results stay valid
     try:
@@ -231,26 +232,30 @@ def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candida
         paths = f"{sql_value(seen)}::VARCHAR[]"
         con.execute(f"DELETE FROM files WHERE status <> 'ok' AND path IN (SELECT unnest({paths}))")
         next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
+        values = []
         for i, outcome in enumerate(rows):
             cand = cands.get(outcome.path)
             try:
                 size = outcome.path.stat().st_size
             except OSError:
                 size = None
-            values = sql_row(
+            known = sql_row(
                 (
                     next_id + i,
-                    str(_shown(outcome.path)),
+                    str(shown[outcome.path]),
                     cand.sha256 if cand is not None else "",
                     size,
                     cand.probe.format if cand is not None and cand.probe is not None else None,
                 )
             )
             message = sql_value([outcome.message] if outcome.message else [])
-            con.execute(
-                f"INSERT INTO files VALUES ({values}, NULL, NULL, now(), {sql_value(outcome.status)}, "
-                f"{message}::VARCHAR[], [])"
+            values.append(
+                f"({known}, NULL, NULL, now(), {sql_value(outcome.status)}, {message}::VARCHAR[], [])"
             )
+        # one statement per 1,000 rows, not per file: a folder of 5,500 logs beside the traces
+        # took 3.9 s in 5,500 INSERTs
+        for start in range(0, len(values), 1000):
+            con.execute(f"INSERT INTO files VALUES {', '.join(values[start : start + 1000])}")
         con.execute("COMMIT")
     finally:
         con.close()
