@@ -160,6 +160,7 @@ def collect(
     from ...gpus import stated_gpu
     from ...mfu import MfuOptions
     from ...mfu_rows import shared_peaks
+    from ...no_data import has_gpu_operations, held_instead
     from ...summary import summary, top_kernels
 
     mfu_options = MfuOptions.of(mfu_options)
@@ -218,5 +219,10 @@ def collect(
         inp.sync_calls = view(con, "sync_calls")
         inp.mfu = _mfu(con, mfu_options)
         inp.findings = Part(diagnosed.result())
+        if not inp.findings.value and not has_gpu_operations(con):  # not "nothing crossed a threshold"
+            held = held_instead(con) or "nothing was ingested, or no file had any"
+            inp.findings = Part(
+                missing=f"no findings can be made: the workspace has no GPU operations ({held})"
+            )
     inp.env = safe_env(con)
     return inp
