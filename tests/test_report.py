@@ -327,6 +327,13 @@ def test_command_writes_report_and_rejects_bad_steps(hostile, tmp_path):
     assert out.stat().st_size > 1e6 and "report:" in res.output
     res = runner.invoke(main, ["report", "--db", str(copy), "-o", str(out), "--steps", "9:1"])
     assert res.exit_code == 2 and "bad --steps" in res.output
+    # a range past the last step is refused as export refuses it (it gave a page of empty sections)
+    last = con.execute("SELECT max(step) FROM steps").fetchone()[0]
+    out.unlink()
+    res = runner.invoke(main, ["report", "--db", str(copy), "-o", str(out), "--steps", f"{last + 1}:"])
+    assert res.exit_code == 2, res.output
+    assert f"--steps '{last + 1}:': no such step in the workspace (its steps: 1-{last})" in res.output
+    assert not out.exists()
     res = runner.invoke(main, ["report", "--db", str(tmp_path / "none.duckdb")])
     assert res.exit_code == 2 and "no workspace" in res.output
 

@@ -122,9 +122,11 @@ def _windows(con: duckdb.DuckDBPyConnection, ranks: list[int], steps: StepBounds
         ).fetchone()
         shown = f"{steps[0] if steps[0] is not None else ''}:{steps[1] if steps[1] is not None else ''}"
         if have[0] is None:
-            raise UserError(f"--steps {shown}: the exported ranks have no steps (the capture is one window)")
+            raise UserError(
+                f"--steps '{shown}': the exported ranks have no steps (the capture is one window)"
+            )
         raise UserError(
-            f"--steps {shown}: no such step on the exported ranks (their steps: {have[0]}-{have[1]})"
+            f"--steps '{shown}': no such step on the exported ranks (their steps: {have[0]}-{have[1]})"
         )
 
 

@@ -40,6 +40,17 @@ def parse_steps(text: str | None) -> StepRange | None:
     return StepRange(first, last)
 
 
+def _require_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> None:
+    """--steps must select a step the workspace has (as `export --steps`): a range past the last
+    step gave a page of empty sections whose headline read "no steps, 0 ranks"."""
+    if con.execute(f"SELECT EXISTS (SELECT 1 FROM steps WHERE {steps.sql()})").fetchone()[0]:
+        return
+    have = con.execute("SELECT min(step), max(step) FROM steps WHERE step IS NOT NULL").fetchone()
+    if have[0] is None:
+        raise UserError(f"--steps '{steps}': the workspace has no steps (the capture is one window)")
+    raise UserError(f"--steps '{steps}': no such step in the workspace (its steps: {have[0]}-{have[1]})")
+
+
 def render_report(
     con: duckdb.DuckDBPyConnection,
     steps: StepRange | str | None = None,
@@ -50,6 +61,8 @@ def render_report(
     """The report as one HTML string; `job_note` (job_scope.JobScope.note) names the job shown."""
     if isinstance(steps, str):
         steps = parse_steps(steps)
+    if steps is not None:
+        _require_steps(con, steps)
     inp = collect(con, steps, mfu_options)
     tl = timeline.build(con, steps, budget=timeline_budget)
     figs: dict[str, Any] = {}
