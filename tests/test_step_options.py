@@ -55,6 +55,13 @@ def test_step_pattern_on_ingest_and_diagnose(tmp_path):
     )
     assert _sources(db) == {"nvtx"}
     assert doc["job"]["steps"] == len(steps)
+    # a pattern no range of the file matches is said when it is set (the steps silently came
+    # from the next source); one that matches is not
+    said = CliRunner().invoke(main, ["summary", "--db", str(db), "--step-pattern", "^ProfilerStep#[a-z]"])
+    assert said.exit_code == 0 and "no NVTX range matches it" in said.stderr, said.stderr
+    said = CliRunner().invoke(main, ["summary", "--db", str(db), "--step-pattern", "^ProfilerStep#"])
+    assert said.exit_code == 0 and "step_pattern set to" in said.stderr, said.stderr
+    assert "no NVTX range matches it" not in said.stderr
     con = duckdb.connect(str(db), read_only=True)
     stored = con.execute("SELECT value FROM settings WHERE key = 'step_pattern'").fetchone()[0]
     con.close()

@@ -54,9 +54,31 @@ def set_step_pattern(db: str, pattern: str) -> bool:
 
 
 def apply_step_pattern(db: str, pattern: str | None) -> None:
-    """--step-pattern of any command: stored (and said on stderr) when given and new."""
+    """--step-pattern of any command: stored (and said on stderr) when given and new; when no
+    NVTX range of the workspace matches it, the line says so. Why: the steps then come from the
+    next source (optimizer bursts, periodic kernels, else the whole capture) while the user
+    believes they come from the pattern."""
     if pattern is not None and set_step_pattern(db, pattern):
-        print(f"step_pattern set to {pattern!r} in {db}", file=sys.stderr)
+        line = f"step_pattern set to {pattern!r} in {db}"
+        if not _nvtx_matches(db, pattern):
+            line += (
+                "; no NVTX range matches it: steps come from the next source (optimizer bursts, "
+                "periodic kernels, else the whole capture)"
+            )
+        print(line, file=sys.stderr)
+
+
+def _nvtx_matches(db: str, pattern: str) -> bool:
+    """Whether any NVTX range (with an end) matches `pattern`, as _tp_nvtx_step_ranges reads them."""
+    con = open_workspace(db, read_only=True, analyse=False)
+    try:
+        return con.execute(
+            "SELECT EXISTS (SELECT 1 FROM nvtx WHERE end_ns IS NOT NULL AND start_ns IS NOT NULL "
+            "AND text IS NOT NULL AND regexp_matches(text, $p))",
+            {"p": pattern},
+        ).fetchone()[0]
+    finally:
+        con.close()
 
 
 def set_periodic_steps(db: str, on: bool) -> bool:
