@@ -293,6 +293,13 @@ def unknown_gpu_message(gpu: str) -> str:
     return f"unknown GPU {gpu!r} for --gpu: {LIST_HINT} (or give the peak with --peak-tflops)"
 
 
+def validate_positive(flag: str, value: float | None) -> None:
+    """Raise UserError for a numeric option that is given but not a positive finite number: a
+    peak of 0 gave MFU "inf%", a negative one a negative MFU, NaN or inf were taken as given."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{flag} must be a positive finite number, not {value!r}")
+
+
 def validate_gpu(gpu: str | None) -> None:
     """Raise UserError early for an unknown --gpu, before work whose errors would be swallowed."""
     if gpu is not None and lookup(gpu) is None:
@@ -420,6 +427,7 @@ def rank_peaks(
     `gpu` (--gpu) states the model of every rank; when None, the GPU of an enclosing
     `stated_gpu` block (if any) does.
     """
+    validate_positive("--peak-tflops", peak_tflops)
     import pandas as pd
 
     if precision not in PRECISIONS:

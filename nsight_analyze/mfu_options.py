@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .flops import FORMULAS, RECOMPUTE, ModelFlops, model_flops
-from .gpus import DEFAULT_PRECISION, PRECISIONS
+from .gpus import DEFAULT_PRECISION, PRECISIONS, validate_positive
 
 
 def _cli(
@@ -97,6 +97,9 @@ class MfuOptions:
     def __post_init__(self) -> None:
         if self.precision is None:  # the API's "not given"
             object.__setattr__(self, "precision", DEFAULT_PRECISION)
+        for f in dataclasses.fields(self):  # every number given must be positive and finite
+            if f.metadata.get("type") in (int, float):
+                validate_positive(f.metadata["flag"], getattr(self, f.name))
 
     @classmethod
     def of(cls, options: MfuOptions | Mapping[str, Any] | None = None, **fields: Any) -> MfuOptions:

@@ -313,6 +313,22 @@ def test_mfu_command(tmp_path: Path) -> None:
     assert "HFU/MFU = 1.000" in res.output
     res = CliRunner().invoke(main, ["mfu", "--db", db, "--recompute", "bogus"])
     assert res.exit_code != 0
+    # a number that is not positive and finite is refused in one line (a peak of 0 gave "inf%")
+    for args in (
+        ["mfu", "--model-flops-per-step", str(MODEL_PER_STEP), "--peak-tflops", "0"],
+        ["mfu", "--model-flops-per-step", "nan"],
+        ["mfu", "--model-flops-per-step", "inf"],
+        ["mfu", "--params", "7e9", "--tokens-per-step", "1e6", "--layers", "-2"],
+        ["gpus", "--peak-tflops", "-1"],
+        ["report", "-o", str(tmp_path / "r.html"), "--peak-tflops", "nan"],
+    ):
+        res = CliRunner().invoke(main, [*args, "--db", db])
+        assert res.exit_code == 2, (args, res.output)
+        assert res.output.startswith("error: --") and "must be a positive finite number" in res.output, (
+            res.output
+        )
+        assert "inf%" not in res.output
+    assert not (tmp_path / "r.html").exists()
 
 
 # --- model-FLOP formulas -------------------------------------------------------------------
