@@ -14,6 +14,7 @@ coverage), which change how every other number must be read, come first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypedDict, overload
@@ -178,6 +179,9 @@ class Diagnosis(Sequence[Finding]):
 # Public API
 
 
+AT_LEAST_ONE = frozenset({"low_util_chunks"})  # thresholds the rules divide by
+
+
 def resolve_thresholds(overrides: dict[str, Any] | None) -> dict[str, float]:
     """Defaults updated by the user's NAME=VALUE overrides; unknown names are a user error."""
     th = {k: v.default for k, v in THRESHOLDS.items()}
@@ -188,6 +192,10 @@ def resolve_thresholds(overrides: dict[str, Any] | None) -> dict[str, float]:
             th[name] = float(value)
         except (TypeError, ValueError):
             raise UserError(f"threshold {name}={value!r} is not a number") from None
+        # the rules put thresholds into SQL: NaN read as a column name, 0 chunks divided by zero
+        if not math.isfinite(th[name]) or th[name] < (1 if name in AT_LEAST_ONE else 0):
+            least = "1 (a count)" if name in AT_LEAST_ONE else "0"
+            raise UserError(f"threshold {name}={value!r} must be a finite number of at least {least}")
     return th
 
 

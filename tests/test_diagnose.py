@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -95,6 +96,17 @@ def test_unknown_or_bad_threshold_is_a_user_error(tmp_path):
         diagnose(con, {"no_such_threshold": 1})
     with pytest.raises(UserError, match="not a number"):
         diagnose(con, {"gpu_starv_gap_ms": "soon"})
+    # the rules put thresholds into SQL: NaN was read as a column name (the rule failed), a
+    # negative one passed, 0 chunks divided by zero; each is said before any rule runs
+    for name, value, least in (
+        ("copy_min_pct", "nan", "0"),
+        ("copy_min_pct", "-5", "0"),
+        ("gpu_starv_gap_ms", "inf", "0"),
+        ("low_util_chunks", "0", "1 (a count)"),
+    ):
+        with pytest.raises(UserError, match=re.escape(f"must be a finite number of at least {least}")):
+            diagnose(con, {name: value})
+    assert diagnose(con, {"sm_count_default": 0, "low_util_chunks": 1}).thresholds["low_util_chunks"] == 1
 
 
 # ------------------------------------------------------------------------------------------------
