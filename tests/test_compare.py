@@ -281,6 +281,13 @@ def test_cli_identical_traces_folder_passes_gate(pair):
 def test_cli_bad_setting_is_one_line_error(pair):
     res = run_cli(pair["before"], pair["before"], "--set", "bogus=1")
     assert res.exit_code == 2 and "unknown compare setting" in res.output
+    # NaN compares false: as a setting every test passed, as the gate every regression passed
+    res = run_cli(pair["before"], pair["before"], "--set", "min_effect_pct=nan")
+    assert res.exit_code == 2 and "min_effect_pct='nan' must be a finite number >= 0" in res.output
+    for pct in ("nan", "-1"):
+        res = run_cli(pair["before"], pair["before"], "--fail-on-regression", pct, "--no-findings")
+        assert res.exit_code == 2, res.output
+        assert "give a finite percentage >= 0" in res.output and "pass" not in res.output, res.output
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pandas as pd
 from .. import analysis
 from ..clihelp import output_options, require_workspace_data
 from ..compare import DEFAULTS, PARTS, SIDES, compare_prepared, is_workspace, resolve_settings, workspaces
+from ..compare.verdict import check_gate
 from ..errors import NoData, UserError
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
@@ -383,6 +384,8 @@ def command(
         fail_on_regression_pct=fail_pct,
     )
     resolve_settings(options["settings"])  # a bad --set fails before any trace is ingested
+    if gate:
+        check_gate(fail_pct)  # so does a bad --fail-on-regression
     given = {"before": before, "after": after}
     traces = [side for side in SIDES if not is_workspace(Path(given[side]))]
     stale = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import UserError
@@ -42,6 +43,8 @@ def resolve_settings(overrides: dict[str, Any] | None) -> dict[str, float]:
         if k not in DEFAULTS:
             raise UserError(f"unknown compare setting {k!r}; known: {', '.join(sorted(DEFAULTS))}")
         cfg[k] = int(v) if isinstance(DEFAULTS[k], int) else float(v)
+        if not math.isfinite(cfg[k]) or cfg[k] < 0:  # NaN compares false: every test would pass
+            raise UserError(f"compare setting {k}={v!r} must be a finite number >= 0")
     if not 0 < cfg["confidence_level"] < 1:
         raise UserError("confidence_level must be between 0 and 1")
     if cfg["bootstrap_resamples"] < 1:

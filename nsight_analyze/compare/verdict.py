@@ -4,7 +4,10 @@ words, and the CI gate (docs/compare.md "Verdict and its basis").
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from ..errors import UserError
 
 
 def verdict_of(stats: dict[str, Any], cfg: dict[str, float]) -> tuple[str, float | None, str]:
@@ -130,6 +133,13 @@ def _reason(result: dict[str, Any]) -> str:
     return text
 
 
+def check_gate(threshold_pct: float) -> None:
+    """The gate's PCT must be a finite percentage >= 0: `change > nan` is never true, so a NaN
+    gate passed every regression."""
+    if not (math.isfinite(threshold_pct) and threshold_pct >= 0):
+        raise UserError(f"--fail-on-regression {threshold_pct!r}: give a finite percentage >= 0")
+
+
 def gate(result: dict[str, Any], threshold_pct: float) -> dict[str, Any]:
     """CI gate: fails when the run got worse by more than PCT with confidence, on the verdict's basis.
 
@@ -139,6 +149,7 @@ def gate(result: dict[str, Any], threshold_pct: float) -> dict[str, Any]:
     Why so strict: a CI gate that cries wolf gets switched off; noise-level changes (below
     min_effect_pct, or not significant) never fail it.
     """
+    check_gate(threshold_pct)
     basis = result["verdict"].get("basis", "step_time")
     verdict = result["verdict"]["verdict"]
     if basis == "work_rate":
