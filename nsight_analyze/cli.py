@@ -56,6 +56,11 @@ class _Group(click.Group):
             if _interrupted(exc):  # Ctrl-C inside a DuckDB query: its RuntimeError, from the interrupt
                 click.echo("interrupted", err=True)
                 sys.exit(130)
+            if type(exc).__name__ == "OutOfMemoryException":  # DuckDB's, where no step named itself
+                from .duck import out_of_memory
+
+                click.echo(f"error: {out_of_memory(f'`{ctx.invoked_subcommand}`')}", err=True)
+                sys.exit(UserError.exit_code)
             if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
                 raise
             first = str(exc).splitlines()[0] if str(exc) else ""

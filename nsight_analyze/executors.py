@@ -9,6 +9,7 @@ return errors as values (rank_task), so nothing else is retried.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable
@@ -89,6 +90,20 @@ class LocalProcesses:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _dask_timeout() -> float:
+    """$NSIGHT_ANALYZE_DASK_TIMEOUT in seconds (default DASK_TIMEOUT_S): a positive number."""
+    text = os.environ.get(DASK_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DASK_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"${DASK_TIMEOUT_ENV}={text!r}: give the seconds to wait for the scheduler, e.g. 30")
+    return value
+
+
 class DaskCluster:
     """The tasks on a Dask cluster: `local:N`, a scheduler address or a scheduler file."""
 
@@ -99,7 +114,7 @@ class DaskCluster:
         except ImportError:
             raise UserError(f"--dask needs the Dask extra: {DASK_HINT}") from None
         self.cluster = None
-        timeout = float(os.environ.get(DASK_TIMEOUT_ENV) or DASK_TIMEOUT_S)
+        timeout = _dask_timeout()
         try:
             if address.startswith("local:"):
                 workers = _local_workers(address)

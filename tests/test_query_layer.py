@@ -401,6 +401,23 @@ def test_out_of_memory_is_one_line_naming_the_query_and_the_cap(tmp_path, monkey
     assert con.execute("SELECT count(*) FROM time_partition").fetchone()[0] > 0
 
 
+def test_out_of_memory_outside_the_analysis_is_one_line_too(tmp_path, sample_workspace):
+    """A read that runs out of memory where no step names itself (summary's queries under a 1 MB
+    cap) is the same one line naming the command and the variable (exit 2), not DuckDB's
+    'OutOfMemoryException: ... (set NSIGHT_ANALYZE_DEBUG=1)' with exit 1."""
+    from click.testing import CliRunner
+
+    from nsight_analyze.cli import main
+
+    db = copy_workspace(sample_workspace, tmp_path / "w.duckdb")
+    res = CliRunner().invoke(main, ["summary", "--db", str(db)], env={"NSIGHT_ANALYZE_MEMORY_LIMIT": "1MB"})
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines() == [
+        "error: `summary` ran out of memory under 1MB: set NSIGHT_ANALYZE_MEMORY_LIMIT higher (e.g. "
+        "NSIGHT_ANALYZE_MEMORY_LIMIT=8GB) or free memory, then run the command again"
+    ]
+
+
 def test_classify_rules_make_the_analysis_stale(sample_db, tmp_path):
     """`classify --rules` that turns every GEMM into memory work: the next command recomputes and
     the partition moves the GEMM time out of compute (expected: compute_ns falls to the time of

@@ -222,6 +222,22 @@ def test_a_server_that_is_not_a_scheduler_is_one_line(job, tmp_path):
     assert not db.exists()
 
 
+def test_a_bad_dask_timeout_is_one_line(job, tmp_path):
+    """$NSIGHT_ANALYZE_DASK_TIMEOUT that is not a positive number: one line naming it (it was a
+    ValueError of float(), exit 1; a negative one reached distributed)."""
+    for value in ("abc", "-1"):
+        result = CliRunner().invoke(
+            main,
+            ["ingest", str(job), "--db", str(tmp_path / "ws.duckdb"), "--dask", "tcp://127.0.0.1:9"],
+            env={"NSIGHT_ANALYZE_DASK_TIMEOUT": value},
+        )
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (
+            f"error: $NSIGHT_ANALYZE_DASK_TIMEOUT={value!r}: give the seconds to wait for the scheduler, "
+            "e.g. 30"
+        )
+
+
 def test_dask_without_the_extra_says_how_to_install_it(job, tmp_path):
     code = (
         "import sys; sys.modules['distributed'] = None; from nsight_analyze.cli import main; "
