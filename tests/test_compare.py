@@ -288,6 +288,8 @@ def test_cli_bad_setting_is_one_line_error(pair):
         res = run_cli(pair["before"], pair["before"], "--fail-on-regression", pct, "--no-findings")
         assert res.exit_code == 2, res.output
         assert "give a finite percentage >= 0" in res.output and "pass" not in res.output, res.output
+    res = run_cli(pair["before"], pair["before"], "--model-flops-per-step", "nan", "--no-findings")
+    assert res.exit_code == 2 and "--model-flops-per-step must be a positive finite number" in res.output
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ..clihelp import output_options, require_workspace_data
 from ..compare import DEFAULTS, PARTS, SIDES, compare_prepared, is_workspace, resolve_settings, workspaces
 from ..compare.verdict import check_gate
 from ..errors import NoData, UserError
+from ..gpus import validate_positive
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.terminal import print_table, wrap
@@ -386,6 +387,7 @@ def command(
     resolve_settings(options["settings"])  # a bad --set fails before any trace is ingested
     if gate:
         check_gate(fail_pct)  # so does a bad --fail-on-regression
+    validate_positive("--model-flops-per-step", model_flops_per_step)  # MFU would hide it as "unknown"
     given = {"before": before, "after": after}
     traces = [side for side in SIDES if not is_workspace(Path(given[side]))]
     stale = False
