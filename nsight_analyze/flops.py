@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import UserError
+from .errors import UserError, validate_positive
 
 RECOMPUTE = ("none", "selective", "full")
 FORMULAS = ("palm", "megatron")
@@ -91,8 +91,7 @@ def model_flops(
     if formula not in FORMULAS:
         raise UserError(f"--formula must be one of {', '.join(FORMULAS)}, not {formula!r}")
     if model_flops_per_step is not None:
-        if model_flops_per_step <= 0:
-            raise UserError("--model-flops-per-step must be positive")
+        validate_positive("--model-flops-per-step", model_flops_per_step)
         return ModelFlops(
             float(model_flops_per_step),
             float(model_flops_per_step),

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .duck import has_relation
-from .errors import UserError
+from .errors import UserError, validate_positive
 from .plain import missing
 
 if TYPE_CHECKING:
@@ -291,13 +291,6 @@ def with_override(peak: Peak | None, peak_tflops: float, precision: str) -> Peak
 def unknown_gpu_message(gpu: str) -> str:
     """The one-line error for a --gpu name that matches no table row."""
     return f"unknown GPU {gpu!r} for --gpu: {LIST_HINT} (or give the peak with --peak-tflops)"
-
-
-def validate_positive(flag: str, value: float | None) -> None:
-    """Raise UserError for a numeric option that is given but not a positive finite number: a
-    peak of 0 gave MFU "inf%", a negative one a negative MFU, NaN or inf were taken as given."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UserError(f"{flag} must be a positive finite number, not {value!r}")
 
 
 def validate_gpu(gpu: str | None) -> None:

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import validate_positive
 from .flops import FORMULAS, RECOMPUTE, ModelFlops, model_flops
-from .gpus import DEFAULT_PRECISION, PRECISIONS, validate_positive
+from .gpus import DEFAULT_PRECISION, PRECISIONS
 
 
 def _cli(

@@ -20,8 +20,7 @@ from .. import analysis
 from ..clihelp import output_options, require_workspace_data
 from ..compare import DEFAULTS, PARTS, SIDES, compare_prepared, is_workspace, resolve_settings, workspaces
 from ..compare.verdict import check_gate
-from ..errors import NoData, UserError
-from ..gpus import validate_positive
+from ..errors import NoData, UserError, validate_positive
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.terminal import print_table, wrap
