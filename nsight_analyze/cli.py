@@ -36,6 +36,12 @@ class _Group(click.Group):
             return None
         return importlib.import_module(f"{commands.__name__}.{cmd_name}").command
 
+    def main(self, *args, **kwargs):
+        from .render.streams import make_safe
+
+        make_safe()  # a non-UTF-8 locale gets ASCII for what it cannot encode, not an error
+        return super().main(*args, **kwargs)
+
     def invoke(self, ctx: click.Context):
         try:
             result = super().invoke(ctx)

@@ -298,3 +298,39 @@ def test_ingest_of_a_large_job_closes_with_one_row_per_host(tmp_path):
     assert [h.split()[1] for h in hosts] == ["0-3", "4-7", "8-11", "12-15", "16-19"]
     table = lines[next(i for i, line in enumerate(lines) if "per host" in line) :]
     assert max(cell_len(line) for line in table if not line.startswith("workspace ")) <= 80  # a path may not
+
+
+@requires_shared
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_locale_without_utf8_gets_ascii_not_an_error(workspaces, tmp_path, encoding):
+    """Before, `summary` and `diagnose` under a non-UTF-8 locale (PYTHONIOENCODING=ascii, a
+    latin-1 LANG) stopped with "error: UnicodeEncodeError" at the first µs or —, exit 1. A real
+    process: CliRunner's streams are always UTF-8."""
+    import os
+    import subprocess
+    import sys
+
+    from nsight_analyze.workspace import open_workspace
+
+    db = tmp_path / "names.duckdb"
+    shutil.copy(workspaces["kineto"], db)
+    con = open_workspace(db)
+    try:  # trace text beyond both encodings: a CJK name and an emoji (outside the BMP)
+        con.execute("UPDATE kernels SET name = '核函数_😀_' || name WHERE name LIKE 'ncclKernel%'")
+        _refresh(con)
+    finally:
+        con.close()
+    env = {**os.environ, "PYTHONIOENCODING": encoding, "COLUMNS": "200"}
+    shown = {}
+    for args in (["summary"], ["diagnose"], ["ranks"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "nsight_analyze", *args, "--db", str(db)],
+            capture_output=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr.decode("ascii", "replace")
+        shown[args[0]] = res.stdout.decode(encoding)  # strict: every byte is the locale's
+    # the name, its characters the encoding lacks written as escapes (as `clean` shows controls)
+    assert "\\u6838\\u51fd\\u6570_\\U0001f600_nccl" in shown["summary"]
+    if encoding == "ascii":  # our own symbols in ASCII: rank 0's unknown residuals (—) as -
+        row0 = r"^ +0 +file1 +device 0 +0 +session-start +- +- "
+        assert re.search(row0, shown["ranks"], re.MULTILINE), shown["ranks"]

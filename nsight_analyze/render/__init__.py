@@ -7,6 +7,7 @@
     markdown.py      GitHub-flavoured Markdown tables and text
     data.py          records and JSON (trace text kept exactly)
     output.py        `emit`: one result in the --format the user chose
+    streams.py       stdout/stderr that a non-UTF-8 locale cannot make fail (ASCII fallbacks)
     table.py         `PlainTable`: rows without pandas, which every renderer takes too
     report/          the self-contained HTML report (`nsight-analyze report`)
     compare_html.py  the HTML diff of two runs (`nsight-analyze compare --html`)
