@@ -20,6 +20,7 @@ from .duck import OFFLINE_CONFIG, bound_memory, offline, sql_string
 from .errors import UserError, WorkspaceBusy
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 from .schema import schema_files  # noqa: F401 - re-exported for callers
+from .sources.nsys_meta import SQLITE_MAGIC
 
 SCHEMA_VERSION = "2"
 
@@ -31,11 +32,34 @@ def queries_hash() -> str:
     return layer_hash()
 
 
+def is_workspace(path: Path) -> bool:
+    """A DuckDB database file (magic 'DUCK' at byte 8, after 8 bytes of checksum), not a trace."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as fh:
+        return fh.read(12)[8:12] == b"DUCK"
+
+
+def _refuse_other_files(path: Path) -> None:
+    """A file that exists but is not a DuckDB database is refused before DuckDB opens it. Why:
+    DuckDB opens an existing Parquet, CSV or JSON file (a Kineto trace included) as an in-memory
+    database with a view of it, so `ingest --db rank0.pt.trace.json` said "8 file(s) ingested"
+    and kept nothing, and a reading command failed with "Cannot launch in-memory database in
+    read-only mode". An empty file is not a database either (DuckDB refuses it with its own
+    message)."""
+    if not path.is_file() or is_workspace(path):
+        return
+    with open(path, "rb") as fh:
+        if fh.read(16) == SQLITE_MAGIC:
+            raise UserError(f"{path} is an SQLite file, not a workspace: ingest it first")
+        raise UserError(
+            f"{path} is not a workspace (not a DuckDB database file; a trace? ingest it): "
+            "--db names the workspace, an existing one or a new file name"
+        )
+
+
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    if path.is_file():
-        with open(path, "rb") as fh:
-            if fh.read(16) == b"SQLite format 3\x00":
-                raise UserError(f"{path} is an SQLite file, not a workspace: ingest it first")
+    _refuse_other_files(path)
     try:
         con = offline(duckdb.connect(str(path), read_only=read_only, config=OFFLINE_CONFIG))
     except duckdb.IOException as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -127,6 +128,33 @@ def test_corrupt_workspace_is_one_clear_line(tmp_path, junk):
     started = time.time()
     out = subprocess.run([*CLI, "info", "--db", str(db)], capture_output=True, text=True)
     assert out.returncode != 0 and "Traceback" not in out.stderr and time.time() - started < 60
+
+
+@requires_shared
+@pytest.mark.parametrize("kind", ["kineto", "parquet"])
+def test_a_data_file_given_as_the_workspace_is_refused(tmp_path, kind):
+    """DuckDB opens an existing JSON, CSV or Parquet file as an in-memory database with a view of
+    it. Before, `ingest DIR --db rank0.pt.trace.json` said "2 file(s) ingested" and saved nothing
+    (the file kept its bytes), and `summary --db` it said "Cannot launch in-memory database in
+    read-only mode". Now every command refuses it in one line, exit 2, and leaves it as it was."""
+    trace_dir = TRACES / "kineto" / "hta" / "trace_filter"
+    if kind == "kineto":
+        db = tmp_path / "rank0.json"
+        with gzip.open(trace_dir / "sampled_rank-0.json.gz") as fh:
+            db.write_bytes(fh.read())
+    else:
+        db = tmp_path / "kernels.parquet"
+        duckdb.sql(f"COPY (SELECT 1 AS a) TO '{db}' (FORMAT parquet)")
+    before = db.read_bytes()
+    for args in (["ingest", str(trace_dir), "-q"], ["summary"], ["sql", "SELECT 1"]):
+        out = subprocess.run([*CLI, *args, "--db", str(db)], capture_output=True, text=True)
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.strip() == (
+            f"error: {db} is not a workspace (not a DuckDB database file; a trace? ingest it): "
+            "--db names the workspace, an existing one or a new file name"
+        ), args
+        assert "ingested" not in out.stdout + out.stderr
+    assert db.read_bytes() == before and not list(tmp_path.glob("*.wal"))
 
 
 def _limit_of(size: str) -> str:

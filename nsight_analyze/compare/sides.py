@@ -16,15 +16,8 @@ import duckdb
 import pandas as pd
 
 from ..errors import UserError
+from ..workspace import is_workspace
 from .settings import SIDES
-
-
-def is_workspace(path: Path) -> bool:
-    """A DuckDB database file (magic 'DUCK' at byte 8), not a trace to ingest."""
-    if not path.is_file():
-        return False
-    with path.open("rb") as fh:
-        return fh.read(12)[8:12] == b"DUCK"
 
 
 def _periodic_ranks(con: duckdb.DuckDBPyConnection) -> int:
