@@ -81,7 +81,8 @@ def choose(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope |
         return None
     by_id = {int(r[0]): r for r in rows}
     if job is not None and job not in by_id:
-        raise UserError(f"--job {job}: this workspace holds jobs {', '.join(map(str, sorted(by_id)))}")
+        held = "job " if len(by_id) == 1 else "jobs "
+        raise UserError(f"--job {job}: this workspace holds {held}{', '.join(map(str, sorted(by_id)))}")
     row = by_id[job] if job is not None else rows[0]
     return JobScope(
         int(row[0]),

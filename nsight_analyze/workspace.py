@@ -135,15 +135,17 @@ CACHE_ENV = "NSIGHT_ANALYZE_CACHE_DIR"
 
 def cache_dir() -> Path | None:
     """Where the empty-workspace template lives: $NSIGHT_ANALYZE_CACHE_DIR, else the user's cache
-    (None without a home folder)."""
+    (None without a home folder: HOME=/nonexistent, the convention of service accounts, was
+    created, folder by folder, to hold the template)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     if os.environ.get("XDG_CACHE_HOME"):
         return Path(os.environ["XDG_CACHE_HOME"]) / "nsight-analyze"
     try:
-        return Path.home() / ".cache" / "nsight-analyze"
+        home = Path.home()
     except RuntimeError:  # no HOME and no password entry (some batch systems)
         return None
+    return home / ".cache" / "nsight-analyze" if home.is_dir() else None
 
 
 def _template() -> Path | None:
@@ -206,6 +208,8 @@ def _connect_new(path: Path) -> duckdb.DuckDBPyConnection:
     template DuckDB cannot open (damaged) is removed and the workspace created directly."""
     if path.exists() or Path(f"{path}.wal").exists():
         return _connect(path, read_only=False)
+    if not path.absolute().parent.is_dir():
+        raise UserError(f"cannot create workspace {path}: folder {path.absolute().parent} does not exist")
     template = _create_from_template(path)
     try:
         return _connect(path, read_only=False)

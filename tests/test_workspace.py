@@ -299,3 +299,32 @@ def test_workspace_from_the_template_ingests_like_one_created_directly(tmp_path,
         con.close()
     assert tables[0] == tables[1]
     assert tables[0]["time_partition"]
+
+
+def test_a_missing_home_is_not_created_for_the_template(tmp_path, monkeypatch):
+    """HOME=/nonexistent (service accounts, batch jobs): the template cache used to create that
+    folder and its .cache below it. Now there is no template (the workspace is created directly)
+    and nothing outside the workspace is made."""
+    from nsight_analyze import workspace
+
+    home = tmp_path / "nonexistent"
+    for var in (workspace.CACHE_ENV, "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    assert workspace.cache_dir() is None
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    assert db.is_file() and not home.exists()
+    home.mkdir()  # a home that exists holds the cache, as before
+    assert workspace.cache_dir() == home / ".cache" / "nsight-analyze"
+
+
+@requires_shared
+def test_a_workspace_in_a_missing_folder_is_one_clear_line(tmp_path):
+    """Before: "cannot open workspace ...: IO Error: Cannot open file ...", DuckDB's words."""
+    db = tmp_path / "none" / "w.duckdb"
+    traces = TRACES / "kineto" / "hta" / "trace_filter"
+    out = subprocess.run([*CLI, "ingest", str(traces), "--db", str(db)], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"error: cannot create workspace {db}: folder {db.parent} does not exist"
+    assert not db.parent.exists()
