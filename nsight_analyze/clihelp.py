@@ -8,6 +8,7 @@ import click
 
 from .errors import UserError
 from .no_data import require_gpu_data
+from .render.streams import ERRORS
 
 DEFAULT_DB = "nsight_analyze.duckdb"
 DB_ENV = "NSIGHT_ANALYZE_DB"
@@ -121,7 +122,7 @@ def _open_output(path: str):
         raise UserError(f"--output {path}: folder {folder} does not exist")
     tmp = f"{target}.tmp{os.getpid()}"
     try:
-        return target, tmp, open(tmp, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed by caller
+        return target, tmp, open(tmp, "w", encoding="utf-8", errors=ERRORS, newline="")  # noqa: SIM115 - closed by caller
     except OSError as exc:
         raise UserError(f"--output {path}: cannot write: {exc.strerror or exc}") from None
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import duckdb
 
 from . import analysis, classify, rank_store
-from .discovery import Candidate, assign_ranks, discover, natural_key
+from .discovery import Candidate, assign_ranks, discover, natural_key, path_text, utf8_path
 from .duck import checkpoints_held, sql_row, sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
@@ -98,6 +98,9 @@ def _special_file(path: Path) -> str | None:
     return None
 
 
+NOT_UTF8 = "its path is not valid UTF-8, which DuckDB cannot open: rename it, or link it under a UTF-8 name"
+
+
 def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candidate]:
     candidates: list[Candidate] = []
     reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
@@ -121,6 +124,8 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candid
         module = registry.source_for(path)
         if module is None:
             report.outcomes.append(FileOutcome(path, "ignored", "not a recognised trace format"))
+        elif not utf8_path(path.absolute()):
+            report.outcomes.append(FileOutcome(path, "failed", NOT_UTF8))
         else:
             candidates.append(Candidate(path, path, module))
     return candidates
@@ -224,7 +229,9 @@ def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candida
     """One `files` row per file this ingest did not load (status failed, skipped or ignored, the
     reason in `warnings`), replacing earlier such rows of the paths seen, so `info` lists them."""
     shown = {o.path: _shown(o.path) for o in report.outcomes}  # resolved once: 1 s for 5,500 files
-    seen = [str(p) for o in report.outcomes for p in {o.path.resolve(), o.path.absolute(), shown[o.path]}]
+    seen = [
+        path_text(p) for o in report.outcomes for p in {o.path.resolve(), o.path.absolute(), shown[o.path]}
+    ]
     rows = [o for o in report.outcomes if o.status in NOT_LOADED]
     con = open_workspace(db, analyse=False)  # no GPU data changes: the stored results stay valid
     try:
@@ -242,7 +249,7 @@ def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candida
             known = sql_row(
                 (
                     next_id + i,
-                    str(shown[outcome.path]),
+                    path_text(shown[outcome.path]),
                     cand.sha256 if cand is not None else "",
                     size,
                     cand.probe.format if cand is not None and cand.probe is not None else None,

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from . import analysis, query_layer
+from .discovery import path_text, utf8_path
 from .duck import OFFLINE_CONFIG, bound_memory, offline, sql_string
 from .errors import UserError, WorkspaceBusy
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
@@ -59,6 +60,11 @@ def _refuse_other_files(path: Path) -> None:
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    if not utf8_path(path.absolute()):  # DuckDB takes a name as UTF-8 text: it raised UnicodeEncodeError
+        raise UserError(
+            f"workspace {path_text(path)}: its path is not valid UTF-8, which DuckDB cannot open: "
+            "give --db a UTF-8 name"
+        )
     _refuse_other_files(path)
     try:
         con = offline(duckdb.connect(str(path), read_only=read_only, config=OFFLINE_CONFIG))

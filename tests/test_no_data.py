@@ -540,6 +540,57 @@ def test_a_named_pipe_is_reported_and_never_opened(tmp_path):
     assert not alone.exists()
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a name that is not UTF-8 needs a bytes filesystem")
+def test_a_file_name_that_is_not_utf8_fails_alone(tmp_path):
+    """A trace whose name is not UTF-8 (latin-1 bytes on a Linux filesystem) stopped the whole
+    ingest with "error: UnicodeEncodeError: ... surrogates not allowed", nothing loaded. DuckDB
+    cannot open such a name, so that file alone fails, in one line showing the byte as \\xff, and
+    is recorded; the others load."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    odd = os.fsdecode(os.fsencode(folder) + b"/rank\xff1.sqlite")
+    shutil.copy(RANK1, odd)
+    db = tmp_path / "ws.duckdb"
+    run = [sys.executable, "-m", "nsight_analyze", "ingest", str(folder), "--db", str(db)]
+    result = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr  # a file failed
+    shown = f"{folder}/rank\\xff1.sqlite"
+    line = f"failed: {shown}: {ingest_module.NOT_UTF8}"
+    assert ingest_module.NOT_UTF8.startswith("its path is not valid UTF-8, which DuckDB cannot open")
+    assert line in result.stderr.splitlines(), result.stderr
+    assert query(db, "SELECT path, status FROM files ORDER BY ALL") == [
+        (str(folder / "rank0.sqlite"), "ok"),
+        (shown, "failed"),
+    ]
+    wide = {**os.environ, "COLUMNS": "400"}
+    info = subprocess.run([*run[:3], "info", "--db", str(db)], capture_output=True, text=True, env=wide)
+    assert info.returncode == 0 and shown in info.stdout, info.stderr
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a name that is not UTF-8 needs a bytes filesystem")
+def test_a_workspace_name_that_is_not_utf8_is_one_line(tmp_path):
+    """A workspace DuckDB cannot name (--db with a latin-1 byte, or a folder so named whose
+    default workspace lies inside it) stopped with "error: UnicodeEncodeError", exit 1. It is
+    refused in one line saying what to do, exit 2, and nothing is created."""
+    odd_folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/traces\xff"))
+    odd_folder.mkdir()
+    shutil.copy(RANK0, odd_folder / "rank0.sqlite")
+    good = tmp_path / "good"
+    good.mkdir()
+    shutil.copy(RANK0, good / "rank0.sqlite")
+    odd_db = os.fsdecode(os.fsencode(tmp_path) + b"/ws\xff.duckdb")
+    for args in ([str(odd_folder)], [str(good), "--db", odd_db]):
+        run = [sys.executable, "-m", "nsight_analyze", "ingest", *args]
+        result = subprocess.run(run, capture_output=True, text=True, timeout=300)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr
+        assert "its path is not valid UTF-8, which DuckDB cannot open: give --db a UTF-8 name" in lines[0]
+        assert "\\xff" in lines[0], lines
+    assert sorted(p.name for p in good.iterdir()) == ["rank0.sqlite"]
+    assert not Path(odd_db).exists()
+
+
 # --------------------------------------------------------------------------------------------
 # 4. ingest honours $NSIGHT_ANALYZE_DB; --db wins
 

@@ -7,6 +7,10 @@ a Windows console) Python raised UnicodeEncodeError at the first such character,
 writes our symbols in ASCII (`us`, `x`, `-`, `...`) and any other character it lacks as a
 `\\uXXXX` escape (Python's backslashreplace), as the terminal already shows control characters
 (`escape.clean`). JSON is ASCII already; `-o FILE` always writes UTF-8, the exact text.
+
+A name of a file that is not UTF-8 (a latin-1 name on a Linux filesystem) reaches the output as
+lone surrogates, which no encoding writes: every stream, and `-o FILE`, shows those bytes as
+`\\xff`, the spelling the workspace stores (discovery.path_text).
 """
 
 from __future__ import annotations
@@ -44,20 +48,22 @@ ASCII_FOR = {
 def _ascii_for(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
-    text = exc.object[exc.start : exc.end]
-    out = "".join(ASCII_FOR.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text)
+    out = "".join(_spelled(c) for c in exc.object[exc.start : exc.end])
     return out, exc.end
+
+
+def _spelled(char: str) -> str:
+    if "\udc80" <= char <= "\udcff":  # a byte of a file name that is not UTF-8 (os.fsdecode's)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return ASCII_FOR.get(char) or char.encode("ascii", "backslashreplace").decode()
 
 
 codecs.register_error(ERRORS, _ascii_for)
 
 
-def _utf(encoding: str | None) -> bool:
-    return (encoding or "").lower().replace("-", "").replace("_", "").startswith("utf")
-
-
 def make_safe(*streams: object) -> None:
-    """Give each text stream whose encoding is not a UTF one the ASCII fallback above."""
+    """Give each text stream the fallback above: a UTF one meets only the bytes of file names
+    that are not UTF-8 (shown as `\\xff`, as the database holds them: discovery.path_text)."""
     for stream in streams or (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and not _utf(stream.encoding):
+        if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors=ERRORS)
