@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from . import query_layer, replay, schema
-from .duck import bound_memory, checkpoints_held, main_schema, out_of_memory, sql_rows, sql_string
+from .duck import bound_memory, checkpoints_held, main_schema, out_of_memory, rollback, sql_rows, sql_string
 from .errors import UserError
 
 if TYPE_CHECKING:
@@ -513,7 +513,7 @@ def _recompute(
         con.execute(f"INSERT OR REPLACE INTO meta VALUES {sql_rows(list(p.stamps.items()))}")
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback(con)
         _drop_staged(con)
         raise
     for q in query_layer.of_stage("job"):  # macros over stored results, kept for users' SQL

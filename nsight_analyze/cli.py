@@ -67,6 +67,11 @@ class _Group(click.Group):
 
                 click.echo(f"error: {out_of_memory(f'`{ctx.invoked_subcommand}`')}", err=True)
                 sys.exit(UserError.exit_code)
+            from .duck import no_room, no_room_error
+
+            if no_room(exc):
+                click.echo(f"error: {no_room_error(exc)}", err=True)
+                sys.exit(UserError.exit_code)
             if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
                 raise
             first = str(exc).splitlines()[0] if str(exc) else ""

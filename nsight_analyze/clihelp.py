@@ -169,8 +169,10 @@ def output_options(
                     try:
                         result = fn(*args, **kwargs)
                     except SystemExit as exc:  # a gate's exit status: the result was printed
+                        fh.flush()  # a full disk shows here, before the file is kept
                         keep = exc.code in (None, 0, 1)
                         raise
+                    fh.flush()
                     keep = True
                     return result
             finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import errno
 import itertools
 import numbers
 import os
@@ -217,6 +218,38 @@ def checkpoints_held(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             con.execute(restore)
         raise
     con.execute(restore)
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """End the open transaction; none left is fine. Why: a COMMIT that fails to write (a full
+    disk) has already rolled back, and a second ROLLBACK raised "no transaction is active",
+    which hid the reason."""
+    with suppress(duckdb.TransactionException):
+        con.execute("ROLLBACK")
+
+
+# A write that found no room: the disk full, a quota or the process's file size limit reached
+NO_ROOM = {
+    errno.ENOSPC: "No space left on device",
+    errno.EDQUOT: "Disk quota exceeded",
+    errno.EFBIG: "File too large",
+}
+
+
+def no_room(exc: BaseException | str) -> bool:
+    """Whether `exc` (or an error's text) is a write that found no room (DuckDB's or an OSError)."""
+    if getattr(exc, "errno", None) in NO_ROOM:
+        return True
+    return any(text in str(exc) for text in NO_ROOM.values())
+
+
+def no_room_error(exc: BaseException | str) -> UserError:
+    """The one line for such a write, saying what to do."""
+    first = str(exc).splitlines()[0] if str(exc) else "no room to write"
+    return UserError(
+        f"cannot write ({first}): the disk is full, or a quota or file size limit is reached; "
+        "free space or write to another disk, then run the command again"
+    )
 
 
 def out_of_memory(what: str) -> UserError:

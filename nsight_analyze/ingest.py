@@ -24,7 +24,7 @@ import duckdb
 
 from . import analysis, classify, rank_store
 from .discovery import Candidate, assign_ranks, discover, natural_key, path_text, utf8_path
-from .duck import checkpoints_held, sql_row, sql_string, sql_value
+from .duck import checkpoints_held, no_room, no_room_error, sql_row, sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, WorkerDied, open_executor
 from .landing import FileOutcome, land_batch, load_one
@@ -173,24 +173,28 @@ def ingest(
     ):
         first.source.prefetch(first.path)  # the first file is parsed while all are prepared
     try:
-        _ingest(candidates, db, report, executor, rules, replace, progress, analysis_progress)
-    except BaseException as exc:
-        if not existed and not report.by_status("ok") and not isinstance(exc, WorkspaceBusy):
-            _discard_new_workspace(db, exports_existed)
-        raise
-    finally:
-        if executor is not None:
-            executor.close()
-        for source in sources:
-            if hasattr(source, "cancel_prefetch"):
-                source.cancel_prefetch()
-    if not existed and not report.by_status("ok") and _discard_new_workspace(db, exports_existed):
-        return report
-    if existed or any(o.status in NOT_LOADED for o in report.outcomes):
         try:
-            _record_not_loaded(db, report, hashes)
-        except UserError as exc:  # what loaded stays loaded; only the list of the others is missing
-            report.notes.append(f"files not loaded were not recorded in the workspace ({exc})")
+            _ingest(candidates, db, report, executor, rules, replace, progress, analysis_progress)
+        finally:  # the workers stop before a failed ingest's workspace is removed
+            if executor is not None:
+                executor.close()
+            for source in sources:
+                if hasattr(source, "cancel_prefetch"):
+                    source.cancel_prefetch()
+        if not existed and not report.by_status("ok") and _discard_new_workspace(db, exports_existed):
+            return report
+        if existed or any(o.status in NOT_LOADED for o in report.outcomes):
+            try:
+                _record_not_loaded(db, report, hashes)
+            except UserError as exc:  # what loaded stays loaded; only the list of the others is missing
+                report.notes.append(f"files not loaded were not recorded in the workspace ({exc})")
+    except BaseException as exc:
+        full = no_room(exc)  # what loaded before is of no use on a full disk: a new one goes
+        if not existed and (full or not report.by_status("ok")) and not isinstance(exc, WorkspaceBusy):
+            _discard_new_workspace(db, exports_existed, loaded_by_us=full)
+        if full and not isinstance(exc, UserError):
+            raise no_room_error(exc) from None
+        raise
     return report
 
 
@@ -206,9 +210,13 @@ def _shown(path: Path) -> Path:
         return path.absolute()
 
 
-def _discard_new_workspace(db: Path, exports_existed: bool) -> bool:
+def _discard_new_workspace(db: Path, exports_existed: bool, loaded_by_us: bool = False) -> bool:
     """Remove a workspace this ingest created but loaded nothing into (a failed ingest leaves
-    no file behind); False when it holds files after all (another process loaded them)."""
+    no file behind); False when it holds files after all (another process loaded them), unless
+    `loaded_by_us`: this ingest failed while it held the workspace, so the files are its own."""
+    if loaded_by_us:
+        _remove_workspace(db, exports_existed)
+        return True
     try:
         con = open_workspace(db, read_only=True, analyse=False)
     except UserError:  # not there, busy, or not a workspace: nothing of ours to remove
@@ -218,11 +226,16 @@ def _discard_new_workspace(db: Path, exports_existed: bool) -> bool:
             return False
     finally:
         con.close()
+    _remove_workspace(db, exports_existed)
+    return True
+
+
+def _remove_workspace(db: Path, exports_existed: bool) -> None:
     for path in (db, Path(f"{db}.wal")):
         path.unlink(missing_ok=True)
     if not exports_existed:
         shutil.rmtree(export_cache(db), ignore_errors=True)
-    return True
+    shutil.rmtree(rank_store.store_dir(db), ignore_errors=True)
 
 
 def _record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candidate]) -> None:
@@ -334,6 +347,7 @@ def _ingest(
             if report.by_status("ok"):
                 _post_ingest(con, report, analysis_progress, precomputed, early)
             report.seconds["analysis"] = time.perf_counter() - started
+        con.execute("CHECKPOINT")  # the close's own, which says nothing when it fails (a full disk)
         rank_store.remove_store(rank_store.store_dir(db))  # the workspace holds what it held
     finally:
         con.close()
@@ -462,6 +476,8 @@ def _map_and_land(
 
     def land(batch: MapBatch, result: BatchMapped | WorkerDied) -> None:
         files = cands[batch.entry]
+        if not isinstance(result, WorkerDied) and result.error and no_room(result.error):
+            raise no_room_error(result.error)  # the store's disk is full: so would be every file
         if isinstance(result, WorkerDied) or result.error:
             if len(files) > 1:
                 again.extend(files)

@@ -14,7 +14,7 @@ import duckdb
 
 from . import classify, rank_store, schema
 from .discovery import Candidate
-from .duck import sql_row, sql_value
+from .duck import no_room, rollback, sql_row, sql_value
 from .rank_task import Mapped, insert_ranks
 from .sources import nsys_recipe
 from .sources.base import BadInput
@@ -45,11 +45,13 @@ def load_one(con: duckdb.DuckDBPyConnection, cand: Candidate) -> FileOutcome:
         insert_file_row(con, cand, result.warnings, result.skipped)
         con.execute("COMMIT")
     except (BadInput, duckdb.Error) as exc:
-        con.execute("ROLLBACK")
+        rollback(con)
+        if no_room(exc):  # the workspace's disk, not the file, is at fault: the ingest stops
+            raise
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return FileOutcome(cand.path, "failed", message, seconds=time.perf_counter() - started)
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
     finally:
         if hasattr(cand.source, "release"):
@@ -99,11 +101,13 @@ def land_batch(
             insert_file_row(con, cand, m.warnings, m.skipped)
         con.execute("COMMIT")
     except duckdb.Error as exc:
-        con.execute("ROLLBACK")
+        rollback(con)
+        if no_room(exc):
+            raise
         reason = f"its worker's results could not be read ({str(exc).splitlines()[0]})"
         return failed + [FileOutcome(cand.path, "failed", reason) for cand, _ in good]
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
     return failed + [
         FileOutcome(

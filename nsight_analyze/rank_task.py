@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from . import analysis, classify, rank_store, schema
-from .duck import OFFLINE_CONFIG, bound_memory, offline, sql_rows
+from .duck import OFFLINE_CONFIG, bound_memory, offline, rollback, sql_rows
 from .errors import UserError
 from .sources import registry
 from .sources.base import BadInput, Probe
@@ -228,14 +228,14 @@ def _load(con: duckdb.DuckDBPyConnection, spec: MapSpec) -> Mapped:
         insert_ranks(con, spec.file_id, spec.probe, spec.ranks, spec.rank_sources, spec.job_ranks)
         con.execute("COMMIT")
     except (BadInput, duckdb.Error, UserError) as exc:
-        con.execute("ROLLBACK")
+        rollback(con)
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return Mapped(spec.path, spec.file_id, error=message)
     except FileNotFoundError:
-        con.execute("ROLLBACK")
+        rollback(con)
         return Mapped(spec.path, spec.file_id, error=_unseen(Path(spec.readable)))
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback(con)
         raise
     finally:
         if hasattr(source, "release"):

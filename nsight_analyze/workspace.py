@@ -17,7 +17,7 @@ import duckdb
 
 from . import analysis, query_layer
 from .discovery import path_text, utf8_path
-from .duck import OFFLINE_CONFIG, bound_memory, offline, sql_string
+from .duck import OFFLINE_CONFIG, bound_memory, no_room, offline, sql_string
 from .errors import UserError, WorkspaceBusy
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 from .schema import schema_files  # noqa: F401 - re-exported for callers
@@ -102,6 +102,8 @@ def load_live_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -
         try:
             con.execute(q.create("view", temporary=temporary))
         except duckdb.Error as exc:
+            if no_room(exc):  # the workspace's disk, not the query
+                raise
             raise UserError(f"queries/{q.name}.sql does not load: {str(exc).splitlines()[0]}") from None
 
 

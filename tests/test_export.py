@@ -355,7 +355,8 @@ def test_help_lists_export():
 
 
 def test_a_failed_export_leaves_no_partial_file(db, tmp_path, monkeypatch):
-    """Files appear under their names only when complete; a failed Parquet export has no manifest."""
+    """Files appear under their names only when complete; a failed Parquet export has no manifest,
+    and the folder it created is removed (one that existed keeps the complete files)."""
     from nsight_analyze.errors import UserError
     from nsight_analyze.export import parquet
 
@@ -364,6 +365,10 @@ def test_a_failed_export_leaves_no_partial_file(db, tmp_path, monkeypatch):
     monkeypatch.setattr(parquet, "_present", lambda con: {n for n, _ in parquet.exported_objects()})
     con = _con(db)
     try:
+        with pytest.raises(UserError, match="cannot export no_such_table"):
+            parquet.export_parquet(con, tmp_path / "new", None)
+        assert not (tmp_path / "new").exists()
+        (tmp_path / "pq").mkdir()
         with pytest.raises(UserError, match="cannot export no_such_table"):
             parquet.export_parquet(con, tmp_path / "pq", None)
         assert sorted(p.name for p in (tmp_path / "pq").iterdir()) == sorted(

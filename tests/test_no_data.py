@@ -632,3 +632,88 @@ def test_ranks_only_workspace_is_a_valid_fixture(tmp_path):
     db = ranks_only_workspace(tmp_path / "ws.duckdb")
     doc = json.loads(cli("info", "--db", str(db), "--format", "json").stdout)
     assert len(doc["ranks"]) == 1 and doc["event_counts"]["kernels"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# A write that finds no room: a full disk, a quota, the process's file size limit
+# --------------------------------------------------------------------------------------------
+
+
+def _limited(args: list[str], limit: int, home: Path) -> subprocess.CompletedProcess:
+    """`nsight-analyze ARGS` under a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored): DuckDB and
+    Python then meet "File too large" (EFBIG) at the limit as they meet "No space left on device"
+    on a full disk, through the same write paths, so a test needs no small filesystem to mount."""
+    import resource
+    import signal
+
+    def limit_writes() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {**os.environ, "HOME": str(home)}  # the workspace template is built under the limit too
+    run = [sys.executable, "-m", "nsight_analyze", *args]
+    return subprocess.run(run, capture_output=True, text=True, timeout=300, env=env, preexec_fn=limit_writes)
+
+
+NO_ROOM_ADVICE = "free space or write to another disk, then run the command again"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
+@pytest.mark.parametrize("limit, jobs", [(1 << 20, "1"), (8 << 20, "1"), (8 << 20, "2")])
+def test_a_full_disk_stops_the_ingest_in_one_line_and_leaves_no_new_workspace(tmp_path, limit, jobs):
+    """A workspace write that found no room said "error: TransactionException: ... cannot
+    rollback - no transaction is active", exit 1 (the failed COMMIT had rolled back already), and
+    left the half-written workspace (and its log) on the full disk; a full disk at the close's
+    checkpoint was not said at all. Now: one line naming the file and what to do, exit 2, and
+    a new workspace is removed: at 1 MiB the first file's commit fails, at 8 MiB the checkpoint
+    after everything loaded, in this process or in workers (whose rank store is removed too)."""
+    db = tmp_path / "ws.duckdb"
+    result = _limited(["ingest", str(SAMPLE), "--db", str(db), "--jobs", jobs, "-q"], limit, tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write ("), lines
+    assert "File too large" in lines[0] and lines[0].endswith(NO_ROOM_ADVICE), lines
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".cache") == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
+@pytest.mark.parametrize(
+    "args, limit",
+    [
+        (["summary", "-o", "{out}/summary.csv"], 100),
+        (["report", "-o", "{out}/report.html"], 1 << 20),
+        (["export", "{out}/tables", "--format", "parquet"], 1 << 12),
+        (["export", "{out}/job.json", "--format", "chrome-trace"], 1 << 16),
+    ],
+    ids=["summary-o", "report", "export-parquet", "export-chrome"],
+)
+def test_an_output_that_finds_no_room_is_one_line_and_leaves_nothing(sample_workspace, tmp_path, args, limit):
+    """`summary -o` said "wrote summary.csv" and kept half a file when its close found the disk
+    full; `report` left `report.html.tmp`; a Parquet export left a new folder of some of the
+    tables. Each is now one line, exit 2, and the output folder is as it was (empty)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    filled = [a.replace("{out}", str(out)) for a in args]
+    result = _limited([*filled, "--db", str(sample_workspace)], limit, tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert lines[-1].startswith("error: cannot write (") and lines[-1].endswith(NO_ROOM_ADVICE), lines
+    assert not any("wrote" in line for line in lines), lines
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
+def test_a_full_disk_leaves_an_existing_workspace_readable(tmp_path):
+    """An ingest into an existing workspace whose checkpoint finds no room stops in one line;
+    what it committed is in the workspace's log, so the workspace opens and answers afterwards
+    (here with both files: the loads committed, only the checkpoint failed)."""
+    db = tmp_path / "ws.duckdb"
+    ingest([RANK0], db)
+    more = tmp_path / "more"
+    more.mkdir()
+    shutil.copy(RANK1, more / "rank1.sqlite")
+    result = _limited(["ingest", str(more), "--db", str(db), "-q"], db.stat().st_size, tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().endswith(NO_ROOM_ADVICE), result.stderr
+    summary = CliRunner().invoke(main, ["summary", "--db", str(db), "--format", "csv"])
+    assert summary.exit_code == 0, summary.output
+    assert query(db, "SELECT count(*) FROM files WHERE status = 'ok'") == [(2,)]

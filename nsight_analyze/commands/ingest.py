@@ -237,7 +237,8 @@ class IngestProgress:
             self.said.append(outcome)
         elif self.enabled:
             click.echo(
-                f"{outcome.status}: {outcome.path} ({rows:,} rows, {rate}) {outcome.message}".rstrip(),
+                f"{outcome.status}: {outcome.path} ({', '.join(filter(None, [f'{rows:,} rows', rate]))}) "
+                f"{outcome.message}".rstrip(),
                 err=True,
             )
 

@@ -4,7 +4,8 @@ and a Chrome-trace JSON file (chrome://tracing, the Perfetto UI).
 Why a package beside the renderers: both exports are the stored tables written out by DuckDB
 itself (COPY, SQL-built JSON), never a Python loop per event, because jobs have millions of
 events; the command (`commands/export.py`) only parses options and prints what was written.
-The shared pieces live here: rank selection (`--ranks 0,2-3`) and atomic file replacement.
+The shared pieces live here: rank selection (`--ranks 0,2-3`) and atomic file writing (the
+HTML report and compare's diff use it too).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import duckdb
 
 from ..errors import UserError
 
-__all__ = ["parse_ranks", "select_ranks", "replace_atomically", "sql_path"]
+__all__ = ["parse_ranks", "select_ranks", "replace_atomically", "sql_path", "write_atomically"]
 
 _RANK_ITEM = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
@@ -74,3 +75,15 @@ def replace_atomically(tmp: Path, final: Path) -> None:
     """Move a finished temporary file onto its final name in one step, so a reader (or a killed
     export) never sees half a file under the final name."""
     os.replace(tmp, final)
+
+
+def write_atomically(final: Path, text: str) -> None:
+    """`text` (UTF-8) into `final` through a temporary file beside it: a failed write (a full
+    disk) leaves neither half a file under the final name nor the temporary one."""
+    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        replace_atomically(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

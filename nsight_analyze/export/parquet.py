@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,9 +23,9 @@ from pathlib import Path
 import duckdb
 
 from .. import __version__, query_layer, schema
-from ..duck import out_of_memory
+from ..duck import no_room, no_room_error, out_of_memory
 from ..errors import UserError
-from . import replace_atomically, sql_path
+from . import replace_atomically, sql_path, write_atomically
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "nsight-analyze-parquet"
@@ -116,15 +117,21 @@ def export_parquet(
     not write are removed, so the folder holds exactly what the new manifest lists.
     """
     check_folder(out, force)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     earlier = _earlier_files(out)
     present = _present(con)
     result = ParquetExport(out)
     where = f"WHERE rank IN ({', '.join(str(int(r)) for r in ranks) or 'NULL'})" if ranks is not None else ""
-    for name, kind in exported_objects():
-        if name not in present:
-            continue  # e.g. a format-specific table an older workspace lacks
-        result.tables.append(_write(con, out, name, kind, where))
+    try:
+        for name, kind in exported_objects():
+            if name not in present:
+                continue  # e.g. a format-specific table an older workspace lacks
+            result.tables.append(_write(con, out, name, kind, where))
+    except BaseException:
+        if created:  # a failed export (a full disk, Ctrl-C) leaves no folder of some of the tables
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -135,9 +142,7 @@ def export_parquet(
         "ranks": ranks,
         "tables": [t.as_json() for t in result.tables],
     }
-    tmp = out / f".{MANIFEST}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    replace_atomically(tmp, out / MANIFEST)
+    write_atomically(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     for stale in earlier - {t.file for t in result.tables}:
         (out / stale).unlink(missing_ok=True)
     return result
@@ -159,6 +164,8 @@ def _write(con: duckdb.DuckDBPyConnection, out: Path, name: str, kind: str, wher
         raise out_of_memory(f"exporting {name}") from None
     except duckdb.Error as exc:
         tmp.unlink(missing_ok=True)
+        if no_room(exc):
+            raise no_room_error(exc) from None
         raise UserError(f"cannot export {name}: {str(exc).splitlines()[0]}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)

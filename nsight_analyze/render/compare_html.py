@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..export import write_atomically
 from . import palette
 from .escape import html as esc
 from .escape import script_json as safe_json
@@ -356,4 +357,4 @@ Promise.all(drawn).then(() => {{ document.body.dataset.figuresRendered = String(
 
 
 def write_html(result: dict[str, Any], path: Path) -> None:
-    path.write_text(render(result), encoding="utf-8")
+    write_atomically(path, render(result))

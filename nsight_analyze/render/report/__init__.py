@@ -16,6 +16,7 @@ import duckdb
 
 from ... import __version__
 from ...errors import UserError
+from ...export import write_atomically
 from . import comms_section, figures, sections, timeline, whatif_section
 from .collect import StepRange, collect
 from .html import page
@@ -108,7 +109,5 @@ def write_report(
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
     text = render_report(con, steps, mfu_options, job_note=job_note)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_atomically(out, text)
     return out
