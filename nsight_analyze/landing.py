@@ -15,7 +15,7 @@ import duckdb
 from . import classify, rank_store, schema
 from .discovery import Candidate
 from .duck import no_room, rollback, sql_row, sql_value
-from .rank_task import Mapped, insert_ranks
+from .rank_task import Mapped, backwards_warnings, insert_ranks
 from .sources import nsys_recipe
 from .sources.base import BadInput
 
@@ -40,6 +40,7 @@ def load_one(con: duckdb.DuckDBPyConnection, cand: Candidate) -> FileOutcome:
         for fid in cand.replaces:
             delete_file(con, fid)
         result = cand.source.load(con, cand.readable, cand.file_id, cand.ranks, probe)
+        result.warnings += backwards_warnings(con, list(cand.ranks.values()))
         insert_ranks(con, cand.file_id, probe, cand.ranks, cand.rank_sources, cand.job_ranks)
         classify.classify_kernels(con)
         insert_file_row(con, cand, result.warnings, result.skipped)

@@ -225,6 +225,7 @@ def _load(con: duckdb.DuckDBPyConnection, spec: MapSpec) -> Mapped:
     con.execute("BEGIN TRANSACTION")
     try:
         result = source.load(con, Path(spec.readable), spec.file_id, spec.ranks, spec.probe)
+        result.warnings += backwards_warnings(con, list(spec.ranks.values()))
         insert_ranks(con, spec.file_id, spec.probe, spec.ranks, spec.rank_sources, spec.job_ranks)
         con.execute("COMMIT")
     except (BadInput, duckdb.Error, UserError) as exc:
@@ -318,6 +319,34 @@ def insert_ranks(
             "session_start_utc_ns, clock_offset_ns, rank_source, local_rank, world_size, alignment_method, "
             f"job_rank) VALUES {sql_rows(rows)}"
         )
+
+
+TIMED_TABLES = ("kernels", "memops", "cuda_api", "nvtx")
+
+
+def backwards_warnings(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> list[str]:
+    """One warning per canonical table holding rows of `ranks` that end before they start.
+
+    Why: a tracer's clock error (a CUPTI timestamp wrap, a buffer flushed late) leaves such rows;
+    the time partition counts them as zero time and duration sums take them as recorded, so a
+    user must hear of them rather than see a partition quietly short of the kernels' own sum.
+    """
+    if not ranks:
+        return []
+    in_ranks = ", ".join(str(int(r)) for r in ranks)
+    rows = con.execute(
+        " UNION ALL ".join(
+            f"SELECT '{t}', count(*), max(start_ns - end_ns) FROM {t} "
+            f"WHERE rank IN ({in_ranks}) AND end_ns < start_ns"
+            for t in TIMED_TABLES
+        )
+    ).fetchall()
+    return [
+        f"{n:,} row(s) of {table} end before they start (by up to {worst:,} ns: a tracer clock error); "
+        "the time partition counts them as zero time, duration sums as recorded"
+        for table, n, worst in rows
+        if n
+    ]
 
 
 def _maybe_crash(path: str, value: str) -> None:

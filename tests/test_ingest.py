@@ -443,3 +443,40 @@ def test_nsys_stats_reads_a_generated_trace_like_our_ingest(tmp_path):
         got[name, "n"], got[name, "ns"] = n, ns
     assert got == expected
     assert dict(con.execute("SELECT name, count(*) FROM cuda_api GROUP BY 1").fetchall()) == dict(api)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_rows_that_end_before_they_start_are_counted_and_said(tmp_path, jobs):
+    """Kernels whose end precedes their start (a tracer clock error) loaded without a word: the
+    partition counts them as zero time, so its compute fell short of the kernels' own sum with
+    nothing to say why. Each file now warns with the count and the worst inversion, in this
+    process and in workers alike. Expected values: the 15 rows this test inverts by 1,000 ns;
+    the unmodified rank 1 has none."""
+    sample = Path(__file__).resolve().parents[1] / "sample_traces"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("report_rank0.sqlite", "report_rank1.sqlite"):
+        shutil.copy(sample / name, folder / name)
+    with sqlite3.connect(folder / "report_rank0.sqlite") as lite:
+        lite.execute(
+            'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1000 '
+            "WHERE rowid IN (SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 15)"
+        )
+    db = tmp_path / "w.duckdb"
+    report = ingest([folder], db, jobs=jobs)
+    assert [o.status for o in report.outcomes] == ["ok", "ok"]
+    con = open_workspace(db, read_only=True)
+    try:
+        rows = con.execute("SELECT path, warnings FROM files ORDER BY path").fetchall()
+        inverted = con.execute("SELECT count(*) FROM kernels WHERE end_ns < start_ns").fetchone()[0]
+    finally:
+        con.close()
+    assert inverted == 15
+    said = {Path(path).name: [w for w in warnings if "end before they start" in w] for path, warnings in rows}
+    assert said == {
+        "report_rank0.sqlite": [
+            "15 row(s) of kernels end before they start (by up to 1,000 ns: a tracer clock error); "
+            "the time partition counts them as zero time, duration sums as recorded"
+        ],
+        "report_rank1.sqlite": [],
+    }
