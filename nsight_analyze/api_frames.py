@@ -126,11 +126,24 @@ def sql_errors(what: str = "the query") -> Iterator[None]:
         raise UserError(f"SQL error: {text}") from None
 
 
+def _execute(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConnection:
+    """`con.execute(query)`, refusing SQL without a statement (empty, `;`, only comments), for
+    which DuckDB returns None and the caller failed with an AttributeError."""
+    from .errors import UserError
+
+    result = con.execute(query)
+    if result is None:
+        raise UserError(
+            "the SQL holds no statement (empty or only comments): give one, e.g. 'SELECT * FROM ranks'"
+        )
+    return result
+
+
 def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):
     """Run one statement: its result as a DataFrame (Arrow table), None when it returns no rows
     (CREATE, INSERT, ...). A DuckDB error is one line (UserError), a read-only refusal says how."""
     with sql_errors(what):
-        rel = con.execute(query)
+        rel = _execute(con, query)
         if rel.description is None:
             return None
         if not arrow:
@@ -147,7 +160,7 @@ def stream_sql(
     whole result, then its rendering, in memory (100 M rows: 24 GB, killed by the kernel); read
     this way memory stays at one chunk, and a reader that stops early stops the query."""
     with sql_errors(what):
-        if con.execute(query).description is None:
+        if _execute(con, query).description is None:
             return None
 
     def chunks() -> Iterator[pd.DataFrame]:

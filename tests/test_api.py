@@ -142,6 +142,8 @@ def test_sql_dataframe_and_arrow(ws):
         ws.sql("CREATE TABLE t AS SELECT 1")
     with pytest.raises(UserError, match="SQL error"):
         ws.sql("SELECT * FROM no_such_table")
+    with pytest.raises(UserError, match="holds no statement"):  # was an AttributeError
+        ws.sql("-- nothing")
 
 
 def test_report_and_compare(ws, tmp_path):

@@ -278,6 +278,17 @@ def test_sql_table_shows_max_rows_then_says_more_follow(dbs):
     assert len(out) == 2 + 1000 + 1 and out[-1].startswith("(the first 1,000 rows"), out[-1]
 
 
+@pytest.mark.parametrize("query", ["", "  ", ";", "/* only a comment */"])
+def test_sql_without_a_statement_is_one_line(dbs, query):
+    """DuckDB returns None for SQL without a statement; the command failed with "error:
+    AttributeError: 'NoneType' object has no attribute 'description'", exit 1."""
+    res = run(["sql", "--db", "{db}", query], dbs)
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == (
+        "error: the SQL holds no statement (empty or only comments): give one, e.g. 'SELECT * FROM ranks'"
+    )
+
+
 def test_sql_table_does_not_compute_past_the_rows_it_shows(dbs, tmp_path):
     """A row far into the result raises: the table of the first rows never computes it (the rest
     of a 100 M-row result was held in memory before: 24 GB, killed), while csv, which prints every
