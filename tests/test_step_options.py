@@ -66,11 +66,25 @@ def test_step_pattern_on_ingest_and_diagnose(tmp_path):
     stored = con.execute("SELECT value FROM settings WHERE key = 'step_pattern'").fetchone()[0]
     con.close()
     assert stored == "^ProfilerStep#"
+    # an empty pattern matched every range, outer and nested, and was stored without a word
+    empty = CliRunner().invoke(main, ["summary", "--db", str(db), "--step-pattern", " "])
+    assert empty.exit_code == 2 and "matches every NVTX range" in empty.output, empty.output
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT value FROM settings WHERE key = 'step_pattern'").fetchone()[0] == stored
+    con.close()
     bad = CliRunner().invoke(
         main, ["ingest", "-q", "--db", str(tmp_path / "x.duckdb"), "--step-pattern", "(", str(TRACE_FILTER)]
     )
     assert (
         bad.exit_code != 0 and "not a valid RE2 regex" in bad.output and not (tmp_path / "x.duckdb").exists()
+    )
+    bad = CliRunner().invoke(
+        main, ["ingest", "-q", "--db", str(tmp_path / "x.duckdb"), "--step-pattern", "", str(TRACE_FILTER)]
+    )
+    assert (
+        bad.exit_code == 2
+        and "matches every NVTX range" in bad.output
+        and not (tmp_path / "x.duckdb").exists()
     )
 
 

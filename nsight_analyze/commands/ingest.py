@@ -77,9 +77,9 @@ def command(
     if db is None:
         db = workspace_path(inputs)
     if step_pattern is not None:  # a bad regex is said before anything is read
-        from .summary import check_regex
+        from .summary import check_step_pattern
 
-        check_regex(step_pattern)
+        check_step_pattern(step_pattern)
     existed = db.exists()
     with IngestProgress(enabled=not quiet) as progress:
         report = ingest(

@@ -21,14 +21,20 @@ from ..workspace import open_workspace
 STEP_PATTERN = "step_pattern"  # the settings key the step views read
 
 
-def check_regex(pattern: str, option: str = "--step-pattern") -> None:
-    """One clear line for a pattern DuckDB's regex engine (RE2) rejects."""
+def check_step_pattern(pattern: str) -> None:
+    """One clear line for a pattern DuckDB's regex engine (RE2) rejects, or one that is empty
+    (it matched every range, outer and nested: steps of nothing in particular)."""
+    if not pattern.strip():
+        raise UserError(
+            f"--step-pattern {pattern!r} matches every NVTX range: give a regex of the step ranges' "
+            "names, e.g. '^train_step' (docs/metrics.md has the default)"
+        )
     con = duckdb.connect()
     try:
         con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchone()
     except duckdb.Error as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"{option} {pattern!r} is not a valid RE2 regex: {first}") from None
+        raise UserError(f"--step-pattern {pattern!r} is not a valid RE2 regex: {first}") from None
     finally:
         con.close()
 
@@ -37,7 +43,7 @@ def set_step_pattern(db: str, pattern: str) -> bool:
     """Store the step pattern in the workspace's settings; True when it changed.
 
     The stored analysis is stamped with the settings, so the next read recomputes the steps."""
-    check_regex(pattern)
+    check_step_pattern(pattern)
     con = open_workspace(db, must_exist=True, analyse=False)
     try:
         old = con.execute("SELECT value FROM settings WHERE key = ?", [STEP_PATTERN]).fetchone()
