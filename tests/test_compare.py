@@ -290,6 +290,9 @@ def test_cli_bad_setting_is_one_line_error(pair):
         assert "give a finite percentage >= 0" in res.output and "pass" not in res.output, res.output
     res = run_cli(pair["before"], pair["before"], "--model-flops-per-step", "nan", "--no-findings")
     assert res.exit_code == 2 and "--model-flops-per-step must be a positive finite number" in res.output
+    # a negative --top sliced the rows [:-1]: every change but the last, without a word
+    res = run_cli(pair["before"], pair["before"], "--top", "-1", "--no-findings")
+    assert res.exit_code == 2 and "-1 is not in the range x>=0" in res.output, res.output
 
 
 # ---------------------------------------------------------------------------------------------

@@ -338,7 +338,11 @@ def _require_traces_data(db: Path, given: str, side: str) -> None:
     help=f"Statistics setting ({', '.join(f'{k}={v}' for k, v in DEFAULTS.items())}).",
 )
 @click.option(
-    "--top", type=int, default=10, show_default=True, help="Rows of kernel/collective changes shown."
+    "--top",
+    type=click.IntRange(min=0),  # a negative count sliced rows[:-1]: all but the last, silently
+    default=10,
+    show_default=True,
+    help="Rows of kernel/collective changes shown.",
 )
 @click.option(
     "--before-job",
