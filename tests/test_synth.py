@@ -409,6 +409,8 @@ def test_cli(tmp_path):
         main, ["synth", str(tmp_path / "x"), "--ranks", "2", "--inject", "straggler=5:+1"]
     )
     assert bad.exit_code == 2 and "straggler rank 5" in bad.output
+    bad = CliRunner().invoke(main, ["synth", str(tmp_path / "x"), "--seed", "-1"])  # numpy's ValueError
+    assert bad.exit_code == 2 and "-1 is not in the range x>=0" in bad.output, bad.output
 
 
 def test_ingest_matches_generator(small, workspace_of):

@@ -34,7 +34,13 @@ from ..synth.parallel import parse_parallel
 @click.option(
     "--steps", default=20, show_default=True, type=click.IntRange(1), help="Profiled training steps."
 )
-@click.option("--seed", default=1, show_default=True, type=int, help="Random seed (same seed, same bytes).")
+@click.option(
+    "--seed",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Random seed (same seed, same bytes).",
+)
 @click.option(
     "--schema",
     default="2025.1",
