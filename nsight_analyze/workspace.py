@@ -48,6 +48,11 @@ def _refuse_other_files(path: Path) -> None:
     and kept nothing, and a reading command failed with "Cannot launch in-memory database in
     read-only mode". An empty file is not a database either (DuckDB refuses it with its own
     message)."""
+    if path.is_dir():
+        raise UserError(
+            f"{path} is a folder, not a workspace: --db (or $NSIGHT_ANALYZE_DB) names a file, "
+            f"e.g. {path / 'nsight_analyze.duckdb'}"
+        )
     if not path.is_file() or is_workspace(path):
         return
     with open(path, "rb") as fh:

@@ -12,7 +12,7 @@ import time
 
 import duckdb
 import pytest
-from conftest import TRACES, requires_shared
+from conftest import ROOT, TRACES, requires_shared
 
 from nsight_analyze import query_layer
 from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit, sql_rows, sql_value
@@ -155,6 +155,21 @@ def test_a_data_file_given_as_the_workspace_is_refused(tmp_path, kind):
         ), args
         assert "ingested" not in out.stdout + out.stderr
     assert db.read_bytes() == before and not list(tmp_path.glob("*.wal"))
+
+
+def test_a_folder_given_as_the_workspace_is_one_line(tmp_path):
+    """`--db FOLDER` (or $NSIGHT_ANALYZE_DB set to one) failed with DuckDB's "IO Error: Could not
+    read from file ...: Is a directory"; now one line saying what to name instead, exit 2."""
+    env = {**os.environ, "NSIGHT_ANALYZE_DB": str(tmp_path)}
+    out = subprocess.run(
+        [*CLI, "ingest", str(ROOT / "sample_traces"), "-q"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        f"error: {tmp_path} is a folder, not a workspace: --db (or $NSIGHT_ANALYZE_DB) names a file, "
+        f"e.g. {tmp_path / 'nsight_analyze.duckdb'}"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def _limit_of(size: str) -> str:
