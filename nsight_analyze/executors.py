@@ -130,8 +130,7 @@ class DaskCluster:
                 )
                 self.client = distributed.Client(self.cluster, timeout=timeout)
             elif address.endswith(".json") or Path(address).is_file():
-                if not Path(address).is_file():
-                    raise UserError(f"--dask {address}: no such scheduler file")
+                _check_scheduler_file(address)
                 self.client = distributed.Client(scheduler_file=address, timeout=timeout)
             else:
                 self.client = distributed.Client(address, timeout=timeout)
@@ -178,6 +177,29 @@ class DaskCluster:
             self.cluster.close()
 
 
+def _check_scheduler_file(address: str) -> None:
+    """A scheduler file is JSON with the scheduler's "address" (what `dask scheduler
+    --scheduler-file` writes). Why checked here: distributed read an empty or garbled one as a
+    handshake failure, which blamed a server that was never contacted."""
+    import json
+
+    path = Path(address)
+    if not path.is_file():
+        raise UserError(f"--dask {address}: no such scheduler file")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"--dask {address}: not a Dask scheduler file ({str(exc).splitlines()[0]}): give the file "
+            "`dask scheduler --scheduler-file FILE` writes, or the scheduler's address"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("address"), str):
+        raise UserError(
+            f'--dask {address}: not a Dask scheduler file (no "address" in it): give the file '
+            "`dask scheduler --scheduler-file FILE` writes, or the scheduler's address"
+        )
+
+
 def _local_workers(address: str) -> int:
     text = address.partition(":")[2]
     if not text.isdigit() or int(text) < 1:
@@ -187,4 +209,4 @@ def _local_workers(address: str) -> int:
 
 def open_executor(jobs: int, dask: str | None) -> Executor:
     """The Dask cluster when `dask` is given, else `jobs` local worker processes."""
-    return DaskCluster(dask) if dask else LocalProcesses(jobs)
+    return DaskCluster(dask) if dask is not None else LocalProcesses(jobs)

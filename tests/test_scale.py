@@ -250,12 +250,21 @@ def test_dask_without_the_extra_says_how_to_install_it(job, tmp_path):
 
 
 def test_bad_dask_address_forms(job, tmp_path):
+    """Each is one line, exit 2, before anything is read. A garbled or empty scheduler file was
+    "the server ... did not answer as a Dask scheduler (AssertionError in the handshake)", about a
+    server never contacted; an empty address (an unset variable) ingested locally without a word."""
+    (tmp_path / "garbled.json").write_text("{garbled")
+    (tmp_path / "empty.json").write_text("{}")
     runner = CliRunner()
     for address, said in (
         ("local:x", "use local:N"),
         (str(tmp_path / "none.json"), "no such scheduler file"),
+        (str(tmp_path / "garbled.json"), "not a Dask scheduler file (Expecting property name"),
+        (str(tmp_path / "empty.json"), 'not a Dask scheduler file (no "address" in it)'),
+        ("", "--dask '': give a scheduler address"),
     ):
         result = runner.invoke(
             main, ["ingest", str(job), "--db", str(tmp_path / "ws.duckdb"), "--dask", address]
         )
-        assert result.exit_code != 0 and said in result.output, result.output
+        assert result.exit_code == 2 and said in result.output, result.output
+        assert not (tmp_path / "ws.duckdb").exists()

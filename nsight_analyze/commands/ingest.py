@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..clihelp import env_db, step_pattern_option
+from ..errors import UserError
 from ..ingest import FileOutcome, ingest
 from ..render.table import PlainTable
 from ..render.terminal import print_table
@@ -74,6 +75,10 @@ def command(
     Exits 1 when a file failed or nothing was loaded; a workspace that did not exist before is then
     not created, one that did keeps its data (only the list of files not loaded is updated).
     """
+    if dask is not None and not dask.strip():  # an unset variable ("--dask $SCHED") ran locally
+        raise UserError(
+            f"--dask {dask!r}: give a scheduler address (tcp://HOST:8786), a scheduler file or local:N"
+        )
     if db is None:
         db = workspace_path(inputs)
     if step_pattern is not None:  # a bad regex is said before anything is read
