@@ -207,3 +207,22 @@ def test_escape_functions():
     assert markdown("]]>") == "\\]\\]&gt;"
     assert code_block("SELECT 1", "sql") == "```sql\nSELECT 1\n```"
     assert code_block("a ```` b") == "`````\na ```` b\n`````"  # a fence the text cannot close
+
+
+def test_ingest_lines_escape_hostile_file_names(tmp_path):
+    """A file name is the filesystem's, not ours: one holding a terminal escape and a newline was
+    printed raw by ingest's per-file line (`ok: a<newline>b<ESC>[31m...`), so it could recolour or
+    clear the terminal and split the line. Every ingest line now shows it escaped, on one line."""
+    from conftest import ROOT
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    hostile = "a\nb\x1b[31mred.sqlite"
+    shutil.copy(ROOT / "sample_traces" / "report_rank0.sqlite", folder / hostile)
+    (folder / "c\x1b[2Jd.txt").write_text("not a trace")
+    res = CliRunner().invoke(main, ["ingest", str(folder), "--db", str(tmp_path / "ws.duckdb")])
+    assert res.exit_code == 0, res.output
+    assert not CONTROL.search(res.output), repr(res.output)
+    lines = res.output.splitlines()
+    assert f"ok: {folder}/a b\\x1b[31mred.sqlite (3,167 rows" in "\n".join(lines), lines
+    assert f"ignored: {folder}/c\\x1b[2Jd.txt: not a recognised trace format" in lines, lines

@@ -11,6 +11,7 @@ import click
 from ..clihelp import env_db, step_pattern_option
 from ..errors import UserError
 from ..ingest import FileOutcome, ingest
+from ..render.escape import clean
 from ..render.table import PlainTable
 from ..render.terminal import print_table
 from ..workspace import open_workspace
@@ -107,14 +108,14 @@ def command(
         ):
             click.echo(outcome_line(outcome), err=True)
     for note in report.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {clean(note)}", err=True)
     counts = (
         f"{len(report.by_status('ok'))} file(s) ingested, {len(report.by_status('unchanged'))} unchanged, "
         f"{len(report.by_status('failed'))} failed, {len(report.by_status('skipped'))} skipped, "
         f"{len(report.by_status('ignored'))} ignored"
     )
     if not loaded:
-        kept = f"{db} keeps its data" if existed else f"no workspace written at {db}"
+        kept = f"{clean(db)} keeps its data" if existed else f"no workspace written at {clean(db)}"
         click.echo(f"nothing ingested ({counts}): {kept}")
         sys.exit(1)
     if step_pattern is not None or periodic_steps is not None:  # stored, and the steps recomputed now
@@ -124,7 +125,7 @@ def command(
         apply_periodic_steps(str(db), periodic_steps)
         open_workspace(db).close()
     _closing_table(db)
-    click.echo(f"workspace {db}: {counts}")
+    click.echo(f"workspace {clean(db)}: {counts}")
     if report.failed:
         sys.exit(1)
 
@@ -141,7 +142,7 @@ def workspace_path(inputs: tuple[Path, ...]) -> Path:
 def outcome_line(outcome: FileOutcome) -> str:
     """A file that was not loaded (or unchanged), in one line: the progress and the closing
     summary print the same words, and each file's line only once."""
-    return f"{outcome.status}: {outcome.path}: {outcome.message}"
+    return f"{outcome.status}: {clean(outcome.path)}: {clean(outcome.message)}"
 
 
 def progress_wanted() -> bool:
@@ -234,7 +235,10 @@ class IngestProgress:
         rows = sum(outcome.counts.values())
         rate = f"{rows / outcome.seconds:,.0f} rows/s" if outcome.seconds > 0 else ""
         if self.bar is not None:
-            self.bar.update(self.task, completed=done, total=total, description=f"{outcome.path.name} {rate}")
+            from rich.markup import escape
+
+            name = escape(clean(outcome.path.name))  # a name's "[red]" is not rich markup
+            self.bar.update(self.task, completed=done, total=total, description=f"{name} {rate}")
             if done == total:  # ingest() computes the analysis next
                 self.analysis(0, 0)
         elif self.enabled and outcome.status != "ok":  # its reason now, and not again in the summary
@@ -242,8 +246,8 @@ class IngestProgress:
             self.said.append(outcome)
         elif self.enabled:
             click.echo(
-                f"{outcome.status}: {outcome.path} ({', '.join(filter(None, [f'{rows:,} rows', rate]))}) "
-                f"{outcome.message}".rstrip(),
+                f"{outcome.status}: {clean(outcome.path)} ({', '.join(filter(None, [f'{rows:,} rows', rate]))}) "
+                f"{clean(outcome.message)}".rstrip(),
                 err=True,
             )
 
