@@ -245,9 +245,9 @@ class IngestProgress:
             click.echo(outcome_line(outcome), err=True)
             self.said.append(outcome)
         elif self.enabled:
+            detail = ", ".join(filter(None, [f"{rows:,} rows", rate]))
             click.echo(
-                f"{outcome.status}: {clean(outcome.path)} ({', '.join(filter(None, [f'{rows:,} rows', rate]))}) "
-                f"{clean(outcome.message)}".rstrip(),
+                f"{outcome.status}: {clean(outcome.path)} ({detail}) {clean(outcome.message)}".rstrip(),
                 err=True,
             )
 
