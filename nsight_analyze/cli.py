@@ -43,6 +43,8 @@ class _Group(click.Group):
         return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context):
+        from .render.escape import clean
+
         try:
             result = super().invoke(ctx)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
@@ -51,7 +53,7 @@ class _Group(click.Group):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush too
             sys.exit(141)  # 128 + SIGPIPE, as `cat big | head` reports it
         except UserError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {clean(exc)}", err=True)  # it may quote a file's name or content
             sys.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
             raise
@@ -70,13 +72,14 @@ class _Group(click.Group):
             from .duck import no_room, no_room_error
 
             if no_room(exc):
-                click.echo(f"error: {no_room_error(exc)}", err=True)
+                click.echo(f"error: {clean(no_room_error(exc))}", err=True)
                 sys.exit(UserError.exit_code)
             if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
                 raise
             first = str(exc).splitlines()[0] if str(exc) else ""
             click.echo(
-                f"error: {type(exc).__name__}: {first} (set NSIGHT_ANALYZE_DEBUG=1 for details)", err=True
+                f"error: {type(exc).__name__}: {clean(first)} (set NSIGHT_ANALYZE_DEBUG=1 for details)",
+                err=True,
             )
             sys.exit(1)
 

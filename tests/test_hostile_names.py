@@ -226,3 +226,12 @@ def test_ingest_lines_escape_hostile_file_names(tmp_path):
     lines = res.output.splitlines()
     assert f"ok: {folder}/a b\\x1b[31mred.sqlite (3,167 rows" in "\n".join(lines), lines
     assert f"ignored: {folder}/c\\x1b[2Jd.txt: not a recognised trace format" in lines, lines
+
+
+def test_error_lines_escape_control_characters(tmp_path):
+    """An error line quotes paths and file content (a Prometheus line, a JSON key): one holding a
+    terminal escape reached the terminal raw through `error: ...`."""
+    db = tmp_path / "x\x1b[31m" / "ws.duckdb"
+    res = CliRunner().invoke(main, ["summary", "--db", str(db)])
+    assert res.exit_code != 0 and not CONTROL.search(res.output), repr(res.output)
+    assert "x\\x1b[31m" in res.output, res.output
