@@ -226,6 +226,10 @@ def test_ingest_lines_escape_hostile_file_names(tmp_path):
     lines = res.output.splitlines()
     assert f"ok: {folder}/a b\\x1b[31mred.sqlite (3,167 rows" in "\n".join(lines), lines
     assert f"ignored: {folder}/c\\x1b[2Jd.txt: not a recognised trace format" in lines, lines
+    # info's not-loaded lines (the sample's NVTX naming rows) printed the newline raw too
+    res = CliRunner().invoke(main, ["info", "--db", str(tmp_path / "ws.duckdb")], env={"COLUMNS": "400"})
+    assert res.exit_code == 0 and not CONTROL.search(res.output), repr(res.output)
+    assert f"not loaded: {folder}/a b\\x1b[31mred.sqlite: NVTX_EVENTS" in res.output, res.output
 
 
 def test_error_lines_escape_control_characters(tmp_path):

@@ -9,6 +9,7 @@ import pandas as pd
 from ..clihelp import output_options
 from ..duck import has_relation
 from ..render.data import records, to_json
+from ..render.escape import clean
 from ..render.markdown import markdown_table, markdown_text
 from ..render.terminal import echo, print_table
 
@@ -151,7 +152,7 @@ def _notes(info: dict) -> list[str]:
         f"{row['status']}: {row['path']}" + (f": {row['reason']}" if row["reason"] else "")
         for row in info["not_loaded"]
     ]
-    return lines
+    return [clean(line) for line in lines]  # a path's newline split the line
 
 
 def _markdown(info: dict) -> None:
