@@ -326,3 +326,17 @@ def test_ctrl_c_inside_a_duckdb_query_is_interrupted_not_an_error(dbs, monkeypat
     monkeypatch.setattr(api.Workspace, "info", slow_info)
     res = CliRunner().invoke(main, ["info", "--db", dbs["db"]])
     assert (res.exit_code, res.stderr.strip()) == (130, "interrupted"), res.output
+
+
+@pytest.mark.parametrize(
+    "args", [["demo", "{blocked}/out"], ["synth", "{blocked}/out", "--ranks", "1", "--steps", "1"]]
+)
+def test_a_path_the_system_refuses_is_one_line(tmp_path, args):
+    """A folder a command cannot create (below a file here; read-only or not permitted alike)
+    was "error: NotADirectoryError: [Errno 20] ... (set NSIGHT_ANALYZE_DEBUG=1 for details)",
+    exit 1: now the path and the system's reason, exit 2."""
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    res = CliRunner().invoke(main, [a.replace("{blocked}", str(blocked)) for a in args])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == f"error: {blocked}/out: Not a directory", res.output
