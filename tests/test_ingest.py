@@ -480,3 +480,36 @@ def test_rows_that_end_before_they_start_are_counted_and_said(tmp_path, jobs):
         ],
         "report_rank1.sqlite": [],
     }
+
+
+def test_gpu_work_ending_long_after_the_capture_is_said(tmp_path):
+    """One kernel with a garbled end 1,000 s late stretched rank 0's window to 1,000 s and the
+    partition read "memory 100 %" with nothing to say why. The file now warns with the count and
+    how far past the capture's stop (ANALYSIS_DETAILS.stopTime) it ends; the expected distance
+    is computed here from the export itself."""
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "report_rank0.sqlite"
+    trace = tmp_path / "rank0.sqlite"
+    shutil.copy(sample, trace)
+    with sqlite3.connect(trace) as lite:
+        row = lite.execute(
+            "SELECT rowid, start FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1"
+        ).fetchone()
+        lite.execute(
+            'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 1000000000000 WHERE rowid = ?', [row[0]]
+        )
+        past = lite.execute(
+            "SELECT ? + 1000000000000 - max(stopTime) FROM ANALYSIS_DETAILS", [row[1]]
+        ).fetchone()[0]
+    db = tmp_path / "w.duckdb"
+    ingest([trace], db)
+    con = open_workspace(db, read_only=True)
+    try:
+        warnings = con.execute("SELECT warnings FROM files").fetchone()[0]
+    finally:
+        con.close()
+    assert [w for w in warnings if "after the capture stopped" in w] == [
+        f"1 row(s) of kernels end more than 1 s after the capture stopped (by up to {past / 1e9:,.1f} s: "
+        "a corrupt timestamp); the time partition's window stretches to them, so its shares of that rank "
+        "are not the run's"
+    ]
+    assert 999 < past / 1e9 < 1000

@@ -238,6 +238,7 @@ class _Loader:
             self.load_memory_usage()
             self.load_gpus_env()
             self.report_unused()
+            self.report_past_capture()
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {self.rank_map}")
 
@@ -525,6 +526,19 @@ class _Loader:
         if env_rows:
             self.con.execute(f"INSERT INTO env VALUES {sql_rows(env_rows)}")
 
+    def report_past_capture(self) -> None:
+        """GPU work that ends long after the capture stopped has a corrupt end (a garbled
+        timestamp): it stretches its rank's window, and every share of the partition with it
+        (one kernel 1,000 s long read as "memory 100 %"). Said, with the count and how far."""
+        if not self.meta.has("ANALYSIS_DETAILS", "stopTime") or not self.ranks:
+            return
+        for table, n, past in self.con.execute(_past_capture_sql(self.alias, self.rank_map)).fetchall():
+            self.result.warnings.append(
+                f"{n:,} row(s) of {table} end more than 1 s after the capture stopped (by up to "
+                f"{past / 1e9:,.1f} s: a corrupt timestamp); the time partition's window stretches to "
+                "them, so its shares of that rank are not the run's"
+            )
+
     def report_unused(self) -> None:
         for table in REPORTED_UNUSED:
             if self.meta.has(table):
@@ -546,6 +560,21 @@ class _Loader:
                 self.result.warnings.append(
                     f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)"
                 )
+
+
+PAST_CAPTURE_NS = 1_000_000_000  # an end this far past the capture's stop is not in-flight work
+
+
+def _past_capture_sql(alias: str, rank_map: str) -> str:
+    """Per GPU table: rows of the file's ranks that end more than PAST_CAPTURE_NS after the
+    capture stopped (ANALYSIS_DETAILS.stopTime, the events' own time base), and by how much."""
+    parts = " UNION ALL ".join(
+        f"SELECT '{t}' AS t, end_ns FROM {t} WHERE rank IN (SELECT rank FROM {rank_map})"
+        for t in ("kernels", "memops")
+    )
+    return f"""SELECT t, count(*), max(end_ns) - any_value(stop)
+        FROM ({parts}) CROSS JOIN (SELECT max(stopTime) AS stop FROM {alias}."ANALYSIS_DETAILS")
+        WHERE end_ns > stop + {PAST_CAPTURE_NS} GROUP BY t ORDER BY t"""
 
 
 def _enum_pretty_sql(name_col: str, label_col: str) -> str:
