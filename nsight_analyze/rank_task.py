@@ -24,7 +24,7 @@ from . import analysis, classify, rank_store, schema
 from .duck import OFFLINE_CONFIG, bound_memory, offline, rollback, sql_rows
 from .errors import UserError
 from .sources import registry
-from .sources.base import BadInput, Probe
+from .sources.base import CORRUPT_TIMING, BadInput, Probe
 
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # Tests only: crash the worker process (os._exit) while it maps a file whose path contains the
@@ -342,8 +342,8 @@ def backwards_warnings(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> list
         )
     ).fetchall()
     return [
-        f"{n:,} row(s) of {table} end before they start (by up to {worst:,} ns: a tracer clock error); "
-        "the time partition counts them as zero time, duration sums as recorded"
+        f"{CORRUPT_TIMING}{n:,} row(s) of {table} end before they start (by up to {worst:,} ns: a tracer "
+        "clock error); the time partition counts them as zero time, duration sums as recorded"
         for table, n, worst in rows
         if n
     ]

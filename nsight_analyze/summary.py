@@ -14,13 +14,15 @@ from typing import Any
 import duckdb
 
 # The partition's columns have one source (partition.py); the names stay importable from here.
-from .duck import has_relation
+from .duck import has_relation, sql_string
 from .no_data import held_instead
 from .partition import IDLE_PARTS, PARTS, TP_COLUMNS  # noqa: F401
 from .render.data import records
+from .render.escape import clean
 from .render.table import PlainTable
 from .render.terminal import echo, print_table
 from .render.units import UNKNOWN, format_duration, format_pct
+from .sources.base import CORRUPT_TIMING
 
 TOP_KERNELS = 10
 BY = ("rank", "step", "rank-step")
@@ -112,10 +114,22 @@ def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     return dict(rows)
 
 
+def timing_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The file warnings that the trace's times are corrupt for some rows (`CORRUPT_TIMING`), of
+    the files of the ranks shown: they change the partition, so it is not shown without them."""
+    rows = con.execute(
+        "SELECT f.path || ': ' || w FROM files AS f, unnest(f.warnings) AS u(w) "
+        f"WHERE starts_with(w, {sql_string(CORRUPT_TIMING)}) AND f.file_id IN (SELECT file_id FROM ranks) "
+        "ORDER BY f.path, w"  # the prefix inlined: a bound parameter imports pandas (duck.sql_string)
+    ).fetchall()
+    return [text for (text,) in rows]
+
+
 def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
     """Everything `nsight-analyze summary` shows, as plain data (JSON-ready), from stored results.
     `no_timeline`: when the workspace has no timeline (no partition row by rank), what it holds
-    instead (counters without a timeline, and which commands read them), else None."""
+    instead (counters without a timeline, and which commands read them), else None. `warnings`:
+    the files' corrupt-timing warnings (timing_warnings)."""
     rows = partition(con, by)
     return {
         "by": by,
@@ -123,6 +137,7 @@ def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
         "step_source": step_sources(con),
         "top_kernels": top_kernels(con),
         "no_timeline": None if rows or by != "rank" else held_instead(con) or None,
+        "warnings": timing_warnings(con),
     }
 
 
@@ -206,6 +221,8 @@ def print_summary(
 ) -> None:
     """The terminal rendering of `summary()` (also used by `nsight-analyze demo`)."""
     result = result or summary(con, by=by)
+    for warning in result.get("warnings", []):
+        echo(f"warning: {clean(warning)}", hang="    ")
     rows = result["partition"]
     if not rows:
         if by != "rank":

@@ -293,9 +293,12 @@ def test_sql_table_does_not_compute_past_the_rows_it_shows(dbs, tmp_path):
     """A row far into the result raises: the table of the first rows never computes it (the rest
     of a 100 M-row result was held in memory before: 24 GB, killed), while csv, which prints every
     row, stops at it with one error line and writes no --output file."""
-    query = "SELECT CASE WHEN range < 1000000 THEN range ELSE error('late row') END AS i FROM range(2000000)"
-    res = run(["sql", "--db", "{db}", query, "--max-rows", "5"], dbs)
+    # far beyond what DuckDB computes ahead of a streamed result on its other threads (1 M rows,
+    # 10 chunks, was reached once on a loaded machine)
+    far = "SELECT CASE WHEN range < 50000000 THEN range ELSE error('late row') END AS i FROM range(100000000)"
+    res = run(["sql", "--db", "{db}", far, "--max-rows", "5"], dbs)
     assert res.exit_code == 0 and "the result has more" in res.stdout, res.output
+    query = "SELECT CASE WHEN range < 1000000 THEN range ELSE error('late row') END AS i FROM range(2000000)"
     out = tmp_path / "all.csv"
     res = run(["sql", "--db", "{db}", query, "--format", "csv", "-o", str(out)], dbs)
     assert res.exit_code == 2 and "SQL error: Invalid Input Error: late row" in res.output, res.output

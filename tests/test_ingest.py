@@ -475,11 +475,16 @@ def test_rows_that_end_before_they_start_are_counted_and_said(tmp_path, jobs):
     said = {Path(path).name: [w for w in warnings if "end before they start" in w] for path, warnings in rows}
     assert said == {
         "report_rank0.sqlite": [
-            "15 row(s) of kernels end before they start (by up to 1,000 ns: a tracer clock error); "
-            "the time partition counts them as zero time, duration sums as recorded"
+            "corrupt timing: 15 row(s) of kernels end before they start (by up to 1,000 ns: a tracer "
+            "clock error); the time partition counts them as zero time, duration sums as recorded"
         ],
         "report_rank1.sqlite": [],
     }
+    # summary repeats it beside the partition it changes (JSON and the terminal alike)
+    from nsight_analyze import open as open_ws
+
+    doc = open_ws(db).summary()
+    assert doc["warnings"] == [f"{folder / 'report_rank0.sqlite'}: {said['report_rank0.sqlite'][0]}"]
 
 
 def test_gpu_work_ending_long_after_the_capture_is_said(tmp_path):
@@ -507,9 +512,18 @@ def test_gpu_work_ending_long_after_the_capture_is_said(tmp_path):
         warnings = con.execute("SELECT warnings FROM files").fetchone()[0]
     finally:
         con.close()
-    assert [w for w in warnings if "after the capture stopped" in w] == [
-        f"1 row(s) of kernels end more than 1 s after the capture stopped (by up to {past / 1e9:,.1f} s: "
-        "a corrupt timestamp); the time partition's window stretches to them, so its shares of that rank "
-        "are not the run's"
-    ]
+    expected = (
+        f"corrupt timing: 1 row(s) of kernels end more than 1 s after the capture stopped (by up to "
+        f"{past / 1e9:,.1f} s: a corrupt timestamp); the time partition's window stretches to them, so its "
+        "shares of that rank are not the run's"
+    )
+    assert [w for w in warnings if "after the capture stopped" in w] == [expected]
     assert 999 < past / 1e9 < 1000
+    from click.testing import CliRunner
+
+    from nsight_analyze.cli import main
+
+    shown = CliRunner().invoke(main, ["summary", "--db", str(db)], env={"COLUMNS": "1000"})
+    assert shown.exit_code == 0 and shown.output.splitlines()[0] == f"warning: {trace}: {expected}", (
+        shown.output
+    )

@@ -11,6 +11,7 @@ from ..api import Workspace
 from ..clihelp import job_option, output_options, step_pattern_option
 from ..errors import UserError
 from ..render.data import to_json
+from ..render.escape import clean
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
 from ..render.table import PlainTable
@@ -170,12 +171,14 @@ def command(
     if fmt == "json":
         click.echo(to_json(result))
     elif fmt == "csv":
-        if note:  # the CSV stays one table
-            print(note, file=sys.stderr)
+        for line in [note, *(f"warning: {w}" for w in result["warnings"])]:
+            if line:  # the CSV stays one table
+                print(clean(line), file=sys.stderr)
         emit(PlainTable.from_records(result["partition"]), "csv")
     elif fmt == "markdown":
-        if note:
-            print(markdown_text(note) + "\n")
+        for line in [note, *(f"warning: {w}" for w in result["warnings"])]:
+            if line:
+                print(markdown_text(line) + "\n")
         print_markdown(result)
     else:
         if note:

@@ -54,6 +54,11 @@ class Probe:
     context: Any = None  # whatever the source wants to hand from probe() to load()
 
 
+# The start of a file warning that the trace's times are corrupt for some rows: `summary` repeats
+# such warnings beside the partition they distort (the others stay in `info`).
+CORRUPT_TIMING = "corrupt timing: "
+
+
 @dataclass
 class LoadResult:
     warnings: list[str] = field(default_factory=list)

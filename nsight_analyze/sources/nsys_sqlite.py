@@ -16,7 +16,7 @@ import duckdb
 from .. import classify
 from ..duck import attach_sqlite, sql_rows, sql_value
 from . import nsys_meta
-from .base import BadInput, LoadResult, Probe, Process
+from .base import CORRUPT_TIMING, BadInput, LoadResult, Probe, Process
 from .nsys_meta import KERNEL_NAME_IDS, PID_DIVISOR, NsysMeta
 
 FORMAT = "nsys-sqlite"
@@ -534,9 +534,9 @@ class _Loader:
             return
         for table, n, past in self.con.execute(_past_capture_sql(self.alias, self.rank_map)).fetchall():
             self.result.warnings.append(
-                f"{n:,} row(s) of {table} end more than 1 s after the capture stopped (by up to "
-                f"{past / 1e9:,.1f} s: a corrupt timestamp); the time partition's window stretches to "
-                "them, so its shares of that rank are not the run's"
+                f"{CORRUPT_TIMING}{n:,} row(s) of {table} end more than 1 s after the capture stopped "
+                f"(by up to {past / 1e9:,.1f} s: a corrupt timestamp); the time partition's window "
+                "stretches to them, so its shares of that rank are not the run's"
             )
 
     def report_unused(self) -> None:
