@@ -229,7 +229,7 @@ class Workspace:
 
     def summary(self, by: By = "rank") -> dict[str, Any]:
         """Everything `nsight-analyze summary` shows (`--format json`): {by, partition,
-        step_source, top_kernels}; see `partition` for the rows."""
+        step_source, top_kernels, no_timeline, warnings, job}; see `partition` for the rows."""
         from .summary import summary
 
         with self.connect(scope=True) as con:
