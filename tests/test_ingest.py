@@ -527,3 +527,9 @@ def test_gpu_work_ending_long_after_the_capture_is_said(tmp_path):
     assert shown.exit_code == 0 and shown.output.splitlines()[0] == f"warning: {trace}: {expected}", (
         shown.output
     )
+    # diagnose puts it first, as a capture note on rank 0, with the warning as its evidence
+    from nsight_analyze import open as open_ws
+
+    first = open_ws(db).diagnose()[0]
+    assert (first.id, first.kind, first.severity, first.ranks) == ("corrupt-timing", "capture", "medium", [0])
+    assert first.evidence[0].rows[0]["warning"] == expected.removeprefix("corrupt timing: ")

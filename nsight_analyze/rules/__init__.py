@@ -21,6 +21,7 @@ RULES = [
     kernels.host_device_copies,
     nsys.gpu_starvation,
     nsys.low_utilisation,
+    capture.corrupt_timing,
     capture.clock_skew,
     capture.cuda_graphs,
     efficiency.compute_efficiency,

@@ -5,6 +5,8 @@ They have no recoverable time and are listed before the performance findings.
 
 from __future__ import annotations
 
+from ..duck import sql_string
+from ..sources.base import CORRUPT_TIMING
 from .base import Ctx, Finding, Fix, Signal
 
 
@@ -152,6 +154,54 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
                 Fix(
                     "For per-kernel detail, capture with nsys --cuda-graph-trace=node",
                     "higher tracing overhead",
+                )
+            ],
+        )
+    ]
+
+
+def corrupt_timing(ctx: Ctx) -> list[Finding]:
+    """Files whose trace times are corrupt for some rows (the ingest's CORRUPT_TIMING warnings:
+    rows that end before they start, GPU work ending long after the capture): every other
+    finding reads the partition those rows distort, so this one comes first."""
+    if not ctx.has("files", "ranks"):
+        return []
+    sql = f"""SELECT f.path, list_sort(list(DISTINCT r.rank)) AS ranks,
+                     substr(u.w, {len(CORRUPT_TIMING) + 1}) AS warning
+              FROM files AS f, unnest(f.warnings) AS u(w)
+              JOIN ranks AS r ON r.file_id = f.file_id
+              WHERE starts_with(u.w, {sql_string(CORRUPT_TIMING)})
+              GROUP BY f.path, u.w ORDER BY f.path, u.w"""
+    found = ctx.df(sql)
+    if found.empty:
+        return []
+    ranks = sorted({int(r) for rs in found["ranks"] for r in rs})
+    files = found["path"].nunique()
+    return [
+        ctx.finding(
+            id="corrupt-timing",
+            title=f"Corrupt timestamps in {files} file(s): the partition of rank(s) "
+            f"{', '.join(map(str, ranks))} is distorted",
+            kind="capture",
+            severity="medium",
+            summary=f"{len(found)} warning(s) of the ingest say some rows' times cannot be true ("
+            + "; ".join(found["warning"].head(3))
+            + "). The windows, idle time and shares of these ranks, and every finding built on them, "
+            "are read from those rows as recorded.",
+            ranks=ranks,
+            steps=[],
+            recoverable_ns_per_step=None,
+            recoverable_method="not a performance problem: no recoverable time",
+            metrics={"files": int(files), "warnings": int(len(found))},
+            evidence=[
+                ctx.evidence("files with corrupt timing", "The ingest's warnings (files.warnings).", sql)
+            ],
+            signals=[],
+            fixes=[
+                Fix(
+                    "Capture again (a clean exit of the profiled process; a current nsys and driver); "
+                    "or read these ranks' numbers only where the warned rows do not fall",
+                    "a new capture costs a run",
                 )
             ],
         )
