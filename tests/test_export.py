@@ -389,3 +389,31 @@ def test_a_failed_export_leaves_no_partial_file(db, tmp_path, monkeypatch):
         )
     finally:
         con.close()
+
+
+def test_chrome_trace_never_writes_a_negative_duration(tmp_path):
+    """Kernels whose recorded end precedes their start (a tracer clock error) were written with a
+    negative `dur`, which trace viewers reject or misdraw; they now have `dur` 0 and their
+    recorded duration in args. Expected values: the 5 kernels inverted here by 2,000 ns."""
+    import shutil
+    import sqlite3
+
+    from conftest import ROOT
+
+    trace = tmp_path / "rank0.sqlite"
+    shutil.copy(ROOT / "sample_traces" / "report_rank0.sqlite", trace)
+    with sqlite3.connect(trace) as lite:
+        lite.execute(
+            'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 2000 '
+            "WHERE rowid IN (SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 5)"
+        )
+    db = tmp_path / "ws.duckdb"
+    ingest([trace], db)
+    out = tmp_path / "t.json"
+    _export(db, str(out), "--format", "chrome-trace")
+    events = _trace(out)["traceEvents"]
+    assert [e for e in events if e.get("dur", 0) < 0] == []
+    inverted = [e for e in events if "recorded duration ns" in e.get("args", {})]
+    assert [(e["cat"], e["dur"], e["args"]["recorded duration ns"]) for e in inverted] == [
+        ("kernel", 0, -2000)
+    ] * 5

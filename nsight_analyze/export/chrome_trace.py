@@ -19,7 +19,10 @@ Layout (one process per rank, `pid` = rank; one thread per CUDA stream, `tid` = 
                   rank everybody waited for; bound to the kernel slices (`bp: e`)
 `cat` stays Kineto's ("kernel", ...) because the reader dispatches on it; the category is in
 `args` and in the colour. Times are the aligned clock (ranks.clock_offset_ns added), `ts` and
-`dur` in µs with 3 decimals: exact ns, which the reader turns back into the same integers.
+`dur` in µs with 3 decimals: exact ns, which the reader turns back into the same integers. A
+slice whose recorded end precedes its start (a tracer clock error, which the ingest warns of)
+has `dur` 0 and its recorded duration in `args` ("recorded duration ns"): viewers reject or
+misdraw negative durations.
 
 Every event is built by DuckDB (json_object over the tables) and streamed to the file in Arrow
 batches: no Python loop per event, memory bounded by a batch, for millions of events.
@@ -156,7 +159,8 @@ def _queries(us: str, steps: StepBounds | None) -> dict[str, str]:
     kernels = f"""
         SELECT json_object(
             'ph', 'X', 'cat', 'kernel', 'name', coalesce(k.name, '?'), 'pid', k.rank,
-            'tid', coalesce(k.stream_id, 0), 'ts', {u("k.aligned_start_ns")}, 'dur', {u("k.duration_ns")},
+            'tid', coalesce(k.stream_id, 0), 'ts', {u("k.aligned_start_ns")},
+            'dur', {u("greatest(k.duration_ns, 0)")},
             'cname', {_cases("k.category", CNAME, "grey")},
             'args', json_merge_patch('{{}}', json_object(
                 'category', coalesce(k.category, 'other'), 'subcategory', k.subcategory,
@@ -167,7 +171,8 @@ def _queries(us: str, steps: StepBounds | None) -> dict[str, str]:
                 'shared memory',
                     CASE WHEN k.static_smem_bytes IS NOT NULL OR k.dynamic_smem_bytes IS NOT NULL
                          THEN coalesce(k.static_smem_bytes, 0) + coalesce(k.dynamic_smem_bytes, 0) END,
-                'graph id', k.graph_id, 'graph node id', k.graph_node_id))
+                'graph id', k.graph_id, 'graph node id', k.graph_node_id,
+                'recorded duration ns', CASE WHEN k.duration_ns < 0 THEN k.duration_ns END))
         )::VARCHAR
         FROM aligned_kernels AS k JOIN _export_windows AS w ON w.rank = k.rank
         WHERE {_in_window("k.aligned_start_ns")}"""
@@ -179,10 +184,12 @@ def _queries(us: str, steps: StepBounds | None) -> dict[str, str]:
                               || coalesce(m.src_kind, 'Unknown') || ' -> ' || coalesce(m.dst_kind, 'Unknown')
                               || ')' END,
             'pid', m.rank, 'tid', coalesce(m.stream_id, 0),
-            'ts', {u("m.aligned_start_ns")}, 'dur', {u("m.duration_ns")}, 'cname', '{CNAME["memory"]}',
+            'ts', {u("m.aligned_start_ns")}, 'dur', {u("greatest(m.duration_ns, 0)")},
+            'cname', '{CNAME["memory"]}',
             'args', json_merge_patch('{{}}', json_object(
                 'category', 'memory', 'kind', m.kind, 'bytes', m.bytes, 'correlation', m.correlation_id,
-                'device', m.device_id, 'stream', m.stream_id, 'graph node id', m.graph_node_id))
+                'device', m.device_id, 'stream', m.stream_id, 'graph node id', m.graph_node_id,
+                'recorded duration ns', CASE WHEN m.duration_ns < 0 THEN m.duration_ns END))
         )::VARCHAR
         FROM aligned_memops AS m JOIN _export_windows AS w ON w.rank = m.rank
         WHERE {_in_window("m.aligned_start_ns")}"""
@@ -204,7 +211,8 @@ def _queries(us: str, steps: StepBounds | None) -> dict[str, str]:
             'ph', 'X', 'cat', 'step',
             'name', CASE WHEN s.step IS NULL THEN 'capture' ELSE 'step ' || s.step END,
             'pid', s.rank, 'tid', {STEPS_TID},
-            'ts', {u("s.start_ns + w.off")}, 'dur', {u("s.end_ns - s.start_ns")}, 'cname', '{STEP_CNAME}',
+            'ts', {u("s.start_ns + w.off")}, 'dur', {u("greatest(s.end_ns - s.start_ns, 0)")},
+            'cname', '{STEP_CNAME}',
             'args', json_merge_patch('{{}}', json_object('step', s.step, 'source', s.source))
         )::VARCHAR
         FROM steps AS s JOIN _export_windows AS w ON w.rank = s.rank
