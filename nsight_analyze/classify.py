@@ -84,6 +84,10 @@ def _read_rules_file(path: Path) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read rules file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"rules file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8 CSV"
+        ) from None
 
 
 def _stored_user_rules(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -309,6 +309,14 @@ def test_bad_user_rules_are_one_line_errors(con, tmp_path, body, message):
         classify_names(con, ["x"], _rules(tmp_path, body))
 
 
+def test_a_rules_file_that_is_not_utf8_is_one_line(con, tmp_path):
+    """A spreadsheet's UTF-16 or latin-1 export was "error: UnicodeDecodeError: ...", exit 1."""
+    path = tmp_path / "rules.csv"
+    path.write_bytes("priority,pattern,category,subcategory,note\n".encode("utf-16"))
+    with pytest.raises(UserError, match=r"rules\.csv is not UTF-8 text \(invalid start byte at byte 0\)"):
+        classify_names(con, ["x"], path)
+
+
 def test_bad_header_is_an_error(con, tmp_path):
     path = tmp_path / "rules.csv"
     path.write_text("pattern,category\ngemm,compute\n")
