@@ -101,6 +101,22 @@ def _special_file(path: Path) -> str | None:
 NOT_UTF8 = "its path is not valid UTF-8, which DuckDB cannot open: rename it, or link it under a UTF-8 name"
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _unrecognised(path: Path) -> str:
+    """Why a file is not read. UTF-16 text is said as such: a CSV or scrape redirected to a file
+    by Windows PowerShell is UTF-16, which no reader here takes."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError:
+        head = b""
+    if head in UTF16_BOMS:
+        return "UTF-16 text, not a recognised trace format: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)"
+    return "not a recognised trace format"
+
+
 def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candidate]:
     candidates: list[Candidate] = []
     reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
@@ -123,7 +139,7 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candid
             continue
         module = registry.source_for(path)
         if module is None:
-            report.outcomes.append(FileOutcome(path, "ignored", "not a recognised trace format"))
+            report.outcomes.append(FileOutcome(path, "ignored", _unrecognised(path)))
         elif not utf8_path(path.absolute()):
             report.outcomes.append(FileOutcome(path, "failed", NOT_UTF8))
         else:

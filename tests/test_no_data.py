@@ -717,3 +717,20 @@ def test_a_full_disk_leaves_an_existing_workspace_readable(tmp_path):
     summary = CliRunner().invoke(main, ["summary", "--db", str(db), "--format", "csv"])
     assert summary.exit_code == 0, summary.output
     assert query(db, "SELECT count(*) FROM files WHERE status = 'ok'") == [(2,)]
+
+
+def test_utf16_text_is_said_as_such(tmp_path):
+    """A CSV or scrape redirected to a file by Windows PowerShell is UTF-16: it was ignored as
+    "not a recognised trace format", which sends the user looking at its content, not its
+    encoding. Expected: the BOM's encoding named, with the conversion to run."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank0.sqlite")
+    (folder / "ncu.csv").write_bytes('"ID","Kernel Name"\n"0","gemm"\n'.encode("utf-16"))
+    report = ingest([folder], tmp_path / "ws.duckdb")
+    said = {o.path.name: (o.status, o.message) for o in report.outcomes}
+    assert said["ncu.csv"] == (
+        "ignored",
+        "UTF-16 text, not a recognised trace format: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)",
+    )
+    assert said["rank0.sqlite"][0] == "ok"
