@@ -2,7 +2,7 @@
 
 Why one module: the findings (rules/) and every renderer (render/) turn query results into JSON;
 one definition keeps their outputs agreeing (numpy scalars and arrays unwrapped, NaN, NA and NaT
-as null, timestamps as ISO text, durations as nanoseconds, bytes as hex).
+as null (so is an infinite float), timestamps as ISO text, durations as nanoseconds, bytes as hex).
 
 pandas is never imported here: a pandas value (NA, NaT, Timestamp, Timedelta) can only exist once
 something else has imported pandas, so the checks read it from `sys.modules` (a command that
@@ -27,9 +27,15 @@ def missing(value: Any) -> bool:
 
 
 def jsonable(value: Any) -> Any:
-    """`value` as JSON data (lists recursively)."""
+    """`value` as JSON data (lists and dicts recursively). An infinite float is null as NaN is:
+    JSON has no such number, and `json.dumps` wrote `Infinity`, which JSON readers (jq, browsers,
+    Go, Rust) reject."""
     if missing(value):
         return None
+    if isinstance(value, float) and math.isinf(value):
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     pd = sys.modules.get("pandas")

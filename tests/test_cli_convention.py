@@ -343,3 +343,27 @@ def test_a_path_the_system_refuses_is_one_line(tmp_path, args):
     res = CliRunner().invoke(main, [a.replace("{blocked}", str(blocked)) for a in args])
     assert res.exit_code == 2, res.output
     assert res.output.strip() == f"error: {blocked}/out: Not a directory", res.output
+
+
+def test_json_has_no_nan_or_infinity(dbs):
+    """`json.dumps` wrote an infinite float as `Infinity` (and NaN inside a struct as `NaN`), which
+    strict JSON readers (jq, browsers, Go, Rust) reject: both are null now, at any depth."""
+    import json
+
+    query = (
+        "SELECT 'inf'::DOUBLE AS b, ['-inf'::DOUBLE, 1.5] AS l, "
+        "struct_pack(x := 'nan'::DOUBLE, y := 'inf'::DOUBLE) AS s"
+    )
+
+    def strict(text: str):
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in {text}"))
+
+    assert strict(run(["sql", "--db", "{db}", query, "--format", "json"], dbs).stdout) == [
+        {"b": None, "l": [None, 1.5], "s": {"x": None, "y": None}}
+    ]
+    from nsight_analyze.render.data import to_json
+
+    assert strict(to_json({"ratio": float("inf"), "rows": [{"v": float("nan")}]})) == {
+        "ratio": None,
+        "rows": [{"v": None}],
+    }

@@ -23,5 +23,6 @@ def records(df: pd.DataFrame | PlainTable) -> list[dict[str, Any]]:
 
 
 def to_json(obj: Any) -> str:
-    """JSON text (indented; NaN and pandas/numpy values as `jsonable` makes them)."""
-    return json.dumps(obj, indent=2, default=jsonable)
+    """JSON text (indented; NaN, infinities and pandas/numpy values as `jsonable` makes them, at
+    any depth: json.dumps writes a float it can hold as NaN or Infinity, which is not JSON)."""
+    return json.dumps(jsonable(obj), indent=2, default=jsonable)
