@@ -117,10 +117,37 @@ def _unrecognised(path: Path) -> str:
     return "not a recognised trace format"
 
 
+def _exports_beside(paths: list[Path], nsys_cli: bool) -> dict[Path, str]:
+    """{path: why it is skipped} for each .nsys-rep/.qdrep whose .sqlite export lies beside it
+    (same folder and stem, as `nsys stats` and `nsys export` leave it): one of the two is read.
+
+    Why: reading both numbered the same ranks twice, and the second file's became a phantom
+    second job. The export is read, unless it is older than its report and nsys can export
+    the report again (a stale export of an earlier capture under the same name)."""
+    exports = {(p.parent, p.stem): p for p in paths if p.suffix.lower() == ".sqlite"}
+    skip: dict[Path, str] = {}
+    for rep in (p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES):
+        export = exports.get((rep.parent, rep.stem))
+        if export is None:
+            continue
+        try:
+            stale = rep.stat().st_mtime > export.stat().st_mtime + 1
+        except OSError:
+            stale = False
+        if stale and nsys_cli:
+            skip[export] = f"older than its report {rep.name} beside it, which is exported and read instead"
+        else:
+            skip[rep] = f"its export {export.name} beside it is read instead" + (
+                " (older than the report; nsys, not on PATH, cannot export it again)" if stale else ""
+            )
+    return skip
+
+
 def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candidate]:
     candidates: list[Candidate] = []
-    reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES]
     nsys_cli = shutil.which("nsys")
+    beside = _exports_beside(paths, bool(nsys_cli))
+    reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES and p not in beside]
     if reports and not nsys_cli:
         report.notes.append(
             f"nsys CLI not found on PATH: {len(reports)} .nsys-rep/.qdrep file(s) skipped "
@@ -130,6 +157,9 @@ def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candid
         special = _special_file(path)
         if special:
             report.outcomes.append(FileOutcome(path, "ignored", f"{special}, not a regular file: not read"))
+            continue
+        if path in beside:
+            report.outcomes.append(FileOutcome(path, "skipped", beside[path]))
             continue
         if path.suffix.lower() in NSYS_REPORT_SUFFIXES:
             if not nsys_cli:

@@ -533,3 +533,58 @@ def test_gpu_work_ending_long_after_the_capture_is_said(tmp_path):
     first = open_ws(db).diagnose()[0]
     assert (first.id, first.kind, first.severity, first.ranks) == ("corrupt-timing", "capture", "medium", [0])
     assert first.evidence[0].rows[0]["warning"] == expected.removeprefix("corrupt timing: ")
+
+
+FAKE_NSYS = """#!{python}
+import os, shutil, sqlite3, sys
+out = sys.argv[sys.argv.index("--output") + 1]
+shutil.copy(os.environ["FAKE_NSYS_SRC"], out)
+with sqlite3.connect(out) as c:  # a real export's bytes differ from an earlier export's
+    c.execute("CREATE TABLE fake_export_marker (a)")
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell-script nsys")
+@pytest.mark.parametrize("with_nsys", [False, True])
+def test_a_report_and_its_export_beside_it_are_read_once(tmp_path, with_nsys):
+    """`nsys stats report.nsys-rep` leaves report.sqlite beside the report. With nsys on PATH both
+    were read: the same rank twice, and the second became a phantom second job ("rank 0 is
+    claimed by both ..."). Without nsys the report was skipped with "put nsys on PATH", though its
+    export was right there. Now one of the pair is read: the export, or the report when the
+    export is older than it and nsys can export it again (the stand-in nsys here copies the
+    sample rank 0 and changes its bytes, as a new export would)."""
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "report_rank0.sqlite"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy(sample, folder / "report_rank0.sqlite")
+    (folder / "report_rank0.nsys-rep").write_bytes(b"a report")
+    env = dict(os.environ, FAKE_NSYS_SRC=str(sample), PATH=str(Path(sys.executable).parent))
+    if with_nsys:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "nsys").write_text(FAKE_NSYS.format(python=sys.executable))
+        (bin_dir / "nsys").chmod(0o755)
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+        later = (folder / "report_rank0.sqlite").stat().st_mtime + 60
+        os.utime(folder / "report_rank0.nsys-rep", (later, later))  # the export is older
+    db = tmp_path / "w.duckdb"
+    result = run_cli("ingest", str(folder), "--db", str(db), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "claimed by both" not in result.stderr and "nsys CLI not found" not in result.stderr
+    if with_nsys:
+        skipped = (
+            f"skipped: {folder}/report_rank0.sqlite: older than its report report_rank0.nsys-rep beside it"
+        )
+        read = "report_rank0.nsys-rep"
+    else:
+        skipped = f"skipped: {folder}/report_rank0.nsys-rep: its export report_rank0.sqlite beside it is read"
+        read = "report_rank0.sqlite"
+    assert any(line.startswith(skipped) for line in result.stderr.splitlines()), result.stderr
+    con = open_workspace(db, read_only=True)
+    try:
+        assert [
+            Path(p).name for (p,) in con.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
+        ] == [read]
+        assert con.execute("SELECT count(DISTINCT job), count(*) FROM ranks").fetchone() == (1, 1)
+    finally:
+        con.close()
