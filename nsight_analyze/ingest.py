@@ -117,18 +117,25 @@ def _unrecognised(path: Path) -> str:
     return "not a recognised trace format"
 
 
-def _exports_beside(paths: list[Path], nsys_cli: bool) -> dict[Path, str]:
+def _exports_beside(paths: list[Path], nsys_cli: bool, loaded: set[str], replace: bool) -> dict[Path, str]:
     """{path: why it is skipped} for each .nsys-rep/.qdrep whose .sqlite export lies beside it
     (same folder and stem, as `nsys stats` and `nsys export` leave it): one of the two is read.
 
     Why: reading both numbered the same ranks twice, and the second file's became a phantom
-    second job. The export is read, unless it is older than its report and nsys can export
-    the report again (a stale export of an earlier capture under the same name)."""
+    second job. A report the workspace holds (`loaded`: resolved paths) stays, unless
+    `replace`; otherwise the export is read, unless it is older than its report and nsys can
+    export the report again (a stale export of an earlier capture under the same name)."""
     exports = {(p.parent, p.stem): p for p in paths if p.suffix.lower() == ".sqlite"}
     skip: dict[Path, str] = {}
     for rep in (p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES):
         export = exports.get((rep.parent, rep.stem))
         if export is None:
+            continue
+        if str(rep.resolve()) in loaded and not replace:
+            skip[export] = (
+                f"the export of {rep.name}, which the workspace holds already (--replace reads the "
+                "export in its place)"
+            )
             continue
         try:
             stale = rep.stat().st_mtime > export.stat().st_mtime + 1
@@ -143,10 +150,22 @@ def _exports_beside(paths: list[Path], nsys_cli: bool) -> dict[Path, str]:
     return skip
 
 
-def _classify_candidates(paths: list[Path], report: IngestReport) -> list[Candidate]:
+def _loaded_files(db: Path) -> set[str]:
+    """The paths of the files an existing workspace holds (status ok)."""
+    if not db.exists():
+        return set()
+    con = open_workspace(db, read_only=True, analyse=False)
+    try:
+        return {p for (p,) in con.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()}
+    finally:
+        con.close()
+
+
+def _classify_candidates(paths: list[Path], report: IngestReport, db: Path, replace: bool) -> list[Candidate]:
     candidates: list[Candidate] = []
     nsys_cli = shutil.which("nsys")
-    beside = _exports_beside(paths, bool(nsys_cli))
+    pairs = any(p.suffix.lower() in NSYS_REPORT_SUFFIXES for p in paths)  # read the workspace only then
+    beside = _exports_beside(paths, bool(nsys_cli), _loaded_files(db) if pairs else set(), replace)
     reports = [p for p in paths if p.suffix.lower() in NSYS_REPORT_SUFFIXES and p not in beside]
     if reports and not nsys_cli:
         report.notes.append(
@@ -200,7 +219,7 @@ def ingest(
     db = Path(db)
     report = IngestReport(db=db)
     paths = discover(inputs, db)
-    candidates = _classify_candidates(paths, report)
+    candidates = _classify_candidates(paths, report, db, replace)
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
     sources = {c.source for c in candidates}
@@ -617,7 +636,18 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[Candidate], replace: boo
                 FileOutcome(cand.path, "unchanged", "already in the workspace (same content)")
             )
             continue
-        cand.replaces = sorted({r[0] for r in same + same_path}) if replace else []
+        loaded_report = _loaded_report_of(con, cand.path)
+        if loaded_report and not replace:
+            report.outcomes.append(
+                FileOutcome(
+                    cand.path,
+                    "skipped",
+                    f"the export of {loaded_report[0][1]}, which the workspace holds already "
+                    "(--replace reads the export in its place)",
+                )
+            )
+            continue
+        cand.replaces = sorted({r[0] for r in same + same_path + loaded_report}) if replace else []
         if same_path and not replace and not same:
             report.outcomes.append(
                 FileOutcome(cand.path, "failed", "content changed since last ingest (use --replace)")
@@ -625,6 +655,21 @@ def _dedupe(con: duckdb.DuckDBPyConnection, cands: list[Candidate], replace: boo
             continue
         ready.append(cand)
     return ready
+
+
+def _loaded_report_of(con: duckdb.DuckDBPyConnection, path: Path) -> list[tuple[int, str]]:
+    """(file_id, name) of the .nsys-rep/.qdrep beside the .sqlite `path` that the workspace holds.
+    Why: `nsys stats` writes that export after the report was ingested; read as a new file it
+    claimed the report's ranks again and became a phantom second job (_exports_beside covers a
+    pair met in one ingest)."""
+    if path.suffix.lower() != ".sqlite":
+        return []
+    base = path.resolve().with_suffix("")
+    names = ", ".join(sql_string(f"{base}{suffix}") for suffix in NSYS_REPORT_SUFFIXES)
+    rows = con.execute(
+        f"SELECT file_id, path FROM files WHERE status = 'ok' AND path IN ({names})"
+    ).fetchall()
+    return [(fid, Path(p).name) for fid, p in rows]
 
 
 def _refuse_mixed_formats(con: duckdb.DuckDBPyConnection, ready: list[Candidate]) -> None:

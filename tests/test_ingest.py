@@ -588,3 +588,44 @@ def test_a_report_and_its_export_beside_it_are_read_once(tmp_path, with_nsys):
         assert con.execute("SELECT count(DISTINCT job), count(*) FROM ranks").fetchone() == (1, 1)
     finally:
         con.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell-script nsys")
+def test_an_export_written_after_its_report_was_ingested_is_not_a_second_job(tmp_path):
+    """A report ingested (exported by us), then `nsys stats` writes its .sqlite beside it, then
+    the folder is ingested again: the export was a new file claiming the report's rank, a phantom
+    second job. Now the workspace keeps the report (unchanged) and skips the export; --replace
+    reads the export in the report's place. Expected: one file loaded, one rank, one job."""
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "report_rank0.sqlite"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "report_rank0.nsys-rep").write_bytes(b"a report")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text(FAKE_NSYS.format(python=sys.executable))
+    (bin_dir / "nsys").chmod(0o755)
+    env = dict(
+        os.environ, FAKE_NSYS_SRC=str(sample), PATH=f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}"
+    )
+    db = tmp_path / "w.duckdb"
+
+    def loaded() -> tuple[list[str], tuple]:
+        con = open_workspace(db, read_only=True)
+        try:
+            names = [
+                Path(p).name for (p,) in con.execute("SELECT path FROM files WHERE status = 'ok'").fetchall()
+            ]
+            return names, con.execute("SELECT count(DISTINCT job), count(*) FROM ranks").fetchone()
+        finally:
+            con.close()
+
+    assert run_cli("ingest", str(folder), "--db", str(db), "-q", env=env).returncode == 0
+    shutil.copy(sample, folder / "report_rank0.sqlite")  # what nsys stats leaves beside the report
+    again = run_cli("ingest", str(folder), "--db", str(db), "-q", env=env)
+    assert again.returncode == 0, again.stderr
+    assert "the export of report_rank0.nsys-rep, which the workspace holds already" in again.stderr
+    assert "0 file(s) ingested, 1 unchanged" in again.stdout, again.stdout
+    assert loaded() == (["report_rank0.nsys-rep"], (1, 1))
+    replaced = run_cli("ingest", str(folder), "--db", str(db), "-q", "--replace", env=env)
+    assert replaced.returncode == 0, replaced.stderr
+    assert loaded() == (["report_rank0.sqlite"], (1, 1))
