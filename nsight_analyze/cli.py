@@ -74,13 +74,13 @@ class _Group(click.Group):
             if no_room(exc):
                 click.echo(f"error: {clean(no_room_error(exc))}", err=True)
                 sys.exit(UserError.exit_code)
-            if isinstance(exc, OSError) and exc.filename and not os.environ.get("NSIGHT_ANALYZE_DEBUG"):
+            if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
+                raise
+            if isinstance(exc, OSError) and exc.filename:
                 # a path the system refused (read-only, no permission, no such folder): the user's to fix
                 what = exc.strerror or type(exc).__name__
                 click.echo(f"error: {clean(exc.filename)}: {clean(what)}", err=True)
                 sys.exit(UserError.exit_code)
-            if os.environ.get("NSIGHT_ANALYZE_DEBUG"):
-                raise
             first = str(exc).splitlines()[0] if str(exc) else ""
             click.echo(
                 f"error: {type(exc).__name__}: {clean(first)} (set NSIGHT_ANALYZE_DEBUG=1 for details)",

@@ -333,11 +333,10 @@ def backwards_warnings(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> list
     """
     if not ranks:
         return []
-    in_ranks = ", ".join(str(int(r)) for r in ranks)
     rows = con.execute(
         " UNION ALL ".join(
             f"SELECT '{t}', count(*), max(start_ns - end_ns) FROM {t} "
-            f"WHERE rank IN ({in_ranks}) AND end_ns < start_ns"
+            f"WHERE rank IN ({analysis.rank_list(ranks)}) AND end_ns < start_ns"
             for t in TIMED_TABLES
         )
     ).fetchall()

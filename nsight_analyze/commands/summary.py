@@ -168,17 +168,16 @@ def command(
     apply_periodic_steps(db, periodic_steps)
     result = Workspace(db, job=job).summary(by=by)
     note = (result.get("job") or {}).get("note")
+    said = [line for line in [note, *(f"warning: {w}" for w in result["warnings"])] if line]
     if fmt == "json":
         click.echo(to_json(result))
     elif fmt == "csv":
-        for line in [note, *(f"warning: {w}" for w in result["warnings"])]:
-            if line:  # the CSV stays one table
-                print(clean(line), file=sys.stderr)
+        for line in said:  # the CSV stays one table
+            print(clean(line), file=sys.stderr)
         emit(PlainTable.from_records(result["partition"]), "csv")
     elif fmt == "markdown":
-        for line in [note, *(f"warning: {w}" for w in result["warnings"])]:
-            if line:
-                print(markdown_text(line) + "\n")
+        for line in said:
+            print(markdown_text(line) + "\n")
         print_markdown(result)
     else:
         if note:
