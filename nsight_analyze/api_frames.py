@@ -9,6 +9,7 @@ pandas) stay inside the functions: `import nsight_analyze` stays light.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -131,12 +132,40 @@ def _execute(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConne
     which DuckDB returns None and the caller failed with an AttributeError."""
     from .errors import UserError
 
+    _refuse_downloads(query)
     result = con.execute(query)
     if result is None:
         raise UserError(
             "the SQL holds no statement (empty or only comments): give one, e.g. 'SELECT * FROM ranks'"
         )
     return result
+
+
+# INSTALL / FORCE INSTALL / UPDATE EXTENSIONS, after any leading comments: DuckDB downloads
+_DOWNLOADS = re.compile(
+    r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:(?:force\s+)?install|update\s+extensions)\b", re.I | re.S
+)
+
+
+def _refuse_downloads(query: str) -> None:
+    """Refuse statements that download DuckDB extensions. Why: the tool never uses the network at
+    run time; on an air-gapped cluster such a statement waits on a connection that never comes,
+    and elsewhere it fetches code a user did not mean this tool to fetch. LOAD of an extension
+    already installed stays allowed."""
+    import duckdb
+
+    from .errors import UserError
+
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error:
+        return  # DuckDB's own parse error follows, in one line
+    for statement in statements:
+        if _DOWNLOADS.match(statement.query):
+            raise UserError(
+                "nsight-analyze does not download DuckDB extensions (no network at run time): install "
+                "the extension with the duckdb shell where a network is, then LOAD it here"
+            )
 
 
 def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, what: str = "the query"):

@@ -278,6 +278,19 @@ def test_sql_table_shows_max_rows_then_says_more_follow(dbs):
     assert len(out) == 2 + 1000 + 1 and out[-1].startswith("(the first 1,000 rows"), out[-1]
 
 
+@pytest.mark.parametrize(
+    "query", ["INSTALL httpfs", "/* x */ force install httpfs FROM 'http://127.0.0.1:9'", "SELECT 1; UPDATE EXTENSIONS"]
+)
+def test_sql_refuses_to_download_extensions(dbs, query):
+    """An explicit INSTALL went to extensions.duckdb.org (or the URL given) and failed after the
+    connection attempt with DuckDB's "Failed to download": the tool must not use the network at
+    run time. Refused before DuckDB sees the statement."""
+    res = run(["sql", "--db", "{db}", query], dbs)
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: nsight-analyze does not download DuckDB extensions"), res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("query", ["", "  ", ";", "/* only a comment */"])
 def test_sql_without_a_statement_is_one_line(dbs, query):
     """DuckDB returns None for SQL without a statement; the command failed with "error:
