@@ -259,6 +259,8 @@ class Workspace:
         pct (of all kernel time)."""
         from .summary import top_kernels
 
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be a whole number >= 0, not {limit!r}")
         with self.connect(scope=True) as con:
             return _frame(top_kernels(con, limit), arrow)
 

@@ -132,6 +132,15 @@ def test_mfu_matches_cli(ws):
     assert df.attrs["mfu"] == doc["mfu"] and df.attrs["n_gpus"] == doc["n_gpus"] == 4  # 4 ranks: README
 
 
+def test_top_kernels_limit(ws):
+    """limit -1 raised DuckDB's "Binder Error: LIMIT/OFFSET cannot be negative", 2.5 was cut to 2."""
+    assert len(ws.top_kernels(0)) == 0
+    assert len(ws.top_kernels(1)) == 1
+    for bad in (-1, 2.5, "3", True):
+        with pytest.raises(ValueError, match="limit must be a whole number >= 0"):
+            ws.top_kernels(bad)
+
+
 def test_sql_dataframe_and_arrow(ws):
     n = cli_json("sql", "--db", str(ws.path), "SELECT count(*) AS n FROM kernels")[0]["n"]
     assert ws.sql("SELECT count(*) AS n FROM kernels")["n"].iloc[0] == n
