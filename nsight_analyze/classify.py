@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,7 +62,7 @@ def parse_rules(text: str, origin: str) -> list[Rule]:
     if header is None or tuple(h.strip().lower() for h in header[: len(COLUMNS)]) != COLUMNS:
         raise UserError(f"{origin}: the first line must be the header {','.join(COLUMNS)}")
     rules: list[Rule] = []
-    for line_no, row in enumerate(reader, start=2):
+    for line_no, row in _rows(reader, origin):
         if not row or all(not cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
             continue
         row = [cell.strip() for cell in row] + [""] * (len(COLUMNS) - len(row))
@@ -77,6 +78,21 @@ def parse_rules(text: str, origin: str) -> list[Rule]:
             raise UserError(f"{where}: category {category!r} is not one of {', '.join(CATEGORIES)}")
         rules.append(Rule(prio, pattern, category, subcategory or None, note, where))
     return rules
+
+
+def _rows(reader, origin: str) -> Iterator[tuple[int, list[str]]]:
+    """(line the row starts on, row) after the header. A row holding a line break is a quote
+    opened and never closed: it swallowed the lines after it, and the row was blamed for an
+    empty category instead."""
+    start = reader.line_num + 1
+    try:
+        for row in reader:
+            if reader.line_num != start:
+                raise csv.Error("a quote opened here is not closed on this line")
+            yield start, row
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise UserError(f"{origin}:{start}: not a CSV row ({exc})") from None
 
 
 def _read_rules_file(path: Path) -> str:

@@ -302,6 +302,8 @@ def test_reclassify_all_stores_user_rules_for_later_ingests(ws, tmp_path):
         ("10,gemm,fast,gemm,\n", r"rules\.csv:2: category 'fast' is not one of"),
         ("ten,gemm,compute,gemm,\n", r"rules\.csv:2: priority 'ten' is not a number"),
         ("10,,compute,gemm,\n", r"rules\.csv:2: empty pattern"),
+        # an unclosed quote swallowed the rest of the file: "category '' is not one of ..."
+        ('\n10,"gemm,compute,gemm,\n20,copy,memory,copy,\n', r"rules\.csv:3: not a CSV row \(a quote opened"),
     ],
 )
 def test_bad_user_rules_are_one_line_errors(con, tmp_path, body, message):
