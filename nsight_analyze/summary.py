@@ -114,14 +114,20 @@ def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     return dict(rows)
 
 
+# The ingest's corrupt-timing warnings (CORRUPT_TIMING) of the files of the ranks shown, one row
+# per file and warning: what `summary` prints above the partition and diagnose's corrupt-timing note
+# lists (the prefix inlined: a bound parameter imports pandas, duck.sql_string).
+CORRUPT_TIMING_SQL = f"""SELECT f.path, list_sort(list(DISTINCT r.rank)) AS ranks, u.w AS warning
+    FROM files AS f, unnest(f.warnings) AS u(w)
+    JOIN ranks AS r ON r.file_id = f.file_id
+    WHERE starts_with(u.w, {sql_string(CORRUPT_TIMING)})
+    GROUP BY f.path, u.w ORDER BY f.path, u.w"""
+
+
 def timing_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The file warnings that the trace's times are corrupt for some rows (`CORRUPT_TIMING`), of
-    the files of the ranks shown: they change the partition, so it is not shown without them."""
-    rows = con.execute(
-        "SELECT f.path || ': ' || w FROM files AS f, unnest(f.warnings) AS u(w) "
-        f"WHERE starts_with(w, {sql_string(CORRUPT_TIMING)}) AND f.file_id IN (SELECT file_id FROM ranks) "
-        "ORDER BY f.path, w"  # the prefix inlined: a bound parameter imports pandas (duck.sql_string)
-    ).fetchall()
+    """The file warnings that the trace's times are corrupt for some rows, as `path: warning`:
+    they change the partition, so it is not shown without them."""
+    rows = con.execute(f"SELECT path || ': ' || warning FROM ({CORRUPT_TIMING_SQL})").fetchall()
     return [text for (text,) in rows]
 
 

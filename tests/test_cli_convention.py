@@ -279,7 +279,8 @@ def test_sql_table_shows_max_rows_then_says_more_follow(dbs):
 
 
 @pytest.mark.parametrize(
-    "query", ["INSTALL httpfs", "/* x */ force install httpfs FROM 'http://127.0.0.1:9'", "SELECT 1; UPDATE EXTENSIONS"]
+    "query",
+    ["INSTALL httpfs", "/* x */ force install x FROM 'http://127.0.0.1:9'", "SELECT 1; UPDATE EXTENSIONS"],
 )
 def test_sql_refuses_to_download_extensions(dbs, query):
     """An explicit INSTALL went to extensions.duckdb.org (or the URL given) and failed after the

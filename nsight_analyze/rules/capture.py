@@ -5,8 +5,8 @@ They have no recoverable time and are listed before the performance findings.
 
 from __future__ import annotations
 
-from ..duck import sql_string
 from ..sources.base import CORRUPT_TIMING
+from ..summary import CORRUPT_TIMING_SQL
 from .base import Ctx, Finding, Fix, Signal
 
 
@@ -166,12 +166,8 @@ def corrupt_timing(ctx: Ctx) -> list[Finding]:
     finding reads the partition those rows distort, so this one comes first."""
     if not ctx.has("files", "ranks"):
         return []
-    sql = f"""SELECT f.path, list_sort(list(DISTINCT r.rank)) AS ranks,
-                     substr(u.w, {len(CORRUPT_TIMING) + 1}) AS warning
-              FROM files AS f, unnest(f.warnings) AS u(w)
-              JOIN ranks AS r ON r.file_id = f.file_id
-              WHERE starts_with(u.w, {sql_string(CORRUPT_TIMING)})
-              GROUP BY f.path, u.w ORDER BY f.path, u.w"""
+    cut = len(CORRUPT_TIMING) + 1
+    sql = f"SELECT path, ranks, substr(warning, {cut}) AS warning FROM ({CORRUPT_TIMING_SQL})"
     found = ctx.df(sql)
     if found.empty:
         return []
