@@ -186,8 +186,9 @@ class Workspace:
         """Per hardware-counter file (Nsight Compute, or a Kineto trace with CUPTI range-profiler
         counters): the dense peak (TFLOP/s) and memory bandwidth (GB/s) its roofline ridge points
         use, and where they came from."""
-        from .gpus import DEFAULT_PRECISION
+        from .gpus import DEFAULT_PRECISION, validate_precision
 
+        validate_precision(precision or DEFAULT_PRECISION)  # an unknown one gave no rows, silently
         with self.connect() as con:
             df = con.execute(
                 """
@@ -495,6 +496,8 @@ def ingest(
     from .errors import UserError
     from .ingest import ingest as _ingest
 
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:  # 0 meant "every core"
+        raise ValueError(f"jobs must be a whole number >= 1 (1: this process), not {jobs!r}")
     paths = [Path(inputs)] if isinstance(inputs, (str, PathLike)) else [Path(p) for p in inputs]
     if not paths:
         raise UserError("ingest: no input given")

@@ -407,6 +407,12 @@ def models() -> pd.DataFrame:
     )
 
 
+def validate_precision(precision: str) -> None:
+    """A precision of the peak table (PRECISIONS), else one line naming them."""
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+
+
 def rank_peaks(
     con: duckdb.DuckDBPyConnection,
     peak_tflops: float | None = None,
@@ -423,8 +429,7 @@ def rank_peaks(
     validate_positive("--peak-tflops", peak_tflops)
     import pandas as pd
 
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    validate_precision(precision)
     gpu = gpu if gpu is not None else _STATED_GPU.get()
     validate_gpu(gpu)
     ranks = con.execute(

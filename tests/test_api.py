@@ -141,6 +141,23 @@ def test_top_kernels_limit(ws):
             ws.top_kernels(bad)
 
 
+def test_bad_arguments_are_refused_before_any_work(ws, tmp_path):
+    """Each was accepted or failed late: ncu_peaks('x') returned no rows as if the workspace had
+    no counters; ingest(jobs=0) meant "every core" (the CLI refuses --jobs 0); report(FOLDER)
+    wrote its temporary file into the folder's parent, then failed with IsADirectoryError."""
+    with pytest.raises(UserError, match="unknown precision 'x': choose one of fp64"):
+        ws.ncu_peaks(precision="x")
+    for jobs in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="jobs must be a whole number >= 1"):
+            na.ingest(SAMPLES, db=tmp_path / "never.duckdb", jobs=jobs)
+    assert not (tmp_path / "never.duckdb").exists()
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with pytest.raises(UserError, match="it is a folder; give the report's file name"):
+        ws.report(folder)
+    assert list(tmp_path.iterdir()) == [folder] and not list(folder.iterdir())
+
+
 def test_sql_dataframe_and_arrow(ws):
     n = cli_json("sql", "--db", str(ws.path), "SELECT count(*) AS n FROM kernels")[0]["n"]
     assert ws.sql("SELECT count(*) AS n FROM kernels")["n"].iloc[0] == n

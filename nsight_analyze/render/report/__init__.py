@@ -106,6 +106,10 @@ def write_report(
 ) -> Path:
     """Write the self-contained HTML report for an open workspace; return its path."""
     out = Path(out_path)
+    if out.is_dir():  # the temporary file went into its parent, then the rename failed
+        raise UserError(
+            f"cannot write {out}: it is a folder; give the report's file name, e.g. {out / 'report.html'}"
+        )
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
     text = render_report(con, steps, mfu_options, job_note=job_note)
