@@ -436,9 +436,7 @@ class Workspace:
         from .render.report import parse_steps
 
         busy = while_writing or (lambda text: contextlib.nullcontext())
-        wanted = (
-            parse_ranks(ranks) if ranks is None or isinstance(ranks, str) else sorted({int(r) for r in ranks})
-        )
+        wanted = parse_ranks(ranks) if ranks is None or isinstance(ranks, str) else _rank_numbers(ranks)
         out = Path(out)
         if format == "parquet":
             from .export.parquet import check_folder, export_parquet
@@ -465,6 +463,16 @@ class Workspace:
             with busy(f"writing the Chrome trace {out}"):
                 bounds = (step_range.first, step_range.last) if step_range is not None else None
                 return export_chrome_trace(con, out, chosen, bounds, force=force)
+
+
+def _rank_numbers(ranks: Sequence[int]) -> list[int]:
+    """`ranks` given as numbers, sorted and unique; anything else is a ValueError naming them (not
+    int()'s "invalid literal ... 'x'")."""
+    from numbers import Integral
+
+    if not all(isinstance(r, Integral) and not isinstance(r, bool) for r in ranks):
+        raise ValueError(f"ranks must be rank numbers (or a string such as '0,2-3'), not {list(ranks)!r}")
+    return sorted({int(r) for r in ranks})  # numpy's integers too
 
 
 # ------------------------------------------------------------------------------------------------

@@ -132,6 +132,8 @@ def _execute(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConne
     which DuckDB returns None and the caller failed with an AttributeError."""
     from .errors import UserError
 
+    if not isinstance(query, str):
+        raise TypeError(f"the SQL must be a string, not {type(query).__name__}")
     _refuse_downloads(query)
     result = con.execute(query)
     if result is None:

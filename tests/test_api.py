@@ -156,6 +156,10 @@ def test_bad_arguments_are_refused_before_any_work(ws, tmp_path):
     with pytest.raises(UserError, match="it is a folder; give the report's file name"):
         ws.report(folder)
     assert list(tmp_path.iterdir()) == [folder] and not list(folder.iterdir())
+    with pytest.raises(ValueError, match=r"ranks must be rank numbers .* not \['x'\]"):  # int('x')'s message
+        ws.export(tmp_path / "t.json", ranks=["x"])
+    with pytest.raises(TypeError, match="the SQL must be a string, not NoneType"):
+        ws.sql(None)
 
 
 def test_sql_dataframe_and_arrow(ws):
