@@ -7,6 +7,7 @@ import errno
 import itertools
 import numbers
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -81,6 +82,9 @@ def on_own_cursor(con: duckdb.DuckDBPyConnection, fn: Callable[..., T], *args: A
         cursor.close()
 
 
+_MEMORY_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:[KMGT](?:i?B)?|B)", re.IGNORECASE)  # DuckDB's units
+
+
 def analysis_memory_limit(threads: int) -> str:
     """$NSIGHT_ANALYZE_MEMORY_LIMIT, else 1 GiB per DuckDB thread, at most half the machine's memory.
 
@@ -89,6 +93,14 @@ def analysis_memory_limit(threads: int) -> str:
     """
     configured = os.environ.get(MEMORY_ENV, "").strip()
     if configured:
+        size = _MEMORY_SIZE.fullmatch(configured)
+        if not size or not float(size.group(1)):
+            # DuckDB takes "-1GB" for no limit at all and "1e3GB" for 1 byte (then runs out of
+            # memory, and the message says the cap was "1e3GB")
+            raise UserError(
+                f"{MEMORY_ENV}={configured!r} is not a memory size: give a positive number and a unit, "
+                "e.g. 8GB or 512MiB"
+            )
         return configured
     limit = max(1, threads) * MEMORY_PER_THREAD
     try:
@@ -182,8 +194,8 @@ def bound_memory(con: duckdb.DuckDBPyConnection) -> None:
     limit = analysis_memory_limit(threads)
     try:
         con.execute("SET memory_limit = '" + limit.replace("'", "''") + "'")
-    except duckdb.Error:
-        raise UserError(f"{MEMORY_ENV}={limit!r} is not a memory size DuckDB accepts (e.g. 4GB)") from None
+    except duckdb.Error:  # a size our pattern takes and DuckDB does not
+        raise UserError(f"{MEMORY_ENV}={limit!r} is not a memory size DuckDB accepts (e.g. 8GB)") from None
     spill = Path(tempfile.gettempdir()) / f"nsight_analyze_spill_{os.getpid()}_{next(_spill_dirs)}"
     try:
         con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")

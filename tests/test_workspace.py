@@ -16,6 +16,7 @@ from conftest import ROOT, TRACES, requires_shared
 
 from nsight_analyze import query_layer
 from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit, sql_rows, sql_value
+from nsight_analyze.errors import UserError
 from nsight_analyze.ingest import ingest
 from nsight_analyze.workspace import open_workspace, query_files
 
@@ -223,6 +224,25 @@ def test_bad_memory_limit_is_one_clear_line(tmp_path):
     )
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and MEMORY_ENV in out.stderr
+
+
+@pytest.mark.parametrize("value", ["-1GB", "1e3GB", "0GB", "50%", "4 GB RAM", "4000000000"])
+def test_memory_limits_duckdb_misreads_are_refused(monkeypatch, value):
+    """DuckDB read "-1GB" as no limit at all and "1e3GB" as 1 byte; "0GB" failed every query with
+    "ran out of memory under 0GB"."""
+    monkeypatch.setenv(MEMORY_ENV, value)
+    with pytest.raises(UserError, match=f"{MEMORY_ENV}=.* is not a memory size: give a positive number"):
+        analysis_memory_limit(2)
+
+
+@pytest.mark.parametrize("value", ["8GB", "512MiB", "1.5 gb", "2G", "400000000B"])
+def test_memory_limits_in_duckdbs_units_are_taken(tmp_path, monkeypatch, value):
+    monkeypatch.setenv(MEMORY_ENV, value)
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    con = open_workspace(db, read_only=True)  # DuckDB takes it (bound_memory)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == _limit_of(value)
+    con.close()
 
 
 def test_every_canonical_table_is_owned_by_a_rank_or_a_file(tmp_path):
