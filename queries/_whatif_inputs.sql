@@ -17,7 +17,7 @@
 -- columns: job, scenario, ev, rank, step, is_end, part, waits, off, fifo, x, post, w0, actual_ns, fixed
 -- stage: job
 -- result: step
--- requires: gaps, gpu_ops, jobs, merge_coll_members, merge_rank_clock, rank_attribution, rank_coll_ready, settings, steps
+-- requires: _whatif_dep_ord, _whatif_step_ends, gaps, jobs, merge_coll_members, merge_rank_clock, rank_attribution, rank_coll_ready, settings, steps
 CREATE OR REPLACE VIEW _whatif_inputs AS
 WITH wi_rk AS (  -- the ranks of complete jobs: a collective ends when its last participant arrives,
                 -- so the replay of a partial job (2 of 128 ranks) would invent the absent ranks' times
@@ -67,9 +67,6 @@ wi_budget AS (  -- the first steps whose events fit settings.whatif_max_events (
     )
     WHERE before < coalesce((SELECT TRY_CAST(value AS BIGINT) FROM settings WHERE key = 'whatif_max_events'), 2000)
 ),
-wi_wb AS MATERIALIZED (  -- the windows of the replayed steps
-    SELECT w.* FROM wi_w AS w SEMI JOIN wi_budget AS b ON b.job = w.job AND b.step = w.step
-),
 wi_ev AS MATERIALIZED (  -- the job's events: its collectives, then each step's end
     SELECT job, step, coll_id, is_end,
            row_number() OVER (PARTITION BY job ORDER BY step, is_end, ord, coll_id) AS ev
@@ -88,34 +85,21 @@ wi_pc AS (
     JOIN wi_ev AS e ON e.job = c.job AND e.coll_id = c.coll_id
     LEFT JOIN rank_coll_ready AS r ON r.rank = c.rank AND r.correlation_id = c.correlation_id AND r.start_ns = c.a
 ),
-wi_ops AS MATERIALIZED (  -- each step's non-communication GPU work, numbered from the step's end
-    SELECT o.rank, w.step, o.end_ns,
-           row_number() OVER (PARTITION BY o.rank, w.step ORDER BY o.start_ns DESC, o.end_ns DESC) AS rev_ord
-    FROM (  -- the ops of the replayed span of each rank, then of their step (ASOF: windows are disjoint)
-        SELECT o.rank, o.start_ns, o.end_ns
-        FROM gpu_ops AS o
-        JOIN (SELECT rank, min(w0) AS w0, max(w1) AS w1 FROM wi_wb GROUP BY rank) AS span
-            ON span.rank = o.rank AND o.start_ns >= span.w0 AND o.start_ns < span.w1
-        WHERE o.category IS DISTINCT FROM 'comms'
-    ) AS o
-    ASOF JOIN wi_wb AS w ON w.rank = o.rank AND o.start_ns >= w.w0
-    WHERE o.start_ns < w.w1
-),
 wi_blocked AS (
     SELECT *, prev_e IS NOT NULL AND a - prev_e <= 5000 AS blocked FROM wi_pc
 ),
 wi_dep AS (  -- a participant that did not queue started when its work was done: that work's position
-    SELECT b.coll_id, round(median(o.rev_ord))::BIGINT AS rev_ord
+    SELECT b.coll_id, round(median(d.rev_ord))::BIGINT AS rev_ord
     FROM wi_blocked AS b
-    ASOF JOIN wi_ops AS o ON o.rank = b.rank AND o.step = b.step AND b.a >= o.end_ns
+    JOIN _whatif_dep_ord AS d ON d.rank = b.rank AND d.start_ns = b.a AND d.step = b.step
     WHERE NOT b.blocked
     GROUP BY b.coll_id
 ),
 wi_pc2 AS (  -- a queued participant was ready when its own work at that position ended
-    SELECT b.*, o.end_ns AS dep_ready
+    SELECT b.*, e.ends[d.rev_ord] AS dep_ready
     FROM wi_blocked AS b
     LEFT JOIN wi_dep AS d ON d.coll_id = b.coll_id
-    LEFT JOIN wi_ops AS o ON o.rank = b.rank AND o.step = b.step AND o.rev_ord = d.rev_ord
+    LEFT JOIN _whatif_step_ends AS e ON e.rank = b.rank AND e.step = b.step
 ),
 wi_coll_pts AS (
     SELECT job, rank, step, ev, w0, e, ready_ns, waits,

@@ -376,3 +376,25 @@ def test_report_section_communication_by_dimension(legacy, tmp_path):
     }
     assert {m for m in re.findall(r'data-dimension="(\w+)"', part)} == {"tp", "pp", "dp"}
     assert "exposed-comm-tp" in part and "exposed-comm-pp" in part
+
+
+def test_exposed_time_equals_the_overlap_with_exposed_segments(sample_workspace):
+    """diag_comm_exposure's exposed_ns and exposed_wait_ns (the rank's exposed time at two points
+    by ASOF joins into prefix sums; the start and end points computed rank by rank in
+    _diag_comm_ops, the wait's in the job step) against the oracle: the plain overlap of each
+    operation's [start, end) and [start, start + wait) with every exposed segment of its rank (the
+    segments are disjoint). The sample has waits, exposed operations, and waits only partly
+    exposed, so each term is exercised."""
+    overlap = (
+        "(SELECT coalesce(sum(greatest(0, least({t}, s.end_ns) - greatest(e.start_ns, s.start_ns))), 0) "
+        "FROM _tp_comm_exposed_segments s WHERE s.rank = e.rank)"
+    )
+    con = duckdb.connect(str(sample_workspace), read_only=True)
+    rows = con.execute(
+        f"""SELECT e.wait_ns, e.exposed_ns, e.exposed_wait_ns,
+                   {overlap.format(t="e.end_ns")}, {overlap.format(t="e.start_ns + e.wait_ns")}
+            FROM diag_comm_exposure e"""
+    ).fetchall()
+    con.close()
+    assert sum(r[0] > 0 for r in rows) and sum(0 < r[2] < r[1] for r in rows)
+    assert [r[1:3] for r in rows] == [r[3:5] for r in rows]
