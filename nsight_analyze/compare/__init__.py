@@ -3,17 +3,17 @@
 Why one library function: the terminal, markdown, JSON (CI) and HTML outputs all render the
 same `compare()` dict, so a verdict means one thing everywhere (docs/compare.md).
 
-How: both workspaces are ATTACHed read-only to one in-memory DuckDB. Each side's analysis
-results (time_partition, steps, imbalance, rank rollup) are copied once into temp tables; every
-comparison (partition, kernels, collectives, work rate) is SQL across the two catalogs. The
-per-instance work was done per rank at analysis time: kernel durations counted per kind and
-distinct duration (kernel_kinds, kernel_duration_counts: the rank tests' ranks and ties) and each
-kind's shares of the window and its cuts (kernel_window_shares: the work rate), so a comparison
-reads a few rows per kind, not the kernels (which it reads only for other trims, or a workspace
-without those tables). Python only does the statistics on small inputs (numpy, scipy.stats'
-arithmetic): on the step-time samples (a few hundred numbers) a seeded percentile bootstrap of the
-relative change of the median and a Mann-Whitney U test, and the p-values of the per-kernel rank
-statistics SQL computed.
+How: both workspaces are ATTACHed read-only to one in-memory DuckDB. Each side's stored analysis
+results (time_partition, steps, imbalance, rank rollup) are read in place through temp views of one
+name per side (before_tp, after_tp, ...); every comparison (partition, kernels, collectives, work
+rate) is SQL across the two catalogs. The per-instance work was done per rank at analysis time:
+kernel durations counted per kind and distinct duration (kernel_kinds, kernel_duration_counts: the
+rank tests' ranks and ties) and each kind's shares of the window and its cuts
+(kernel_window_shares: the work rate), so a comparison reads a few rows per kind, not the kernels
+(which it reads only for other trims, or a workspace without those tables). Python only does the
+statistics on small inputs (numpy, scipy.stats' arithmetic): on the step-time samples (a few
+hundred numbers) a seeded percentile bootstrap of the relative change of the median and a
+Mann-Whitney U test, and the p-values of the per-kernel rank statistics SQL computed.
 
 The verdict has a basis (docs/compare.md "Verdict"): step times when both runs have step
 windows; otherwise work per unit of time (the kernels both runs launch, valued at BEFORE's mean
@@ -25,7 +25,7 @@ One module per job; this one is the public API (`compare`, and `compare_prepared
 that opened the workspaces themselves) and the order of the work (`_run`):
 
     settings.py   named defaults (DEFAULTS), resolve_settings, the JSON's vocabularies
-    sides.py      inputs: workspaces or ingested traces; each side's results copied once
+    sides.py      inputs: workspaces or ingested traces; each side's views of its stored results
     stats.py      the statistics (scipy.stats' in numpy): bootstrap, Mann-Whitney, rank p-values
     step_time.py  step times: the slowest rank's and every rank's, compared
     runs.py       partition per step window, step counts, imbalance, side by side
@@ -63,7 +63,7 @@ from .settings import (  # noqa: F401
     TRIM_LEVELS,
     resolve_settings,
 )
-from .sides import _df, _findings, _materialise, _mfu, is_workspace, workspaces
+from .sides import _df, _findings, _mfu, _side_views, is_workspace, workspaces
 from .stats import compare_samples, mann_whitney_p  # noqa: F401
 from .step_time import _step_windows, step_time_comparison
 from .verdict import _basis, _reason, _suspects, gate, rate_verdict, verdict_of  # noqa: F401
@@ -157,14 +157,13 @@ def _run(
     # small queries leave a core idle, and nothing here reads its findings until the diff.
     diagnosed: dict[str, Future] = {}
     for side in SIDES:
+        _side_views(con, cats[side], side)
         if side == "after" and cats["after"] == cats["before"]:  # the same workspace twice
-            for t in ("tp", "steps", "src", "win", "imb", "rr"):
-                con.execute(f"CREATE OR REPLACE TEMP TABLE after_{t} AS SELECT * FROM before_{t}")
             ranks[side], mfu[side] = ranks["before"], mfu["before"]
             if "before" in diagnosed:
                 diagnosed[side] = diagnosed["before"]
             continue
-        _materialise(con, cats[side], side)
+        con.execute(f"USE {cats[side]}")
         ranks[side] = [
             int(r[0])
             for r in con.execute(

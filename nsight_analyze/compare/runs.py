@@ -1,6 +1,6 @@
 """Each run's partition per step window, its step count and its imbalance, side by side.
 
-Cross-run SQL over the temp tables of both sides (sides.py `_materialise`), on the common ranks.
+Cross-run SQL over the views of both sides' stored results (sides.py `_side_views`), on the common ranks.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The two sides of a comparison: workspaces (or traces ingested into temporary ones), each run's
-analysis results copied once into temp tables, its findings and its MFU.
+views of its stored analysis results, its findings and its MFU.
 
 Per-side reads run under `USE <catalog>` so that the workspace's own views and macros resolve.
 """
@@ -154,50 +154,27 @@ def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) ->
     return con.execute(sql, params or []).df()
 
 
-def _materialise(con: duckdb.DuckDBPyConnection, cat: str, side: str) -> None:
-    """Temp tables {side}_tp / _src / _win / _imb / _rr: each analysis result read once per side.
+def _side_views(con: duckdb.DuckDBPyConnection, cat: str, side: str) -> None:
+    """Temp views {side}_tp / _src / _win / _imb / _rr over the stored results of the
+    workspace attached as `cat`: the names compare's SQL reads for either side.
 
-    `imbalance` and `rank_rollup` are read by name when the workspace stores them as tables; while
-    they are views, the same macros they are defined with run over the copied partition instead
-    (imbalance = merge_imbalance_of('time_partition'), likewise the rollup), so the partition is
-    not recomputed twice more.
+    Views, not copies: the results are stored tables (time_partition, steps, imbalance,
+    rank_rollup), read in place like every other command reads them; a workspace against
+    itself gives both sides the same views.
     """
-    con.execute(f"USE {cat}")
+    views = {
+        "tp": f"SELECT * FROM {cat}.time_partition",
+        "src": f"SELECT rank, min(source) AS source, count(*) AS windows FROM {cat}.steps GROUP BY rank",
+        "win": f"SELECT rank, min(start_ns) AS lo, max(end_ns) AS hi FROM {cat}.steps GROUP BY rank",
+        "imb": f"SELECT * FROM {cat}.imbalance",
+        "rr": f"SELECT * FROM {cat}.rank_rollup",
+    }
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_tp AS SELECT * FROM time_partition")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_steps AS SELECT * FROM steps")
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {side}_src AS SELECT rank, min(source) AS source, "
-            f"count(*) AS windows FROM {side}_steps GROUP BY rank"
-        )
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {side}_win AS SELECT rank, min(start_ns) AS lo, "
-            f"max(end_ns) AS hi FROM {side}_steps GROUP BY rank"
-        )
-        stored = {
-            r[0]
-            for r in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-            ).fetchall()
-        }
-        if not {"imbalance", "rank_rollup"} <= stored:
-            try:
-                con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {side}_imb AS "
-                    f"SELECT * FROM merge_imbalance_of('{side}_tp')"
-                )
-                con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {side}_rr AS "
-                    f"SELECT * FROM merge_rank_rollup_of('{side}_tp', '{side}_imb')"
-                )
-                return
-            except duckdb.Error:
-                pass
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_imb AS SELECT * FROM imbalance")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {side}_rr AS SELECT * FROM rank_rollup")
+        for name, sql in views.items():
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {side}_{name} AS {sql}")
     except duckdb.CatalogException as exc:
         raise UserError(
-            f"the {side} workspace lacks a view compare needs ({str(exc).splitlines()[0]}); re-run ingest"
+            f"the {side} workspace lacks a table compare needs ({str(exc).splitlines()[0]}); re-run ingest"
         ) from None
 
 
