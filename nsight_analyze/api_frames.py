@@ -33,7 +33,7 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """What `nsight-analyze ranks` shows, as lists of row dicts: {jobs, ranks, alignment, verdict,
     partial, attribution}.
 
-    `ranks`: one row per rank (merge_rank_rollup_of: clock offset and residuals, compute_ns,
+    `ranks`: one row per rank (the stored rank_rollup: clock offset and residuals, compute_ns,
     wait_suffered_ns, wait_caused_ns, times_slowest, times_last, cost_ns, straggler); `verdict`:
     one row per job (persistent / rotating / balanced, the straggler and its cost); `alignment`:
     per job and host, how the clocks were aligned; `partial`: collective instances with fewer
@@ -42,18 +42,13 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     from .no_data import require_ranks
 
     require_ranks(con, "align and compare ranks")
-    # Evaluate the (costly) time partition once for both the roll-up and the verdict.
-    _fetch(
-        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_tp AS SELECT rank, step, compute_ns FROM time_partition"
-    )
-    _fetch(
-        con, "CREATE OR REPLACE TEMP TABLE merge_cmd_imb AS SELECT * FROM merge_imbalance_of('merge_cmd_tp')"
-    )
-    rows = _fetch(con, "SELECT * FROM merge_rank_rollup_of('merge_cmd_tp', 'merge_cmd_imb') ORDER BY rank")
+    rows = _fetch(con, "SELECT * FROM rank_rollup ORDER BY rank")
     partial = _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")
     return {
         "ranks": rows,
-        "verdict": _fetch(con, "SELECT * FROM merge_verdict_of('merge_cmd_imb')"),
+        # from the (scoped) imbalance, not the stored merge_straggler_verdict: a job without
+        # imbalance rows has no row there, but `--job N` of it shows its verdict as unknown
+        "verdict": _fetch(con, "SELECT * FROM merge_verdict_of('imbalance')"),
         "alignment": _fetch(con, "SELECT * FROM alignment_quality ORDER BY job, host"),
         "jobs": _fetch(con, "SELECT * FROM jobs ORDER BY job"),
         "partial": int(partial[0]["n"]),
