@@ -186,19 +186,11 @@ class Workspace:
         """Per hardware-counter file (Nsight Compute, or a Kineto trace with CUPTI range-profiler
         counters): the dense peak (TFLOP/s) and memory bandwidth (GB/s) its roofline ridge points
         use, and where they came from."""
-        from .gpus import DEFAULT_PRECISION, validate_precision
+        from .gpus import DEFAULT_PRECISION, ncu_peaks_sql
 
-        validate_precision(precision or DEFAULT_PRECISION)  # an unknown one gave no rows, silently
+        sql = ncu_peaks_sql(precision or DEFAULT_PRECISION)
         with self.connect() as con:
-            df = con.execute(
-                """
-                SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
-                       p.mem_bw_bps / 1e9 AS mem_bw_gbs, p.reason
-                FROM ncu_peaks p LEFT JOIN files f USING (file_id)
-                WHERE p.precision = ? ORDER BY p.file_id
-                """,
-                [precision or DEFAULT_PRECISION],
-            ).df()
+            df = con.execute(sql).df()
         return _frame(df, arrow)
 
     def classify(

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from .duck import has_relation
+from .duck import has_relation, sql_string
 from .errors import UserError, validate_positive
 from .plain import missing
 
@@ -388,23 +388,25 @@ def stated_gpu(gpu: str | None) -> Iterator[None]:
         _STATED_GPU.reset(token)
 
 
-def models() -> pd.DataFrame:
-    """The names --gpu accepts: each table model with its aliases and dense bf16 and fp16 peaks
-    (fp16 too: Volta and Turing, V100 and T4, have no BF16 tensor cores, and bf16 alone left them blank)."""
-    import pandas as pd
+MODEL_COLUMNS = ["model", "aliases", "arch", "bf16_tflops", "fp16_tflops", "mem_bw_gbs", "confidence"]
 
-    df = table()
-    return pd.DataFrame(
+
+def model_rows() -> list[dict[str, Any]]:
+    """The names --gpu accepts: each table model with its aliases and dense bf16 and fp16 peaks
+    (fp16 too: Volta and Turing, V100 and T4, have no BF16 tensor cores, and bf16 alone left them
+    blank). Columns MODEL_COLUMNS; read from `rows()`, so `gpus --list-models` imports no pandas."""
+    return [
         {
-            "model": df["model"],
-            "aliases": df["match"].str.replace("|", ", ", regex=False),
-            "arch": df["arch"],
-            "bf16_tflops": df["bf16"],
-            "fp16_tflops": df["fp16"],
-            "mem_bw_gbs": df["mem_bw_gbs"],
-            "confidence": df["confidence"],
+            "model": r["model"],
+            "aliases": None if r["match"] is None else r["match"].replace("|", ", "),
+            "arch": r["arch"],
+            "bf16_tflops": r["bf16"],
+            "fp16_tflops": r["fp16"],
+            "mem_bw_gbs": r["mem_bw_gbs"],
+            "confidence": r["confidence"],
         }
-    )
+        for r in rows()
+    ]
 
 
 def validate_precision(precision: str) -> None:
@@ -413,22 +415,33 @@ def validate_precision(precision: str) -> None:
         raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
 
 
-def rank_peaks(
+def ncu_peaks_sql(precision: str) -> str:
+    """Per hardware-counter file, the `precision` peaks its roofline ridge points use. The
+    precision is a literal, not a bound parameter: binding one imports pandas (duck.sql_string)."""
+    validate_precision(precision)  # an unknown one gave no rows, silently
+    return f"""
+        SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
+               p.mem_bw_bps / 1e9 AS mem_bw_gbs, p.reason
+        FROM ncu_peaks p LEFT JOIN files f USING (file_id)
+        WHERE p.precision = {sql_string(precision)} ORDER BY p.file_id
+    """
+
+
+def rank_peak_rows(
     con: duckdb.DuckDBPyConnection,
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
     gpu: str | None = None,
-) -> pd.DataFrame:
-    """One row per rank: the GPU seen, the peak chosen for `precision`, its source and why.
+) -> list[dict[str, Any]]:
+    """One row per rank (columns PEAK_COLUMNS): the GPU seen, the peak chosen for `precision`,
+    its source and why.
 
     Inputs are the small per-rank tables (`ranks`, `gpus`, `env`) plus one aggregate over
     kernel names for the architecture evidence; the loop below is over ranks, not events.
     `gpu` (--gpu) states the model of every rank; when None, the GPU of an enclosing
-    `stated_gpu` block (if any) does.
+    `stated_gpu` block (if any) does. Plain rows: `gpus` and `mfu` print them without pandas.
     """
     validate_positive("--peak-tflops", peak_tflops)
-    import pandas as pd
-
     validate_precision(precision)
     gpu = gpu if gpu is not None else _STATED_GPU.get()
     validate_gpu(gpu)
@@ -441,44 +454,55 @@ def rank_peaks(
             FROM gpus g JOIN ranks r ON r.rank = g.rank
         )
         SELECT r.rank, r.file_id, coalesce(g.name, r.gpu_name) AS name, g.sm_count, g.clock_hz,
-               g.compute_major, g.compute_minor, g.memory_bandwidth_bps, g.source AS gpu_source
+               g.compute_major, g.compute_minor, g.memory_bandwidth_bps
         FROM ranks r LEFT JOIN g ON g.rank = r.rank AND g.pick = 1
         ORDER BY r.rank
         """
-    ).df()
+    ).fetchall()
     env = con.execute(
         f"SELECT file_id, name, value FROM env WHERE regexp_matches(name, '{ENV_HINT_PATTERN}')"
-    ).df()
+    ).fetchall()
     names = "kernel_summary" if _has_rows(con, "kernel_summary") else "kernels"  # stored: 20x faster
     fams = con.execute(
         f"SELECT rank, {families_sql()} FROM (SELECT DISTINCT rank, name FROM {names}) GROUP BY rank"
-    ).df()
+    ).fetchall()
     hints_of: dict[Any, dict[str, str]] = {}
-    for file_id, name, value in env.itertuples(index=False):  # the few hint variables per file
+    for file_id, name, value in env:  # the few hint variables per file
         hints_of.setdefault(file_id, {})[str(name)] = str(value)
     families_of = {
-        int(rec["rank"]): [f for f, _p, _a in KERNEL_FAMILIES if bool(rec[f"fam_{f}"])]
-        for rec in fams.to_dict("records")
+        int(rank): [f for (f, _p, _a), seen in zip(KERNEL_FAMILIES, seen_by_family, strict=True) if seen]
+        for rank, *seen_by_family in fams
     }
-    rows = []
-    for rec in ranks.to_dict("records"):
-        hints = hints_of.get(rec["file_id"], {})
-        families = families_of.get(int(rec["rank"]), [])
+    out = []
+    for rank, file_id, name, sm_count, clock_hz, major, minor, mem_bw_bps in ranks:
         peak = resolve(
-            name=_none(rec["name"]),
-            sm_count=_none(rec["sm_count"]),
-            clock_hz=_none(rec["clock_hz"]),
-            compute_major=_none(rec["compute_major"]),
-            compute_minor=_none(rec["compute_minor"]),
-            mem_bw_bps=_none(rec["memory_bandwidth_bps"]),
-            env_hints=hints,
-            families=families,
+            name=name,
+            sm_count=sm_count,
+            clock_hz=clock_hz,
+            compute_major=major,
+            compute_minor=minor,
+            mem_bw_bps=mem_bw_bps,
+            env_hints=hints_of.get(file_id, {}),
+            families=families_of.get(int(rank), []),
             peak_tflops=peak_tflops,
             precision=precision,
             gpu=gpu,
         )
-        rows.append(peak_row(peak, precision, rank=int(rec["rank"]), gpu_name=_none(rec["name"])))
-    return pd.DataFrame(rows, columns=PEAK_COLUMNS)
+        row = peak_row(peak, precision, rank=int(rank), gpu_name=name)
+        out.append({c: row[c] for c in PEAK_COLUMNS})
+    return out
+
+
+def rank_peaks(
+    con: duckdb.DuckDBPyConnection,
+    peak_tflops: float | None = None,
+    precision: str = DEFAULT_PRECISION,
+    gpu: str | None = None,
+) -> pd.DataFrame:
+    """`rank_peak_rows` as a DataFrame (columns PEAK_COLUMNS; NaN for an unknown number)."""
+    import pandas as pd
+
+    return pd.DataFrame(rank_peak_rows(con, peak_tflops, precision, gpu), columns=PEAK_COLUMNS)
 
 
 PEAK_COLUMNS = [

@@ -1,10 +1,10 @@
-"""`summary`, `ranks`, `whatif` and `comms` import no heavy module, and the renderers print a
+"""`summary`, `ranks`, `whatif`, `comms` and `gpus` import no heavy module, and the renderers print a
 PlainTable as they print a DataFrame.
 
 Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
 about half a second, as much as the whole `summary` command may take on a two-rank workspace.
 These commands build their rows with DuckDB's `fetchall` and render `PlainTable`s; the others
-(diagnose, mfu, compare, report) still hand DataFrames to the same renderers, which must then
+(diagnose, mfu, compare, report, info) still hand DataFrames to the same renderers, which must then
 give the very same text.
 """
 
@@ -75,6 +75,9 @@ def summary_db(sample_workspace):
         *(f"comms --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
         "comms --by communicator",
         "comms --by collective --format csv",
+        *(f"gpus --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
+        "gpus --all-precisions --gpu H100",
+        "gpus --list-models",
     ],
 )
 def test_reading_commands_import_no_heavy_module(summary_db, command):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
-import pandas as pd
 
 from ..clihelp import gpu_option, output_options
-from ..gpus import DEFAULT_PRECISION, PRECISIONS, models, precision_label
+from ..gpus import DEFAULT_PRECISION, MODEL_COLUMNS, PRECISIONS, model_rows, precision_label
 from ..render.data import records, to_json
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import echo
 
 COLUMNS = [
@@ -23,13 +25,14 @@ COLUMNS = [
 ]
 
 
-def _shown(df: pd.DataFrame) -> pd.DataFrame:
+def _shown(rows: list[dict[str, Any]], cols: list[str]) -> PlainTable:
     """Table view: an unknown peak reads 'unknown', not a blank a reader could take for zero."""
-    out = df.astype(object)
-    unknown = df["peak_tflops"].isna()
-    out.loc[unknown, "peak_tflops"] = "unknown"
-    out.loc[unknown, "ridge_flop_per_byte"] = "unknown"
-    return out
+    unknown = {"peak_tflops": "unknown", "ridge_flop_per_byte": "unknown"}
+    return PlainTable(
+        cols,
+        [[unknown[c] if r["peak_tflops"] is None and c in unknown else r[c] for c in cols] for r in rows],
+        numeric=[False] * len(cols),  # numbers and words in one column: aligned by their cells
+    )
 
 
 @click.command("gpus")
@@ -68,26 +71,34 @@ def command(
     Python: nsight_analyze.open(DB).gpus(...), .ncu_peaks(precision).
     """
     if list_models:
-        emit(models(), fmt, title="GPU models --gpu accepts (a name or any alias; dense bf16 and fp16 peaks)")
+        emit(
+            PlainTable.from_records(model_rows(), MODEL_COLUMNS),
+            fmt,
+            title="GPU models --gpu accepts (a name or any alias; dense bf16 and fp16 peaks)",
+        )
         return
     from ..api import Workspace
+    from ..gpus import ncu_peaks_sql, rank_peak_rows, validate_gpu
 
-    ws = Workspace(db)
-    df = ws.gpus(peak_tflops=peak_tflops, precision=precision, gpu=gpu)
-    ncu = ws.ncu_peaks(precision)
+    validate_gpu(gpu)
+    with Workspace(db).connect() as con:
+        rows = rank_peak_rows(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
+        ncu = PlainTable.from_cursor(con.execute(ncu_peaks_sql(precision)))
     cols = COLUMNS + ([f"peak_{p}_tflops" for p in PRECISIONS] if all_precisions or fmt == "json" else [])
     if fmt == "json":
-        print(to_json({"ranks": records(df), "ncu_files": records(ncu)}))
+        print(to_json({"ranks": rows, "ncu_files": records(ncu)}))
         return
     human = fmt in ("table", "markdown")
-    if df.empty and human:  # counters only (DCGM scrapes, Nsight Compute): no traced rank to list
+    if not rows and human:  # counters only (DCGM scrapes, Nsight Compute): no traced rank to list
         echo(
             "no traced ranks in this workspace (DCGM or Nsight Compute data only): `nsight-analyze mfu` "
             "shows the DCGM estimates; `gpus --list-models` lists the peaks --gpu accepts"
         )
     else:
-        shown = precision_label(precision, df.loc[df["peak_tflops"].notna(), "precision"])  # fp16 on a T4
-        emit(_shown(df[cols]) if human else df[cols], fmt, title=f"Dense {shown} peak per rank")
+        known = [r["precision"] for r in rows if r["peak_tflops"] is not None]
+        shown = precision_label(precision, known)  # fp16 on a T4
+        table = _shown(rows, cols) if human else PlainTable.from_records(rows, cols)
+        emit(table, fmt, title=f"Dense {shown} peak per rank")
     if len(ncu) and human:
         if fmt == "markdown":
             print()
