@@ -2,7 +2,8 @@
 
 Why one module: the findings (rules/) and every renderer (render/) turn query results into JSON;
 one definition keeps their outputs agreeing (numpy scalars and arrays unwrapped, NaN, NA and NaT
-as null (so is an infinite float), timestamps as ISO text, durations as nanoseconds, bytes as hex).
+as null (so is an infinite float), timestamps (pandas' and datetime's) as ISO text, durations as
+nanoseconds, bytes as hex).
 
 pandas is never imported here: a pandas value (NA, NaT, Timestamp, Timedelta) can only exist once
 something else has imported pandas, so the checks read it from `sys.modules` (a command that
@@ -11,6 +12,7 @@ prints plain rows, such as `summary`, stays without pandas).
 
 from __future__ import annotations
 
+import datetime
 import math
 import sys
 from typing import Any
@@ -44,6 +46,8 @@ def jsonable(value: Any) -> Any:
             return value.isoformat()
         if isinstance(value, pd.Timedelta):
             return int(value.value)  # nanoseconds
+    if isinstance(value, (datetime.date, datetime.time)):  # DuckDB's own (fetchall), as pandas' above
+        return value.isoformat()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     if hasattr(value, "tolist"):  # numpy arrays (a LIST column) and scalars

@@ -1,10 +1,10 @@
-"""`summary`, `ranks`, `whatif`, `comms` and `gpus` import no heavy module, and the renderers print a
+"""`summary`, `ranks`, `whatif`, `comms`, `gpus` and `info` import no heavy module, and the renderers print a
 PlainTable as they print a DataFrame.
 
 Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
 about half a second, as much as the whole `summary` command may take on a two-rank workspace.
 These commands build their rows with DuckDB's `fetchall` and render `PlainTable`s; the others
-(diagnose, mfu, compare, report, info) still hand DataFrames to the same renderers, which must then
+(diagnose, mfu, compare, report) still hand DataFrames to the same renderers, which must then
 give the very same text.
 """
 
@@ -78,6 +78,7 @@ def summary_db(sample_workspace):
         *(f"gpus --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
         "gpus --all-precisions --gpu H100",
         "gpus --list-models",
+        *(f"info --format {fmt}" for fmt in ("table", "json", "markdown")),
     ],
 )
 def test_reading_commands_import_no_heavy_module(summary_db, command):
@@ -261,3 +262,16 @@ def test_numeric_columns_as_pandas_types_them():
     want = [is_numeric_dtype(t) and not is_bool_dtype(t) for t in df.dtypes]
     assert [plain.is_numeric(i) for i in range(len(plain.columns))] == want
     assert want.count(True) == 6  # by hand: rank, window_ns, idle_pct, overlap_pct, instances, gapped
+
+
+def test_fetchall_timestamps_are_the_iso_text_pandas_gave():
+    # `info` reads its rows with fetchall (datetime values) where it read DataFrames (pandas
+    # Timestamps): the JSON and the cells must read the same; the oracle is pandas' own isoformat
+    import datetime
+
+    from nsight_analyze.plain import jsonable
+
+    for value in (datetime.datetime(2026, 12, 6, 3, 0), datetime.datetime(2026, 12, 6, 3, 0, 0, 123456)):
+        assert jsonable(value) == pd.Timestamp(value).isoformat()
+        assert json.loads(to_json({"at": value})) == {"at": pd.Timestamp(value).isoformat()}
+    assert jsonable(datetime.date(2026, 12, 6)) == "2026-12-06"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 import duckdb
-import pandas as pd
 
 from ..clihelp import output_options
 from ..duck import has_relation
 from ..render.data import records, to_json
 from ..render.escape import clean
 from ..render.markdown import markdown_table, markdown_text
+from ..render.table import PlainTable
 from ..render.terminal import echo, print_table
 
 EVENT_COUNTS = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics")
@@ -22,9 +24,16 @@ def loaded_rows(con: duckdb.DuckDBPyConnection, column: str) -> list[tuple]:
     return con.execute(f"SELECT path, {column} FROM files WHERE {LOADED} ORDER BY file_id").fetchall()
 
 
-def job_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    """The result of `sql` as JSON-able dicts, from fetchall: `info` imports no pandas, and an
+    integer column with a NULL stays integers (a DataFrame made them floats: pid 4242.0)."""
+    return records(PlainTable.from_cursor(con.execute(sql)))
+
+
+def job_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One row per job (ranks.job, set by the analysis' job step): ranks present and world size."""
-    return con.execute(
+    return _rows(
+        con,
         """SELECT coalesce(job, 1) AS job, count(*) AS ranks, max(world_size) AS world_size,
                   max(world_size) IS NULL OR count(*) >= max(world_size) AS complete,
                   min(rank) AS first_rank, max(rank) AS last_rank,
@@ -32,30 +41,32 @@ def job_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                        THEN count(*) || CASE WHEN count(*) = 1 THEN ' rank' ELSE ' ranks' END
                             || ' (world size unknown)'
                        ELSE count(*) || ' of ' || max(world_size) || ' ranks' END AS label
-           FROM ranks GROUP BY ALL ORDER BY 1"""
-    ).df()
+           FROM ranks GROUP BY ALL ORDER BY 1""",
+    )
 
 
-def recipe_rows(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def recipe_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The Nsight Systems recipe outputs found in the loaded inputs (read or not, with the ranks
     their rows went to); empty for a workspace made before recipe outputs were read."""
     try:
-        return con.execute(
+        return _rows(
+            con,
             """SELECT o.file_id, o.output, o.recipe, o.status, o.rows_read,
                       (SELECT list(DISTINCT p.rank ORDER BY p.rank) FROM recipe_nvtx_gpu_proj AS p
                        WHERE p.file_id = o.file_id AND p.output = o.output) AS ranks,
                       coalesce(o.reason, '') AS reason
-               FROM recipe_outputs AS o ORDER BY o.file_id, o.output"""
-        ).df()
+               FROM recipe_outputs AS o ORDER BY o.file_id, o.output""",
+        )
     except duckdb.CatalogException:
-        return pd.DataFrame()
+        return []
 
 
-def gpu_metric_files(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def gpu_metric_files(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per file with sampled GPU metrics (nsys GPU metrics, DCGM): GPUs, metrics, samples, scrapes,
     wall-clock span and the ranks the samples were matched to (docs/dcgm.md)."""
     try:
-        return con.execute(
+        return _rows(
+            con,
             f"""SELECT g.file_id, f.path, f.source_format AS format, coalesce(g.source, 'nsys') AS source,
                       count(DISTINCT g.host) AS hosts,
                       count(DISTINCT coalesce(g.gpu_uuid, g.host || ':' || g.gpu_id, g.gpu_id::VARCHAR))
@@ -67,10 +78,10 @@ def gpu_metric_files(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                       make_timestamp(max(g.utc_ns) // 1000) AS last_utc,
                       list(DISTINCT g.rank ORDER BY g.rank) FILTER (WHERE g.rank IS NOT NULL) AS ranks
                FROM gpu_metrics g LEFT JOIN files f ON f.file_id = g.file_id AND {LOADED}
-               GROUP BY ALL ORDER BY g.file_id NULLS FIRST"""
-        ).df()
+               GROUP BY ALL ORDER BY g.file_id NULLS FIRST""",
+        )
     except duckdb.BinderException:  # a workspace made before gpu_metrics had source/file_id
-        return pd.DataFrame()
+        return []
 
 
 def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
@@ -79,20 +90,23 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     `files` are the loaded files; `not_loaded` the files an ingest saw but did not load (status
     failed, skipped or ignored, with the reason), as the last ingest that saw each path left them.
     """
-    files = con.execute(
+    files = _rows(
+        con,
         f"""SELECT file_id, path, source_format, nsys_version, schema_version, status,
                   len(warnings) AS n_warnings, len(skipped) AS n_skipped
-           FROM files WHERE {LOADED} ORDER BY file_id"""
-    ).df()
-    not_loaded = con.execute(
+           FROM files WHERE {LOADED} ORDER BY file_id""",
+    )
+    not_loaded = _rows(
+        con,
         f"""SELECT path, status, coalesce(array_to_string(warnings, '; '), '') AS reason, ingested_at
-           FROM files WHERE NOT {LOADED} ORDER BY file_id"""
-    ).df()
-    ranks = con.execute(
+           FROM files WHERE NOT {LOADED} ORDER BY file_id""",
+    )
+    ranks = _rows(
+        con,
         """SELECT rank, job, job_rank, file_id, pid, hostname, device_id, gpu_name, rank_source, world_size,
                   clock_offset_ns, alignment_method
-           FROM ranks ORDER BY rank"""
-    ).df()
+           FROM ranks ORDER BY rank""",
+    )
     jobs = job_rows(con)
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_COUNTS}
     recipes = recipe_rows(con)
@@ -102,10 +116,11 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
         else "(SELECT rank, start_ns, end_ns FROM kernels UNION ALL "
         "SELECT rank, start_ns, end_ns FROM memops)"
     )
-    span = con.execute(
+    span = _rows(
+        con,
         f"SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM {ops} "
-        "GROUP BY rank ORDER BY rank"
-    ).df()
+        "GROUP BY rank ORDER BY rank",
+    )
     warnings = [f"{p}: {w}" for p, ws in loaded_rows(con, "warnings") for w in ws]
     skipped = [f"{p}: {s}" for p, ss in loaded_rows(con, "skipped") for s in ss]
     if counts["nvtx"] == 0:
@@ -113,34 +128,34 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     if counts["kernels"] == 0 and counts["memops"] == 0:
         warnings.append("no GPU activity in the workspace")
     # the nsys exports' versions (a recipe output's column holds the recipe's runtime version)
-    nsys = files["source_format"] == "nsys-sqlite"
-    versions = sorted({v for v in files.loc[nsys, "nsys_version"].dropna()})
+    nsys = [f["nsys_version"] for f in files if f["source_format"] == "nsys-sqlite"]
+    versions = sorted({v for v in nsys if v is not None})
     if len(versions) > 1:
         warnings.append(f"ranks were exported by different nsys versions: {', '.join(versions)}")
-    if len(ranks):
-        expected = set(range(int(ranks["rank"].max()) + 1))
-        missing = sorted(expected - set(ranks["rank"].astype(int)))
+    if ranks:
+        present = {int(r["rank"]) for r in ranks}
+        missing = sorted(set(range(max(present) + 1)) - present)
         if missing:
             warnings.append(
                 f"ranks missing from the workspace: {missing[:20]}{' ...' if len(missing) > 20 else ''}"
             )
-    for job in jobs.itertuples(index=False):
-        if not job.complete:
+    for job in jobs:
+        if not job["complete"]:
             warnings.append(
-                f"job {job.job} is partial: {job.label} present; waits and skew are reported only for "
+                f"job {job['job']} is partial: {job['label']} present; waits and skew are reported only for "
                 "collectives whose participants are all present, point-to-point kernels only with their peer"
             )
     return {
-        "files": records(files),
-        "jobs": records(jobs),
-        "ranks": records(ranks),
+        "files": files,
+        "jobs": jobs,
+        "ranks": ranks,
         "event_counts": counts,
-        "span": records(span),
+        "span": span,
         "warnings": warnings,
         "skipped": skipped,
-        "not_loaded": records(not_loaded),
-        "recipe_outputs": records(recipes),
-        "gpu_metric_files": records(gpu_metric_files(con)),
+        "not_loaded": not_loaded,
+        "recipe_outputs": recipes,
+        "gpu_metric_files": gpu_metric_files(con),
     }
 
 
@@ -156,15 +171,15 @@ def _notes(info: dict) -> list[str]:
 
 
 def _markdown(info: dict) -> None:
-    parts = [markdown_table(pd.DataFrame(info["files"]), "files")]
+    parts = [markdown_table(PlainTable.from_records(info["files"]), "files")]
     if info["jobs"]:
-        parts.append(markdown_table(pd.DataFrame(info["jobs"]), "jobs"))
-    parts.append(markdown_table(pd.DataFrame(info["ranks"]), "ranks"))
-    parts.append(markdown_table(pd.DataFrame([info["event_counts"]]), "events"))
+        parts.append(markdown_table(PlainTable.from_records(info["jobs"]), "jobs"))
+    parts.append(markdown_table(PlainTable.from_records(info["ranks"]), "ranks"))
+    parts.append(markdown_table(PlainTable.from_records([info["event_counts"]]), "events"))
     if info.get("recipe_outputs"):
-        parts.append(markdown_table(pd.DataFrame(info["recipe_outputs"]), "nsys recipe outputs"))
+        parts.append(markdown_table(PlainTable.from_records(info["recipe_outputs"]), "nsys recipe outputs"))
     if info.get("gpu_metric_files"):
-        parts.append(markdown_table(pd.DataFrame(info["gpu_metric_files"]), "sampled GPU metrics"))
+        parts.append(markdown_table(PlainTable.from_records(info["gpu_metric_files"]), "sampled GPU metrics"))
     notes = _notes(info)
     if notes:
         parts.append("\n".join(f"- {markdown_text(line)}" for line in notes))
@@ -186,17 +201,18 @@ def command(db: str, fmt: str) -> None:
     if fmt == "markdown":
         _markdown(info)
         return
-    print_table(pd.DataFrame(info["files"]), title="files")
+    print_table(PlainTable.from_records(info["files"]), title="files")
     if len(info["jobs"]) > 1:
         echo(f"{len(info['jobs'])} jobs found: ranks of different jobs are never compared (docs/metrics.md)")
-        print_table(pd.DataFrame(info["jobs"]), title="jobs")
+        print_table(PlainTable.from_records(info["jobs"]), title="jobs")
     elif info["jobs"]:
         echo(f"1 job: {info['jobs'][0]['label']}")
-    print_table(pd.DataFrame(info["ranks"]), title="ranks")
-    print_table(pd.DataFrame([info["event_counts"]]), title="events")
+    print_table(PlainTable.from_records(info["ranks"]), title="ranks")
+    print_table(PlainTable.from_records([info["event_counts"]]), title="events")
     if info["recipe_outputs"]:
-        print_table(pd.DataFrame(info["recipe_outputs"]), title="nsys recipe outputs")
+        print_table(PlainTable.from_records(info["recipe_outputs"]), title="nsys recipe outputs")
     if info.get("gpu_metric_files"):
-        print_table(pd.DataFrame(info["gpu_metric_files"]), title="sampled GPU metrics (nsys, DCGM)")
+        gpu_files = PlainTable.from_records(info["gpu_metric_files"])
+        print_table(gpu_files, title="sampled GPU metrics (nsys, DCGM)")
     for line in _notes(info):  # echo: wrapped to the terminal's width
         echo(line, hang="    ")
