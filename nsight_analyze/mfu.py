@@ -22,10 +22,9 @@ only assembles parameters and words.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from . import gpus
 from .flops import ModelFlops
@@ -34,6 +33,7 @@ from .mfu_dcgm import ratio as _ratio
 from .mfu_options import MfuOptions
 from .mfu_rows import (
     ROWS_TABLE,
+    Peaks,
     counter_kernels,
     hfu_mfu_table,
     hfu_table,
@@ -55,6 +55,9 @@ __all__ = [
     "n_gpus_of",
     "windows",
 ]
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NCU_HINT = (
     "ncu --metrics sm__sass_thread_inst_executed_op_fadd_pred_on.sum,"
@@ -199,8 +202,14 @@ def hfu_mfu_summary(
             "no step windows (no NVTX steps or detected steps): MFU needs the number of steps in "
             "the capture (--steps)"
         )
-    peak_rows = peaks[["rank", "gpu_name", "model", "source", "reason", "peak_tflops"]]
-    for row in peak_rows.drop_duplicates(["source", "reason"]).to_dict("records"):
+    peak_rows = [
+        {k: p[k] for k in ("rank", "gpu_name", "model", "source", "reason", "peak_tflops")} for p in peaks
+    ]
+    told: set[tuple[Any, Any]] = set()
+    for row in peak_rows:  # each (source, reason) once, in rank order
+        if (row["source"], row["reason"]) in told:
+            continue
+        told.add((row["source"], row["reason"]))
         if row["source"] in ("assumed", "derived", "given", "unknown", "override"):
             notes.append(f"peak ({row['source']}): {row['reason']}")
     notes += _unknown_peak_notes(peaks)
@@ -211,7 +220,9 @@ def hfu_mfu_summary(
         )
     ratio = _ratio(hfu, mfu)
     summary: dict[str, Any] = {
-        "precision": gpus.precision_label(precision, peaks.loc[peaks["peak_tflops"].notna(), "precision"]),
+        "precision": gpus.precision_label(
+            precision, [p["precision"] for p in peaks if p["peak_tflops"] is not None]
+        ),
         "windows": win_source,
         "n_gpus": int(n_gpus) if n_rows else opts.n_gpus,
         "model_flops": None
@@ -222,7 +233,7 @@ def hfu_mfu_summary(
             "formula": model.formula,
             "explanation": model.explanation,
         },
-        "peaks": [{k: gpus._none(v) for k, v in r.items()} for r in peak_rows.to_dict("records")],
+        "peaks": peak_rows,
         "mfu": mfu,
         "hfu": hfu,
         "hfu_over_mfu": ratio,
@@ -235,7 +246,7 @@ def hfu_mfu_summary(
     }
     notes += _range_notes(con)
     summary["dcgm"] = dcgm
-    if not peaks["peak_tflops"].notna().any():  # no rank's peak: the DCGM GPUs' names it (fp16 on a T4)
+    if all(p["peak_tflops"] is None for p in peaks):  # no rank's peak: the DCGM GPUs' names it (fp16 on a T4)
         summary["precision"] = gpus.precision_label(precision, [g["peak_precision"] for g in dcgm["gpus"]])
     summary["gap"] += dcgm["lines"]
     if not totals["kernels_counted"]:
@@ -248,10 +259,15 @@ def hfu_mfu_summary(
     return summary
 
 
-def _unknown_peak_notes(peaks: pd.DataFrame) -> list[str]:
+def _known_precisions(peaks: Peaks) -> list[str]:
+    """The precision of each known peak (fp16 where a GPU has no BF16: gpus.precision_label)."""
+    return [p["precision"] for p in peaks if p["peak_tflops"] is not None]
+
+
+def _unknown_peak_notes(peaks: Peaks) -> list[str]:
     """Say which ranks MFU/HFU leave out because their peak is unknown (they are not guessed)."""
-    unknown = peaks.loc[peaks["peak_flops"].isna(), "rank"]
-    if not len(unknown):
+    unknown = [p["rank"] for p in peaks if p["peak_flops"] is None]
+    if not unknown:
         return []
     if len(unknown) == len(peaks):
         return ["GPU peak unknown for every rank: MFU and HFU are unknown (state the GPU with --gpu NAME)"]

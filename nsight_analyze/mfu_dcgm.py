@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from . import gpus
 from .gpus import DEFAULT_PRECISION
+
+if TYPE_CHECKING:  # DataFrames only where DCGM samples are (`mfu` of a trace without imports no pandas)
+    import pandas as pd
 
 
 def ratio(num: float | None, den: float | None) -> float | None:

@@ -15,15 +15,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from . import gpus
-from .duck import has_relation
+from .duck import has_relation, sql_rows, sql_value
 from .flops import ModelFlops
 from .gpus import DEFAULT_PRECISION
+from .plain import jsonable
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# rank_peak_rows' rows (gpus.PEAK_COLUMNS) with the clock the tensor-active estimate scales by
+Peaks = list[dict[str, Any]]
 
 _CAPTURE_WINDOWS = """(SELECT rank, NULL::BIGINT AS step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
     FROM (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
@@ -72,7 +78,7 @@ def n_gpus_of(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0] or row[1] or 0)
 
 
-_SHARED_PEAKS: ContextVar[dict[tuple, pd.DataFrame] | None] = ContextVar("mfu_shared_peaks", default=None)
+_SHARED_PEAKS: ContextVar[dict[tuple, Peaks] | None] = ContextVar("mfu_shared_peaks", default=None)
 
 
 @contextmanager
@@ -89,29 +95,35 @@ def shared_peaks() -> Iterator[None]:
 
 def _rank_peaks(
     con: duckdb.DuckDBPyConnection, peak_tflops: float | None, precision: str, gpu: str | None
-) -> pd.DataFrame:
+) -> Peaks:
     shared = _SHARED_PEAKS.get()
     if shared is None:
-        return gpus.rank_peaks(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
+        return gpus.rank_peak_rows(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
     key = (id(con), peak_tflops, precision, gpu if gpu is not None else gpus._STATED_GPU.get())
     if key not in shared:
-        shared[key] = gpus.rank_peaks(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
+        shared[key] = gpus.rank_peak_rows(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
     return shared[key]
 
 
 def peaks_of(
     con: duckdb.DuckDBPyConnection,
-    peaks: pd.DataFrame | None,
+    peaks: Peaks | pd.DataFrame | None,
     peak_tflops: float | None,
     precision: str,
     gpu: str | None = None,
-) -> pd.DataFrame:
-    """Per-rank peaks (given, else resolved) with the clock the tensor-active estimate scales by."""
+) -> Peaks:
+    """Per-rank peaks (given: rows or a DataFrame of gpus.PEAK_COLUMNS; else resolved) with the
+    clock the tensor-active estimate scales by. Plain rows: `mfu` imports no pandas."""
     if peaks is None:
-        peaks = _rank_peaks(con, peak_tflops, precision, gpu)
-    peaks = peaks.copy()
-    peaks["clock_ref_mhz"] = peaks["tensor_mhz"].where(peaks["tensor_mhz"].notna(), peaks["boost_mhz"])
-    return peaks
+        rows = _rank_peaks(con, peak_tflops, precision, gpu)
+    elif isinstance(peaks, list):
+        rows = peaks
+    else:  # NaN -> None, numpy -> Python
+        rows = [{k: jsonable(v) for k, v in r.items()} for r in peaks.astype(object).to_dict("records")]
+    return [
+        {**r, "clock_ref_mhz": r["tensor_mhz"] if r["tensor_mhz"] is not None else r["boost_mhz"]}
+        for r in rows
+    ]
 
 
 # per window: the kernels, their time and what the counters counted (FLOPs joined per kernel)
@@ -182,8 +194,8 @@ LEFT JOIN gm ON gm.rank = a.rank AND gm.step IS NOT DISTINCT FROM a.step
 _MFU_SQL = """
 WITH h AS ({hfu}),
 m AS (
-    SELECT h.*, $world::BIGINT AS n_gpus,
-        CASE WHEN h.step IS NOT NULL THEN $per_gpu WHEN $steps > 0 THEN $per_gpu * $steps END::DOUBLE
+    SELECT h.*, {world}::BIGINT AS n_gpus,
+        CASE WHEN h.step IS NOT NULL THEN {per_gpu} WHEN {steps} > 0 THEN {per_gpu} * {steps} END::DOUBLE
             AS model_flops
     FROM h
 )
@@ -212,10 +224,19 @@ def _kernel_source(counted: bool) -> str:
 
 @contextmanager
 def _registered(
-    con: duckdb.DuckDBPyConnection, peaks: pd.DataFrame, given: pd.DataFrame | None
+    con: duckdb.DuckDBPyConnection, peaks: Peaks, given: pd.DataFrame | None
 ) -> Iterator[tuple[str, str]]:
-    """The peaks (and given windows) visible to the SQL; yields (the HFU query, window source)."""
-    con.register("_hfu_peaks", peaks[["rank", "peak_flops", "source", "clock_ref_mhz"]])
+    """The peaks (and given windows) visible to the SQL; yields (the HFU query, window source).
+
+    The peaks are a TEMP table of literals, not a registered DataFrame: DuckDB imports pandas to
+    register a Python object (and `mfu` imports none); given windows are a caller's DataFrame."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _hfu_peaks "
+        "(rank BIGINT, peak_flops DOUBLE, source VARCHAR, clock_ref_mhz DOUBLE)"
+    )
+    if peaks:
+        keep = [(p["rank"], p["peak_flops"], p["source"], p["clock_ref_mhz"]) for p in peaks]
+        con.execute(f"INSERT INTO _hfu_peaks VALUES {sql_rows(keep)}")
     if given is not None:
         con.register("_hfu_given_windows", _given(given))
     try:
@@ -227,7 +248,7 @@ def _registered(
         agg = _HFU_AGG_STORED if stored else _HFU_AGG_SCAN.format(kernels=_kernel_source(counted))
         yield _HFU_SQL.format(windows=relation, agg=agg), source
     finally:
-        con.unregister("_hfu_peaks")
+        con.execute("DROP TABLE IF EXISTS _hfu_peaks")
         if given is not None:
             con.unregister("_hfu_given_windows")
 
@@ -238,7 +259,7 @@ ROWS_TABLE = "_mfu_rows"
 
 def hfu_table(
     con: duckdb.DuckDBPyConnection,
-    peaks: pd.DataFrame | None = None,
+    peaks: Peaks | pd.DataFrame | None = None,
     window_df: pd.DataFrame | None = None,
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
@@ -250,19 +271,29 @@ def hfu_table(
         return con.execute(f"SELECT * FROM ({sql}){_ORDER}").df()
 
 
-def _mfu_parameters(
-    con: duckdb.DuckDBPyConnection, model: ModelFlops | None, n_gpus: int | None, steps_in_window: int | None
-) -> dict[str, Any]:
+def _mfu_sql(
+    con: duckdb.DuckDBPyConnection,
+    hfu: str,
+    model: ModelFlops | None,
+    n_gpus: int | None,
+    steps_in_window: int | None,
+) -> str:
+    """_MFU_SQL over the HFU query `hfu`, its parameters as literals (binding one imports pandas)."""
     world = n_gpus or n_gpus_of(con) or 1
     per_gpu = None if model is None else model.model_flops_per_step / world
-    return {"world": world, "per_gpu": per_gpu, "steps": steps_in_window or 0}
+    return _MFU_SQL.format(
+        hfu=hfu,
+        world=sql_value(world),
+        per_gpu=f"{sql_value(per_gpu)}::DOUBLE",
+        steps=sql_value(steps_in_window or 0),
+    )
 
 
 @contextmanager
 def rows_table(
     con: duckdb.DuckDBPyConnection,
     model: ModelFlops | None,
-    peaks: pd.DataFrame,
+    peaks: Peaks,
     window_df: pd.DataFrame | None = None,
     n_gpus: int | None = None,
     steps_in_window: int | None = None,
@@ -270,9 +301,11 @@ def rows_table(
     """The hfu_mfu_table rows as the TEMP table ROWS_TABLE (NULL, not NaN, for every unknown
     value) while the block runs: what the summary aggregates in SQL; yields where the windows
     came from."""
-    params = _mfu_parameters(con, model, n_gpus, steps_in_window)
     with _registered(con, peaks, window_df) as (sql, source):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS " + _MFU_SQL.format(hfu=sql), params)
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS "
+            + _mfu_sql(con, sql, model, n_gpus, steps_in_window)
+        )
     try:
         yield source
     finally:
@@ -282,7 +315,7 @@ def rows_table(
 def hfu_mfu_table(
     con: duckdb.DuckDBPyConnection,
     model: ModelFlops | None,
-    peaks: pd.DataFrame | None = None,
+    peaks: Peaks | pd.DataFrame | None = None,
     window_df: pd.DataFrame | None = None,
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
@@ -297,8 +330,7 @@ def hfu_mfu_table(
     that times `steps_in_window` when given, else no MFU.
     """
     peaks = peaks_of(con, peaks, peak_tflops, precision, gpu)
-    params = _mfu_parameters(con, model, n_gpus, steps_in_window)
     with _registered(con, peaks, window_df) as (sql, _source):
-        df = con.execute(_MFU_SQL.format(hfu=sql) + _ORDER, params).df()
+        df = con.execute(_mfu_sql(con, sql, model, n_gpus, steps_in_window) + _ORDER).df()
     df["hfu_over_mfu"] = df["hfu"] / df["mfu"]
     return df

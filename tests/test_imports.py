@@ -1,10 +1,10 @@
-"""`summary`, `ranks`, `whatif`, `comms`, `gpus` and `info` import no heavy module, and the renderers print a
+"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info` and `mfu` import no heavy module, and the renderers print a
 PlainTable as they print a DataFrame.
 
 Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
 about half a second, as much as the whole `summary` command may take on a two-rank workspace.
 These commands build their rows with DuckDB's `fetchall` and render `PlainTable`s; the others
-(diagnose, mfu, compare, report) still hand DataFrames to the same renderers, which must then
+(diagnose, compare, report) still hand DataFrames to the same renderers, which must then
 give the very same text.
 """
 
@@ -79,6 +79,9 @@ def summary_db(sample_workspace):
         "gpus --all-precisions --gpu H100",
         "gpus --list-models",
         *(f"info --format {fmt}" for fmt in ("table", "json", "markdown")),
+        *(f"mfu --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
+        "mfu --gpu H100 --model-flops-per-step 1e15",
+        "mfu --params 7e9 --tokens-per-step 4096 --peak-tflops 300",
     ],
 )
 def test_reading_commands_import_no_heavy_module(summary_db, command):

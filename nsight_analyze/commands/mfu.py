@@ -7,14 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import pandas as pd
 
 from ..api import Workspace
 from ..clihelp import gpu_option, job_option, output_options
 from ..mfu_options import MfuOptions
+from ..plain import missing
 from ..render.data import to_json
 from ..render.markdown import markdown_text
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import wrap
 
 MAX_STEP_ROWS = 40
@@ -38,6 +39,33 @@ def mfu_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help=cli["help"] or None,
         )(command)
     return command
+
+
+def _table(rows: list[dict[str, Any]], human: bool) -> PlainTable:
+    """Step, ranks, longest window, MFU and HFU in %, coverage; `human`: an unknown MFU or HFU
+    reads "unknown" (the notes say why), not a blank that reads as nothing."""
+
+    def pct(v: float | None) -> float | str | None:
+        return 100.0 * v if not missing(v) else ("unknown" if human else None)
+
+    def whole(v: Any) -> int | None:  # the "all" row has none
+        return None if v is None else int(v)
+
+    out = [
+        (
+            str(r["step"]),
+            whole(r["ranks"]),
+            whole(r["window_ns_max"]),
+            pct(r["mfu"]),
+            pct(r["hfu"]),
+            r["coverage_pct"],
+        )
+        for r in rows
+    ]
+    # numeric where a DataFrame of these rows would be (the CSV and the cells' alignment)
+    numeric = [False, False, False] + [not human and any(r[i] is not None for r in out) for i in (3, 4)]
+    numeric.append(any(r[5] is not None for r in out))
+    return PlainTable(["step", "ranks", "window_ns_max", "mfu_pct", "hfu_pct", "coverage_pct"], out, numeric)
 
 
 @click.command("mfu")
@@ -78,17 +106,9 @@ def command(db: str, job: int | None, fmt: str, **options: Any) -> None:
             "coverage_pct": summary["coverage_pct"],
         }
     )
-    df = pd.DataFrame(rows, columns=["step", "ranks", "window_ns_max", "mfu", "hfu", "coverage_pct"])
-    for col in ("mfu", "hfu"):
-        df[col + "_pct"] = df[col].map(lambda v: None if v is None or pd.isna(v) else 100.0 * v)
-        if fmt in ("table", "markdown"):  # say "unknown" (see the notes), not a blank that reads as nothing
-            df[col + "_pct"] = df[col + "_pct"].astype(object).where(df[col + "_pct"].notna(), "unknown")
-    df["step"] = df["step"].astype(str)
-    for col in ("ranks", "window_ns_max"):  # whole numbers; the "all" row has none
-        df[col] = pd.Series([None if pd.isna(v) else int(v) for v in df[col]], dtype=object)
     gpus = f"{summary['n_gpus']} GPUs" if summary["n_gpus"] else "no traced GPU"
     emit(
-        df[["step", "ranks", "window_ns_max", "mfu_pct", "hfu_pct", "coverage_pct"]],
+        _table(rows, human=fmt in ("table", "markdown")),
         fmt,
         title=f"MFU and HFU ({summary['precision']}, {summary['windows']}, {gpus})",
     )
