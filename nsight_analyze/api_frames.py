@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
+    from .render.table import PlainTable
+
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     """Run one statement, its rows as dicts (`ranks` imports no pandas); a missing view is a stale
@@ -177,6 +179,66 @@ def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, wha
         return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
 
 
+# DuckDB types whose fetchall values the renderers show as they show the DataFrame's column:
+# integers, floats, text, booleans, timestamps and lists of them; DECIMAL and HUGEINT become
+# floats, as `.df()` makes them (DATE, INTERVAL, BLOB, UUID, STRUCT, ... go through DataFrames)
+_PLAIN_TYPE = re.compile(
+    r"^(BOOLEAN|U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|VARCHAR|TIMESTAMP|DECIMAL\(\d+,\d+\))(\[\])*$"
+)
+_AS_FLOAT = re.compile(r"^(U?HUGEINT|DECIMAL\(\d+,\d+\))$")
+
+
+def head_sql(
+    con: duckdb.DuckDBPyConnection, query: str, max_rows: int | None, what: str = "the query"
+) -> tuple[PlainTable, bool] | None:
+    """Run one statement: None when it returns no rows, else its first `max_rows` rows (None: all)
+    and whether the result has more, reading no further than that (a table of the first rows of
+    a 100 M-row result must not compute the rest).
+
+    Why not stream_sql's DataFrames: `sql`'s table is what a person looks at, and importing pandas
+    was half of `sql "SELECT 1"`. Where every column is of a type the renderers show alike from
+    either (_PLAIN_TYPE), the rows are `fetchmany` rows; otherwise DataFrame chunks, as before."""
+    from .render.table import PlainTable, as_plain
+
+    with sql_errors(what):
+        described = _execute(con, query).description
+    if described is None:
+        return None
+    limit = None if max_rows is None else max_rows + 1  # one more: whether the result has more
+    types = [str(d[1]) for d in described]
+    if all(_PLAIN_TYPE.match(t) for t in types):
+        with sql_errors(what):
+            rows = con.fetchall() if limit is None else con.fetchmany(limit)
+        floats = {i for i, t in enumerate(types) if _AS_FLOAT.match(t)}
+        if floats:
+            rows = [tuple(_as_float(v) if i in floats else v for i, v in enumerate(r)) for r in rows]
+        table = PlainTable.from_rows(described, rows)
+    else:
+        table = as_plain(_head_frame(con, limit, what))
+    more = limit is not None and len(table) == limit
+    if more:
+        table.rows = table.rows[:max_rows]
+    return table, more
+
+
+def _as_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _head_frame(con: duckdb.DuckDBPyConnection, limit: int | None, what: str) -> pd.DataFrame:
+    """The first `limit` rows of the executed result (None: all) as one DataFrame, read in chunks."""
+    import pandas as pd
+
+    kept, n = [], 0
+    for df in _df_chunks(con, what):
+        kept.append(df)
+        n += len(df)
+        if limit is not None and n >= limit:
+            break
+    head = pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0]
+    return head if limit is None else head.iloc[:limit]
+
+
 def stream_sql(
     con: duckdb.DuckDBPyConnection, query: str, what: str = "the query"
 ) -> Iterator[pd.DataFrame] | None:
@@ -188,19 +250,21 @@ def stream_sql(
     with sql_errors(what):
         if _execute(con, query).description is None:
             return None
+    return _df_chunks(con, what)
 
-    def chunks() -> Iterator[pd.DataFrame]:
-        first = True
-        while True:
-            with sql_errors(what):
-                df = con.fetch_df_chunk(SQL_CHUNK_VECTORS)
-            if first or len(df):
-                yield df
-            if not len(df):
-                return
-            first = False
 
-    return chunks()
+def _df_chunks(con: duckdb.DuckDBPyConnection, what: str) -> Iterator[pd.DataFrame]:
+    """The executed result in DataFrames of about 100k rows: the first one always (empty for an
+    empty result: it carries the columns), then until the result ends."""
+    first = True
+    while True:
+        with sql_errors(what):
+            df = con.fetch_df_chunk(SQL_CHUNK_VECTORS)
+        if first or len(df):
+            yield df
+        if not len(df):
+            return
+        first = False
 
 
 def mfu_frame(summary: dict[str, Any]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info` and `mfu` import no heavy module, and the renderers print a
+"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info`, `mfu` and `sql`'s table import no heavy module, and the renderers print a
 PlainTable as they print a DataFrame.
 
 Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
@@ -82,6 +82,8 @@ def summary_db(sample_workspace):
         *(f"mfu --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
         "mfu --gpu H100 --model-flops-per-step 1e15",
         "mfu --params 7e9 --tokens-per-step 4096 --peak-tflops 300",
+        'sql select*from"ranks"',  # (no spaces: the command is split on them)
+        'sql select*from"kernel_summary" --format markdown --max-rows 3',
     ],
 )
 def test_reading_commands_import_no_heavy_module(summary_db, command):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from ..api import Workspace
-from ..api_frames import stream_sql
+from ..api_frames import head_sql, stream_sql
 from ..clihelp import output_options
-from ..render.output import emit_stream
+from ..render.output import emit, emit_stream
 
 MAX_ROWS = 1000  # rows `--format table|markdown` shows by default (a person reads them)
 
@@ -31,6 +31,17 @@ def command(db: str, fmt: str, write: bool, max_rows: int, query: str) -> None:
 
     Python: nsight_analyze.open(DB).sql(QUERY) (a DataFrame; arrow=True: a pyarrow Table)."""
     with Workspace(db).connect(read_only=not write) as con:
-        chunks = stream_sql(con, query)
-        if chunks is not None:  # a statement without a result (CREATE, INSERT, ...) prints nothing
-            emit_stream(chunks, fmt, max_rows or None)
+        if fmt in ("csv", "json"):  # every row, as it arrives
+            chunks = stream_sql(con, query)
+            if chunks is not None:  # a statement without a result (CREATE, INSERT, ...) prints nothing
+                emit_stream(chunks, fmt)
+            return
+        head = head_sql(con, query, max_rows or None)  # a person reads it: the first rows
+    if head is not None:
+        table, more = head
+        emit(table, fmt)
+        if more:
+            print(
+                f"(the first {max_rows:,} rows: the result has more; --max-rows N shows N, --max-rows 0 all, "
+                "--format csv or json streams every row)"
+            )

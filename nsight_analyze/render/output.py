@@ -29,38 +29,20 @@ def emit(df: pd.DataFrame | PlainTable, fmt: str, title: str | None = None) -> N
         print_table(df, title)
 
 
-def emit_stream(chunks: Iterable[pd.DataFrame], fmt: str, max_rows: int | None = None) -> None:
-    """Print a result that arrives in chunks (api_frames.stream_sql). csv and json print every row
-    as it arrives, the same text `emit` prints for the whole result, holding one chunk at a time;
-    table and markdown (read by a person) print the first `max_rows` rows (None: all) and then a
-    line saying the result has more, without reading the rest."""
+def emit_stream(chunks: Iterable[pd.DataFrame], fmt: str) -> None:
+    """Print a result that arrives in chunks (api_frames.stream_sql) as csv or json: every row as
+    it arrives, the same text `emit` prints for the whole result, holding one chunk at a time.
+    (table and markdown are read by a person: `sql` prints their first rows, api_frames.head_sql.)"""
     if fmt == "csv":
         for i, df in enumerate(chunks):
             print(df.to_csv(index=False, header=i == 0), end="")
         return
-    if fmt == "json":  # the text of json.dumps(rows, indent=2), written row by row
-        opened = False
-        for df in chunks:
-            for row in records(df):
-                text = json.dumps(row, indent=2, default=jsonable).replace("\n", "\n  ")
-                print(("[\n  " if not opened else ",\n  ") + text, end="")
-                opened = True
-        print("\n]" if opened else "[]")
-        return
-    import pandas as pd
-
-    kept: list[pd.DataFrame] = []
-    shown, more = 0, False
+    if fmt != "json":
+        raise ValueError(f"emit_stream prints csv or json, not {fmt}")
+    opened = False  # the text of json.dumps(rows, indent=2), written row by row
     for df in chunks:
-        if max_rows is not None and shown + len(df) > max_rows:
-            kept.append(df.iloc[: max_rows - shown])
-            more = True
-            break
-        kept.append(df)
-        shown += len(df)
-    emit(pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0], fmt)
-    if more:
-        print(
-            f"(the first {max_rows:,} rows: the result has more; --max-rows N shows N, --max-rows 0 all, "
-            "--format csv or json streams every row)"
-        )
+        for row in records(df):
+            text = json.dumps(row, indent=2, default=jsonable).replace("\n", "\n  ")
+            print(("[\n  " if not opened else ",\n  ") + text, end="")
+            opened = True
+    print("\n]" if opened else "[]")

@@ -71,9 +71,13 @@ class PlainTable:
     def from_cursor(cls, cursor: duckdb.DuckDBPyConnection) -> PlainTable:
         """The result of the statement `cursor` (a DuckDB connection or cursor) just executed;
         numeric columns by their SQL type, as `.df()` types them (a column of only NULLs too)."""
-        described = cursor.description
+        return cls.from_rows(cursor.description, cursor.fetchall())
+
+    @classmethod
+    def from_rows(cls, described: Sequence[Sequence[Any]], rows: Iterable[Sequence[Any]]) -> PlainTable:
+        """Rows of a result whose DB-API `description` is `described` (see from_cursor)."""
         numeric = [_NUMERIC_TYPE.match(str(d[1])) is not None for d in described]
-        return cls([d[0] for d in described], cursor.fetchall(), numeric=numeric)
+        return cls([d[0] for d in described], rows, numeric=numeric)
 
     @property
     def empty(self) -> bool:
