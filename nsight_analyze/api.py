@@ -203,20 +203,13 @@ class Workspace:
         time per category (by='category'), per category and subcategory, or the kernel names no
         rule classifies (by='other'): kernels/instances counts, `total_ns` summed over all ranks
         (ns), `pct` of all kernel time. Writes the workspace (the categories are stored)."""
-        # documented live views (queries/kernel_category_totals.sql, kernel_coverage.sql,
-        # kernel_unclassified.sql), so `nsight-analyze sql` reaches them too
-        tables = {
-            "category": "kernel_category_totals",
-            "subcategory": "kernel_coverage",
-            "other": "kernel_unclassified",
-        }
-        if by not in tables:
-            raise ValueError(f"by must be one of {', '.join(tables)}, not {by!r}")
-        from .classify import reclassify_all
+        from .classify import COVERAGE_VIEWS, reclassify_all
 
+        if by not in COVERAGE_VIEWS:
+            raise ValueError(f"by must be one of {', '.join(COVERAGE_VIEWS)}, not {by!r}")
         with self.connect(read_only=False) as con:
             reclassify_all(con, Path(rules) if rules is not None else None)
-            return _frame(con.execute(f"SELECT * FROM {tables[by]}").df(), arrow)
+            return _frame(con.execute(f"SELECT * FROM {COVERAGE_VIEWS[by]}").df(), arrow)
 
     # -- where the time goes ----------------------------------------------------------------------
 

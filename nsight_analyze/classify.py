@@ -253,6 +253,15 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
     _stamp_rules(con)
 
 
+# What `classify` shows, by its `by`: documented live views (queries/kernel_category_totals.sql,
+# kernel_coverage.sql, kernel_unclassified.sql), so `nsight-analyze sql` reaches them too
+COVERAGE_VIEWS = {
+    "category": "kernel_category_totals",
+    "subcategory": "kernel_coverage",
+    "other": "kernel_unclassified",
+}
+
+
 def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> None:
     """Re-apply the rules to every kernel; a given rules file is stored for later ingests.
 

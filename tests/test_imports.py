@@ -1,5 +1,5 @@
-"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info`, `mfu` and `sql`'s table import no heavy module, and the renderers print a
-PlainTable as they print a DataFrame.
+"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info`, `mfu`, `classify` and `sql`'s table import
+no heavy module, and the renderers print a PlainTable as they print a DataFrame.
 
 Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
 about half a second, as much as the whole `summary` command may take on a two-rank workspace.
@@ -100,6 +100,23 @@ def test_reading_commands_import_no_heavy_module(summary_db, command):
     assert proc.stdout.strip()  # it printed its result
     line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")]
     assert line == ["HEAVY="], proc.stderr
+
+
+@pytest.mark.parametrize("how", ["--by-subcategory", "--list-other --format json"])
+def test_classify_imports_no_heavy_module(summary_db, tmp_path, how):
+    # classify writes the workspace (the categories are stored): on a copy of the sample job
+    db = tmp_path / "w.duckdb"
+    db.write_bytes(summary_db.read_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(heavy=HEAVY), "classify", *how.split(), "--db", str(db)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip()
+    assert [x for x in proc.stderr.splitlines() if x.startswith("HEAVY=")] == ["HEAVY="], proc.stderr
 
 
 def _ingest_counts(tmp_path, traces, heavy: tuple[str, ...], count_sql: str) -> int:

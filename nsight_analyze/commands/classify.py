@@ -8,6 +8,7 @@ import click
 
 from ..clihelp import output_options
 from ..render.output import emit
+from ..render.table import PlainTable
 
 
 @click.command("classify")
@@ -27,6 +28,7 @@ def command(db: str, rules: Path | None, list_other: bool, by_subcategory: bool,
 
     Python: nsight_analyze.open(DB).classify(rules, by="category"|"subcategory"|"other")."""
     from ..api import Workspace
+    from ..classify import COVERAGE_VIEWS, reclassify_all
 
     by, title = (
         ("other", "Kernels classified as 'other'")
@@ -35,4 +37,7 @@ def command(db: str, rules: Path | None, list_other: bool, by_subcategory: bool,
         if by_subcategory
         else ("category", "Kernel time per category")
     )
-    emit(Workspace(db).classify(rules, by=by), fmt, title=title)
+    with Workspace(db).connect(read_only=False) as con:  # as Workspace.classify, in plain rows
+        reclassify_all(con, rules)
+        table = PlainTable.from_cursor(con.execute(f"SELECT * FROM {COVERAGE_VIEWS[by]}"))
+    emit(table, fmt, title=title)
