@@ -11,8 +11,9 @@ phase in a fresh process and reports its wall time, CPU time and peak RSS:
   ingest      `nsight-analyze ingest` into a new workspace: loading and computing the analysis
               (the stored tables every command reads);
   analysis    the analysis alone, recomputed (analysis.refresh(force=True)): ingest's share;
-  commands    `summary`, `ranks`, `diagnose`, `report -o X.html`, `compare DB DB`, each a
-              subprocess of the real CLI; they only read the stored results;
+  commands    `summary`, `ranks`, `diagnose`, `report -o X.html`, `compare DB DB`, `mfu`, `gpus`,
+              `info`, `sql "SELECT * FROM rank_rollup"`, each a subprocess of the real CLI; they
+              only read the stored results;
   read all    `SELECT * FROM name` read in full for every public stored table and live view of the
               query layer (nsight_analyze.query_layer.layer()), the slowest ones listed. Each result
               streams in Arrow batches of 131,072 rows, as a reader of a result larger than memory
@@ -48,6 +49,10 @@ COMMANDS = {  # phase: CLI arguments ({db} the workspace, {out} a file of this s
     "diagnose": ["diagnose", "--db", "{db}"],
     "report": ["report", "--db", "{db}", "-o", "{out}.html"],
     "compare": ["compare", "{db}", "{db}"],
+    "mfu": ["mfu", "--db", "{db}"],
+    "gpus": ["gpus", "--db", "{db}"],
+    "info": ["info", "--db", "{db}"],
+    "sql (a table)": ["sql", "--db", "{db}", "SELECT * FROM rank_rollup"],
 }
 SLOWEST = 5  # tables of `read all` listed by name
 
