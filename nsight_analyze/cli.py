@@ -8,10 +8,14 @@ module only assembles them and turns errors into one clear line and a non-zero e
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pkgutil
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 import click
 
@@ -43,6 +47,14 @@ class _Group(click.Group):
         return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context):
+        try:
+            with _ctrl_c_interrupts_queries():
+                return self._invoke(ctx)
+        except KeyboardInterrupt:  # also one that arrived while an error was being reported
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    def _invoke(self, ctx: click.Context):
         from .render.escape import clean
 
         try:
@@ -89,13 +101,51 @@ class _Group(click.Group):
             sys.exit(1)
 
 
+@contextlib.contextmanager
+def _ctrl_c_interrupts_queries() -> Iterator[None]:
+    """While the command runs, a Ctrl-C interrupts every open DuckDB query at once.
+
+    Why: DuckDB's Python client sees a SIGINT only between the tasks the calling thread runs;
+    with two or more threads a Ctrl-C during a long query was noticed 13-26 s later or never
+    (`sql` ran the query to its end and exited 0). Python's C-level handler writes each signal's
+    number to the wakeup fd at once; a thread reading it interrupts the open connections
+    (duck.interrupt_all), and the KeyboardInterrupt follows in the main thread as before. Only
+    in the main thread (set_wakeup_fd's rule): elsewhere DuckDB's own handling stays."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read)
+        os.close(write)
+        yield
+        return
+
+    def watch() -> None:
+        try:
+            while data := os.read(read, 64):  # empty: the command ended (`write` closed)
+                duck = sys.modules.get("nsight_analyze.duck")  # none imported: no connection
+                if signal.SIGINT in data and duck is not None:
+                    duck.interrupt_all()
+        finally:
+            os.close(read)
+
+    threading.Thread(target=watch, name="ctrl-c", daemon=True).start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(write)
+
+
 def _interrupted(exc: BaseException) -> bool:
     """Whether `exc` was raised because of a Ctrl-C: DuckDB's Python client turns a
-    KeyboardInterrupt during a query into `RuntimeError: Query interrupted`, raised from it."""
+    KeyboardInterrupt during a query into `RuntimeError: Query interrupted`, raised from it, and
+    a query `duck.interrupt_all` stopped raises DuckDB's InterruptException."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
+        if isinstance(cause, KeyboardInterrupt) or type(cause).__name__ == "InterruptException":
             return True
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__

@@ -9,6 +9,7 @@ import numbers
 import os
 import re
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -41,8 +42,21 @@ def sqlite_extension_path() -> Path:
 OFFLINE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 
+# Every connection `offline` set up, while it lives: what a Ctrl-C interrupts (interrupt_all)
+_OPEN: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
+
+
+def interrupt_all() -> None:
+    """Interrupt the query of every open connection (cli: a Ctrl-C). A closed or idle one
+    ignores it; the command exits on the KeyboardInterrupt that follows."""
+    for con in list(_OPEN):
+        with suppress(Exception):
+            con.interrupt()
+
+
 def offline(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Forbid DuckDB from fetching extensions: air-gapped clusters have no network."""
+    """Forbid DuckDB from fetching extensions: air-gapped clusters have no network. (Every
+    connection of ours comes through here: it is also where a Ctrl-C finds them, `_OPEN`.)"""
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
     con.execute("SET enable_progress_bar = false")  # our own output stays readable
@@ -52,6 +66,7 @@ def offline(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     # instead of 0.1 s on a 2.5 MB two-rank capture (2 idle cores); on none of the shared captures
     # was the sort-merge ASOF slower.
     con.execute("SET asof_loop_join_threshold = 0")
+    _OPEN.add(con)
     return con
 
 

@@ -349,6 +349,48 @@ def test_ctrl_c_inside_a_duckdb_query_is_interrupted_not_an_error(dbs, monkeypat
     assert (res.exit_code, res.stderr.strip()) == (130, "interrupted"), res.output
 
 
+def test_ctrl_c_stops_a_running_query_at_once():
+    """DuckDB's Python client sees a SIGINT only between the tasks of the calling thread: with
+    two threads, a Ctrl-C during a long `sql` query was seen 13-26 s later, or never (the query
+    ran to its end). While a command runs, the CLI's wakeup-fd watcher interrupts every open
+    connection as the signal arrives (cli._ctrl_c_interrupts_queries). Python's own SIGINT
+    handler is a no-op here, so nothing else can stop the query: it stops at once or the
+    watchdog stops it after 30 s (a failure, not a hang)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import duckdb
+
+    from nsight_analyze import cli, duck
+
+    con = duck.offline(duckdb.connect())
+    con.execute("SET threads = 2")
+    previous = signal.signal(signal.SIGINT, lambda *_: None)
+    done = threading.Event()
+    watchdog = threading.Timer(30, con.interrupt)
+
+    def ctrl_c() -> None:  # again until the query is left: one before it starts would be idle
+        while not done.wait(0.2):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        with cli._ctrl_c_interrupts_queries():
+            threading.Thread(target=ctrl_c, daemon=True).start()
+            watchdog.start()
+            started = time.perf_counter()
+            with pytest.raises((duckdb.InterruptException, RuntimeError)):
+                con.execute("SELECT count(*) FROM range(1000000000000)").fetchall()
+            elapsed = time.perf_counter() - started
+    finally:
+        done.set()
+        watchdog.cancel()
+        signal.signal(signal.SIGINT, previous)
+        con.close()
+    assert elapsed < 5, elapsed
+
+
 @pytest.mark.parametrize(
     "args", [["demo", "{blocked}/out"], ["synth", "{blocked}/out", "--ranks", "1", "--steps", "1"]]
 )
