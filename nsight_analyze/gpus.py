@@ -561,6 +561,11 @@ def precision_label(precision: str, used: Iterable[str | None]) -> str:
     return "/".join(shown) if shown else precision
 
 
+def peaks_precision_label(precision: str, peaks: Iterable[dict[str, Any]]) -> str:
+    """precision_label over the rank peaks (rank_peak_rows' rows) whose peak is known."""
+    return precision_label(precision, [p["precision"] for p in peaks if p["peak_tflops"] is not None])
+
+
 def _none(value: Any) -> Any:
     """pandas NA/NaT/NaN -> None, numpy scalars -> Python."""
     if missing(value):

@@ -220,9 +220,7 @@ def hfu_mfu_summary(
         )
     ratio = _ratio(hfu, mfu)
     summary: dict[str, Any] = {
-        "precision": gpus.precision_label(
-            precision, [p["precision"] for p in peaks if p["peak_tflops"] is not None]
-        ),
+        "precision": gpus.peaks_precision_label(precision, peaks),
         "windows": win_source,
         "n_gpus": int(n_gpus) if n_rows else opts.n_gpus,
         "model_flops": None
@@ -257,11 +255,6 @@ def hfu_mfu_summary(
             f"unavailable. Collect it with: {NCU_HINT}"
         )
     return summary
-
-
-def _known_precisions(peaks: Peaks) -> list[str]:
-    """The precision of each known peak (fp16 where a GPU has no BF16: gpus.precision_label)."""
-    return [p["precision"] for p in peaks if p["peak_tflops"] is not None]
 
 
 def _unknown_peak_notes(peaks: Peaks) -> list[str]:

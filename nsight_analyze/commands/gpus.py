@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..clihelp import gpu_option, output_options
-from ..gpus import DEFAULT_PRECISION, MODEL_COLUMNS, PRECISIONS, model_rows, precision_label
+from ..gpus import DEFAULT_PRECISION, MODEL_COLUMNS, PRECISIONS, model_rows, peaks_precision_label
 from ..render.data import records, to_json
 from ..render.output import emit
 from ..render.table import PlainTable
@@ -95,8 +95,7 @@ def command(
             "shows the DCGM estimates; `gpus --list-models` lists the peaks --gpu accepts"
         )
     else:
-        known = [r["precision"] for r in rows if r["peak_tflops"] is not None]
-        shown = precision_label(precision, known)  # fp16 on a T4
+        shown = peaks_precision_label(precision, rows)  # fp16 on a T4
         table = _shown(rows, cols) if human else PlainTable.from_records(rows, cols)
         emit(table, fmt, title=f"Dense {shown} peak per rank")
     if len(ncu) and human:
