@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     from .diagnose import Diagnosis, Finding
     from .ingest import IngestReport
     from .mfu_options import MfuOptions
+    from .render.table import PlainTable
 
 from .api_frames import mfu_frame, rank_report, rank_report_json, run_sql
 
@@ -62,40 +63,50 @@ def _frame(rows: Sequence[dict[str, Any]] | pd.DataFrame, arrow: bool, columns: 
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
-    """One row per finding, in rank order (the `diagnose` overview, raw values)."""
-    import pandas as pd
+FINDING_COLUMNS = [
+    "rank",
+    "severity",
+    "id",
+    "title",
+    "recoverable_ns_per_step",
+    "recoverable_pct",
+    "ranks",
+    "steps",
+    "summary",
+    "recoverable_method",
+]
 
-    columns = [
-        "rank",
-        "severity",
-        "id",
-        "title",
-        "recoverable_ns_per_step",
-        "recoverable_pct",
-        "ranks",
-        "steps",
-        "summary",
-        "recoverable_method",
-    ]
-    return pd.DataFrame(
+
+def findings_table(findings: Sequence[Finding]) -> PlainTable:
+    """One row per finding, in rank order (the `diagnose` overview, raw values), as plain rows:
+    `diagnose --format csv` prints them without pandas."""
+    from .render.table import PlainTable
+
+    return PlainTable(
+        FINDING_COLUMNS,
         [
-            {
-                "rank": f.rank,
-                "severity": f.severity,
-                "id": f.id,
-                "title": f.title,
-                "recoverable_ns_per_step": f.recoverable_ns_per_step,
-                "recoverable_pct": f.recoverable_pct,
-                "ranks": list(f.ranks),
-                "steps": list(f.steps),
-                "summary": f.summary,
-                "recoverable_method": f.recoverable_method,
-            }
+            (
+                f.rank,
+                f.severity,
+                f.id,
+                f.title,
+                f.recoverable_ns_per_step,
+                f.recoverable_pct,
+                list(f.ranks),
+                list(f.steps),
+                f.summary,
+                f.recoverable_method,
+            )
             for f in findings
         ],
-        columns=columns,
     )
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    """`findings_table` as a DataFrame."""
+    import pandas as pd
+
+    return pd.DataFrame(findings_table(findings).rows, columns=FINDING_COLUMNS)
 
 
 # ------------------------------------------------------------------------------------------------

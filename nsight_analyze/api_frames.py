@@ -185,7 +185,6 @@ def run_sql(con: duckdb.DuckDBPyConnection, query: str, arrow: bool = False, wha
 _PLAIN_TYPE = re.compile(
     r"^(BOOLEAN|U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|VARCHAR|TIMESTAMP|DECIMAL\(\d+,\d+\))(\[\])*$"
 )
-_AS_FLOAT = re.compile(r"^(U?HUGEINT|DECIMAL\(\d+,\d+\))$")
 
 
 def head_sql(
@@ -198,6 +197,7 @@ def head_sql(
     Why not stream_sql's DataFrames: `sql`'s table is what a person looks at, and importing pandas
     was half of `sql "SELECT 1"`. Where every column is of a type the renderers show alike from
     either (_PLAIN_TYPE), the rows are `fetchmany` rows; otherwise DataFrame chunks, as before."""
+    from .duck import floated
     from .render.table import PlainTable, as_plain
 
     with sql_errors(what):
@@ -209,20 +209,13 @@ def head_sql(
     if all(_PLAIN_TYPE.match(t) for t in types):
         with sql_errors(what):
             rows = con.fetchall() if limit is None else con.fetchmany(limit)
-        floats = {i for i, t in enumerate(types) if _AS_FLOAT.match(t)}
-        if floats:
-            rows = [tuple(_as_float(v) if i in floats else v for i, v in enumerate(r)) for r in rows]
-        table = PlainTable.from_rows(described, rows)
+        table = PlainTable.from_rows(described, floated(described, rows))
     else:
         table = as_plain(_head_frame(con, limit, what))
     more = limit is not None and len(table) == limit
     if more:
         table.rows = table.rows[:max_rows]
     return table, more
-
-
-def _as_float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _head_frame(con: duckdb.DuckDBPyConnection, limit: int | None, what: str) -> pd.DataFrame:

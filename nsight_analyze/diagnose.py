@@ -24,7 +24,7 @@ import duckdb
 from .errors import UserError
 from .rules import RULES
 from .rules.advice import annotate_memory
-from .rules.base import SEVERITIES, Ctx, Evidence, Finding, Fix, Signal, jsonable, rows_of, run_rules
+from .rules.base import SEVERITIES, Ctx, Evidence, Finding, Fix, Signal, jsonable, run_rules
 
 __all__ = [
     "SCHEMA",
@@ -41,7 +41,6 @@ __all__ = [
     "finding_dict",
     "findings_json",
     "resolve_thresholds",
-    "rows_of",
 ]
 
 SCHEMA = "nsight-analyze-diagnose/1"

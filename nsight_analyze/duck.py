@@ -188,6 +188,40 @@ def fetch_records(con: duckdb.DuckDBPyConnection, sql: str, missing: str) -> lis
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+# the types `.df()` turns into floats (sums of integers are HUGEINT; `100.0 * x` is DECIMAL)
+AS_FLOAT_TYPE = re.compile(r"^(U?HUGEINT|DECIMAL\(\d+,\d+\))(\[\])*$")
+
+
+def plain_rows(
+    con: duckdb.DuckDBPyConnection, sql: str, limit: int | None = None
+) -> tuple[list[str], list[tuple], duckdb.DuckDBPyConnection]:
+    """(columns, rows, the cursor) of one query: its first `limit` rows (None: all) as plain Python
+    values, NULL as None and HUGEINT and DECIMAL values (in lists too) as floats, as `.df()` makes
+    them, so code that read a DataFrame computes and prints the same numbers from them. Why not
+    a DataFrame: importing pandas costs half a second of a command that only reads a few rows.
+    The cursor reads the rest."""
+    cur = con.execute(sql)
+    described = cur.description or []
+    rows = cur.fetchall() if limit is None else cur.fetchmany(limit) if limit > 0 else []
+    return [str(d[0]) for d in described], floated(described, rows), cur
+
+
+def floated(described: list[tuple], rows: list[tuple]) -> list[tuple]:
+    """`rows` (of a cursor with this `description`) with HUGEINT and DECIMAL values as floats."""
+    floats = {i for i, d in enumerate(described) if AS_FLOAT_TYPE.match(str(d[1]))}
+    if not floats or not rows:
+        return rows
+    return [tuple(_floated(v) if i in floats else v for i, v in enumerate(r)) for r in rows]
+
+
+def _floated(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_floated(v) for v in value]
+    return float(value)
+
+
 def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether this connection sees a table or view `name` (TEMP ones included): a stored result
     is missing in a workspace that was never analysed."""

@@ -127,14 +127,6 @@ def rows() -> tuple[dict[str, Any], ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def table() -> pd.DataFrame:
-    """The peak table as a DataFrame (NaN for blanks), for the commands that show or filter it."""
-    import pandas as pd
-
-    return pd.DataFrame(list(rows())).astype({k: "float64" for k in rows()[0] if k not in _TEXT_COLUMNS})
-
-
-@functools.lru_cache(maxsize=1)
 def _aliases() -> list[tuple[str, int]]:
     """(alias, row index), longest alias first: the most specific name wins."""
     out = []

@@ -50,6 +50,16 @@ def stored_tables(con) -> dict[str, list]:
     return {n: sorted(con.execute(rounded_select(con, n)).fetchall(), key=repr) for n in names}
 
 
+def frame_rows(df, limit: int) -> list[dict]:
+    """The first `limit` rows of a DataFrame as JSON data: the oracle of a finding's evidence rows,
+    which diagnose reads as plain rows (`.df()` is the independent path)."""
+    from nsight_analyze.plain import jsonable
+
+    return [
+        {str(k): jsonable(v) for k, v in r.items()} for r in df.head(limit).astype(object).to_dict("records")
+    ]
+
+
 def oracle_dir(trace: Path) -> Path:
     """traces/nsys/a/b.sqlite -> oracles/nsys-2022.4/a__b"""
     rel = trace.relative_to(TRACES / "nsys").with_suffix("")

@@ -312,7 +312,8 @@ def _check_consistent(findings):
 @pytest.mark.parametrize("trace", ["mock", "nccl-heavy", "synthetic-launch-bound"])
 def test_new_evidence_sql_reruns(diagnosed, trace):
     """The evidence added for the split / families re-runs as shown on a fresh read-only connection."""
-    from nsight_analyze.diagnose import rows_of
+    from conftest import frame_rows
+
     from nsight_analyze.workspace import open_workspace
 
     findings, db = diagnosed(trace)
@@ -322,6 +323,6 @@ def test_new_evidence_sql_reruns(diagnosed, trace):
             for ev in f.evidence:
                 df = con.execute(ev.sql).df()
                 assert len(df) == ev.total_rows, (f.id, ev.name)
-                assert rows_of(df, len(ev.rows)) == ev.rows, (f.id, ev.name)
+                assert frame_rows(df, len(ev.rows)) == ev.rows, (f.id, ev.name)
     finally:
         con.close()

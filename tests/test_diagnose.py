@@ -410,7 +410,8 @@ def test_json_is_stable_and_rerunnable(synthetic, tmp_path):
 
 def test_evidence_sql_reruns_against_the_views(synthetic):
     """The SQL shown with each evidence table gives the same rows on a fresh read-only connection."""
-    from nsight_analyze.diagnose import rows_of
+    from conftest import frame_rows
+
     from nsight_analyze.workspace import open_workspace
 
     findings, _, job = synthetic("input-stall")
@@ -422,7 +423,7 @@ def test_evidence_sql_reruns_against_the_views(synthetic):
                 df = con.execute(ev.sql).df()
                 assert len(df) == ev.total_rows, (f.id, ev.name)
                 assert list(df.columns) == ev.columns
-                assert rows_of(df, len(ev.rows)) == ev.rows, (f.id, ev.name)
+                assert frame_rows(df, len(ev.rows)) == ev.rows, (f.id, ev.name)
     finally:
         con.close()
 

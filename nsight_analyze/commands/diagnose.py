@@ -6,15 +6,15 @@ import sys
 from collections.abc import Sequence
 
 import click
-import pandas as pd
 
-from ..api import Workspace, findings_frame
+from ..api import Workspace, findings_table
 from ..clihelp import gpu_option, job_option, output_options, step_pattern_option
 from ..diagnose import SEVERITIES, THRESHOLDS, Finding
 from ..errors import NO_DATA_EXIT, UserError
 from ..render.data import to_json
 from ..render.markdown import code_block, markdown_cell, markdown_text
 from ..render.output import emit
+from ..render.table import PlainTable
 from ..render.terminal import print_table, table_text, terminal_width, wrap, wrap_sql
 from ..render.units import UNKNOWN, format_duration, format_pct, format_quantity, format_value
 
@@ -35,8 +35,8 @@ def _headline(job: dict) -> str:
     )
 
 
-def _overview(findings: Sequence[Finding]) -> pd.DataFrame:
-    return pd.DataFrame(
+def _overview(findings: Sequence[Finding]) -> PlainTable:
+    return PlainTable.from_records(
         [
             {
                 "#": f.rank,
@@ -95,8 +95,9 @@ def _text(findings: Sequence[Finding], evidence_rows: int, width: int | None = N
             lines.append(para(f"evidence: {ev.name} ({ev.total_rows:,} rows) - re-run:"))
             lines.append(wrap_sql(ev.sql, width=width, indent="      ", hang="        "))
             if ev.rows and evidence_rows:
-                df = pd.DataFrame(ev.rows[:evidence_rows], columns=ev.columns)
-                table = table_text(df, width=width - 8)
+                table = table_text(
+                    PlainTable.from_records(ev.rows[:evidence_rows], ev.columns), width=width - 8
+                )
                 lines.extend(("        " + line).rstrip() for line in table.splitlines())
     return "\n".join(lines)
 
@@ -146,10 +147,9 @@ def _markdown(findings: Sequence[Finding], doc: dict, evidence_rows: int) -> str
                 code_block(ev.sql, "sql"),
             ]
             if ev.rows and evidence_rows:
-                df = pd.DataFrame(ev.rows[:evidence_rows], columns=ev.columns)
                 out += ["", "| " + " | ".join(markdown_cell(c) for c in ev.columns) + " |"]
                 out.append("|" + "---|" * len(ev.columns))
-                for row in df.astype(object).itertuples(index=False):
+                for row in PlainTable.from_records(ev.rows[:evidence_rows], ev.columns).rows:
                     cells = [markdown_cell(v, c) for v, c in zip(row, ev.columns, strict=True)]
                     out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
@@ -201,7 +201,7 @@ def command(
     Python: nsight_analyze.open(DB).findings(), .diagnose(), .diagnosis().
     """
     if list_thresholds:
-        df = pd.DataFrame(
+        df = PlainTable.from_records(
             [{"name": k, "default": v.default, "meaning": v.doc} for k, v in THRESHOLDS.items()]
         )
         if fmt == "json":
@@ -226,7 +226,7 @@ def command(
     if fmt == "json":
         print(to_json(doc))
     elif fmt == "csv":
-        emit(findings_frame(findings), "csv")
+        emit(findings_table(findings), "csv")
     elif fmt == "markdown":
         text = _markdown(findings, doc, evidence_rows)
         head = "# nsight-analyze diagnose\n"  # the job shown, right under the title

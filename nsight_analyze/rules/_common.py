@@ -37,6 +37,18 @@ def step_metrics(ctx: Ctx, steps: list[int], rec: int | None, unlisted: str | No
     }
 
 
+def steps_over(per_step: list[dict], th_pct: float) -> list[int]:
+    """The steps (rows: step, rec, step_ns) whose recoverable time is >= th_pct of the step."""
+    return sorted(
+        int(r["step"])
+        for r in per_step
+        if r["step"] is not None
+        and r["step_ns"]
+        and r["rec"] is not None
+        and 100.0 * r["rec"] / r["step_ns"] >= th_pct
+    )
+
+
 def last_rank_wait_signal(wait_ns: float, exposed_ns: float, note: str) -> Signal:
     """The share of the exposed communication spent waiting for the last rank to arrive.
 

@@ -11,13 +11,14 @@ step from the recoverable time (docs/diagnose.md "Ranking, severity"): one place
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
-import pandas as pd
 
+from ..duck import plain_rows
 from ..plain import jsonable
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -75,10 +76,26 @@ class Finding:
     rank: int = 0  # position in the ranked list (1 = first)
 
 
-def rows_of(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
-    """DataFrame rows as plain JSON-able dicts (lists stay lists, NaN/NA become None)."""
-    part = df if limit is None else df.head(limit)
-    return [{str(k): jsonable(v) for k, v in r.items()} for r in part.astype(object).to_dict("records")]
+def evidence_rows(
+    con: duckdb.DuckDBPyConnection, sql: str, limit: int
+) -> tuple[list[str], list[dict[str, Any]], int]:
+    """(columns, the first `limit` rows as JSON data, the row count) of `sql`. The rows past
+    `limit` are read in chunks only to count them: a whole result is never held."""
+    names, head, cur = plain_rows(con, sql, limit)
+    total = len(head)
+    while chunk := cur.fetchmany(_COUNT_CHUNK):
+        total += len(chunk)
+    return names, [{n: jsonable(v) for n, v in zip(names, r, strict=True)} for r in head], total
+
+
+_COUNT_CHUNK = 100_000
+
+
+def mean(values: Iterable[float | None]) -> float:
+    """The mean of the values that are not None (NaN when there is none), correctly rounded
+    (math.fsum) as a DataFrame column's mean skipped its missing values."""
+    kept = [float(v) for v in values if v is not None]
+    return math.fsum(kept) / len(kept) if kept else math.nan
 
 
 class Ctx:
@@ -97,19 +114,19 @@ class Ctx:
         }
         self.missing: list[str] = []
         job = (
-            self.df(
+            self.row(
                 """SELECT count(DISTINCT step) AS steps, bool_or(step IS NOT NULL) AS has_steps,
                       count(DISTINCT rank) AS ranks FROM diag_windows"""
             )
             if self.has("diag_windows")
-            else pd.DataFrame()
+            else {}
         )
-        if job.empty or not job.at[0, "ranks"]:
+        if not job.get("ranks"):
             self.n_steps, self.has_steps, self.n_ranks, self.mean_step_ns = 0, False, 0, 0.0
         else:
-            self.has_steps = bool(job.at[0, "has_steps"])
-            self.n_steps = int(job.at[0, "steps"]) if self.has_steps else 1
-            self.n_ranks = int(job.at[0, "ranks"])
+            self.has_steps = bool(job["has_steps"])
+            self.n_steps = int(job["steps"]) if self.has_steps else 1
+            self.n_ranks = int(job["ranks"])
             self.mean_step_ns = float(
                 self.scalar("SELECT avg(w) FROM (SELECT max(window_ns) AS w FROM diag_windows GROUP BY step)")
                 or 0.0
@@ -122,8 +139,20 @@ class Ctx:
             self.missing.extend(n for n in names if n not in self.objects and n not in self.missing)
         return ok
 
-    def df(self, sql: str, params: list | None = None) -> pd.DataFrame:
-        return self.con.execute(sql, params or []).df()
+    def rows(self, sql: str) -> list[dict[str, Any]]:
+        """The rows of `sql` as dicts of plain values (duck.plain_rows: NULL is None, DECIMAL and
+        HUGEINT are floats). Why not a DataFrame: importing pandas was a third of `diagnose`."""
+        names, rows, _ = plain_rows(self.con, sql)
+        return [dict(zip(names, r, strict=True)) for r in rows]
+
+    def row(self, sql: str) -> dict[str, Any]:
+        """The first row of `sql` (an aggregate's one row), {} when it has none."""
+        rows = self.rows(sql)
+        return rows[0] if rows else {}
+
+    def column(self, sql: str) -> list[Any]:
+        """The first column of `sql`, in its order."""
+        return [r[0] for r in plain_rows(self.con, sql)[1]]
 
     def scalar(self, sql: str) -> Any:
         row = self.con.execute(sql).fetchone()
@@ -132,9 +161,8 @@ class Ctx:
     def evidence(self, name: str, description: str, sql: str) -> Evidence:
         """The first `evidence_rows` rows of `sql` (whitespace folded, re-runnable) and its row count."""
         sql = " ".join(sql.split())
-        df = self.df(sql)
-        rows = rows_of(df, int(self.th["evidence_rows"]))
-        return Evidence(name, description, sql, [str(c) for c in df.columns], rows, int(len(df)))
+        names, rows, total = evidence_rows(self.con, sql, int(self.th["evidence_rows"]))
+        return Evidence(name, description, sql, names, rows, total)
 
     def pct(self, ns: float | None) -> float | None:
         """`ns` as a % of the mean step (2 decimals); None when not bounded or no step length."""

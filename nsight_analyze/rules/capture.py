@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..sources.base import CORRUPT_TIMING
 from ..summary import CORRUPT_TIMING_SQL
-from .base import Ctx, Finding, Fix, Signal
+from .base import Ctx, Finding, Fix, Signal, mean
 
 
 def clock_skew(ctx: Ctx) -> list[Finding]:
@@ -15,11 +15,11 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
     if not ctx.has("merge_rank_clock", "alignment_quality"):
         return []
     th_ns = ctx.th["clock_skew_min_us"] * 1000
-    skewed = ctx.df(
+    skewed = ctx.rows(
         f"SELECT rank, host, correction_ns FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} "
         "ORDER BY rank"
     )
-    if skewed.empty:
+    if not skewed:
         return []
     ev = [
         ctx.evidence(
@@ -35,13 +35,13 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
                            FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} ORDER BY rank""",
         ),
     ]
-    worst = int(skewed["correction_ns"].abs().max())
+    worst = int(max(abs(r["correction_ns"]) for r in skewed))
     resid = ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality")
     corrected = ctx.scalar(
         "SELECT bool_and(method = 'collectives') FROM alignment_quality "
         f"WHERE host IN (SELECT host FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns})"
     )
-    hosts = sorted(set(skewed["host"].astype(str)))
+    hosts = sorted({str(r["host"]) for r in skewed})
     return [
         ctx.finding(
             id="clock-skew",
@@ -58,7 +58,7 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
                 else "no collective-based correction: cross-rank arrival times are unreliable"
             )
             + (f" (residual p95 {resid} ns)." if resid is not None else "."),
-            ranks=[int(r) for r in skewed["rank"]],
+            ranks=[int(r["rank"]) for r in skewed],
             steps=[],
             recoverable_ns_per_step=None,
             recoverable_method="not a performance problem: no recoverable time",
@@ -89,14 +89,12 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
     th = ctx.th["graph_min_pct"]
     if not ctx.has("diag_rank_kernels"):
         return []
-    per_rank = ctx.df(
+    per_rank = ctx.rows(
         """SELECT rank, kernels, graph_kernels, 100.0 * graph_kernel_ns / nullif(kernel_ns, 0) AS graph_pct
            FROM diag_rank_kernels ORDER BY rank"""
     )
-    if per_rank.empty:
-        return []
-    covered = per_rank[per_rank["graph_pct"].fillna(0) >= th]
-    if covered.empty:
+    covered = [r for r in per_rank if (r["graph_pct"] or 0) >= th]
+    if not covered:
         return []
     launches = (
         ctx.scalar(
@@ -119,13 +117,13 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
     if ctx.has_steps and ctx.has("diag_window_bounds", "graph_coverage"):
         steps = [
             int(s)
-            for s in ctx.df(
+            for s in ctx.column(
                 """SELECT DISTINCT w.step FROM graph_coverage g JOIN diag_window_bounds w
                      ON w.rank = g.rank AND w.step IS NOT DISTINCT FROM g.step
                    WHERE g.graph_kernels > 0 ORDER BY 1"""
-            )["step"]
+            )
         ]
-    pct = float(covered["graph_pct"].mean())
+    pct = mean(r["graph_pct"] for r in covered)
     return [
         ctx.finding(
             id="cuda-graphs",
@@ -135,7 +133,7 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
             f"graph launches: "
             "launch gaps inside a graph are not host launch cost, and per-kernel launch attribution "
             "(which API call issued which kernel) is the graph launch's.",
-            ranks=[int(r) for r in covered["rank"]],
+            ranks=[int(r["rank"]) for r in covered],
             steps=steps,
             recoverable_ns_per_step=None,
             recoverable_method="not a performance problem: no recoverable time",
@@ -168,11 +166,11 @@ def corrupt_timing(ctx: Ctx) -> list[Finding]:
         return []
     cut = len(CORRUPT_TIMING) + 1
     sql = f"SELECT path, ranks, substr(warning, {cut}) AS warning FROM ({CORRUPT_TIMING_SQL})"
-    found = ctx.df(sql)
-    if found.empty:
+    found = ctx.rows(sql)
+    if not found:
         return []
-    ranks = sorted({int(r) for rs in found["ranks"] for r in rs})
-    files = found["path"].nunique()
+    ranks = sorted({int(r) for f in found for r in f["ranks"]})
+    files = len({f["path"] for f in found})
     return [
         ctx.finding(
             id="corrupt-timing",
@@ -181,7 +179,7 @@ def corrupt_timing(ctx: Ctx) -> list[Finding]:
             kind="capture",
             severity="medium",
             summary=f"{len(found)} warning(s) of the ingest say some rows' times cannot be true ("
-            + "; ".join(found["warning"].head(3))
+            + "; ".join(f["warning"] for f in found[:3])
             + "). The windows, idle time and shares of these ranks, and every finding built on them, "
             "are read from those rows as recorded.",
             ranks=ranks,

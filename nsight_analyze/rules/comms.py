@@ -6,9 +6,9 @@ communication, but better overlap cannot recover that wait; only fixing the late
 
 from __future__ import annotations
 
-import pandas as pd
+import math
 
-from ._common import last_rank_wait_signal, step_metrics
+from ._common import last_rank_wait_signal, step_metrics, steps_over
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
 from .dimensions import breakdown_evidence, single_dimension_fixes
@@ -20,26 +20,22 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_comm_recoverable", "diag_comm_exposure"):
         return []
     th = ctx.th["exposed_comm_min_pct"]
-    per_step = ctx.df(
+    per_step = ctx.rows(
         """SELECT step, min(recoverable_ns) AS rec, arg_min(rank, recoverable_ns) AS critical_rank,
                   max(comms_exposed_ns) AS exposed, max(window_ns) AS step_ns
            FROM diag_comm_recoverable GROUP BY step"""
     )
-    if per_step.empty:
+    if not per_step:
         return []
-    total = int(per_step["rec"].sum())
+    total = int(sum(r["rec"] for r in per_step if r["rec"] is not None))
     rec = ctx.per_step(total)
     if (ctx.pct(rec) or 0) < th:
         return []
-    steps = sorted(
-        int(s)
-        for s, r, n in zip(per_step["step"], per_step["rec"], per_step["step_ns"])
-        if pd.notna(s) and n and 100.0 * r / n >= th
-    )
-    ranks = ctx.df(
+    steps = steps_over(per_step, th)
+    ranks = ctx.column(
         f"""SELECT DISTINCT rank FROM diag_comm_recoverable
             WHERE 100.0 * recoverable_ns / nullif(window_ns, 0) >= {th} ORDER BY rank"""
-    )["rank"].tolist()
+    )
     ev = [
         ctx.evidence(
             "exposed communication per step",
@@ -95,11 +91,11 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
         ),
     ]
     if ctx.has("collectives"):
-        bw = ctx.df(
+        bw = ctx.rows(
             "SELECT op, median(busbw_gbps) AS busbw FROM collectives WHERE busbw_gbps IS NOT NULL "
             "GROUP BY op ORDER BY op"
         )
-        for op, b in zip(bw["op"], bw["busbw"]):
+        for op, b in ((r["op"], r["busbw"]) for r in bw):
             signals.append(
                 Signal(
                     f"median bus bandwidth {op}",
@@ -163,31 +159,24 @@ def imbalance(ctx: Ctx) -> list[Finding]:
     if not ctx.has("imbalance", "merge_straggler_verdict"):
         return []
     where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-    per_step = ctx.df(
+    per_step = ctx.rows(
         f"""SELECT step, ranks, max_compute_ns, mean_compute_ns, ratio, slowest_rank, balanced,
                    max_compute_ns - (ranks * mean_compute_ns - max_compute_ns) / (ranks - 1) AS excess_ns
             FROM imbalance WHERE {where} AND ranks >= 2"""
     )
-    if per_step.empty:
+    if not per_step:
         return []
-    total = int(round(float(per_step["excess_ns"].clip(lower=0).sum())))
+    total = int(round(math.fsum(max(r["excess_ns"], 0.0) for r in per_step if r["excess_ns"] is not None)))
     rec = ctx.per_step(total)
-    verdict = ctx.df("SELECT * FROM merge_straggler_verdict")
-    v = verdict.iloc[0].to_dict() if len(verdict) else {}
+    v = ctx.row("SELECT * FROM merge_straggler_verdict")
     if v.get("verdict") in (None, "balanced", "unknown") or (ctx.pct(rec) or 0) < ctx.th["imbalance_min_pct"]:
         return []
     straggler = v.get("straggler_rank")
-    if straggler is not None and pd.notna(straggler):
+    if straggler is not None:
         ranks = [int(straggler)]
     else:
-        ranks = sorted(
-            {int(r) for r in per_step.loc[~per_step["balanced"].fillna(True).astype(bool), "slowest_rank"]}
-        )
-    steps = sorted(
-        int(s)
-        for s, b in zip(per_step["step"], per_step["balanced"])
-        if pd.notna(s) and pd.notna(b) and not bool(b)
-    )
+        ranks = sorted({int(r["slowest_rank"]) for r in per_step if r["balanced"] is False})
+    steps = sorted(int(r["step"]) for r in per_step if r["step"] is not None and r["balanced"] is False)
     ev = [
         ctx.evidence(
             "imbalance per step",
@@ -222,8 +211,10 @@ def imbalance(ctx: Ctx) -> list[Finding]:
         )
     ]
     if ctx.has("rank_rollup") and ranks:
-        rr = ctx.df("SELECT rank, wait_caused_ns, wait_suffered_ns FROM rank_rollup")
-        caused = rr.loc[rr["rank"].isin(ranks), "wait_caused_ns"].sum()
+        rr = ctx.rows("SELECT rank, wait_caused_ns FROM rank_rollup")
+        caused = sum(
+            r["wait_caused_ns"] for r in rr if r["rank"] in ranks and r["wait_caused_ns"] is not None
+        )
         signals.append(
             Signal(
                 "collective wait caused by the slow rank(s)",
@@ -234,13 +225,15 @@ def imbalance(ctx: Ctx) -> list[Finding]:
             )
         )
     if ranks:
-        idle = ctx.df(
-            f"""SELECT rank IN ({", ".join(map(str, ranks))}) AS slow, avg(idle_ns) AS idle,
-                    avg(compute_ns) AS c
-                FROM diag_windows GROUP BY 1"""
-        ).set_index("slow")
-        if True in idle.index and False in idle.index:
-            extra = float(idle.at[True, "c"]) - float(idle.at[False, "c"])
+        idle = {
+            r["slow"]: r["c"]
+            for r in ctx.rows(
+                f"""SELECT rank IN ({", ".join(map(str, ranks))}) AS slow, avg(compute_ns) AS c
+                    FROM diag_windows GROUP BY 1"""
+            )
+        }
+        if True in idle and False in idle:
+            extra = float(idle[True]) - float(idle[False])
             signals.append(
                 Signal(
                     "slow rank's extra compute per step",

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from ..comms import nvlink_peak_gbps
-from ._common import last_rank_wait_signal, step_metrics
+from ._common import last_rank_wait_signal, step_metrics, steps_over
 from ._whatif import whatif_gain
 from .base import Ctx, Evidence, Finding, Fix, Signal
 
@@ -150,7 +148,7 @@ def single_dimension_fixes(ctx: Ctx) -> list[Fix]:
     are DP's), else none: a pure TP or PP job must not be told to tune DDP buckets only."""
     if not ctx.has("comm_groups"):
         return []
-    dims = ctx.df("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")["dimension"].tolist()
+    dims = ctx.column("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")
     return FIXES.get(dims[0], []) if len(dims) == 1 and dims[0] not in ("dp", "unknown") else []
 
 
@@ -161,10 +159,10 @@ def comm_by_dimension(ctx: Ctx) -> list[Finding]:
     parent = _parent_recoverable(ctx)
     if parent is None or (ctx.pct(parent) or 0) < ctx.th["exposed_comm_min_pct"]:
         return []  # no exposed-comm finding: nothing to break down
-    dims = ctx.df("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")["dimension"].tolist()
+    dims = ctx.column("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")
     if len(dims) < 2:
         return []  # one dimension: exposed-comm is its finding (with the breakdown as evidence)
-    per = ctx.df(
+    per = ctx.rows(
         f"""SELECT d.dimension, d.step, min(d.recoverable_ns) AS rec, max(w.step_ns) AS step_ns
             FROM diag_comm_dimension AS d
             JOIN (SELECT step, max(window_ns) AS step_ns FROM diag_windows GROUP BY step) AS w
@@ -175,8 +173,9 @@ def comm_by_dimension(ctx: Ctx) -> list[Finding]:
     nvlink, nvlink_why = nvlink_peak_gbps(ctx.con)
     th = ctx.th["dimension_comm_min_pct"]
     out = []
-    for dim, rows in per.groupby("dimension", sort=True):
-        own = ctx.per_step(float(rows["rec"].sum()))
+    for dim in sorted({r["dimension"] for r in per if r["dimension"] is not None}):
+        rows = [r for r in per if r["dimension"] == dim]
+        own = ctx.per_step(float(sum(r["rec"] for r in rows if r["rec"] is not None)))
         if (ctx.pct(own) or 0) < th:
             continue
         out.append(_finding(ctx, str(dim), rows, own, parent, gain, nvlink, nvlink_why, th))
@@ -184,7 +183,15 @@ def comm_by_dimension(ctx: Ctx) -> list[Finding]:
 
 
 def _finding(
-    ctx: Ctx, dim: str, rows: Any, own: int, parent: int, gain: Any, nvlink: float | None, why: str, th: float
+    ctx: Ctx,
+    dim: str,
+    rows: list[dict[str, Any]],
+    own: int,
+    parent: int,
+    gain: Any,
+    nvlink: float | None,
+    why: str,
+    th: float,
 ) -> Finding:
     d = _dim_sql(dim)
     if gain is not None and gain >= 0:
@@ -192,31 +199,27 @@ def _finding(
         source = "whatif comms-hidden" if gain < own else "exposed"
     else:
         rec, source = own, "exposed"
-    g = ctx.df(
+    g = ctx.row(
         f"""SELECT count(*) AS communicators, string_agg(DISTINCT link, ',' ORDER BY link) AS link,
                    sum(total_ns)::BIGINT AS total_ns, sum(exposed_ns)::BIGINT AS exposed_ns,
                    sum(bytes)::BIGINT AS bytes,
                    sum(busbw_gbps * total_ns) / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0)
                        AS busbw_gbps
             FROM comm_groups WHERE dimension = {d}"""
-    ).iloc[0]
-    w = ctx.df(
+    )
+    w = ctx.row(
         f"""SELECT sum(exposed_ns) AS exposed, sum(exposed_wait_ns) AS wait, sum(last_transfer_ns) AS last
             FROM diag_comm_dimension WHERE dimension = {d} AND {_where(ctx)}"""
-    ).iloc[0]
-    steps = sorted(
-        int(s)
-        for s, r, n in zip(rows["step"], rows["rec"], rows["step_ns"])
-        if pd.notna(s) and pd.notna(n) and n and 100.0 * r / n >= th
     )
-    ranks = ctx.df(
+    steps = steps_over(rows, th)
+    ranks = ctx.column(
         f"""SELECT DISTINCT d.rank FROM diag_comm_dimension AS d
             JOIN diag_windows AS w ON w.rank = d.rank AND w.step IS NOT DISTINCT FROM d.step
             WHERE d.dimension = {d} AND d.{_where(ctx)}
               AND 100.0 * d.recoverable_ns / nullif(w.window_ns, 0) >= {th} ORDER BY 1"""
-    )["rank"].tolist()
-    link = str(g["link"]) if pd.notna(g["link"]) else "unknown"
-    bw = float(g["busbw_gbps"]) if pd.notna(g["busbw_gbps"]) else None
+    )
+    link = str(g["link"]) if g["link"] is not None else "unknown"
+    bw = float(g["busbw_gbps"]) if g["busbw_gbps"] is not None else None
     peak = nvlink if link == "nvlink" else None
     exposed = float(w["exposed"] or 0)
     wait = float(w["wait"] or 0)
@@ -255,7 +258,7 @@ def _finding(
         ),
     ]
     total = int(g["total_ns"] or 0)
-    bytes_ = int(g["bytes"]) if pd.notna(g["bytes"]) else None
+    bytes_ = int(g["bytes"]) if g["bytes"] is not None else None
     summary = (
         f"{NAMES.get(dim, dim)} collectives: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step) "
         f"could be overlapped, of the {parent / 1e6:.3f} ms of the exposed-comm finding. Over ranks: "

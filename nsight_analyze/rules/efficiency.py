@@ -23,12 +23,12 @@ def compute_efficiency(ctx: Ctx) -> list[Finding]:
     hfu = summary.get("hfu")
     if hfu is None:
         return []
-    p = ctx.df(
+    p = ctx.row(
         """SELECT sum(window_ns) AS w, sum(compute_ns) AS c, sum(memory_ns) AS m, sum(other_ns) AS o,
                   sum(comms_exposed_ns) AS n, sum(idle_ns) AS i,
                   sum(launch_gap_ns + host_bound_ns) AS l, sum(input_stall_ns + sync_stall_ns) AS h
            FROM diag_windows"""
-    ).iloc[0]
+    )
     w = float(p["w"] or 0)
     if w <= 0:
         return []

@@ -7,8 +7,6 @@ Recoverable per step = sum over steps of that maximum / number of steps.
 
 from __future__ import annotations
 
-import pandas as pd
-
 from ._common import step_metrics
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
@@ -17,21 +15,21 @@ from .base import Ctx, Finding, Fix, Signal
 def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
     """(total ns over steps of the worst rank, affected steps, ranks over the threshold)."""
     total = ctx.scalar(f"SELECT coalesce(sum(max_ns), 0) FROM diag_step_causes WHERE cause = '{cause}'") or 0
-    steps = ctx.df(
+    steps = ctx.column(
         f"SELECT step FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 AND share_pct >= "
         f"{min_pct} "
         "ORDER BY step"
-    )["step"].tolist()
+    )
     col = {
         "input_stall": "input_stall_ns",
         "sync_stall": "sync_stall_ns",
         "launch": "launch_gap_ns + host_bound_ns",
     }[cause]
-    ranks = ctx.df(
+    ranks = ctx.column(
         f"SELECT DISTINCT rank FROM diag_windows WHERE {col} > 0 "
         f"AND 100.0 * ({col}) / nullif(window_ns, 0) >= {min_pct} ORDER BY rank"
-    )["rank"].tolist()
-    return int(total), [int(s) for s in steps if pd.notna(s)], [int(r) for r in ranks]
+    )
+    return int(total), [int(s) for s in steps if s is not None], [int(r) for r in ranks]
 
 
 def _per_step_evidence(ctx: Ctx, cause: str, label: str):
@@ -199,10 +197,10 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
     ev += [e for e in [calls, *copies.values()] if e.total_rows]
     if ctx.has("gaps") and total:
         ev.append(_gap_evidence(ctx, "'sync_stall'", "sync-stall"))
-    flagged_ranks = ctx.df(
+    flagged_ranks = ctx.column(
         f"""SELECT DISTINCT rank FROM (SELECT rank FROM diag_sync_api_calls UNION ALL
             SELECT rank FROM diag_sync_copies(htod_min_bytes := {htod})) ORDER BY rank"""
-    )["rank"].tolist()
+    )
     ranks = sorted(set(ranks) | {int(r) for r in flagged_ranks})
     blocked = ctx.scalar("SELECT coalesce(sum(duration_ns), 0) FROM diag_sync_api_calls") or 0
     per_step_calls = calls.total_rows / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
@@ -322,11 +320,11 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         return []
     rec = ctx.per_step(total)
     short_ns = int(ctx.th["short_kernel_us"] * 1000)
-    split = ctx.df(
+    split = ctx.row(
         f"SELECT coalesce(sum(launch_gap_ns), 0) AS lg, coalesce(sum(host_bound_ns), 0) AS hb "
         f"FROM ({_LAUNCH_SPLIT})"
     )
-    lg, hb = int(split.at[0, "lg"]), int(split.at[0, "hb"])
+    lg, hb = int(split["lg"]), int(split["hb"])
     explained = 100.0 * lg / (lg + hb) if lg + hb else 0.0
     is_launch = explained >= ctx.th["launch_explained_min_pct"]
     ev = [
@@ -369,15 +367,18 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 FROM tp_step_ops GROUP BY rank, step ORDER BY launch_bound DESC, step, rank""",
             )
         )
-        cmp = ctx.df(
-            f"""SELECT step IN ({step_list}) AS lb, avg(ops) AS ops, avg(med) AS med, avg(short) AS short
-                FROM (SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS med,
-                             count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short
-                      FROM tp_step_ops GROUP BY rank, step) GROUP BY 1"""
-        ).set_index("lb")
-        if True in cmp.index:
-            ops_lb = float(cmp.at[True, "ops"])
-            ops_ok = float(cmp.at[False, "ops"]) if False in cmp.index else None
+        cmp = {
+            r["lb"]: r
+            for r in ctx.rows(
+                f"""SELECT step IN ({step_list}) AS lb, avg(ops) AS ops, avg(short) AS short
+                    FROM (SELECT rank, step, count(*) AS ops,
+                                 count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short
+                          FROM tp_step_ops GROUP BY rank, step) GROUP BY 1"""
+            )
+        }
+        if True in cmp:
+            ops_lb = float(cmp[True]["ops"])
+            ops_ok = float(cmp[False]["ops"]) if False in cmp else None
             signals.append(
                 Signal(
                     "operations per launch-bound step",
@@ -390,9 +391,9 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             signals.append(
                 Signal(
                     "short operations per launch-bound step",
-                    round(float(cmp.at[True, "short"]), 1),
+                    round(float(cmp[True]["short"]), 1),
                     "ops",
-                    "supports" if float(cmp.at[True, "short"]) > 0.5 * ops_lb else "neutral",
+                    "supports" if float(cmp[True]["short"]) > 0.5 * ops_lb else "neutral",
                     f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, "
                     "so the host cannot keep the queue full",
                 )
@@ -400,12 +401,12 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
     concentrated = False
     if ctx.has("gaps"):
         where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-        top = ctx.df(
+        top = ctx.row(
             f"""SELECT count(*) AS n, coalesce(max(duration_ns), 0) AS longest,
                        coalesce(sum(duration_ns), 0) AS total
                 FROM gaps WHERE {where} AND cause = 'launch_gap'"""
         )
-        n, longest, lg_all = int(top.at[0, "n"]), int(top.at[0, "longest"]), int(top.at[0, "total"])
+        n, longest, lg_all = int(top["n"]), int(top["longest"]), int(top["total"])
         if lg_all:
             top_pct = 100.0 * longest / lg_all
             concentrated = top_pct >= 50.0

@@ -10,26 +10,28 @@ per step (docs/diagnose.md "Recoverable time"), and every fix states what it cos
 
 from __future__ import annotations
 
-import pandas as pd
-
 from ._common import step_metrics
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
 
 
-def _per_step(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], list[int], pd.DataFrame]:
+def _per_step(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], list[int]]:
     """Total over steps of the worst rank's value per step, the steps and ranks with a value.
 
     `per_rank_step_sql` yields rows (rank, step, v) for chains inside the windows.
     """
-    df = ctx.df(f"SELECT rank, step, sum(v) AS v FROM ({per_rank_step_sql}) GROUP BY ALL")
-    if df.empty:
-        return 0.0, [], [], df
-    df = df[df["v"] > 0]
-    total = float(df.groupby("step", dropna=False)["v"].max().sum()) if len(df) else 0.0
-    steps = sorted(int(s) for s in df["step"].dropna().unique()) if ctx.has_steps else []
-    ranks = sorted(int(r) for r in df["rank"].unique())
-    return total, steps, ranks, df
+    rows = [
+        r
+        for r in ctx.rows(f"SELECT rank, step, sum(v) AS v FROM ({per_rank_step_sql}) GROUP BY ALL")
+        if r["v"] is not None and r["v"] > 0
+    ]
+    worst: dict[int | None, float] = {}
+    for r in rows:
+        worst[r["step"]] = max(worst.get(r["step"], r["v"]), r["v"])
+    total = float(sum(worst.values()))
+    steps = sorted({int(r["step"]) for r in rows if r["step"] is not None}) if ctx.has_steps else []
+    ranks = sorted({int(r["rank"]) for r in rows})
+    return total, steps, ranks
 
 
 # ------------------------------------------------------------------------------------------------
@@ -42,21 +44,21 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
         return []
     n_min = int(ctx.th["fusion_min_kernels"])
     where = f"kind = 'fusion' AND in_window AND kernels >= {n_min}"
-    total, steps, ranks, _ = _per_step(
+    total, steps, ranks = _per_step(
         ctx,
         f"SELECT rank, step, (end_ns - start_ns) - max_kernel_ns AS v FROM kernel_chains WHERE {where}",
     )
     rec = ctx.per_step(total)
     if not total or (ctx.pct(rec) or 0) < ctx.th["fusion_min_pct"]:
         return []
-    stats = ctx.df(
+    stats = ctx.row(
         f"""SELECT count(*) AS chains, sum(kernels) AS kernels, min(kernels) AS shortest,
                    max(kernels) AS longest,
                    sum(end_ns - start_ns) AS span_ns, sum(busy_ns) AS busy_ns,
                    sum(end_ns - start_ns - busy_ns) AS gap_ns, sum(graph_kernels) AS graph_kernels,
                    median(busy_ns / kernels) AS median_kernel_ns
             FROM kernel_chains WHERE {where}"""
-    ).iloc[0]
+    )
     n_win = (len(steps) if steps else ctx.n_steps) * max(len(ranks), 1)  # affected (rank, step) windows
     per_step_kernels = float(stats["kernels"]) / max(n_win, 1)
     ev = [
@@ -165,13 +167,13 @@ def _score_matrix(ctx: Ctx):
     trace has the softmaxes' shapes (queries/attention_scores.sql: Kineto record_shapes or emit_nvtx)."""
     if not ctx.has("attention_scores"):
         return None, None, None, []
-    row = ctx.df(
+    row = ctx.row(
         "SELECT max(score_bytes) AS s, arg_max(gpu_memory_bytes, score_bytes) AS m, "
         "list(DISTINCT shape_source ORDER BY shape_source) AS src FROM attention_scores WHERE in_window"
     )
-    if not len(row) or pd.isna(row.at[0, "s"]) or not row.at[0, "s"]:
+    if not row.get("s"):
         return None, None, None, []
-    mem = row.at[0, "m"]
+    mem = row["m"]
     ev = ctx.evidence(
         "score-matrix shapes",
         "Shape of each unfused softmax's input (the b x h x n x n score matrix) from the op that "
@@ -182,7 +184,7 @@ def _score_matrix(ctx: Ctx):
                   list(DISTINCT rank ORDER BY rank) AS ranks
            FROM attention_scores WHERE in_window GROUP BY ALL ORDER BY score_bytes DESC, op""",
     )
-    return ev, int(row.at[0, "s"]), (None if pd.isna(mem) or not mem else int(mem)), list(row.at[0, "src"])
+    return ev, int(row["s"]), (int(mem) if mem else None), list(row["src"])
 
 
 def unfused_attention(ctx: Ctx) -> list[Finding]:
@@ -190,16 +192,16 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
     if not ctx.has("kernel_chains"):
         return []
     where = "kind = 'attention' AND in_window"
-    total, steps, ranks, _ = _per_step(
+    total, steps, ranks = _per_step(
         ctx, f"SELECT rank, step, (end_ns - start_ns) - gemm_ns AS v FROM kernel_chains WHERE {where}"
     )
     rec = ctx.per_step(total)
     if not total or (ctx.pct(rec) or 0) < ctx.th["attention_min_pct"]:
         return []
-    stats = ctx.df(
+    stats = ctx.row(
         f"""SELECT count(*) AS chains, sum(end_ns - start_ns) AS span_ns, sum(gemm_ns) AS gemm_ns,
                    sum(kernels) AS kernels FROM kernel_chains WHERE {where}"""
-    ).iloc[0]
+    )
     fused = (
         ctx.scalar("SELECT coalesce(sum(total_ns), 0) FROM kernel_summary WHERE subcategory = 'attention'")
         if ctx.has("kernel_summary")
@@ -311,16 +313,16 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
         return []
     n_min = int(ctx.th["graph_candidate_min_kernels"])
     where = f"kernels >= {n_min}"
-    total, steps, ranks, _ = _per_step(
+    total, steps, ranks = _per_step(
         ctx, f"SELECT rank, step, idle_ns AS v FROM graph_candidates WHERE {where}"
     )
     rec = ctx.per_step(total)
     if not total or (ctx.pct(rec) or 0) < ctx.th["graph_candidate_min_pct"]:
         return []
-    cov = ctx.df(
+    cov = ctx.row(
         """SELECT sum(kernels) AS kernels, sum(graph_kernels) AS graph_kernels, sum(kernel_ns) AS kernel_ns,
                   sum(graph_kernel_ns) AS graph_kernel_ns FROM graph_coverage"""
-    ).iloc[0]
+    )
     launches = (
         ctx.scalar(
             "SELECT coalesce(sum(calls), 0) FROM api_summary "
@@ -336,11 +338,11 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
         if cov["kernel_ns"]
         else None
     )
-    stats = ctx.df(
+    stats = ctx.row(
         f"""SELECT count(*) AS regions, sum(kernels) AS kernels, sum(short_kernels) AS short_kernels,
                    sum(busy_ns) AS busy_ns, sum(idle_ns) AS idle_ns, max(streams) AS streams
             FROM graph_candidates WHERE {where}"""
-    ).iloc[0]
+    )
     ev = [
         ctx.evidence(
             "launch-bound regions outside graphs",

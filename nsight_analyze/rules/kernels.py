@@ -8,7 +8,7 @@ from `advice`, by the kernel family the time is in (a comms kernel never gets GE
 
 from __future__ import annotations
 
-import pandas as pd
+import math
 
 from . import advice
 from ._common import step_metrics
@@ -26,11 +26,11 @@ def _steps_of(ctx: Ctx, per_window_sql: str, th_pct: float) -> list[int]:
         return []
     return [
         int(s)
-        for s in ctx.df(
+        for s in ctx.column(
             f"""SELECT DISTINCT step FROM ({per_window_sql})
                 WHERE step IS NOT NULL AND t > 0 AND 100.0 * t / nullif(window_ns, 0) >= {th_pct}
                 ORDER BY step"""
-        )["step"]
+        )
     ]
 
 
@@ -51,10 +51,10 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
     per_window = f"""{base} SELECT rank, step, max(window_ns) AS window_ns,
                              least(sum(duration_ns * (1 - blocks / sm)), max(window_ns)) AS t
                       FROM k GROUP BY rank, step"""
-    per_rank = ctx.df(f"SELECT rank, sum(t) AS bound FROM ({per_window}) GROUP BY rank")
-    if per_rank.empty:
+    per_rank = ctx.rows(f"SELECT rank, sum(t) AS bound FROM ({per_window}) GROUP BY rank")
+    if not per_rank:
         return []
-    total = float(per_rank["bound"].max())
+    total = float(max(r["bound"] for r in per_rank))
     rec = ctx.per_step(total)
     if (ctx.pct(rec) or 0) < th:
         return []
@@ -70,7 +70,7 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
             FROM k GROUP BY name ORDER BY idle_sm_bound_ns DESC, name""",
         )
     ]
-    ranks = per_rank.loc[per_rank["bound"] > 0, "rank"].astype(int).sort_values().tolist()
+    ranks = sorted(int(r["rank"]) for r in per_rank if r["bound"] > 0)
     steps = _steps_of(ctx, per_window, th)
     return [
         ctx.finding(
@@ -121,19 +121,17 @@ FROM (SELECT {advice.family_sql("category", "subcategory")} AS family, end_ns - 
 GROUP BY family ORDER BY total_ns DESC, family"""
 
 
+def _nan_if_null(value: float | None) -> float:
+    """A share, NaN when NULL (no memory-category time to share), as the DataFrame held it."""
+    return math.nan if value is None else float(value)
+
+
 def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
     """Fixes for the memory-category time, by the families that take it (largest first)."""
-    fams = ctx.df(_MEMORY_FAMILIES) if ctx.has("kernels", "memops") else pd.DataFrame()
+    fams = ctx.rows(_MEMORY_FAMILIES) if ctx.has("kernels", "memops") else []
     # families worth a fix: the largest, and any other with >= 10 % of the memory time
-    order = (
-        [
-            str(f)
-            for i, (f, p) in enumerate(zip(fams["family"], fams["pct_of_memory_time"]))
-            if i == 0 or p >= 10
-        ]
-        if len(fams)
-        else ["elementwise"]
-    )
+    shares = {str(f["family"]): _nan_if_null(f["pct_of_memory_time"]) for f in fams}
+    order = [f for i, (f, p) in enumerate(shares.items()) if i == 0 or p >= 10] or ["elementwise"]
     short_ns = int(ctx.th["short_kernel_us"] * 1000)
     med = (
         ctx.scalar("SELECT median(end_ns - start_ns) FROM kernels WHERE category = 'memory'")
@@ -141,7 +139,6 @@ def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
         else None
     )
     short = med is not None and med < short_ns
-    shares = {str(f): float(p) for f, p in zip(fams.get("family", []), fams.get("pct_of_memory_time", []))}
     signals = []
     if shares:
         top = order[0]
@@ -186,9 +183,9 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
     )
     if ncu_rows:
         # roofline sources with a point (Nsight Compute, the PyTorch profiler's CUPTI range profiler)
-        placed = ctx.df("SELECT DISTINCT source FROM roofline WHERE bound IS NOT NULL ORDER BY source")
+        placed = ctx.column("SELECT DISTINCT source FROM roofline WHERE bound IS NOT NULL ORDER BY source")
         names = {"ncu": "Nsight Compute", "cupti_range": "CUPTI range profiler"}
-        label = " + ".join(names.get(s, s) for s in placed["source"])
+        label = " + ".join(names.get(s, s) for s in placed)
         ev = ctx.evidence(
             f"memory-bound launches ({label})",
             "Launches below the ridge point: achieved DRAM bandwidth against the GPU's (roofline).",
@@ -227,10 +224,10 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
         steps = (
             [
                 int(s)
-                for s in ctx.df(
+                for s in ctx.column(
                     "SELECT DISTINCT step FROM diag_windows WHERE step IS NOT NULL AND memory_ns > 0 "
                     "ORDER BY step"
-                )["step"]
+                )
             ]
             if rec and ctx.has_steps
             else []
@@ -335,17 +332,16 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
     """
     if not ctx.has("kernel_summary"):
         return []
-    top = ctx.df(
+    top = ctx.row(
         """SELECT name, mode(category) AS category, mode(subcategory) AS subcategory,
                   sum(instances) AS instances, sum(total_ns) AS total_ns,
                   100.0 * sum(total_ns) / (SELECT nullif(sum(total_ns), 0) FROM kernel_summary) AS pct
            FROM kernel_summary GROUP BY name ORDER BY total_ns DESC, name LIMIT 1"""
     )
-    if top.empty or top.at[0, "pct"] is None or float(top.at[0, "pct"]) < ctx.th["dominant_kernel_pct"]:
+    if top.get("pct") is None or float(top["pct"]) < ctx.th["dominant_kernel_pct"]:
         return []
-    name, cat, pct = str(top.at[0, "name"]), str(top.at[0, "category"]), float(top.at[0, "pct"])
-    sub = top.at[0, "subcategory"]
-    sub = None if sub is None or pd.isna(sub) else str(sub)
+    name, cat, pct = str(top["name"]), str(top["category"]), float(top["pct"])
+    sub = None if top["subcategory"] is None else str(top["subcategory"])
     fam = advice.family(cat, sub)
     safe = name.replace("'", "''")
     ev = [
@@ -404,19 +400,19 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                 )
             )
     if ctx.has("roofline") and fam != "comms":
-        r = ctx.df(
+        r = ctx.row(
             "SELECT avg(pct_of_roof) AS p, any_value(bound) AS b, any_value(source) AS s "
             f"FROM roofline WHERE name = '{safe}' AND pct_of_roof IS NOT NULL"
         )
-        if len(r) and pd.notna(r.at[0, "p"]):
+        if r.get("p") is not None:
             signals.append(
                 Signal(
                     "achieved % of roofline",
-                    round(float(r.at[0, "p"]), 1),
+                    round(float(r["p"]), 1),
                     "%",
-                    "supports" if float(r.at[0, "p"]) < 60 else "against",
-                    f"{'CUPTI range profiler' if r.at[0, 's'] == 'cupti_range' else 'Nsight Compute'}: "
-                    f"{r.at[0, 'b']}-bound",
+                    "supports" if float(r["p"]) < 60 else "against",
+                    f"{'CUPTI range profiler' if r['s'] == 'cupti_range' else 'Nsight Compute'}: "
+                    f"{r['b']}-bound",
                 )
             )
     fixes = advice.comms_fixes(sub) if fam == "comms" else advice.kernel_fixes(fam, name)
@@ -446,8 +442,8 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                 "subcategory": sub,
                 "family": fam,
                 "pct_of_kernel_time": pct,
-                "instances": int(top.at[0, "instances"]),
-                "total_ns": int(top.at[0, "total_ns"]),
+                "instances": int(top["instances"]),
+                "total_ns": int(top["total_ns"]),
             },
             evidence=ev,
             signals=signals,
@@ -473,10 +469,10 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
                            FROM interval_union('c') GROUP BY ALL)
                 SELECT u.rank, u.step, u.t, w.end_ns - w.start_ns AS window_ns
                 FROM u JOIN diag_window_bounds w ON w.rank = u.rank AND w.step IS NOT DISTINCT FROM u.step"""
-    per_rank = ctx.df(f"SELECT rank, sum(t) AS t FROM ({per_window}) GROUP BY rank")
-    if per_rank.empty:
+    per_rank = ctx.rows(f"SELECT rank, sum(t) AS t FROM ({per_window}) GROUP BY rank")
+    if not per_rank:
         return []
-    total = float(per_rank["t"].max())
+    total = float(max(r["t"] for r in per_rank))
     rec = ctx.per_step(total)
     if (ctx.pct(rec) or 0) < th:
         return []
@@ -491,11 +487,13 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
             FROM ({base}) GROUP BY rank, kind ORDER BY total_ns DESC, rank, kind""",
         )
     ]
-    stats = ctx.df(f"""SELECT count(*) AS n, avg(bytes) AS avg_b,
+    stats = ctx.row(f"""SELECT count(*) AS n, avg(bytes) AS avg_b,
                               count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable,
                               sum(bytes) / nullif(sum(duration_ns), 0) AS gbps FROM ({base})""")
-    n, avg_b, pageable, gbps = (stats.at[0, c] for c in ("n", "avg_b", "pageable", "gbps"))
-    ranks = per_rank.loc[100.0 * per_rank["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th, "rank"]
+    n, avg_b, pageable, gbps = (stats[c] for c in ("n", "avg_b", "pageable", "gbps"))
+    ranks = [
+        r["rank"] for r in per_rank if 100.0 * r["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th
+    ]
     steps = _steps_of(ctx, per_window, th)
     return [
         ctx.finding(

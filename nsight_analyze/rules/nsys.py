@@ -30,10 +30,10 @@ def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
         return []
     return [
         int(s)
-        for s in ctx.df(
+        for s in ctx.column(
             f"""SELECT DISTINCT w.step FROM ({intervals_sql}) i JOIN diag_window_bounds w
             ON w.rank = i.rank AND i.start_ns < w.end_ns AND i.end_ns > w.start_ns ORDER BY 1"""
-        )["step"]
+        )
     ]
 
 
@@ -67,7 +67,6 @@ def _cause_mix(ctx: Ctx, intervals_sql: str, where: str, chunked: bool = False) 
             WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC, g.cause"""
     else:
         return []
-    mix = ctx.df(sql)
     return [
         Signal(
             f"{_CAUSE_PREFIX}{where}: {cause}",
@@ -76,7 +75,7 @@ def _cause_mix(ctx: Ctx, intervals_sql: str, where: str, chunked: bool = False) 
             "supports" if cause != "idle_other" else "neutral",
             f"explained by finding: {_FINDING_OF_CAUSE.get(cause, cause)} (gaps view)",
         )
-        for cause, ns in zip(mix["cause"], mix["ns"])
+        for cause, ns in ((r["cause"], r["ns"]) for r in ctx.rows(sql))
     ]
 
 
@@ -178,7 +177,7 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
         return []
     rec = _clipped_per_step(ctx, src, "greatest(1.0 - i.in_use_pct / 100.0, 0)")
     ranks = sorted({int(r["rank"]) for r in ev.rows})
-    low = ctx.df(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
+    low = ctx.row(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
     steps = _steps_overlapping(ctx, src)
     mix = _cause_mix(ctx, src, "the low-utilisation windows", chunked=chunks == 30)
     return [
@@ -187,7 +186,7 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
             title=f"Low GPU utilisation windows (< {pct:g} % in-use)",
             kind="performance",
             summary=f"{ev.total_rows} window(s) of the capture run the GPU below {pct:g} % (lowest "
-            f"{low.at[0, 'm']} %); inside the analysed windows that is {rec / 1e6:.3f} ms idle per step.",
+            f"{low['m']} %); inside the analysed windows that is {rec / 1e6:.3f} ms idle per step.",
             ranks=ranks,
             steps=steps,
             recoverable_ns_per_step=rec,
@@ -196,7 +195,7 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
             "the starvation and idle findings (never add them)",
             metrics={
                 "windows": ev.total_rows,
-                "low_util_ns_total": int(low.at[0, "d"] or 0),
+                "low_util_ns_total": int(low["d"] or 0),
                 "chunks": chunks,
                 "threshold_pct": pct,
                 **step_metrics(ctx, steps, rec),

@@ -8,7 +8,7 @@ on; the other kernel-level fixes (kernel_fixes.py) need neither. It reads `kerne
 
 from __future__ import annotations
 
-import pandas as pd
+import math
 
 from .. import gpus
 from ._common import step_metrics
@@ -17,89 +17,100 @@ from .base import Ctx, Finding, Fix, Signal
 _ARCH_FAMILY = {"blackwell": ("blackwell", "blackwell-consumer")}
 
 
+def _gain(slow: float | None, fast: float | None) -> float | None:
+    """1 - slow / fast: the share of the time the faster peak saves (None when one is unknown)."""
+    return None if slow is None or not fast else 1 - float(slow) / float(fast)
+
+
 def _ratios(ctx: Ctx) -> tuple[dict[int, dict], str, list[str]]:
     """Per rank: fp32/tf32 gain factors toward the 16-bit tensor peak, how they were found.
 
-    Known GPU: 1 - peak_fp32 / peak_16 (and tf32). Unknown GPU: the range over the table's NVIDIA
-    models of the architectures its kernel names run on; the upper end is the bound."""
-    peaks = gpus.rank_peaks(ctx.con)
-    fams = ctx.df(f"SELECT {gpus.families_sql()} FROM (SELECT DISTINCT name FROM kernel_summary)")
+    Known GPU: 1 - peak_fp32 / peak_16 (and tf32), peak_16 being bf16's, else fp16's (V100, T4).
+    Unknown GPU: the range over the table's NVIDIA models of the architectures its kernel names
+    run on; the upper end is the bound."""
+    fams = ctx.row(f"SELECT {gpus.families_sql()} FROM (SELECT DISTINCT name FROM kernel_summary)")
     fits = set(gpus.ARCHS)
     seen = []
     for fam, _pattern, archs in gpus.KERNEL_FAMILIES:
-        if len(fams) and bool(fams.at[0, f"fam_{fam}"]):
+        if fams.get(f"fam_{fam}"):
             fits &= set(archs)
             seen.append(fam)
-    table = gpus.table()
     cand_archs = {a for f in fits for a in _ARCH_FAMILY.get(f, (f,))} if seen else set()
-    cand = table[table["arch"].isin(cand_archs) & table["model"].str.startswith(("NVIDIA", "Tesla"))]
+    cand = [
+        m for m in gpus.rows() if m["arch"] in cand_archs and str(m["model"]).startswith(("NVIDIA", "Tesla"))
+    ]
+    g32 = [g for g in (_gain(m["fp32"], _p16(m["bf16"], m["fp16"])) for m in cand) if g is not None]
+    gtf = [g for g in (_gain(m["tf32"], _p16(m["bf16"], m["fp16"])) for m in cand) if g is not None]
     out: dict[int, dict] = {}
     source = "table"
     models: list[str] = []
-    for rec in peaks.to_dict("records"):
-        fp32, tf32 = rec.get("peak_fp32_tflops"), rec.get("peak_tf32_tflops")
-        p16 = rec.get("peak_bf16_tflops") or rec.get("peak_fp16_tflops")
-        if fp32 and p16 and not pd.isna(fp32) and not pd.isna(p16):
-            tf = 1 - float(tf32) / float(p16) if tf32 and not pd.isna(tf32) else None
+    for rec in gpus.rank_peak_rows(ctx.con):
+        p16 = _p16(rec["peak_bf16_tflops"], rec["peak_fp16_tflops"])
+        fp32 = _gain(rec["peak_fp32_tflops"], p16)
+        if fp32 is not None:
             out[int(rec["rank"])] = {
-                "fp32": 1 - float(fp32) / float(p16),
-                "fp32_low": 1 - float(fp32) / float(p16),
-                "tf32": tf,
+                "fp32": fp32,
+                "fp32_low": fp32,
+                "tf32": _gain(rec["peak_tf32_tflops"], p16),
                 "model": rec["model"],
             }
             models.append(str(rec["model"]))
             continue
-        if cand.empty:
+        if not cand:
             continue
-        p = cand["bf16"].fillna(cand["fp16"])
-        g32 = 1 - cand["fp32"] / p
-        gtf = (1 - cand["tf32"] / p).dropna()
         out[int(rec["rank"])] = {
-            "fp32": float(g32.max()),
-            "fp32_low": float(g32.min()),
-            "tf32": float(gtf.max()) if len(gtf) else None,
+            "fp32": max(g32, default=math.nan),
+            "fp32_low": min(g32, default=math.nan),
+            "tf32": max(gtf, default=None),
             "model": None,
         }
         source = "kernel-name architectures (" + "/".join(seen) + f": {', '.join(sorted(cand_archs))})"
-        models = sorted(set(cand["model"]))
+        models = sorted({str(m["model"]) for m in cand})
     return out, source, sorted(set(models))
+
+
+def _p16(bf16: float | None, fp16: float | None) -> float | None:
+    """The 16-bit tensor peak: bf16's, fp16's on a GPU without BF16 tensor cores."""
+    return bf16 if bf16 is not None else fp16
 
 
 def gemm_precision(ctx: Ctx) -> list[Finding]:
     """GEMMs in FP32 (CUDA cores) or TF32 on GPUs whose tensor cores run bf16/fp16 much faster."""
     if not ctx.has("kernel_summary", "gemm_precision"):
         return []
-    per = ctx.df(
+    per = ctx.rows(
         """SELECT rank, gemm_precision(name) AS precision, sum(total_ns) AS ns, sum(instances) AS n
            FROM kernel_summary WHERE subcategory = 'gemm' GROUP BY 1, 2"""
     )
-    slow = per[per["precision"].isin(["fp32", "tf32"])]
-    if slow.empty:
+    slow = [r for r in per if r["precision"] in ("fp32", "tf32")]
+    if not slow:
         return []
     ratios, source, models = _ratios(ctx)
     if not ratios:
         return []
-    gain = []
-    for r in slow.to_dict("records"):
+
+    def gain(r: dict) -> float:  # the row's GEMM time the 16-bit peak would save
         f = ratios.get(int(r["rank"]), {}).get(r["precision"])
-        gain.append(float(r["ns"]) * f if f else 0.0)
-    slow = slow.assign(gain=gain)
-    by_rank = slow.groupby("rank")["gain"].sum()
-    rec = ctx.per_step(float(by_rank.max()))
+        return float(r["ns"]) * f if f else 0.0
+
+    by_rank = {
+        rk: math.fsum(gain(r) for r in slow if r["rank"] == rk) for rk in sorted({r["rank"] for r in slow})
+    }
+    rec = ctx.per_step(max(by_rank.values()))
     if not rec or (ctx.pct(rec) or 0) < ctx.th["precision_min_pct"]:
         return []
     low_rank = {
         rk: sum(
             float(r["ns"])
             * (ratios[rk]["fp32_low"] if r["precision"] == "fp32" else (ratios[rk]["tf32"] or 0))
-            for r in slow[slow["rank"] == rk].to_dict("records")
+            for r in slow
+            if r["rank"] == rk
         )
-        for rk in by_rank.index
+        for rk in by_rank
     }
     low = ctx.per_step(max(low_rank.values()))
-    tot = per.groupby("precision", dropna=False)["ns"].sum()
-    all_gemm = float(per["ns"].sum())
-    fp32_ns, tf32_ns = float(tot.get("fp32", 0.0)), float(tot.get("tf32", 0.0))
+    all_gemm = math.fsum(r["ns"] for r in per)
+    fp32_ns, tf32_ns = (math.fsum(r["ns"] for r in slow if r["precision"] == p) for p in ("fp32", "tf32"))
     share = round(100.0 * (fp32_ns + tf32_ns) / all_gemm, 1) if all_gemm else None
     known = all(v["model"] for v in ratios.values())
     ev = [
@@ -127,7 +138,7 @@ def gemm_precision(ctx: Ctx) -> list[Finding]:
             f"{rec / 1e6:.3f} ms less per step ({ctx.pct(rec)} % of the mean step)"
             + ("" if known else f"; GPU model unknown, {low / 1e6:.3f} ms on the least favourable candidate")
             + ".",
-            ranks=sorted(int(r) for r in by_rank[by_rank > 0].index),
+            ranks=sorted(int(r) for r, g in by_rank.items() if g > 0),
             steps=[],
             recoverable_ns_per_step=rec,
             recoverable_method="worst rank's FP32 GEMM time x (1 - fp32 / bf16 dense peak) + TF32 GEMM time "

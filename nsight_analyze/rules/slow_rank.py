@@ -56,8 +56,8 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
     """One finding per cause that rank_attribution blames a rank for."""
     if not ctx.has("rank_attribution", "whatif"):
         return []
-    rows = ctx.df("SELECT * FROM rank_attribution WHERE step IS NULL AND cause IS NOT NULL ORDER BY rank")
-    if rows.empty:
+    rows = ctx.rows("SELECT * FROM rank_attribution WHERE step IS NULL AND cause IS NOT NULL ORDER BY rank")
+    if not rows:
         return []
     gain = ctx.scalar(
         "SELECT gain_ns FROM whatif WHERE scenario = 'slowest-rank-at-median' AND step IS NULL "
@@ -69,9 +69,9 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
         "" if gain is not None else f" The gain is unknown: {whatif_gain(ctx, 'slowest-rank-at-median')[1]}."
     )
     findings = []
-    for cause, group in rows.groupby("cause", sort=True):
-        ranks = sorted(int(r) for r in group["rank"])
-        recs = [dict(r) for r in group.to_dict("records")]
+    for cause in sorted({r["cause"] for r in rows}):
+        recs = [r for r in rows if r["cause"] == cause]
+        ranks = sorted(int(r["rank"]) for r in recs)
         signals = [
             Signal(
                 f"rank {r['rank']}: {cause} excess",
@@ -82,10 +82,10 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
             )
             for r in recs
         ]
-        steps = ctx.df(
+        steps = ctx.column(
             f"""SELECT DISTINCT step FROM rank_attribution WHERE step IS NOT NULL AND cause = '{cause}'
                 AND rank IN ({", ".join(map(str, ranks))}) ORDER BY step"""
-        )["step"].tolist()
+        )
         findings.append(
             ctx.finding(
                 id=f"slow-rank-{cause}",
