@@ -18,14 +18,27 @@ import sys
 from typing import Any
 
 
+def pandas_types() -> tuple[Any, Any, type, type] | None:
+    """pandas' (NA, NaT, Timestamp, Timedelta) once pandas is imported; None before, and while
+    another thread is still importing it (its module is in sys.modules half made): no value
+    can be of those types before they exist."""
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return None
+    try:
+        return pd.NA, pd.NaT, pd.Timestamp, pd.Timedelta
+    except AttributeError:
+        return None
+
+
 def missing(value: Any) -> bool:
     """None, NaN, or pandas' NA / NaT: a value that is not there."""
     if value is None:
         return True
     if isinstance(value, float):
         return math.isnan(value)
-    pd = sys.modules.get("pandas")
-    return pd is not None and (value is pd.NA or value is pd.NaT)
+    pd = pandas_types()
+    return pd is not None and (value is pd[0] or value is pd[1])
 
 
 def jsonable(value: Any) -> Any:
@@ -40,11 +53,11 @@ def jsonable(value: Any) -> Any:
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
-    pd = sys.modules.get("pandas")
+    pd = pandas_types()
     if pd is not None:
-        if isinstance(value, pd.Timestamp):
+        if isinstance(value, pd[2]):  # Timestamp
             return value.isoformat()
-        if isinstance(value, pd.Timedelta):
+        if isinstance(value, pd[3]):  # Timedelta
             return int(value.value)  # nanoseconds
     if isinstance(value, (datetime.date, datetime.time)):  # DuckDB's own (fetchall), as pandas' above
         return value.isoformat()

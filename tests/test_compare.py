@@ -147,8 +147,8 @@ def test_bootstrap_is_seeded_and_brackets_the_shift():
 
 def test_too_few_steps_is_neutral_without_interval():
     r = step_time_comparison(
-        pd.DataFrame({"rank": [0], "step": [None], "window_ns": [100]}),
-        pd.DataFrame({"rank": [0], "step": [None], "window_ns": [200]}),
+        [{"rank": 0, "step": None, "window_ns": 100}],
+        [{"rank": 0, "step": None, "window_ns": 200}],
         resolve_settings(None),
     )
     assert r["verdict"]["verdict"] == "neutral" and r["verdict"]["confidence"] is None
@@ -167,7 +167,10 @@ def test_false_alarm_rate_over_20_seeds(tmp_path):
         for s in range(100, 121)
     ]
     pairs = zip(windows, windows[1:])
-    verdicts = [step_time_comparison(w0, w1, cfg)["verdict"]["verdict"] for w0, w1 in pairs]
+    verdicts = [
+        step_time_comparison(w0.to_dict("records"), w1.to_dict("records"), cfg)["verdict"]["verdict"]
+        for w0, w1 in pairs
+    ]
     assert sum(v != "neutral" for v in verdicts) <= 1, verdicts
 
 

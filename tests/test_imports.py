@@ -1,10 +1,11 @@
-"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info`, `mfu`, `classify` and `sql`'s table import
-no heavy module, and the renderers print a PlainTable as they print a DataFrame.
+"""`summary`, `ranks`, `whatif`, `comms`, `gpus`, `info`, `mfu`, `diagnose`, `classify` and `sql`'s
+table import no heavy module (`compare` only numpy), and the renderers print a PlainTable as they
+print a DataFrame.
 
 Why (issue 15, "no fixed cost a user can feel"): importing pandas (with numpy and pyarrow) costs
 about half a second, as much as the whole `summary` command may take on a two-rank workspace.
 These commands build their rows with DuckDB's `fetchall` and render `PlainTable`s; the others
-(diagnose, compare, report) still hand DataFrames to the same renderers, which must then
+(report) still hand DataFrames to the same renderers, which must then
 give the very same text.
 """
 
@@ -82,6 +83,8 @@ def summary_db(sample_workspace):
         *(f"mfu --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
         "mfu --gpu H100 --model-flops-per-step 1e15",
         "mfu --params 7e9 --tokens-per-step 4096 --peak-tflops 300",
+        *(f"diagnose --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
+        "diagnose --list-thresholds",
         'sql select*from"ranks"',  # (no spaces: the command is split on them)
         'sql select*from"kernel_summary" --format markdown --max-rows 3',
     ],
@@ -167,20 +170,32 @@ def test_kineto_ingest_imports_no_pandas(tmp_path):
     assert _ingest_counts(tmp_path, traces, ("pandas", "plotly", "scipy"), "SELECT count(*) FROM kernels") > 0
 
 
-def test_compare_runs_without_scipy(summary_db):
+@pytest.mark.parametrize("fmt", ["json", "table", "markdown"])
+def test_compare_runs_without_scipy_or_pandas(summary_db, fmt):
     # scipy is the statistics' test oracle, not a dependency (compare/stats.py): a comparison
-    # with its p-values and findings must neither import it nor need it installed
-    args = ["compare", str(summary_db), str(summary_db), "--format", "json"]
-    blocked = "import sys; sys.modules['scipy'] = None\n" + _PROBE.format(heavy=("scipy",))
+    # with its p-values and findings must neither import it nor need it installed. Nor does it
+    # import pandas (half a second of a comparison), pyarrow or plotly; numpy it needs (the
+    # bootstrap). Its findings come from diagnose, run in a thread beside the comparison: a
+    # pandas import in one thread broke the other's rules when pandas was still imported.
+    args = ["compare", str(summary_db), str(summary_db), "--format", fmt]
+    blocked = "import sys; sys.modules['scipy'] = None\n" + _PROBE.format(
+        heavy=("pandas", "pyarrow", "plotly")
+    )
     proc = subprocess.run(
         [sys.executable, "-c", blocked, *args],
         capture_output=True,
         text=True,
+        env={**os.environ, "COLUMNS": "100"},
         cwd=summary_db.parent,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert '"p_value"' in proc.stdout, proc.stdout[:2000]
+    assert "HEAVY=\n" in proc.stderr, proc.stderr
+    if fmt == "json":
+        doc = json.loads(proc.stdout)
+        assert doc["step_time"]["slowest"]["p_value"] is not None
+        assert doc["findings"]["available"], doc["notes"]
+        assert not [n for n in doc["notes"] if "rule failed" in n], doc["notes"]
 
 
 # Rows a command could hand a renderer: integer ids and counts, durations and shares (floats,

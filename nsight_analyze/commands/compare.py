@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import pandas as pd
 
 from .. import analysis
 from ..clihelp import output_options, require_workspace_data
@@ -23,6 +22,7 @@ from ..compare.verdict import check_gate
 from ..errors import NoData, UserError, validate_positive
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
+from ..render.table import PlainTable
 from ..render.terminal import print_table, wrap
 from ..workspace import open_workspace
 from .ingest import Spinner
@@ -31,14 +31,14 @@ NAME_WIDTH = 70
 
 
 def _ms(ns: Any) -> float | None:
-    return None if ns is None or pd.isna(ns) else ns / 1e6
+    return None if ns is None or ns != ns else ns / 1e6  # None and NaN: unknown
 
 
 def _short(name: str) -> str:
     return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
 
 
-def _step_table(r: dict[str, Any]) -> pd.DataFrame:
+def _step_table(r: dict[str, Any]) -> PlainTable:
     st = r["step_time"]
     rows = [("slowest", st["slowest"])] + [(f"rank {p['rank']}", p) for p in st["per_rank"]]
     out = []
@@ -59,13 +59,13 @@ def _step_table(r: dict[str, Any]) -> pd.DataFrame:
                 "p_value": None if s["p_value"] is None else f"{s['p_value']:.2g}",
             }
         )
-    return pd.DataFrame(out)
+    return PlainTable.from_records(out)
 
 
-def _partition_table(r: dict[str, Any]) -> pd.DataFrame:
+def _partition_table(r: dict[str, Any]) -> PlainTable:
     total = r["partition"]["total"]
     if not total:
-        return pd.DataFrame()
+        return PlainTable([])
     b, a = total["before"], total["after"]
     rows = []
     for part in PARTS + ("window_ns",):
@@ -80,10 +80,10 @@ def _partition_table(r: dict[str, Any]) -> pd.DataFrame:
             }
         )
     rows.append({"part": "overlap_pct", "before_pct": b["overlap_pct"], "after_pct": a["overlap_pct"]})
-    return pd.DataFrame(rows)
+    return PlainTable.from_records(rows)
 
 
-def _rank_partition_table(r: dict[str, Any]) -> pd.DataFrame:
+def _rank_partition_table(r: dict[str, Any]) -> PlainTable:
     """Per rank: the window, the change of each exclusive part, and the overlap before/after."""
     rows = []
     for p in r["partition"]["per_rank"]:
@@ -101,14 +101,14 @@ def _rank_partition_table(r: dict[str, Any]) -> pd.DataFrame:
                 "overlap_after_pct": a["overlap_pct"],
             }
         )
-    return pd.DataFrame(rows)
+    return PlainTable.from_records(rows)
 
 
-def _rate_table(r: dict[str, Any]) -> pd.DataFrame:
+def _rate_table(r: dict[str, Any]) -> PlainTable:
     """Work per unit of time (the verdict's basis without steps): per run, and the change per rank."""
     wr = r.get("work_rate")
     if not wr or wr["before"]["rate"] is None:
-        return pd.DataFrame()
+        return PlainTable([])
     rows = [
         {
             "series": side,
@@ -137,10 +137,10 @@ def _rate_table(r: dict[str, Any]) -> pd.DataFrame:
             {"series": f"rank {p['rank']} change", "work_per_window_pct": p["delta_pct"]}
             for p in wr["per_rank"]
         ]
-    return pd.DataFrame(rows)
+    return PlainTable.from_records(rows)
 
 
-def _diff_table(block: dict[str, Any], keys: list[str], top: int, eff: float) -> pd.DataFrame:
+def _diff_table(block: dict[str, Any], keys: list[str], top: int, eff: float) -> PlainTable:
     """Largest changes of time per step; status is by per-instance duration (instances shown)."""
     rows = [
         row
@@ -159,14 +159,14 @@ def _diff_table(block: dict[str, Any], keys: list[str], top: int, eff: float) ->
                 "before_n": row["before_instances"],
                 "after_n": row["after_instances"],
                 "duration_delta_pct": row.get("duration_delta_pct"),
-                "duration_p": None if p is None or pd.isna(p) else f"{p:.2g}",
+                "duration_p": None if p is None or p != p else f"{p:.2g}",
                 "before_ms_per_step": _ms(row["before_per_step_ns"]),
                 "after_ms_per_step": _ms(row["after_per_step_ns"]),
                 "delta_ms_per_step": _ms(row["delta_per_step_ns"]),
                 "delta_ms_total": _ms(row["delta_ns"]),
             }
         )
-    return pd.DataFrame(out)
+    return PlainTable.from_records(out)
 
 
 def _magnitude(value: Any, unit: str) -> Any:
@@ -175,7 +175,7 @@ def _magnitude(value: Any, unit: str) -> Any:
     return _ms(value) if unit.startswith("ns") else value
 
 
-def _findings_table(r: dict[str, Any]) -> pd.DataFrame:
+def _findings_table(r: dict[str, Any]) -> PlainTable:
     """Findings matched by cause: the change of what each measures (ms per step, or %)."""
     rows = []
     for c in r["findings"].get("causes", []):
@@ -192,7 +192,7 @@ def _findings_table(r: dict[str, Any]) -> pd.DataFrame:
                 "severity": f"{c['severity_before'] or '-'} -> {c['severity_after'] or '-'}",
             }
         )
-    return pd.DataFrame(rows)
+    return PlainTable.from_records(rows)
 
 
 def _lines(r: dict[str, Any]) -> list[str]:
@@ -233,7 +233,7 @@ def _lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-def sections(r: dict[str, Any], top: int) -> list[tuple[str, pd.DataFrame]]:
+def sections(r: dict[str, Any], top: int) -> list[tuple[str, PlainTable]]:
     """The titled tables every text format shows, in order (the verdict's basis first)."""
     eff = r["settings"]["min_effect_pct"]
     steps = ("Step time (slowest rank = the job's pace; per rank)", _step_table(r))

@@ -63,7 +63,7 @@ from .settings import (  # noqa: F401
     TRIM_LEVELS,
     resolve_settings,
 )
-from .sides import _df, _findings, _mfu, _side_views, is_workspace, workspaces
+from .sides import _findings, _mfu, _rows, _side_views, is_workspace, workspaces
 from .stats import compare_samples, mann_whitney_p  # noqa: F401
 from .step_time import _step_windows, step_time_comparison
 from .verdict import _basis, _reason, _suspects, gate, rate_verdict, verdict_of  # noqa: F401
@@ -180,9 +180,8 @@ def _run(
     common = sorted(set(ranks["before"]) & set(ranks["after"]))
     if not common:
         raise UserError("the two runs have no rank in common: nothing to compare")
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest($r::INTEGER[]) AS rank", {"r": common}
-    )
+    listed = ", ".join(map(str, common))  # inlined: a bound parameter imports pandas (duck.sql_string)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest([{listed}]::INTEGER[]) AS rank")
     whole = {s: set(ranks[s]) <= set(common) for s in SIDES}  # no rank filter needed on that side
     only_b = sorted(set(ranks["before"]) - set(ranks["after"]))
     only_a = sorted(set(ranks["after"]) - set(ranks["before"]))
@@ -207,12 +206,12 @@ def _run(
     }
     runs = {}
     for side in SIDES:
-        src = _df(con, f"SELECT source, count(*) AS ranks FROM {side}_src GROUP BY source ORDER BY source")
+        src = _rows(con, f"SELECT source, count(*) AS ranks FROM {side}_src GROUP BY source ORDER BY source")
         runs[side] = {
             "input": paths[side],
             "ranks": len(ranks[side]),
             "steps": steps[side],
-            "step_source": ", ".join(src["source"].astype(str)) or "none",
+            "step_source": ", ".join(str(r["source"]) for r in src) or "none",
             "has_steps": has_steps[side],
         }
     st = step_time_comparison(_step_windows(con, "before"), _step_windows(con, "after"), cfg)

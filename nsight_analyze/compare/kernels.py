@@ -4,15 +4,15 @@ per-instance durations (a rank test per kernel, in SQL over both catalogs).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 
-from ..render.data import records
+from ..plain import jsonable
 from .settings import CONFIG, SIDES, STATUSES
-from .sides import _df
+from .sides import _rows, _total
 from .stats import _p_values
 
 # The strata's terms are summed in DECIMAL: a sum of DOUBLEs depends on the order its terms
@@ -115,7 +115,7 @@ def _duration_tests(
         con.execute("DROP TABLE IF EXISTS _cmp_g")
 
 
-def _strata_stats(sk: np.ndarray, v: np.ndarray, cx: np.ndarray, cy: np.ndarray) -> pd.DataFrame:
+def _strata_stats(sk: np.ndarray, v: np.ndarray, cx: np.ndarray, cy: np.ndarray) -> dict[str, np.ndarray]:
     """Per stratum, from its counts per distinct value sorted by (sk, v): nx, ny, ra (AFTER's rank
     sum, average ranks for ties), tie (sum of c^3 - c over the tied groups), tb (BEFORE's summed
     values) and the medians mb, ma (the one or two middle values of each side, averaged: DuckDB's
@@ -123,11 +123,12 @@ def _strata_stats(sk: np.ndarray, v: np.ndarray, cx: np.ndarray, cy: np.ndarray)
 
     Why numpy: the input is one row per stratum and distinct duration (about 600k on 64 ranks x
     200k kernels); running sums within strata are a cumsum minus each stratum's offset, which is
-    several times faster than SQL window functions over the same rows."""
+    several times faster than SQL window functions over the same rows. The columns are numpy
+    arrays, which DuckDB scans as a registered table (no DataFrame: compare imports no pandas)."""
     cx, cy = cx.astype(np.int64), cy.astype(np.int64)
     if len(sk) == 0:
         cols = ("nx", "ny", "ra", "tie", "tb", "mb", "ma")
-        return pd.DataFrame({"sk": sk, **{c: np.zeros(0) for c in cols}})
+        return {"sk": sk, **{c: np.zeros(0) for c in cols}}
     start = np.flatnonzero(np.concatenate([[True], sk[1:] != sk[:-1]]))
     size = np.diff(np.append(start, len(sk)))
 
@@ -149,18 +150,16 @@ def _strata_stats(sk: np.ndarray, v: np.ndarray, cx: np.ndarray, cy: np.ndarray)
         tot = np.add.reduceat(np.where(mid, v, 0.0), start)
         return np.divide(tot, k, out=np.full(len(k), np.nan), where=k > 0)
 
-    return pd.DataFrame(
-        {
-            "sk": sk[start],
-            "nx": nx,
-            "ny": ny,
-            "ra": ra,
-            "tie": tie,
-            "tb": tb,
-            "mb": median(cx, nx),
-            "ma": median(cy, ny),
-        }
-    )
+    return {
+        "sk": sk[start],
+        "nx": nx,
+        "ny": ny,
+        "ra": ra,
+        "tie": tie,
+        "tb": tb,
+        "mb": median(cx, nx),
+        "ma": median(cy, ny),
+    }
 
 
 def _stored_kinds(con: duckdb.DuckDBPyConnection, cat: str) -> bool:
@@ -233,7 +232,7 @@ def _kernels(
         src = f"SELECT name, {config}, (end_ns - start_ns)::DOUBLE AS v FROM {{cat}}.kernels WHERE {{common}}"
         agg, src = ({s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (agg, src))
         _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same)
-    df = _df(
+    rows = _rows(
         con,
         f"""
         WITH b AS MATERIALIZED ({agg["before"]}), a AS ({"SELECT * FROM b" if same else agg["after"]}),
@@ -248,49 +247,67 @@ def _kernels(
                before_ns / $bs AS before_per_step_ns, after_ns / $as AS after_per_step_ns,
                after_ns / $as - before_ns / $bs AS delta_per_step_ns,
                d.configs, d.stat, d.var, d.cc, d.rel
-        FROM j LEFT JOIN cmp_kdur d ON d.name = j.name""",
-        {"bs": steps["before"], "as": steps["after"]},
+        FROM j LEFT JOIN cmp_kdur d ON d.name = j.name""".replace("$bs", str(int(steps["before"]))).replace(
+            "$as", str(int(steps["after"]))
+        ),
     )
-    return _diff_rows(df, cfg, ["name"])
+    return _diff_rows(rows, cfg, ["name"])
 
 
-def _diff_rows(df: pd.DataFrame, cfg: dict[str, float], keys: list[str]) -> dict[str, Any]:
+def _diff_rows(rows: list[dict[str, Any]], cfg: dict[str, float], keys: list[str]) -> dict[str, Any]:
     """Status (added/removed/faster/slower/unchanged/reshaped), ranking and totals of a matched table.
 
     faster/slower: the per-instance durations differ significantly (p < alpha) AND their median
     changed by at least min_effect_pct in the same direction. Instance counts and total time
     never decide it (a fixed-length capture of a slower job holds fewer instances).
     """
-    if df.empty:
+    if not rows:
         return {"totals": {"before_ns": 0, "after_ns": 0, "delta_ns": 0}, "counts": {}, "rows": []}
     eff = cfg["min_effect_pct"]
-    df["duration_p_value"] = _p_values(df["stat"], df["var"], df["cc"])
-    df["duration_delta_pct"] = 100.0 * pd.to_numeric(df["rel"], errors="coerce")
-    df["duration_configs"] = pd.to_numeric(df["configs"], errors="coerce").fillna(0).astype(int)
-    sig = (df["duration_p_value"] < cfg["alpha"]).fillna(False)
-    stat = pd.to_numeric(df["stat"], errors="coerce").fillna(0)
-    d = df["duration_delta_pct"].fillna(0)
-    df["status"] = np.select(
-        [
-            df["added"],
-            df["removed"],
-            df["duration_configs"] == 0,
-            sig & (d <= -eff) & (stat < 0),
-            sig & (d >= eff) & (stat > 0),
-        ],
-        ["added", "removed", "reshaped", "faster", "slower"],
-        "unchanged",
+    p_values = _p_values([r["stat"] for r in rows], [r["var"] for r in rows], [r["cc"] for r in rows])
+    out = []
+    for r, p in zip(rows, p_values.tolist(), strict=True):
+        delta_pct = math.nan if r["rel"] is None else 100.0 * r["rel"]
+        configs = int(r["configs"] or 0)
+        sig = p < cfg["alpha"]  # False for NaN (no test)
+        stat = r["stat"] or 0
+        d = 0.0 if math.isnan(delta_pct) else delta_pct
+        if r["added"]:
+            status = "added"
+        elif r["removed"]:
+            status = "removed"
+        elif configs == 0:
+            status = "reshaped"
+        elif sig and d <= -eff and stat < 0:
+            status = "faster"
+        elif sig and d >= eff and stat > 0:
+            status = "slower"
+        else:
+            status = "unchanged"
+        row = {k: v for k, v in r.items() if k not in _DROPPED}
+        row.update(duration_p_value=p, duration_delta_pct=delta_pct, duration_configs=configs, status=status)
+        out.append({k: jsonable(v) for k, v in row.items()})
+    # the largest change per step first, then by the keys (a NULL key last), as the rows were sorted
+    out.sort(
+        key=lambda r: (
+            -abs(r["delta_per_step_ns"]),
+            *((r[k] is None, 0 if r[k] is None else r[k]) for k in keys),
+        )
     )
-    df = df.assign(_rank=df["delta_per_step_ns"].abs())
-    df = df.sort_values(["_rank"] + keys, ascending=[False] + [True] * len(keys))
-    df = df.drop(columns=["_rank", "added", "removed", "configs", "stat", "var", "cc", "rel"])
-    counts = {s: int((df["status"] == s).sum()) for s in STATUSES}
-    totals = {"before_ns": int(df["before_ns"].sum()), "after_ns": int(df["after_ns"].sum())}
+    counts = {s: sum(r["status"] == s for r in out) for s in STATUSES}
+    totals = {
+        "before_ns": int(sum(r["before_ns"] for r in out)),
+        "after_ns": int(sum(r["after_ns"] for r in out)),
+    }
     totals["delta_ns"] = totals["after_ns"] - totals["before_ns"]
-    totals["before_per_step_ns"] = float(df["before_per_step_ns"].sum())
-    totals["after_per_step_ns"] = float(df["after_per_step_ns"].sum())
+    totals["before_per_step_ns"] = _total(r["before_per_step_ns"] for r in out)
+    totals["after_per_step_ns"] = _total(r["after_per_step_ns"] for r in out)
     totals["delta_per_step_ns"] = totals["after_per_step_ns"] - totals["before_per_step_ns"]
-    return {"totals": totals, "counts": counts, "rows": records(df.reset_index(drop=True))}
+    return {"totals": totals, "counts": counts, "rows": out}
+
+
+# the matched table's inputs of the status, not shown
+_DROPPED = {"added", "removed", "configs", "stat", "var", "cc", "rel"}
 
 
 def _collectives(
@@ -322,7 +339,7 @@ def _collectives(
     same = cats["before"] == cats["after"]
     src = {s: src.format(cat=cats[s], common=_common(whole, s)) for s in SIDES}
     _duration_tests(con, "cmp_cdur", src, ["op", "bytes"], [], same=same)
-    df = _df(
+    rows = _rows(
         con,
         f"""
         WITH b AS MATERIALIZED ({q["before"]}), a AS ({"SELECT * FROM b" if same else q["after"]}),
@@ -340,7 +357,8 @@ def _collectives(
                before_ns / $bs AS before_per_step_ns, after_ns / $as AS after_per_step_ns,
                after_ns / $as - before_ns / $bs AS delta_per_step_ns,
                d.configs, d.stat, d.var, d.cc, d.rel
-        FROM j LEFT JOIN cmp_cdur d ON d.op = j.op AND d.bytes IS NOT DISTINCT FROM j.bytes""",
-        {"bs": steps["before"], "as": steps["after"]},
+        FROM j LEFT JOIN cmp_cdur d ON d.op = j.op AND d.bytes IS NOT DISTINCT FROM j.bytes""".replace(
+            "$bs", str(int(steps["before"]))
+        ).replace("$as", str(int(steps["after"]))),
     )
-    return _diff_rows(df, cfg, ["op", "bytes"])
+    return _diff_rows(rows, cfg, ["op", "bytes"])

@@ -5,13 +5,13 @@ Cross-run SQL over the views of both sides' stored results (sides.py `_side_view
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from .settings import COMPANIONS, PARTS, SIDES
-from .sides import _df
+from .sides import _rows, _total
 
 
 def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -28,10 +28,10 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                     SELECT 1 FROM {side}_tp u WHERE u.rank = t.rank AND u.step IS NOT NULL))
             GROUP BY rank""")
     sel = ", ".join(f"b.{c} AS b_{c}, a.{c} AS a_{c}" for c in cols)
-    per = _df(con, f"SELECT b.rank, {sel} FROM before_part b JOIN after_part a USING (rank) ORDER BY rank")
+    rows = _rows(con, f"SELECT b.rank, {sel} FROM before_part b JOIN after_part a USING (rank) ORDER BY rank")
 
     def block(row: dict[str, Any], prefix: str) -> dict[str, Any]:
-        d = {c: float(row[prefix + c]) for c in cols}
+        d = {c: math.nan if row[prefix + c] is None else float(row[prefix + c]) for c in cols}
         d["overlap_pct"] = 100.0 * d["comms_hidden_ns"] / d["comms_total_ns"] if d["comms_total_ns"] else None
         return d
 
@@ -45,8 +45,7 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         )
         return {"before": b, "after": a, "delta": delta}
 
-    rows = per.to_dict("records")
-    total = triple({k: per[k].sum() for k in per.columns if k != "rank"}) if rows else None
+    total = triple({k: _total(r[k] for r in rows) for k in rows[0] if k != "rank"}) if rows else None
     return {
         "unit": "ns per step window (mean over the rank's windows); total = sum over common ranks",
         "parts": list(PARTS),
@@ -63,17 +62,22 @@ def _n_steps(con: duckdb.DuckDBPyConnection, side: str) -> int:
 
 def _imbalance(con: duckdb.DuckDBPyConnection, side: str) -> dict[str, Any]:
     """The job-wide imbalance (whole capture) and straggler verdict of one run."""
-    imb = _df(con, f"SELECT * FROM {side}_imb WHERE step IS NULL")
-    rr = _df(con, f"SELECT rank, verdict, straggler, times_slowest, cost_ns FROM {side}_rr ORDER BY rank")
+    imb = _rows(con, f"SELECT ratio, slowest_rank, balanced, wait_gpu_ns FROM {side}_imb WHERE step IS NULL")
+    rr = _rows(con, f"SELECT rank, verdict, straggler FROM {side}_rr ORDER BY rank")
     out: dict[str, Any] = {"ratio": None, "slowest_rank": None, "balanced": None, "wait_gpu_ns": None}
-    if len(imb):
-        r = imb.iloc[0]
+    if imb:
+        r = imb[0]
         out = {
-            "ratio": None if pd.isna(r["ratio"]) else float(r["ratio"]),
-            "slowest_rank": None if pd.isna(r["slowest_rank"]) else int(r["slowest_rank"]),
-            "balanced": None if pd.isna(r["balanced"]) else bool(r["balanced"]),
-            "wait_gpu_ns": None if pd.isna(r["wait_gpu_ns"]) else int(r["wait_gpu_ns"]),
+            "ratio": _nan_is_none(r["ratio"]),
+            "slowest_rank": None if r["slowest_rank"] is None else int(r["slowest_rank"]),
+            "balanced": None if r["balanced"] is None else bool(r["balanced"]),
+            "wait_gpu_ns": None if r["wait_gpu_ns"] is None else int(r["wait_gpu_ns"]),
         }
-    out["verdict"] = str(rr["verdict"].iloc[0]) if len(rr) and not pd.isna(rr["verdict"].iloc[0]) else None
-    out["straggler_ranks"] = [int(x) for x in rr.loc[rr["straggler"].fillna(False).astype(bool), "rank"]]
+    out["verdict"] = str(rr[0]["verdict"]) if rr and rr[0]["verdict"] is not None else None
+    out["straggler_ranks"] = [int(r["rank"]) for r in rr if r["straggler"]]
     return out
+
+
+def _nan_is_none(value: float | None) -> float | None:
+    """A float, None for NULL and NaN (a DataFrame's missing value was NaN)."""
+    return None if value is None or value != value else float(value)

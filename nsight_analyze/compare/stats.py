@@ -29,10 +29,10 @@ scipy is the tests' oracle, not a dependency.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 def _summary(x: np.ndarray) -> dict[str, Any]:
@@ -203,14 +203,18 @@ def compare_samples(x: np.ndarray, y: np.ndarray, cfg: dict[str, float], stream:
     return out
 
 
-def _p_values(stat: pd.Series, var: pd.Series, cc: pd.Series) -> np.ndarray:
-    """Two-sided normal-approximation p-values of the rank statistics (one per kernel, not per event)."""
-    v = pd.to_numeric(var, errors="coerce").to_numpy(dtype=float)
-    d = np.maximum(
-        np.abs(pd.to_numeric(stat, errors="coerce").to_numpy(dtype=float))
-        - pd.to_numeric(cc, errors="coerce").fillna(0).to_numpy(dtype=float),
-        0.0,
-    )
+def _p_values(
+    stat: Sequence[float | None], var: Sequence[float | None], cc: Sequence[float | None]
+) -> np.ndarray:
+    """Two-sided normal-approximation p-values of the rank statistics (one per kernel, not per event);
+    a missing value (None) is NaN."""
+    v = _floats(var)
+    c = _floats(cc)
+    d = np.maximum(np.abs(_floats(stat)) - np.where(np.isnan(c), 0.0, c), 0.0)
     z = np.divide(d, np.sqrt(np.where(v > 0, v, 1.0)), out=np.zeros_like(d), where=v > 0)
     p = 2.0 * _ndtr(-z)
     return np.where(np.isnan(v), np.nan, np.where(v > 0, p, 1.0))
+
+
+def _floats(values: Sequence[float | None]) -> np.ndarray:
+    return np.array([np.nan if x is None else x for x in values], dtype=float)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from ..errors import UserError
 from .settings import CONFIG, SIDES, TRIM_LEVELS
-from .sides import _df
+from .sides import _rows, _total
 
 # Every sum of fractional values is taken in DECIMAL: a sum of DOUBLEs depends on the order its
 # terms arrive in, which parallel aggregation does not fix, so the same two runs compared twice
@@ -162,17 +162,17 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
         LEFT JOIN tot ON tot.side = g.side AND tot.rank = g.rank
         LEFT JOIN front fc ON fc.side = g.side AND fc.rank = g.rank AND fc.i = g.fi
         LEFT JOIN back bc ON bc.side = g.side AND bc.rank = g.rank AND bc.i = g.bi""")
-    cuts = _df(
+    cuts = _rows(
         con,
         "SELECT side, fi, bi, sum(work_ns) / nullif(sum(window_ns), 0) AS rate "
         "FROM cmp_wr GROUP BY side, fi, bi",
     )
-    whole = _df(
+    whole = _rows(
         con,
         """SELECT side, rank, window_ns, work_ns, matched_ns, kernel_ns FROM cmp_wr
                         WHERE fi = 0 AND bi = 0 ORDER BY side, rank""",
     )
-    busy = _df(
+    busy = _rows(
         con,
         " UNION ALL ".join(
             f"SELECT {i} AS side, 100.0 * sum(compute_ns + memory_ns + other_ns) / nullif(sum(window_ns), 0) "
@@ -192,17 +192,18 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
         "per_rank": [],
     }
     for i, side in enumerate(SIDES):
-        w = whole[whole["side"] == i]
-        window, work = float(w["window_ns"].sum()), float(w["work_ns"].sum())
-        kernel, matched = float(w["kernel_ns"].sum()), float(w["matched_ns"].sum())
-        bp = busy.loc[busy["side"] == i, "busy_pct"]
+        w = [r for r in whole if r["side"] == i]
+        window, work, kernel, matched = (
+            _total(r[c] for r in w) for c in ("window_ns", "work_ns", "kernel_ns", "matched_ns")
+        )
+        bp = [r["busy_pct"] for r in busy if r["side"] == i]
         out[side] = {
             "window_ns": window,
             "work_ns": work,
             "rate": work / window if window else None,
             "kernel_ns": kernel,
             "coverage_pct": 100.0 * matched / kernel if kernel else None,
-            "busy_pct": None if bp.empty or pd.isna(bp.iloc[0]) else float(bp.iloc[0]),
+            "busy_pct": float(bp[0]) if bp and bp[0] is not None else None,
         }
     rb, ra = out["before"]["rate"], out["after"]["rate"]
     cover = [out[s]["coverage_pct"] for s in SIDES]
@@ -220,17 +221,21 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
             "unit of time cannot be compared"
         )
         return out
-    ext = cuts.groupby("side")["rate"].agg(["min", "max"])
+    rates = {i: [r["rate"] for r in cuts if r["side"] == i and r["rate"] is not None] for i in (0, 1)}
     out["comparable"] = True
     out["delta_pct"] = 100.0 * (ra / rb - 1.0)
     out["range_pct"] = [
-        100.0 * (ext.at[1, "min"] / ext.at[0, "max"] - 1.0),
-        100.0 * (ext.at[1, "max"] / ext.at[0, "min"] - 1.0),
+        100.0 * (min(rates[1], default=math.nan) / max(rates[0], default=math.nan) - 1.0),
+        100.0 * (max(rates[1], default=math.nan) / min(rates[0], default=math.nan) - 1.0),
     ]
-    per = whole.pivot(index="rank", columns="side", values=["work_ns", "window_ns"]).dropna()
-    for r, row in per.iterrows():  # a few ranks
-        b = row[("work_ns", 0)] / row[("window_ns", 0)] if row[("window_ns", 0)] else None
-        a = row[("work_ns", 1)] / row[("window_ns", 1)] if row[("window_ns", 1)] else None
+    per: dict[int, dict[int, dict[str, Any]]] = {}  # rank -> side -> its whole-window row
+    for r in whole:
+        per.setdefault(r["rank"], {})[r["side"]] = r
+    for r, sides in sorted(per.items()):  # a few ranks
+        if len(sides) < 2 or any(sides[i][c] is None for i in (0, 1) for c in ("work_ns", "window_ns")):
+            continue  # a rank only one side has
+        b = sides[0]["work_ns"] / sides[0]["window_ns"] if sides[0]["window_ns"] else None
+        a = sides[1]["work_ns"] / sides[1]["window_ns"] if sides[1]["window_ns"] else None
         out["per_rank"].append(
             {
                 "rank": int(r),

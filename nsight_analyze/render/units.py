@@ -8,10 +8,10 @@ passed through `escape.clean` (control characters shown escaped).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from ..plain import missing as _missing
+from ..plain import pandas_types
 from .data import jsonable
 from .escape import clean
 
@@ -132,8 +132,8 @@ def column_kind(name: str) -> str:
 
 def format_value(value: Any, column: str | None = None) -> str:
     """One cell for the terminal (or Markdown): human units by column name, UNKNOWN when missing."""
-    pd = sys.modules.get("pandas")  # a Timedelta exists only once pandas is imported
-    if pd is not None and isinstance(value, pd.Timedelta):
+    pd = pandas_types()  # a Timedelta exists only once pandas is imported
+    if pd is not None and isinstance(value, pd[3]):
         return format_duration(value.value)
     value = jsonable(value)
     if _missing(value):
