@@ -408,6 +408,27 @@ def test_json_is_stable_and_rerunnable(synthetic, tmp_path):
     assert doc["thresholds"] == {k: v.default for k, v in THRESHOLDS.items()}
 
 
+def test_ranks_do_not_depend_on_the_evidence_shown(sample_workspace):
+    """A finding names every rank its measure covers, not the ranks of the evidence rows kept:
+    gpu-low-utilisation on the sample job has low-utilisation windows on its 4 ranks (12 rows);
+    with one evidence row kept it named one rank."""
+    from nsight_analyze.diagnose import diagnose
+    from nsight_analyze.workspace import open_workspace
+
+    con = open_workspace(sample_workspace, read_only=True)
+    try:
+        want = con.execute(
+            "SELECT list(DISTINCT rank ORDER BY rank) FROM diag_low_util(chunks := 30)"
+        ).fetchone()[0]
+        shown = {f.id: f for f in diagnose(con, {"evidence_rows": 1})}
+    finally:
+        con.close()
+    assert len(want) == 4  # the oracle: the rule's own source, every row
+    low = shown["gpu-low-utilisation"]
+    assert len(low.evidence[0].rows) == 1 and low.evidence[0].total_rows > 4
+    assert low.ranks == want
+
+
 def test_evidence_sql_reruns_against_the_views(synthetic):
     """The SQL shown with each evidence table gives the same rows on a fresh read-only connection."""
     from conftest import frame_rows

@@ -25,6 +25,11 @@ def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
     return ctx.per_step(float(v or 0))
 
 
+def _ranks_of(ctx: Ctx, intervals_sql: str) -> list[int]:
+    """Every rank with an interval (not only those of the evidence rows kept)."""
+    return [int(r) for r in ctx.column(f"SELECT DISTINCT rank FROM ({intervals_sql}) ORDER BY rank")]
+
+
 def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
     if not ctx.has_steps or not ctx.has("diag_window_bounds"):
         return []
@@ -121,7 +126,7 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
     if not ev.total_rows:
         return []
     rec = _clipped_per_step(ctx, src)
-    ranks = sorted({int(r["rank"]) for r in ev.rows})
+    ranks = _ranks_of(ctx, src)
     signals = _cause_mix(ctx, src, "the gaps")
     steps = _steps_overlapping(ctx, src)
     return [
@@ -176,7 +181,7 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
     if not ev.total_rows:
         return []
     rec = _clipped_per_step(ctx, src, "greatest(1.0 - i.in_use_pct / 100.0, 0)")
-    ranks = sorted({int(r["rank"]) for r in ev.rows})
+    ranks = _ranks_of(ctx, src)
     low = ctx.row(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
     steps = _steps_overlapping(ctx, src)
     mix = _cause_mix(ctx, src, "the low-utilisation windows", chunked=chunks == 30)
