@@ -97,6 +97,26 @@ def test_fp32_gemms_get_a_precision_finding_bounded_by_the_dense_peaks(synthetic
     assert all(r["flops"] > 0 for r in rows)
 
 
+def test_a_gpu_without_bf16_is_bounded_by_its_fp16_peak(synthetic):
+    """V100 has FP16 tensor cores and no BF16 (data/gpus.csv): the 16-bit peak is fp16's (the rule
+    reads plain peak rows now; in a DataFrame a missing bf16 was NaN, which defeated this
+    fallback when another rank of the job had a bf16 peak)."""
+    from nsight_analyze.workspace import open_workspace
+
+    _, _, job = synthetic("fp32-gemm")
+    con = open_workspace(job.db, read_only=True)
+    try:
+        with gpus.stated_gpu("V100"):
+            f = _finding(diagnose(con), "gemm-precision")
+    finally:
+        con.close()
+    peak = gpus.model_peak("Tesla V100-SXM2").tflops  # the table's row: FP32 15.7, FP16 125
+    assert peak.get("bf16") is None
+    assert f.metrics["gpu_models"] == ["Tesla V100-SXM2"] and f.metrics["peak_source"] == "table"
+    assert f.metrics["gain_factor_fp32"] == pytest.approx(1 - peak["fp32"] / peak["fp16"], abs=1e-4)
+    assert f.metrics["recoverable_ns_per_step_low"] == f.recoverable_ns_per_step  # one model: no range
+
+
 def test_unfused_attention_is_found(synthetic):
     findings, truth, _ = synthetic("unfused-attention")
     rows = truth["kernel_faults"]["unfused_attention"]
