@@ -493,6 +493,25 @@ def nsys_folder(tmp_path_factory):
 
 
 @requires_shared
+def test_a_workspace_of_several_jobs_against_itself_is_cut_once(nsys_folder, monkeypatch):
+    """compare W W of a workspace of several jobs: the chosen job's files are ingested into one
+    temporary workspace for both sides (they were ingested twice, and each side analysed apart),
+    and each side's note names its own option."""
+    from nsight_analyze import ingest as ingest_module
+    from nsight_analyze.compare.sides import workspaces
+
+    _, db = nsys_folder
+    calls = []
+    real = ingest_module.ingest
+    monkeypatch.setattr(ingest_module, "ingest", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with workspaces(db, db) as (before, after, notes):
+        assert before == after != db  # one temporary workspace: the job's own
+    assert len(calls) == 1
+    assert [n.split(":")[0] for n in notes] == ["before", "after"]
+    assert "--before-job N" in notes[0] and "--after-job N" in notes[1]
+
+
+@requires_shared
 def test_nsys_folder_is_many_jobs(nsys_folder):
     report, db = nsys_folder
     assert not report.failed, [(o.path, o.message) for o in report.by_status("failed")]

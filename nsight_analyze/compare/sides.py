@@ -118,6 +118,7 @@ def workspaces(
 
     notes: list[str] = []
     seen: dict[tuple[Path, int | None], Path] = {}
+    made: list[str] = []
     with tempfile.TemporaryDirectory(prefix="nsight-compare-") as tmp:
         out = []
         for side, given, job in zip(SIDES, (before, after), jobs):
@@ -129,12 +130,14 @@ def workspaces(
             if is_workspace(path):
                 key = (path.resolve(), job)
                 if key not in seen:  # the same workspace on both sides: opened (and refreshed) once
+                    before = len(notes)
                     db, periodic = _one_job(path, job, side, tmp, notes)
-                    db = _without_periodic(db, side, tmp, notes, periodic)
-                    if db != path:  # a temporary workspace of this side's own (its notes name the side)
-                        out.append(db)
-                        continue
-                    seen[key] = db
+                    seen[key] = _without_periodic(db, side, tmp, notes, periodic)
+                    made = notes[before:]  # why a temporary workspace was made (its job, its steps)
+                elif made:  # the same job's temporary workspace, made once: its notes name this side too
+                    notes += [
+                        side + n.removeprefix("before").replace("--before-", f"--{side}-") for n in made
+                    ]
                 out.append(seen[key])
                 continue
             db = Path(tmp) / f"{side}.duckdb"
