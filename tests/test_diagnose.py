@@ -408,6 +408,23 @@ def test_json_is_stable_and_rerunnable(synthetic, tmp_path):
     assert doc["thresholds"] == {k: v.default for k, v in THRESHOLDS.items()}
 
 
+@pytest.mark.parametrize("limit, kept", [(0, []), (3, [9, 8, 7]), (10, list(range(9, -1, -1))), (20, None)])
+def test_evidence_keeps_the_first_rows_in_order_and_counts_all(limit, kept):
+    """The evidence of a 10-row result, in its order: the first `limit` rows, and 10 rows counted
+    whether the result is longer than the limit (counted again in SQL) or not."""
+    import duckdb
+
+    from nsight_analyze.rules.base import evidence_rows
+
+    con = duckdb.connect()
+    names, rows, total = evidence_rows(
+        con, "SELECT range AS a, 0.5 * range AS b FROM range(10) ORDER BY a DESC", limit
+    )
+    assert names == ["a", "b"] and total == 10
+    assert [r["a"] for r in rows] == (kept if kept is not None else list(range(9, -1, -1)))
+    assert all(r["b"] == r["a"] / 2 and isinstance(r["b"], float) for r in rows)  # DECIMAL as float
+
+
 def test_ranks_do_not_depend_on_the_evidence_shown(sample_workspace):
     """A finding names every rank its measure covers, not the ranks of the evidence rows kept:
     gpu-low-utilisation on the sample job has low-utilisation windows on its 4 ranks (12 rows);

@@ -79,16 +79,15 @@ class Finding:
 def evidence_rows(
     con: duckdb.DuckDBPyConnection, sql: str, limit: int
 ) -> tuple[list[str], list[dict[str, Any]], int]:
-    """(columns, the first `limit` rows as JSON data, the row count) of `sql`. The rows past
-    `limit` are read in chunks only to count them: a whole result is never held."""
-    names, head, cur = plain_rows(con, sql, limit)
+    """(columns, the first `limit` rows as JSON data, the row count) of `sql`. Only a result
+    longer than `limit` is counted again, by `count(*)` over the query (DuckDB drops its sort
+    and unused columns there): turning the rest into Python rows to count them took 3.4 s for
+    a million rows, five times what a DataFrame of them did."""
+    names, head, _ = plain_rows(con, sql, limit + 1)
     total = len(head)
-    while chunk := cur.fetchmany(_COUNT_CHUNK):
-        total += len(chunk)
-    return names, [{n: jsonable(v) for n, v in zip(names, r, strict=True)} for r in head], total
-
-
-_COUNT_CHUNK = 100_000
+    if total > limit:
+        total = int(con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0])
+    return names, [{n: jsonable(v) for n, v in zip(names, r, strict=True)} for r in head[:limit]], total
 
 
 def mean(values: Iterable[float | None]) -> float:
