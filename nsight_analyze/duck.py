@@ -206,6 +206,12 @@ def plain_rows(
     return [str(d[0]) for d in described], floated(described, rows), cur
 
 
+def plain_records(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    """The rows of `sql` as dicts of `plain_rows` values."""
+    names, rows, _ = plain_rows(con, sql)
+    return [dict(zip(names, r, strict=True)) for r in rows]
+
+
 def floated(described: list[tuple], rows: list[tuple]) -> list[tuple]:
     """`rows` (of a cursor with this `description`) with HUGEINT and DECIMAL values as floats."""
     floats = {i for i, d in enumerate(described) if AS_FLOAT_TYPE.match(str(d[1]))}

@@ -46,7 +46,7 @@ from typing import Any
 
 import duckdb
 
-from ..duck import bound_memory, offline, on_own_cursor
+from ..duck import bound_memory, offline, on_own_cursor, plain_records
 from ..errors import NoData, UserError
 from ..no_data import held_instead
 from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_of  # noqa: F401
@@ -63,7 +63,7 @@ from .settings import (  # noqa: F401
     TRIM_LEVELS,
     resolve_settings,
 )
-from .sides import _findings, _mfu, _rows, _side_views, is_workspace, workspaces
+from .sides import _findings, _mfu, _side_views, is_workspace, workspaces
 from .stats import compare_samples, mann_whitney_p  # noqa: F401
 from .step_time import _step_windows, step_time_comparison
 from .verdict import _basis, _reason, _suspects, gate, rate_verdict, verdict_of  # noqa: F401
@@ -206,7 +206,9 @@ def _run(
     }
     runs = {}
     for side in SIDES:
-        src = _rows(con, f"SELECT source, count(*) AS ranks FROM {side}_src GROUP BY source ORDER BY source")
+        src = plain_records(
+            con, f"SELECT source, count(*) AS ranks FROM {side}_src GROUP BY source ORDER BY source"
+        )
         runs[side] = {
             "input": paths[side],
             "ranks": len(ranks[side]),

@@ -10,9 +10,10 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from ..duck import plain_records
 from ..plain import jsonable
 from .settings import CONFIG, SIDES, STATUSES
-from .sides import _rows, _total
+from .sides import _total
 from .stats import _p_values
 
 # The strata's terms are summed in DECIMAL: a sum of DOUBLEs depends on the order its terms
@@ -232,7 +233,7 @@ def _kernels(
         src = f"SELECT name, {config}, (end_ns - start_ns)::DOUBLE AS v FROM {{cat}}.kernels WHERE {{common}}"
         agg, src = ({s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (agg, src))
         _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same)
-    rows = _rows(
+    rows = plain_records(
         con,
         f"""
         WITH b AS MATERIALIZED ({agg["before"]}), a AS ({"SELECT * FROM b" if same else agg["after"]}),
@@ -339,7 +340,7 @@ def _collectives(
     same = cats["before"] == cats["after"]
     src = {s: src.format(cat=cats[s], common=_common(whole, s)) for s in SIDES}
     _duration_tests(con, "cmp_cdur", src, ["op", "bytes"], [], same=same)
-    rows = _rows(
+    rows = plain_records(
         con,
         f"""
         WITH b AS MATERIALIZED ({q["before"]}), a AS ({"SELECT * FROM b" if same else q["after"]}),

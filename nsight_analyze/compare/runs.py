@@ -10,8 +10,9 @@ from typing import Any
 
 import duckdb
 
+from ..duck import plain_records
 from .settings import COMPANIONS, PARTS, SIDES
-from .sides import _rows, _total
+from .sides import _total
 
 
 def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -28,7 +29,9 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                     SELECT 1 FROM {side}_tp u WHERE u.rank = t.rank AND u.step IS NOT NULL))
             GROUP BY rank""")
     sel = ", ".join(f"b.{c} AS b_{c}, a.{c} AS a_{c}" for c in cols)
-    rows = _rows(con, f"SELECT b.rank, {sel} FROM before_part b JOIN after_part a USING (rank) ORDER BY rank")
+    rows = plain_records(
+        con, f"SELECT b.rank, {sel} FROM before_part b JOIN after_part a USING (rank) ORDER BY rank"
+    )
 
     def block(row: dict[str, Any], prefix: str) -> dict[str, Any]:
         d = {c: math.nan if row[prefix + c] is None else float(row[prefix + c]) for c in cols}
@@ -62,8 +65,10 @@ def _n_steps(con: duckdb.DuckDBPyConnection, side: str) -> int:
 
 def _imbalance(con: duckdb.DuckDBPyConnection, side: str) -> dict[str, Any]:
     """The job-wide imbalance (whole capture) and straggler verdict of one run."""
-    imb = _rows(con, f"SELECT ratio, slowest_rank, balanced, wait_gpu_ns FROM {side}_imb WHERE step IS NULL")
-    rr = _rows(con, f"SELECT rank, verdict, straggler FROM {side}_rr ORDER BY rank")
+    imb = plain_records(
+        con, f"SELECT ratio, slowest_rank, balanced, wait_gpu_ns FROM {side}_imb WHERE step IS NULL"
+    )
+    rr = plain_records(con, f"SELECT rank, verdict, straggler FROM {side}_rr ORDER BY rank")
     out: dict[str, Any] = {"ratio": None, "slowest_rank": None, "balanced": None, "wait_gpu_ns": None}
     if imb:
         r = imb[0]

@@ -15,7 +15,6 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from ..duck import plain_rows
 from ..errors import UserError
 from ..workspace import is_workspace
 from .settings import SIDES
@@ -130,10 +129,10 @@ def workspaces(
             if is_workspace(path):
                 key = (path.resolve(), job)
                 if key not in seen:  # the same workspace on both sides: opened (and refreshed) once
-                    before = len(notes)
+                    start = len(notes)
                     db, periodic = _one_job(path, job, side, tmp, notes)
                     seen[key] = _without_periodic(db, side, tmp, notes, periodic)
-                    made = notes[before:]  # why a temporary workspace was made (its job, its steps)
+                    made = notes[start:]  # why a temporary workspace was made (its job, its steps)
                 elif made:  # the same job's temporary workspace, made once: its notes name this side too
                     notes += [
                         side + n.removeprefix("before").replace("--before-", f"--{side}-") for n in made
@@ -152,14 +151,6 @@ def workspaces(
             one, periodic = _one_job(db, job, side, tmp, notes)
             out.append(_without_periodic(one, side, tmp, notes, periodic))
         yield out[0], out[1], notes
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    """The rows of `sql` as dicts of plain values (duck.plain_rows: NULL is None, DECIMAL and
-    HUGEINT are floats, as `.df()` made them). No DataFrame: importing pandas was a fifth of a
-    comparison of 64 ranks."""
-    names, rows, _ = plain_rows(con, sql)
-    return [dict(zip(names, r, strict=True)) for r in rows]
 
 
 def _total(values: Any) -> float:

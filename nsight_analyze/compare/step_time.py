@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from .sides import _rows
+from ..duck import plain_records
 from .stats import compare_samples
 from .verdict import verdict_of
 
@@ -18,7 +18,7 @@ Windows = list[dict[str, Any]]
 
 def _step_windows(con: duckdb.DuckDBPyConnection, side: str) -> Windows:
     """Per common rank, its step windows; a rank without steps has its capture as one window."""
-    return _rows(
+    return plain_records(
         con,
         f"""
         SELECT rank, step, window_ns FROM {side}_tp t

@@ -7,9 +7,10 @@ from typing import Any
 
 import duckdb
 
+from ..duck import plain_records
 from ..errors import UserError
 from .settings import CONFIG, SIDES, TRIM_LEVELS
-from .sides import _rows, _total
+from .sides import _total
 
 # Every sum of fractional values is taken in DECIMAL: a sum of DOUBLEs depends on the order its
 # terms arrive in, which parallel aggregation does not fix, so the same two runs compared twice
@@ -162,17 +163,17 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
         LEFT JOIN tot ON tot.side = g.side AND tot.rank = g.rank
         LEFT JOIN front fc ON fc.side = g.side AND fc.rank = g.rank AND fc.i = g.fi
         LEFT JOIN back bc ON bc.side = g.side AND bc.rank = g.rank AND bc.i = g.bi""")
-    cuts = _rows(
+    cuts = plain_records(
         con,
         "SELECT side, fi, bi, sum(work_ns) / nullif(sum(window_ns), 0) AS rate "
         "FROM cmp_wr GROUP BY side, fi, bi",
     )
-    whole = _rows(
+    whole = plain_records(
         con,
         """SELECT side, rank, window_ns, work_ns, matched_ns, kernel_ns FROM cmp_wr
                         WHERE fi = 0 AND bi = 0 ORDER BY side, rank""",
     )
-    busy = _rows(
+    busy = plain_records(
         con,
         " UNION ALL ".join(
             f"SELECT {i} AS side, 100.0 * sum(compute_ns + memory_ns + other_ns) / nullif(sum(window_ns), 0) "

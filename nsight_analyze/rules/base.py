@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from ..duck import plain_rows
+from ..duck import plain_records, plain_rows
 from ..plain import jsonable
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -141,8 +141,7 @@ class Ctx:
     def rows(self, sql: str) -> list[dict[str, Any]]:
         """The rows of `sql` as dicts of plain values (duck.plain_rows: NULL is None, DECIMAL and
         HUGEINT are floats). Why not a DataFrame: importing pandas was a third of `diagnose`."""
-        names, rows, _ = plain_rows(self.con, sql)
-        return [dict(zip(names, r, strict=True)) for r in rows]
+        return plain_records(self.con, sql)
 
     def row(self, sql: str) -> dict[str, Any]:
         """The first row of `sql` (an aggregate's one row), {} when it has none."""
