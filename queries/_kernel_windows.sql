@@ -8,16 +8,20 @@
 --   name_id BIGINT (_kernel_names), grid_x, grid_y, grid_z, block_x, block_y, block_z INTEGER.
 -- Definition: a kernel's window is the last row of `steps` of its rank starting at or before the
 --   kernel's start (a rank's windows do not overlap); the kernel is kept when it starts before
---   that window's end.
+--   that window's end. Found by _interval_buckets (a hash join; an ASOF join sorted every kernel).
 -- stage: rank
 -- result: step
--- requires: kernels, steps, _kernel_names
+-- requires: kernels, steps, _interval_buckets, _bucket_of, _kernel_names
 CREATE OR REPLACE VIEW _kernel_windows AS
+WITH w AS MATERIALIZED (FROM _interval_buckets('steps')),
+k AS (
+    SELECT k.*, n.name_id, _bucket_of(k.start_ns, g.origin_ns, g.width_ns, g.last_bucket) AS bucket
+    FROM kernels AS k
+    JOIN (SELECT DISTINCT rank, origin_ns, width_ns, last_bucket FROM w) AS g ON g.rank = k.rank
+    LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name
+)
 SELECT k.rank, w.step, w.start_ns AS window_start_ns, k.device_id, k.stream_id, k.start_ns, k.end_ns,
        k.duration_ns, k.correlation_id, k.graph_id, k.graph_node_id, k.category,
        k.name_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z
-FROM (SELECT k.*, n.name_id
-      FROM kernels AS k
-      LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name) AS k
-ASOF JOIN steps AS w ON w.rank = k.rank AND w.start_ns <= k.start_ns
-WHERE k.start_ns < w.end_ns;
+FROM k
+JOIN w ON w.rank = k.rank AND w.bucket = k.bucket AND k.start_ns >= w.start_ns AND k.start_ns < w.until_ns;

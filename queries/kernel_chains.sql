@@ -37,11 +37,12 @@
 -- columns: rank, device_id, stream_id, step, in_window, kind, start_ns, end_ns, kernels, busy_ns, max_kernel_ns, gemm_ns, graph_kernels, first_name, softmax_name, softmax_correlation_id, softmax_elem_bytes, names
 -- stage: rank
 -- result: stored
--- requires: kernels, steps, _kernel_names
+-- requires: kernels, steps, _interval_buckets, _bucket_of, _kernel_names
 CREATE OR REPLACE VIEW kernel_chains AS
 -- The windows carry no strings (strings make DuckDB's window sort several times slower): names
 -- travel as ids into _kernel_names and are turned back into names once the chains are found.
-WITH kb AS (  -- the per-kernel values first: a window sorts every column its query reads
+WITH windows AS MATERIALIZED (FROM _interval_buckets('steps')),
+kb AS (  -- the per-kernel values first: a window sorts every column its query reads
     SELECT k.rank, k.device_id, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
            n.name_id, k.graph_node_id IS NOT NULL AS in_graph,
            k.category = 'memory' AND k.subcategory IN
@@ -119,11 +120,14 @@ attn AS (
     WHERE a.role = 2 AND a.prev_role = 1 AND a.next_role = 1
     GROUP BY ALL
 ),
-chains AS (
-    SELECT c.*, CASE WHEN c.start_ns < w.end_ns THEN w.step END AS step,
-           coalesce(c.start_ns < w.end_ns, false) AS in_window
-    FROM (SELECT * FROM fusion UNION ALL SELECT * FROM attn) AS c
-    ASOF LEFT JOIN steps w ON w.rank = c.rank AND w.start_ns <= c.start_ns
+chains AS (  -- the window of the first kernel (_interval_buckets: a hash join, no sort of the chains)
+    SELECT c.*, w.step, w.rank IS NOT NULL AS in_window
+    FROM (SELECT c.*, _bucket_of(c.start_ns, g.origin_ns, g.width_ns, g.last_bucket) AS bucket
+          FROM (SELECT * FROM fusion UNION ALL SELECT * FROM attn) AS c
+          LEFT JOIN (SELECT DISTINCT rank, origin_ns, width_ns, last_bucket FROM windows) AS g
+              ON g.rank = c.rank) AS c
+    LEFT JOIN windows AS w
+        ON w.rank = c.rank AND w.bucket = c.bucket AND c.start_ns >= w.start_ns AND c.start_ns < w.until_ns
 ),
 names AS (SELECT list(display_name ORDER BY name_id) AS of_id FROM _kernel_names)  -- [i]: id i's name
 SELECT c.rank, c.device_id, c.stream_id, c.step, c.in_window, c.kind, c.start_ns::BIGINT AS start_ns,

@@ -6,32 +6,21 @@
 --   correlation_id) starts inside a matching NVTX range [start_ns, end_ns) of the rank. When the
 --   launch lies in several matching ranges (nested or overlapping), the one that ends last wins
 --   (the outermost; ties: the larger step number). Vectorised: ranges sorted by start carry a
---   running arg-max of their end, and each launch ASOF-joins the last range started at or
---   before it.
+--   running arg-max of their end (_tp_step_owners), and each launch finds the last range started
+--   at or before it (_interval_buckets: a hash join; an ASOF join sorted every launch).
 -- columns: rank, step, start_ns, end_ns
 -- stage: rank
 -- result: stored
--- requires: _tp_nvtx_step_ranges, _op_launches
+-- requires: _tp_step_owners, _op_launches, _interval_buckets, _bucket_of
 CREATE OR REPLACE VIEW tp_step_ops AS
-WITH per_start AS (
-    SELECT rank, start_ns, max(end_ns) AS end_ns, arg_max(step, {'e': end_ns, 's': step}) AS step
-    FROM _tp_nvtx_step_ranges
-    GROUP BY rank, start_ns
-),
-owner AS (
-    SELECT
-        rank, start_ns,
-        max(end_ns) OVER w AS owner_end,
-        arg_max(step, {'e': end_ns, 's': step}) OVER w AS owner_step
-    FROM per_start
-    WINDOW w AS (PARTITION BY rank ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
-),
+WITH owner AS MATERIALIZED (FROM _interval_buckets('_tp_step_owners')),
 launched AS (
-    SELECT rank, start_ns, end_ns, launch_ns
-    FROM _op_launches
-    WHERE launched AND rank IN (SELECT DISTINCT rank FROM _tp_nvtx_step_ranges)
+    SELECT l.rank, l.start_ns, l.end_ns, l.launch_ns,
+           _bucket_of(l.launch_ns, g.origin_ns, g.width_ns, g.last_bucket) AS bucket
+    FROM _op_launches AS l
+    JOIN (SELECT DISTINCT rank, origin_ns, width_ns, last_bucket FROM owner) AS g ON g.rank = l.rank
+    WHERE l.launched
 )
-SELECT l.rank, w.owner_step AS step, l.start_ns, l.end_ns
+SELECT l.rank, w.step, l.start_ns, l.end_ns
 FROM launched AS l
-ASOF JOIN owner AS w ON w.rank = l.rank AND w.start_ns <= l.launch_ns
-WHERE w.owner_end > l.launch_ns;
+JOIN owner AS w ON w.rank = l.rank AND w.bucket = l.bucket AND l.launch_ns >= w.start_ns AND l.launch_ns < w.until_ns;

@@ -431,6 +431,8 @@ def test_replay_positions_equal_their_definition_on_random_rows():
     names = (
         "gpu_ops",
         "_kernel_names",
+        "_interval_buckets",
+        "_bucket_of",
         "_kernel_windows",
         "_whatif_step_ops",
         "_whatif_step_ends",
