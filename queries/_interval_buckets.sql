@@ -34,14 +34,16 @@ WITH owned AS (
     WHERE start_ns IS NOT NULL AND (end_ns IS NULL OR end_ns > start_ns)
     WINDOW w AS (PARTITION BY rank ORDER BY start_ns, end_ns DESC NULLS FIRST)  -- ties: the shortest last
 ),
+spans AS (
+    SELECT *, min(start_ns) OVER r AS origin_ns, max(start_ns) OVER r AS last_start_ns,
+           count(*) OVER r AS intervals
+    FROM owned
+    WHERE until_ns > start_ns
+    WINDOW r AS (PARTITION BY rank)
+),
 geometry AS (
-    SELECT *, (last_start_ns - origin_ns) // width_ns AS last_bucket
-    FROM (SELECT *, min(start_ns) OVER (PARTITION BY rank) AS origin_ns,
-                 max(start_ns) OVER (PARTITION BY rank) AS last_start_ns,
-                 greatest((max(start_ns) OVER (PARTITION BY rank) - min(start_ns) OVER (PARTITION BY rank))
-                          // (4 * count(*) OVER (PARTITION BY rank)), 1) AS width_ns
-          FROM owned
-          WHERE until_ns > start_ns)
+    SELECT * EXCLUDE (intervals), (last_start_ns - origin_ns) // width_ns AS last_bucket
+    FROM (SELECT *, greatest((last_start_ns - origin_ns) // (4 * intervals), 1) AS width_ns FROM spans)
 )
 SELECT * EXCLUDE (last_start_ns),
        -- only the last interval reaches past the last start: it owns that start's bucket alone

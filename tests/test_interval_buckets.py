@@ -42,7 +42,7 @@ def lookup(con, intervals, points):
     con.execute("CREATE OR REPLACE TEMP TABLE pts (id INTEGER, rank INTEGER, t BIGINT)")
     if points:
         con.execute(f"INSERT INTO pts VALUES {sql_rows([(i, r, t) for i, (r, t) in enumerate(points)])}")
-    rows = con.execute(
+    return con.execute(
         """WITH w AS MATERIALIZED (FROM _interval_buckets('iv')),
               p AS (SELECT p.*, _bucket_of(p.t, g.origin_ns, g.width_ns, g.last_bucket) AS bucket
                     FROM pts AS p
@@ -53,7 +53,6 @@ def lookup(con, intervals, points):
                AND p.t >= w.start_ns AND p.t < w.until_ns
            ORDER BY p.id"""
     ).fetchall()
-    return rows
 
 
 def check(con, intervals, points) -> None:
@@ -103,7 +102,7 @@ MESSY_POINTS = (
 @example(intervals=WINDOWS, points=WINDOW_POINTS)
 @example(intervals=MESSY, points=MESSY_POINTS)
 @example(intervals=[], points=[(0, 1)])
-def test_lookup_finds_the_interval_an_asof_join_finds(con, intervals, points):
+def test_lookup_finds_the_interval_its_definition_names(con, intervals, points):
     check(con, intervals, points)
 
 
