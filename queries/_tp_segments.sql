@@ -48,18 +48,19 @@ WITH ev AS (
     GROUP BY rank
 ),
 run AS (
-    -- No GROUP BY ts: events at the same time get zero-length segments, except the last of them,
-    -- whose running sum includes all of them. One sweep over all ranks in (rank, ts) order: as
-    -- fast as a partitioned window at best, up to 3x faster at worst (DuckDB 1.5's running sum
-    -- per rank partition); a segment does not cross from one rank to the next.
-    SELECT rank, ts AS start_ns,
-           CASE WHEN lead(rank) OVER w = rank AND lead(ts) OVER w < 9223372036854775807 THEN lead(ts) OVER w END
-               AS end_ns,
-           sum(dp) OVER w AS p
-    FROM ev
-    WINDOW w AS (ORDER BY rank, ts ROWS UNBOUNDED PRECEDING)
+    -- No GROUP BY ts: events at the same time get zero-length segments, except the first of them,
+    -- whose running sum excludes all of them. Each event closes the segment that the event before
+    -- it opened, so the pass needs only what came before: one sort (ORDER BY) and a streaming
+    -- window over its output (lag, a running sum; an empty OVER keeps the ORDER BY's order). A
+    -- window ordered by (rank, ts) with lead sorted inside the window operator: 16 ranks x 200k
+    -- kernels, 1.2-1.5 s and 2.3-2.8 s of CPU against 1.1-1.3 s and 1.7-2.3 s. One pass over all
+    -- ranks: a segment does not cross from one rank to the next.
+    SELECT rank, lag(ts) OVER () AS start_ns,
+           CASE WHEN lag(rank) OVER () = rank AND ts < 9223372036854775807 THEN ts END AS end_ns,
+           sum(dp) OVER (ROWS UNBOUNDED PRECEDING) - dp AS p
+    FROM (SELECT * FROM ev ORDER BY rank, ts)
 ),
-decoded AS (
+decoded AS MATERIALIZED (  -- the streaming pass runs on one thread: what follows runs on all again
     SELECT rank, start_ns, end_ns,
            (p & 1152921504606846975::HUGEINT)::BIGINT AS counters,  -- bit operations: HUGEINT
            (p >> 60)::BIGINT AS cur_step_end                        -- division is slow

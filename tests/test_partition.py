@@ -405,6 +405,48 @@ def test_hand_example(con):
     assert ls == [(5, 5, 25, 25, 102, 100.0, 20.0, pytest.approx(63 / 175))]
 
 
+# Kernels stored out of time order: graph_candidates must number them by time, not by storage.
+# k0 opens the step's GPU window; k1 and k2 start after idle time their late launches left
+# (launch-bound); k3 was launched long before and starts as k2 ends (no idle, not launch-bound);
+# k4 and k5 are launch-bound again. Correlation ids grow in launch order, as CUPTI's do.
+LAUNCH_BOUND = Trace(
+    kernels=[
+        (0, 7, 210, 220, "k4", 5, "compute"),
+        (0, 7, 100, 110, "k1", 3, "compute"),
+        (0, 7, 130, 200, "k3", 2, "compute"),
+        (0, 8, 230, 240, "k5", 6, "compute"),
+        (0, 7, 40, 50, "k0", 1, "compute"),
+        (0, 8, 120, 130, "k2", 4, "compute"),
+    ],
+    api=[
+        (0, 1, 10, 12, "cudaLaunchKernel", 1),
+        (0, 1, 20, 25, "cudaLaunchKernel", 2),
+        (0, 1, 95, 99, "cudaLaunchKernel", 3),
+        (0, 1, 115, 118, "cudaLaunchKernel", 4),
+        (0, 1, 205, 208, "cudaLaunchKernel", 5),
+        (0, 1, 225, 228, "cudaLaunchKernel", 6),
+    ],
+    nvtx=[(0, 1, 0, 300, "ProfilerStep#1")],
+)
+
+
+def test_graph_candidates_hand_example(con):
+    """Worked by hand (docs/metrics.md "Idle causes": a gap's part before its launch call is
+    host-bound, the rest launch gap): the step's GPU window [40, 240) holds two regions, k1-k2 and
+    k4-k5, which k3 separates in time though not in storage order."""
+    load_trace(con, LAUNCH_BOUND)
+    rows = con.execute(
+        "SELECT start_ns, end_ns, kernels, streams, busy_ns, idle_ns, launch_gap_ns, host_bound_ns, "
+        "short_kernels, first_name FROM graph_candidates WHERE step = 1 ORDER BY start_ns"
+    ).fetchall()
+    # k1: idle [50, 100), launch call at 95 -> host 45 + launch 5; k2: idle [110, 120), call at
+    # 115 -> 5 + 5; k4: idle [200, 210), call at 205 -> 5 + 5; k5: idle [220, 230), call at 225 -> 5 + 5
+    assert rows == [
+        (100, 130, 2, 2, 20, 60, 10, 50, 2, "k1"),
+        (210, 240, 2, 2, 20, 20, 10, 10, 2, "k4"),
+    ]
+
+
 def test_steps_fall_back_to_capture_and_detection(con):
     tr = Trace(kernels=[(0, 1, 0, 10, "gemm", 1, "compute"), (0, 1, 20, 25, "gemm", 2, "compute")])
     load_trace(con, tr)
