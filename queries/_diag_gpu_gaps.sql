@@ -32,7 +32,7 @@ pass AS (  -- one sort and a streaming pass (an empty OVER keeps the ORDER BY's 
            lead(p) OVER () AS next_p, lead(start_ns) OVER () AS next_start
     FROM (SELECT pa.p, o.rank, o.device_id, o.start_ns, o.end_ns
           FROM gpu_ops AS o
-          JOIN parts AS pa ON pa.rank = o.rank AND pa.device_id IS NOT DISTINCT FROM o.device_id
+          JOIN parts AS pa ON pa.rank IS NOT DISTINCT FROM o.rank AND pa.device_id IS NOT DISTINCT FROM o.device_id
           WHERE o.start_ns > 0
           ORDER BY pa.p, o.start_ns)
 ),
