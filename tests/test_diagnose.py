@@ -153,37 +153,40 @@ def test_nsys_analyze_parity(trace, tmp_path):
             )
 
 
-def _nsys_gpu_gaps(ops: list[tuple[int, int, int]], min_ns: int) -> list[tuple[int, int, int]]:
-    """nsys 2022.4 gpu-starv's pairing, written out (docs of _diag_gpu_gaps): per device the
-    operations' starts and ends sorted apart, the j-th end paired with the (j+1)-th start."""
+def _nsys_gpu_gaps(ops: list[tuple[int, int, int, int]], min_ns: int) -> list[tuple]:
+    """nsys 2022.4 gpu-starv's pairing, written out (docs of _diag_gpu_gaps): per rank and device
+    the operations' starts and ends sorted apart, the j-th end paired with the (j+1)-th start."""
     out = []
-    for dev in sorted({d for d, _, _ in ops}):
-        starts = sorted(s for d, s, _ in ops if d == dev and s > 0)
-        ends = sorted(e for d, s, e in ops if d == dev and s > 0)
-        out += [(dev, e, s) for e, s in zip(ends, starts[1:]) if s - e > min_ns]
+    for part in sorted({(r, d) for r, d, _, _ in ops}):
+        starts = sorted(s for r, d, s, _ in ops if (r, d) == part and s > 0)
+        ends = sorted(e for r, d, s, e in ops if (r, d) == part and s > 0)
+        out += [(*part, e, s) for e, s in zip(ends, starts[1:]) if s - e > min_ns]
     return sorted(out)
 
 
-_op = st.tuples(st.integers(0, 1), st.integers(0, 60), st.integers(0, 30)).map(
-    lambda t: (t[0], t[1], t[1] + t[2])  # (device, start, end): overlaps, ties, zero lengths
+_op = st.tuples(st.integers(0, 1), st.integers(0, 1), st.integers(0, 60), st.integers(0, 30)).map(
+    # (rank, device, start, end): overlaps, ties, zero lengths; hypothesis lists them in no order
+    lambda t: (t[0], t[1], t[2], t[2] + t[3])
 )
 
 
 @settings(max_examples=200, deadline=None)
 @given(ops=st.lists(_op, max_size=25), min_ns=st.sampled_from([0, 3]))
-@example(ops=[(0, 1, 50), (0, 5, 10), (0, 20, 30), (0, 60, 61)], min_ns=0)  # ops inside a long one
+@example(ops=[(0, 0, 1, 50), (0, 0, 5, 10), (0, 0, 20, 30), (0, 0, 60, 61)], min_ns=0)  # inside one
+@example(ops=[(1, 0, 40, 41), (0, 0, 1, 2), (1, 0, 3, 4), (0, 0, 30, 31)], min_ns=0)  # out of order
 def test_gpu_idle_gaps_pair_ends_and_starts_as_nsys_does(ops, min_ns):
-    """_diag_gpu_gaps (one sort and a running max) against the two-sort pairing it replaces."""
+    """_diag_gpu_gaps (one sort and a running max) against the two-sort pairing it replaces, on
+    operations of two ranks stored out of time order (the macro's streaming pass needs its sort)."""
     con = duckdb.connect()
     con.execute("CREATE TABLE gpu_ops (rank INTEGER, device_id INTEGER, start_ns BIGINT, end_ns BIGINT)")
     if ops:
-        con.executemany("INSERT INTO gpu_ops VALUES (0, ?, ?, ?)", [list(o) for o in ops])
+        con.executemany("INSERT INTO gpu_ops VALUES (?, ?, ?, ?)", [list(o) for o in ops])
     con.execute((ROOT / "queries" / "_diag_gpu_gaps.sql").read_text())
     got = con.execute(
-        f"SELECT device_id, start_ns, end_ns, duration_ns FROM _diag_gpu_gaps({min_ns})"
+        f"SELECT rank, device_id, start_ns, end_ns, duration_ns FROM _diag_gpu_gaps({min_ns})"
     ).fetchall()
-    assert all(d == e - s for _, s, e, d in got)
-    assert sorted((dev, s, e) for dev, s, e, _ in got) == _nsys_gpu_gaps(ops, min_ns)
+    assert all(d == e - s for _, _, s, e, d in got)
+    assert sorted(g[:4] for g in got) == _nsys_gpu_gaps(ops, min_ns)
 
 
 @requires_shared
