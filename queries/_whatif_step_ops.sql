@@ -14,7 +14,7 @@ CREATE OR REPLACE VIEW _whatif_step_ops AS
 WITH placed AS (
     SELECT rank, step, start_ns, end_ns
     FROM _kernel_windows
-    WHERE step IS NOT NULL AND category IS DISTINCT FROM 'comms'
+    WHERE step IS NOT NULL AND NOT comms
     UNION ALL
     SELECT o.rank, w.step, o.start_ns, o.end_ns
     FROM (SELECT rank, start_ns, end_ns FROM gpu_ops

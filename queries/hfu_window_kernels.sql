@@ -5,8 +5,8 @@
 --   the report read them here instead of joining every kernel of the job to its window.
 -- Columns: rank INTEGER, step BIGINT (steps.step; NULL = the whole-capture window),
 --   start_ns BIGINT ns, end_ns BIGINT ns (the window), kernels BIGINT (kernels of category other
---   than comms starting in [start_ns, end_ns)), kernel_ns HUGEINT ns (their summed duration_ns;
---   0 when none).
+--   than comms starting in [start_ns, end_ns)), kernel_ns HUGEINT ns (their summed durations,
+--   end_ns - start_ns; 0 when none).
 -- Definition: every `steps` row, with the non-comms kernels whose start lies in it (the windows of
 --   a rank do not overlap: a kernel belongs to the last window starting at or before it).
 -- columns: rank, step, start_ns, end_ns, kernels, kernel_ns
@@ -15,9 +15,9 @@
 -- requires: _kernel_windows, steps
 CREATE OR REPLACE VIEW hfu_window_kernels AS
 WITH placed AS (
-    SELECT rank, step, window_start_ns AS start_ns, count(*) AS kernels, sum(duration_ns) AS kernel_ns
+    SELECT rank, step, window_start_ns AS start_ns, count(*) AS kernels, sum(end_ns - start_ns) AS kernel_ns
     FROM _kernel_windows
-    WHERE category IS DISTINCT FROM 'comms'
+    WHERE NOT comms
     GROUP BY rank, step, window_start_ns
 )
 SELECT w.rank, w.step, w.start_ns, w.end_ns, coalesce(p.kernels, 0) AS kernels,

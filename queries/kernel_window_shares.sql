@@ -44,7 +44,7 @@ c AS (
            lo + (hi - lo) * f4 AS cf4, hi - (hi - lo) * f4 AS cb4
     FROM w
 ),
-k AS (
+k AS NOT MATERIALIZED (  -- scanned twice: a second scan and join cost less than storing its names
     SELECT k.rank, k.name, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
            k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d, c.* EXCLUDE (rank)
     FROM kernels AS k JOIN c ON c.rank = k.rank

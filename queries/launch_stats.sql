@@ -20,7 +20,9 @@
 -- requires: _op_launches, kernels
 CREATE OR REPLACE VIEW launch_stats AS
 WITH launched AS (
-    SELECT rank, op, duration_ns, start_ns, launch_ns AS a_start, launch_end_ns AS a_end FROM _op_launches
+    SELECT rank, kernel, end_ns - start_ns AS duration_ns, start_ns, launch_ns AS a_start,
+           launch_end_ns AS a_end
+    FROM _op_launches
 ),
 per_rank AS (
     SELECT
@@ -35,7 +37,7 @@ per_rank AS (
         100.0 * count(*) FILTER (WHERE duration_ns < a_end - a_start) / nullif(count(a_start), 0)
             AS launch_bound_pct
     FROM launched
-    WHERE op = 'kernel'
+    WHERE kernel
     GROUP BY rank
 ),
 queue AS (

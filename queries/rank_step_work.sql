@@ -18,7 +18,7 @@ WITH g AS (
            count(*) AS instances, sum(end_ns - start_ns)::BIGINT AS total_ns,
            avg(end_ns - start_ns)::DOUBLE AS avg_ns, median(end_ns - start_ns)::DOUBLE AS med_ns
     FROM _kernel_windows
-    WHERE step IS NOT NULL AND category IS DISTINCT FROM 'comms'
+    WHERE step IS NOT NULL AND NOT comms
     GROUP BY rank, step, name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z
 )
 SELECT g.rank, g.step, n.name,
