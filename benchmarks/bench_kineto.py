@@ -13,7 +13,7 @@ their ratios: like for like (ingest + breakdown vs HTA), and with our summary. A
 bare read, is the baseline any DuckDB-based reader pays: pyarrow imported, each file's
 `traceEvents` read by DuckDB's JSON reader into a table of a new workspace file, a checkpoint
 (no canonical tables, no analysis). On small files it is the floor of a per-file cost (the real
-two-rank trace_filter pair: the bare read alone takes ~0.8 of HTA's time and ~1.2 of its memory);
+two-rank trace_filter pair: the bare read alone took 0.53-0.82 of HTA's time in six runs);
 on large ones our reader's parallel pieces beat it. HTA runs when
 it is importable here or when --hta-python names an interpreter that has it (HTA is not a
 dependency of this project: install it in a venv of its own).
@@ -291,16 +291,19 @@ def run_measure(cmd: list[str]) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_ours(folder: Path, db: Path, analyse: bool = True, sql_timeout: float = 60) -> dict:
+def _remove_workspace(db: Path) -> None:
     for f in db.parent.glob(db.name + "*"):
         f.unlink()
+
+
+def run_ours(folder: Path, db: Path, analyse: bool = True, sql_timeout: float = 60) -> dict:
+    _remove_workspace(db)
     flags = ["--sql-timeout", str(sql_timeout)] + ([] if analyse else ["--no-analysis"])
     return run_measure([sys.executable, __file__, "--worker", str(folder), str(db), *flags])
 
 
 def run_bare(folder: Path, db: Path) -> dict:
-    for f in db.parent.glob(db.name + "*"):
-        f.unlink()
+    _remove_workspace(db)
     return run_measure([sys.executable, __file__, "--bare", str(folder), str(db)])
 
 
@@ -329,7 +332,7 @@ def _seconds(r: dict, key: str) -> float:
 
 
 def compare_job(
-    name: str, job: Path, db: Path, gpu_events: int | None, hta: str | None, timeout: float
+    name: str, job: Path, db: Path, gpu_events: int | None, hta: str | None, timeout: float, bare: bool
 ) -> None:
     """Ours (ingest with its analysis, then the breakdown read) and HTA on one folder, with ratios."""
     r = run_ours(job, db, sql_timeout=timeout)
@@ -346,10 +349,11 @@ def compare_job(
         f"{rate:>9.0f}  {r['ingest_rss_mib']:>10.0f}{_errors(r)}",
         flush=True,
     )
-    b = run_bare(job, db.with_name(db.stem + "_bare.duckdb"))
-    if "error" in b:
+    b = run_bare(job, db.with_name(db.stem + "_bare.duckdb")) if bare else None
+    if b is not None and "error" in b:
         print(f"{'bare read':>18} failed: {b['error']}")
-    else:
+        b = None
+    if b is not None:
         print(
             f"{'bare read':>18} {b['bare_s']:>8.2f} {'':>7} {'':>11} {'':>9} {b['bare_s']:>8.2f} "
             f"{b['peak_rss_mib']:>8.0f}   ({b['events']} events; ours: {r['ingest_s'] / b['bare_s']:.2f}x "
@@ -375,7 +379,7 @@ def compare_job(
         f"memory {memory:.2f} of HTA's (ingest alone {ingest_memory:.2f})",
         flush=True,
     )
-    if "error" not in b:  # the bar "at most half of HTA's time, no more of its memory" against the floor
+    if b is not None:  # the bar "at most half of HTA's time, no more of its memory" against the floor
         print(
             f"{'':>18} the bare read alone takes {b['bare_s'] / hta_total:.2f} of HTA's time and "
             f"{b['peak_rss_mib'] / h['peak_rss_mib']:.2f} of its memory",
@@ -413,6 +417,9 @@ def main() -> None:
         help="comma-separated folders of real traces measured as they are (e.g. the shared trace_filter)",
     )
     ap.add_argument("--no-hta", action="store_true", help="do not run HTA")
+    ap.add_argument(
+        "--no-bare", action="store_true", help="skip the bare-read baseline (minutes on large files)"
+    )
     ap.add_argument("--keep", type=Path, help="write the tiled files here and keep them")
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--bare", nargs=2, type=Path, help=argparse.SUPPRESS)
@@ -459,7 +466,9 @@ def main() -> None:
     for folder in filter(None, args.folders.split(",")):
         jobs.append((Path(folder).name[:12], Path(folder), None, False))
     for name, job, gpu_events, remove in jobs:
-        compare_job(name, job, tmp / f"{job.name}.duckdb", gpu_events, hta, args.sql_timeout)
+        compare_job(
+            name, job, tmp / f"{job.name}.duckdb", gpu_events, hta, args.sql_timeout, not args.no_bare
+        )
         if remove:
             shutil.rmtree(job, ignore_errors=True)
     if args.big_gpu_events:
