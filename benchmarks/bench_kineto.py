@@ -418,7 +418,9 @@ def main() -> None:
     )
     ap.add_argument("--no-hta", action="store_true", help="do not run HTA")
     ap.add_argument(
-        "--no-bare", action="store_true", help="skip the bare-read baseline (minutes on large files)"
+        "--no-bare",
+        action="store_true",
+        help="skip the bare-read baseline (seconds per file: minutes on large sets)",
     )
     ap.add_argument("--keep", type=Path, help="write the tiled files here and keep them")
     ap.add_argument("--worker", nargs=2, type=Path, help=argparse.SUPPRESS)
