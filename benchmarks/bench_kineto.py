@@ -192,6 +192,8 @@ def bare_read(folder: Path, db: Path) -> None:
 
     con = duckdb.connect(str(db))
     events = 0
+    # kineto.meta.SUFFIXES and duck.sql_string are not imported: the package's imports would
+    # count in the baseline's memory, which must hold only what every such reader pays
     files = sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
     for i, path in enumerate(files):
         literal = "'" + str(path).replace("'", "''") + "'"
