@@ -226,7 +226,7 @@ class Workspace:
 
     def summary(self, by: By = "rank") -> dict[str, Any]:
         """Everything `nsight-analyze summary` shows (`--format json`): {by, partition,
-        step_source, top_kernels, no_timeline, warnings, job}; see `partition` for the rows."""
+        step_source, top_kernels, no_timeline, warnings, notes, job}; see `partition` for the rows."""
         from .summary import summary
 
         with self.connect(scope=True) as con:
@@ -241,7 +241,9 @@ class Workspace:
         comms_exposed_ns (communication no compute or memory operation overlaps) + idle_ns (no
         GPU operation); idle_ns splits into launch_gap_ns, input_stall_ns, sync_stall_ns,
         host_bound_ns and idle_other_ns. comms_total_ns is all communication time,
-        comms_hidden_ns the part overlapped by compute; overlap_pct = hidden / total. Each `*_pct`
+        comms_hidden_ns the part overlapped by compute; overlap_pct = hidden / total. memory_ns
+        splits into memory_kernels_ns (memory-bound kernels) and copies_ns (memcpy / memset no
+        kernel overlaps); copies_total_ns is all copy time. Each `*_pct`
         is that column's share of the window. by='step' rows hold sums over the `ranks` that
         have the step (rank-ns: divide by `ranks` for the mean rank), plus `job_step_ns` (the
         longest window over the ranks: the job's step time), `slowest_rank` and `min_window_ns`.
@@ -369,7 +371,9 @@ class Workspace:
         time with counter data.
 
         MFU needs `model_flops_per_step` (the whole job's, forward + backward) or a model
-        (params + tokens_per_step, or layers/hidden/seq_len[/vocab] with formula='megatron').
+        (params + tokens_per_step, or layers/hidden/seq_len[/vocab] with formula='megatron');
+        without either, a trace recorded with shapes gives its own (`op_flops`; attrs
+        ['model_flops']['source'] says "from trace shapes").
         The keywords are the fields of `nsight_analyze.mfu.MfuOptions` (the options of
         `nsight-analyze mfu`): model_flops_per_step, params, tokens_per_step, layers, hidden,
         seq_len, vocab, recompute ('none'), formula ('palm'), gpu, peak_tflops, precision
@@ -492,11 +496,14 @@ def ingest(
     jobs: int = 1,
     replace: bool = False,
     rules: PathArg | None = None,
+    labels: dict[str, Any] | None = None,
 ) -> Workspace:
     """Read every trace below `inputs` (folders or files: nsys .sqlite/.nsys-rep, PyTorch-profiler
     JSON, Nsight Compute CSV) into the workspace `db` (default: nsight_analyze.duckdb beside the
     first input) and compute its analysis; return it. The ingest report (per-file outcomes) is
-    `ws.ingest_report`. Raises UserError when a file failed or nothing was loaded."""
+    `ws.ingest_report`. Raises UserError when a file failed or nothing was loaded. `labels`:
+    run labels of these files' runs ({"batch": 32}, as `ingest --label batch=32`; docs/runs.md).
+    """
     from .errors import UserError
     from .ingest import ingest as _ingest
 
@@ -508,7 +515,12 @@ def ingest(
     if db is None:
         first = paths[0]
         db = (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
-    report = _ingest(paths, Path(db), jobs=jobs, replace=replace, rules=Path(rules) if rules else None)
+    from .run_labels import parse_cli_labels
+
+    given = parse_cli_labels([f"{k}={v}" for k, v in (labels or {}).items()])  # as `--label k=v`
+    report = _ingest(
+        paths, Path(db), jobs=jobs, replace=replace, rules=Path(rules) if rules else None, labels=given
+    )
     failed = report.by_status("failed")
     if failed:
         raise UserError(f"{failed[0].path}: {failed[0].message}")
@@ -529,13 +541,15 @@ def compare(
     fail_on_regression_pct: float | None = None,
     before_job: int | None = None,
     after_job: int | None = None,
+    ranks: dict[int, int] | str | None = None,
 ) -> dict[str, Any]:
     """Compare two runs (workspaces, or trace folders/files ingested into temporary ones): the
     stable document of `nsight-analyze compare --format json` (docs/compare.md): verdict
     (improvement / regression / neutral, on the slowest rank's median step time with a bootstrap
     interval), step times, partition, kernels and collectives that changed, matched findings.
     An input of several jobs is compared as one: `before_job`/`after_job` (or the Workspace's
-    `job`), else the one with the most ranks."""
+    `job`), else the one with the most ranks. `ranks`: BEFORE's rank -> AFTER's rank to compare
+    ({3: 1}, or "3=1" as `--ranks`), else ranks are matched by number."""
     from .compare import compare as _compare
 
     return _compare(
@@ -547,6 +561,7 @@ def compare(
         fail_on_regression_pct=fail_on_regression_pct,
         before_job=before_job if before_job is not None else getattr(before, "job", None),
         after_job=after_job if after_job is not None else getattr(after, "job", None),
+        ranks=ranks,
     )
 
 

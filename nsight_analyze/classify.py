@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from .duck import sql_string
+from .duck import has_relation, sql_string
 from .errors import UserError
 
 if TYPE_CHECKING:  # classification is SQL; only classify_names hands back a DataFrame
@@ -251,6 +251,44 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
     by `--rules` apply, so later files are classified like earlier ones."""
     _classify_rows(con, "category IS NULL", rules_path)
     _stamp_rules(con)
+
+
+# Above this share of kernel time in category 'other', `summary` prints a note and `diagnose` a
+# capture finding (threshold `unclassified_max_pct`): a fifth of the kernel time that could be
+# compute or memory moves either share by up to 20 points, more than the gaps the memory-bound
+# and compute-efficiency findings are read against.
+UNCLASSIFIED_WARN_PCT = 20.0
+
+# The unclassified share of kernel time, from the stored per-rank kernel totals (kernel_summary:
+# no pass over the kernels) and from `kernels` where the workspace has no analysis yet.
+_UNCLASSIFIED_SQL = """SELECT 100.0 * sum(t) FILTER (WHERE category = 'other') / nullif(sum(t), 0) AS pct,
+       count(DISTINCT name) FILTER (WHERE category = 'other') AS names
+FROM ({rows})"""
+
+
+def unclassified_share(con: duckdb.DuckDBPyConnection) -> tuple[float, int] | None:
+    """(% of kernel time no rule classifies, its distinct kernel names), or None without kernel time.
+
+    Why: the partition's compute and memory columns are the kernel rules' verdicts; time in
+    'other' is neither, so a large share makes that split (and the findings read from it)
+    uncertain. The share is over all ranks, like `classify`'s table."""
+    if has_relation(con, "kernel_summary"):
+        rows = "SELECT name, category, total_ns AS t FROM kernel_summary"
+    elif has_relation(con, "kernels"):
+        rows = "SELECT name, category, end_ns - start_ns AS t FROM kernels"
+    else:
+        return None
+    pct, names = con.execute(_UNCLASSIFIED_SQL.format(rows=rows)).fetchone()
+    return None if pct is None else (float(pct), int(names))
+
+
+def unclassified_note(pct: float, names: int) -> str:
+    """The one wording of the low-coverage warning (summary's note, diagnose's finding)."""
+    return (
+        f"{pct:.1f} % of kernel time is unclassified ({names} kernel name(s) in category other: no "
+        "rule says what they compute): the partition's compute/memory split is uncertain; see "
+        "`nsight-analyze classify --list-other` and add rules with `classify --rules FILE`"
+    )
 
 
 # What `classify` shows, by its `by`: documented live views (queries/kernel_category_totals.sql,

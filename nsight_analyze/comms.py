@@ -2,7 +2,8 @@
 
 The SQL (queries/comm_kernels.sql, _comm_members.sql, comm_groups.sql, comm_ops.sql) names each
 communicator's dimension and sums its time; this module only aggregates those few rows (one per
-communicator), adds the link's peak from the GPU data and the advice that fits each dimension.
+communicator), adds the link's peak from the GPU data and the fixes that fit each dimension's
+exposed collectives (rules/dimensions.py, the one list the findings read too).
 """
 
 from __future__ import annotations
@@ -20,41 +21,42 @@ from .plain import missing
 BY = ("dimension", "communicator", "collective")
 DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "unknown")
 
-ADVICE = {
-    "tp": (
-        "Tensor-parallel collectives sit on the critical path of forward and backward: keep the TP "
-        "group inside a node (NVLink), overlap TP communication with compute (sequence parallelism, "
-        "communication/GEMM overlap such as Transformer Engine userbuffers), or lower the TP degree. "
-        "Trade-off: a smaller TP degree puts more weights and activations on each GPU; overlap needs "
-        "spare SMs and memory for the staged buffers."
-    ),
-    "dp": (
-        "Data-parallel gradient reduction is exposed: overlap it with backward (DDP/FSDP bucketed "
-        "reduction started as gradients become ready), tune the bucket size, reduce in bf16, or "
-        "accumulate gradients over more micro-batches per reduction. Trade-off: larger buckets cut "
-        "per-call latency but start later and overlap less; smaller ones overlap more but pay more "
-        "launches; gradient accumulation changes the effective batch size."
-    ),
-    "fsdp": (
-        "Sharded-parameter all-gathers / reduce-scatters are exposed: prefetch the next unit's "
-        "all-gather (forward and backward prefetch), use larger FSDP units, or shard inside a node "
-        "and replicate across nodes (HSDP). Trade-off: prefetching and larger units hold more "
-        "unsharded parameters in memory; HSDP keeps more copies of the optimizer state."
-    ),
-    "pp": (
-        "Pipeline send/recv time (it includes waiting for the neighbouring stage, i.e. the bubble) is "
-        "exposed: use more micro-batches per step, an interleaved (virtual-pipeline) schedule, or "
-        "fewer stages. Trade-off: more micro-batches need a smaller micro-batch or more activation "
-        "memory; interleaving multiplies the point-to-point messages; fewer stages need more memory "
-        "per GPU."
-    ),
-    "ep": (
-        "Expert-parallel all-to-all is exposed: overlap token dispatch/combine with expert compute, "
-        "keep the EP group inside a node, and balance the router load (capacity factor, auxiliary "
-        "loss). Trade-off: overlap needs chunked dispatch (more launches); a smaller EP group holds "
-        "more experts per GPU."
-    ),
-}
+
+def _advice(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per job and exposed dimension: the fixes of the collectives that hold most of its exposed time.
+
+    Why not a text per dimension: the fixes have one home, rules/dimensions.py (FIXES, FAMILY_SQL,
+    `family_fixes`), which the `exposed-comm` findings and `dominant-kernel` read too; a dimension
+    that is unknown gets its collectives' fixes (send/recv: the pipeline schedule, never DDP
+    bucketing) and how to make the dimension known, instead of nothing. The families are summed in
+    SQL over comm_ops (one row per communicator and collective)."""
+    from .rules.dimensions import FAMILY_SQL, family_fixes  # rules import this module: import late
+
+    fams = _fetch(
+        con,
+        f"""SELECT job, dimension, family, string_agg(DISTINCT op, ',' ORDER BY op) AS ops,
+                   any_value(dimension) AS dimensions, sum(exposed_ns)::BIGINT AS exposed_ns,
+                   sum(exposed_ns) / nullif(sum(sum(exposed_ns)) OVER d, 0) AS share,
+                   sum(sum(exposed_ns)) OVER d::BIGINT AS dimension_exposed_ns
+            FROM (SELECT *, {FAMILY_SQL} AS family FROM comm_ops)
+            GROUP BY job, dimension, family HAVING sum(exposed_ns) > 0
+            WINDOW d AS (PARTITION BY job, dimension)
+            ORDER BY dimension_exposed_ns DESC, job, dimension, exposed_ns DESC, family""",
+    )
+    out: list[dict[str, Any]] = []
+    for key in dict.fromkeys((int(f["job"]), str(f["dimension"])) for f in fams):
+        rows = [f for f in fams if (int(f["job"]), str(f["dimension"])) == key]
+        fixes = family_fixes(rows, key[1])
+        out.append(
+            {
+                "job": key[0],
+                "dimension": key[1],
+                "exposed_ns": int(rows[0]["dimension_exposed_ns"]),
+                "families": [str(f["family"]) for f in rows if f["taken"]],
+                "advice": " ".join(f"{x.action} (trade-off: {x.trade_off})." for x in fixes),
+            }
+        )
+    return out
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
@@ -116,14 +118,7 @@ def comms(con: duckdb.DuckDBPyConnection, by: str = "dimension") -> dict[str, An
         if row.get("members") is not None:
             row["members"] = [int(x) for x in row["members"]]
         out.append(row)
-    advice, notes = [], []
-    dims = rows if by == "dimension" else _by_dimension(con)
-    for d in sorted(dims, key=lambda d: -d["exposed_ns"]):
-        if d["dimension"] in ADVICE and d["exposed_ns"] > 0:
-            advice.append(
-                {"job": int(d["job"]), "dimension": d["dimension"], "exposed_ns": int(d["exposed_ns"]),
-                 "advice": ADVICE[d["dimension"]]}
-            )  # fmt: skip
+    advice, notes = _advice(con), []
     for g in groups:
         if g["dimension"] == "unknown":
             notes.append(f"{g['group_key']} ({g['ops']}): dimension unknown: {g['basis']}")

@@ -21,6 +21,7 @@ from typing import Any, TypedDict, overload
 
 import duckdb
 
+from .classify import UNCLASSIFIED_WARN_PCT
 from .errors import UserError
 from .rules import RULES
 from .rules.advice import annotate_memory
@@ -127,6 +128,16 @@ THRESHOLDS: dict[str, Threshold] = {
         1.0,
         "report FP32/TF32 GEMMs when moving them to 16-bit tensor cores can recover >= this % of the "
         "mean step",
+    ),
+    "unclassified_max_pct": Threshold(
+        UNCLASSIFIED_WARN_PCT,
+        "note when more than this % of kernel time is unclassified (category other): the partition's "
+        "compute/memory split is then uncertain",
+    ),
+    "unaligned_gemm_min_pct": Threshold(
+        10.0,
+        "report GEMM kernels built for operands aligned to < 16 bytes (CUTLASS align1/align2) when they "
+        "take >= this % of GEMM time",
     ),
     "graph_candidate_min_kernels": Threshold(
         20.0,

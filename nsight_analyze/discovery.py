@@ -34,6 +34,7 @@ class Candidate:
     rank_sources: dict[int, str] = field(default_factory=dict)
     job_ranks: dict[int, int] = field(default_factory=dict)  # Process.key -> rank within its job
     replaces: list[int] = field(default_factory=list)  # file_ids this file replaces
+    labels: list[tuple[str, str, str]] = field(default_factory=list)  # run_labels: (key, value, source)
 
 
 def path_text(path: Path) -> str:
@@ -78,8 +79,9 @@ def assign_ranks(cands: list[Candidate], taken: dict[int, str]) -> dict[int, str
     number that another file already has.
 
     Order of evidence: a rank claimed inside the file (captured environment, MPI_RANKS,
-    NCCL's init payload, Kineto distributedInfo: the source's probe decides); then digits
-    in the file name, when every unclaimed file has a distinct number; then natural file
+    NCCL's init payload, Kineto distributedInfo: the source's probe decides); then a rank the
+    file name states by a recognised pattern (NAME_RANK_PATTERNS: rank3, _r3_, worker3, ...,
+    never a bare number), when every unclaimed file has a distinct one; then natural file
     order (rank2 before rank10), device order within a file. `rank` is unique in the
     workspace; `job_rank` is the number the evidence gave. A file claiming a number another
     file already has belongs to another job (queries/merge_jobs.sql): it keeps the number as
@@ -137,11 +139,26 @@ def assign_ranks(cands: list[Candidate], taken: dict[int, str]) -> dict[int, str
     return notes
 
 
+# How a file name says its rank, strongest first. Only these: a bare number in a name is as often a
+# version (trace_ROCm6_2_x, cuda12_4, v2, Qwen1.5-0.5B), a date, a pid or a job id, and taking one
+# for the rank made a lone ROCm 6.2 trace rank 2 "with ranks 0-1 missing".
+NAME_RANK_PATTERNS = (
+    # rank0, rank_3, rank-3, rank.3, RANK=3, node1_rank3, sampled_rank-1 (not local_rank3: per node)
+    re.compile(r"(?<![a-z])(?<!local_)(?<!local-)(?<!local)rank[_\-.=]?(\d+)", re.I),
+    # r3 / r003 as a token of its own: _r3_, trace.r003.json
+    re.compile(r"(?<![^_\-.\s])r(\d+)(?![^_\-.\s])", re.I),
+    # worker3, proc3, process_3 (the per-process files of a launcher)
+    re.compile(r"(?<![a-z])(?:worker|proc|process)[_\-.=]?(\d+)", re.I),
+)
+
+
 def _file_number(path: Path) -> int | None:
-    """The rank a file name suggests: digits after 'rank', else its last number when it is
-    small enough to be a rank (not a job id or a timestamp)."""
-    tagged = re.search(r"rank[_\-.]?(\d+)", path.stem, re.I)
-    if tagged:
-        return int(tagged.group(1))
-    groups = re.findall(r"\d+", path.stem)
-    return int(groups[-1]) if groups and int(groups[-1]) < MAX_FILENAME_RANK else None
+    """The rank a file name states by a recognised pattern (NAME_RANK_PATTERNS, the first that
+    matches), else None; None too when the pattern gives two different numbers (rank0_vs_rank1)
+    or one too large to be a rank."""
+    for pattern in NAME_RANK_PATTERNS:
+        numbers = {int(m) for m in pattern.findall(path.stem)}
+        if numbers:
+            number = numbers.pop()
+            return number if not numbers and number < MAX_FILENAME_RANK else None
+    return None

@@ -150,3 +150,61 @@ def families_sql(name_column: str = "name") -> str:
     for family, pattern, _archs in KERNEL_FAMILIES:
         parts.append(f"bool_or(regexp_matches({name_column}, '{pattern}')) AS fam_{family}")
     return ", ".join(parts)
+
+
+# What each architecture's matrix units (NVIDIA tensor cores, AMD matrix cores) take, the one place
+# a fix checks before advising a precision (rules/precision.gpu_support): bf16 and TF32 need compute
+# capability 8.0 (Ampere), FP8 8.9 (Ada, Hopper, Blackwell); Volta has FP16 only, Turing FP16 and
+# INT8. AMD: CDNA2 (MI200) bf16/fp16/int8, CDNA3 (MI300) adds XF32 (TF32) and FP8, CDNA4 (MI350)
+# drops XF32. Keys are the peak table's `arch` values (data/gpus.csv) and ARCH_RATES' arch names.
+ARCH_PRECISIONS: dict[str, frozenset[str]] = {
+    "volta": frozenset({"fp16"}),
+    "turing": frozenset({"fp16", "int8"}),
+    "ampere": frozenset({"tf32", "bf16", "fp16", "int8"}),
+    "ada": frozenset({"tf32", "bf16", "fp16", "fp8", "int8"}),
+    "hopper": frozenset({"tf32", "bf16", "fp16", "fp8", "int8"}),
+    "blackwell": frozenset({"tf32", "bf16", "fp16", "fp8", "int8"}),
+    "blackwell-consumer": frozenset({"tf32", "bf16", "fp16", "fp8", "int8"}),
+    "cdna2": frozenset({"bf16", "fp16", "int8"}),
+    "cdna3": frozenset({"tf32", "bf16", "fp16", "fp8", "int8"}),
+    "cdna4": frozenset({"bf16", "fp16", "fp8", "int8"}),
+}
+#: The lowest NVIDIA compute capability whose tensor cores take each precision.
+MIN_CC: dict[str, tuple[int, int]] = {
+    "fp16": (7, 0),
+    "int8": (7, 2),
+    "tf32": (8, 0),
+    "bf16": (8, 0),
+    "fp8": (8, 9),
+}
+#: How a fix names what a precision needs, when the GPU is unknown.
+NEEDS: dict[str, str] = {
+    "tf32": "TF32 needs an Ampere-or-newer GPU (compute capability >= 8.0) or an MI300",
+    "bf16": "bf16 needs an Ampere-or-newer GPU (compute capability >= 8.0) or an MI200/MI300",
+    "fp8": "FP8 needs an Ada/Hopper-or-newer GPU (compute capability >= 8.9) or an MI300",
+    "fp16": "fp16 tensor cores need Volta or newer (compute capability >= 7.0)",
+    "int8": "int8 tensor cores need Turing or newer",
+}
+
+
+def arch_key(arch: str | None) -> str | None:
+    """The ARCH_PRECISIONS key of an architecture name ('ampere GA100' -> 'ampere',
+    'blackwell consumer' -> 'blackwell-consumer'); None when unknown."""
+    if not arch:
+        return None
+    low = str(arch).lower().strip()
+    if low.startswith("blackwell") and "consumer" in low:
+        return "blackwell-consumer"
+    key = low.split()[0]
+    return key if key in ARCH_PRECISIONS else None
+
+
+def supports(precision: str, arch: str | None = None, cc: tuple[int, int] | None = None) -> bool | None:
+    """Whether a GPU's matrix units take `precision` (tf32, bf16, fp16, fp8, int8): from its
+    architecture when known, else from an NVIDIA compute capability; None when neither is known."""
+    key = arch_key(arch)
+    if key is not None:
+        return precision in ARCH_PRECISIONS[key]
+    if cc is not None and precision in MIN_CC:
+        return tuple(cc) >= MIN_CC[precision]
+    return None

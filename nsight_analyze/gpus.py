@@ -10,6 +10,11 @@ matching that takes a GH200 for an H200 or an A10G for an A10. So:
 * an unknown model is derived from SM count x clock x FLOP/clk/SM of its architecture
   (gpu-peaks.md §3; the rates and derates are in gpu_arch.py), with the tensor-clock derate,
   and labelled ``derived``;
+* a GPU the trace does not name (ROCm's PyTorch profiler writes an empty ``name`` for an
+  MI300X) but whose SM/CU count, compute capability and memory fit exactly one table model
+  (or several with the same peaks: an MI210 and one GCD of an MI250) is that model, labelled
+  ``identified`` with the properties that identified it; properties that fit models of
+  different peaks (an MI350X and an MI355X differ only in clock) identify nothing;
 * with no GPU information at all, an environment hint (``PEAK_FLOPS_PER_GPU``) is used, or
   kernel names that only one architecture runs (gpu_arch.KERNEL_FAMILIES: ``sm90``/``wgmma``
   -> Hopper, ``sm100``/``tcgen05`` -> Blackwell), labelled ``assumed``. Names that newer GPUs
@@ -182,6 +187,75 @@ def lookup(name: str | None) -> Peak | None:
     return None
 
 
+#: Reported memory / the vendor's nominal size that still fits a table row: HBM parts report 98.5-100 %
+#: of it (an H100 80GB: 79.2 GiB, an MI300X: 192.0 GiB), GDDR parts with ECC on 1/16 less (a T4's 16 GB:
+#: 14.8 GiB). Properties that fit several rows then identify nothing (`identify`).
+MEMORY_FIT = (0.9, 1.01)
+#: Rows whose peaks agree within this (relative) are one answer: an MI210 and an MI250 GCD are the same
+#: 104 CUs at 1700 MHz, and the datasheets round the halved MI250 figures differently (22.65 vs 22.6).
+SAME_PEAK_REL = 0.01
+
+
+def vendor_of(arch: str | None) -> str:
+    """'amd' for a table row of a CDNA architecture, else 'nvidia'."""
+    return "amd" if str(arch or "").startswith("cdna") else "nvidia"
+
+
+def _same_peaks(a: Peak, b: Peak) -> bool:
+    values = [(a.tflops.get(p), b.tflops.get(p)) for p in PRECISIONS] + [(a.mem_bw_gbs, b.mem_bw_gbs)]
+    return all(
+        (x is None and y is None)
+        or (x is not None and y is not None and math.isclose(x, y, rel_tol=SAME_PEAK_REL))
+        for x, y in values
+    )
+
+
+def identify(
+    sm_count: int | None,
+    compute_major: int | None,
+    compute_minor: int | None,
+    memory_bytes: int | None = None,
+    vendor: str | None = None,
+) -> tuple[Peak | None, str]:
+    """The table model a GPU's hardware properties fit, for a trace that does not name it; else
+    (None, why not).
+
+    Why: ROCm's PyTorch profiler can record a GPU with an empty name (TraceLens's vLLM MI300X
+    traces: 304 CUs, CC 9.4, 192 GiB), and without a name or a clock the peak was unknown although
+    only one GPU has those properties. A row fits when its CC and SM/CU count are the recorded ones,
+    its vendor is the trace's (`vendor`: 'amd' for a ROCm trace, 'nvidia' for a CUDA one, None when
+    the file does not say; ROCm reports gfx90a as CC 9.0 like Hopper) and, where both are known, the
+    recorded memory is MEMORY_FIT of its nominal size. One fitting row, or several whose peaks agree
+    (SAME_PEAK_REL), is the answer; rows of different peaks are never chosen between.
+    """
+    if not sm_count or compute_major is None or compute_minor is None:
+        return None, ""
+    cc = f"{int(compute_major)}.{int(compute_minor)}"
+    gib = float(memory_bytes) / 2**30 if memory_bytes else None
+    fits = []
+    for idx, row in enumerate(rows()):
+        if row["cc"] != cc or row["sm_count"] is None or int(row["sm_count"]) != int(sm_count):
+            continue
+        if vendor is not None and vendor_of(row["arch"]) != vendor:
+            continue
+        nominal = row["memory_gb"]
+        if gib is not None and nominal is not None and not (MEMORY_FIT[0] <= gib / nominal <= MEMORY_FIT[1]):
+            continue
+        fits.append(idx)
+    amd = vendor == "amd" or (bool(fits) and all(vendor_of(rows()[i]["arch"]) == "amd" for i in fits))
+    seen = f"{int(sm_count)} {'CUs' if amd else 'SMs'}, CC {cc}" + ("" if gib is None else f", {gib:.0f} GiB")
+    if not fits:
+        return None, f"no peak-table model has {seen}"
+    peaks = [_row_peak(i, "identified", "") for i in fits]
+    models = [str(p.model) for p in peaks]
+    if not all(_same_peaks(peaks[0], p) for p in peaks[1:]):
+        return None, f"{seen} fit {' and '.join(models)}, whose peaks differ: no guess"
+    reason = f"no GPU name in the trace; identified from {seen} -> {' / '.join(models)}"
+    if len(models) > 1:
+        reason += " (the same hardware and peaks)"
+    return replace(peaks[0], model=" / ".join(models), reason=reason), ""
+
+
 def _is_geforce(name: str) -> bool:
     """GeForce fuse (half-rate FP32 accumulate), per gpu-peaks.md §3 step 3."""
     low = name.lower()
@@ -328,12 +402,14 @@ def _family_peak(arch: str | None, why: str) -> Peak | None:
     )
 
 
-def _unknown_peak(name: str | None, why: str) -> Peak:
-    """No peak: MFU/HFU stay unknown, and the reason says how to supply one."""
+def _unknown_peak(name: str | None, why: str, hardware: str = "") -> Peak:
+    """No peak: MFU/HFU stay unknown, and the reason says how to supply one (and, when the
+    hardware properties were recorded, why they identified no model)."""
     what = f"GPU {name!r} not in the peak table" if name else "no GPU model in the trace"
+    seen = f"{hardware}, no clock or env hint" if hardware else "no SM count/clock/CC or env hint"
     return Peak(
         source="unknown",
-        reason=f"{what}, no SM count/clock/CC or env hint; {why}: peak and MFU/HFU unknown. "
+        reason=f"{what}, {seen}; {why}: peak and MFU/HFU unknown. "
         "Pass --gpu NAME (see `nsight-analyze gpus --list-models`) or --peak-tflops",
     )
 
@@ -350,12 +426,22 @@ def resolve(
     peak_tflops: float | None = None,
     precision: str = DEFAULT_PRECISION,
     gpu: str | None = None,
+    memory_bytes: int | None = None,
+    vendor: str | None = None,
 ) -> Peak:
-    """gpu-peaks.md §3: override, --gpu, table, derivation, env hint, exclusive kernel names, unknown."""
+    """gpu-peaks.md §3: override, --gpu, table, derivation, identification from the hardware
+    properties, env hint, exclusive kernel names, unknown. `vendor` ('amd' | 'nvidia' | None) is
+    what the file says it ran on: an AMD GPU is never derived with NVIDIA's per-SM rates (ROCm
+    reports gfx90a as CC 9.0, Hopper's)."""
+    hardware = ""
     if gpu is not None:
         peak: Peak | None = given_peak(gpu, name)
     else:
-        peak = lookup(name) or derive(name, sm_count, clock_hz, compute_major, compute_minor, mem_bw_bps)
+        peak = lookup(name)
+        if peak is None and vendor != "amd":
+            peak = derive(name, sm_count, clock_hz, compute_major, compute_minor, mem_bw_bps)
+        if peak is None:
+            peak, hardware = identify(sm_count, compute_major, compute_minor, memory_bytes, vendor)
         peak = peak or _env_peak(env_hints, precision)
     why = ""
     if peak is None:
@@ -363,7 +449,7 @@ def resolve(
         peak = _family_peak(arch, why)
     if peak_tflops is not None:
         return with_override(peak, peak_tflops, precision)
-    return peak or _unknown_peak(name, why)
+    return peak or _unknown_peak(name, why, hardware)
 
 
 _STATED_GPU: ContextVar[str | None] = ContextVar("stated_gpu", default=None)
@@ -419,6 +505,14 @@ def ncu_peaks_sql(precision: str) -> str:
     """
 
 
+#: The vendor a rank's file says it ran on (`f`: its `files` row): a PyTorch-profiler trace names its
+#: tracer (sources/kineto/meta.py: 'cupti ...' or 'roctracer ...' / 'hip ...'), an Nsight Systems file
+#: is NVIDIA's; NULL when the file does not say.
+VENDOR_SQL = """CASE WHEN f.nsys_version LIKE 'roctracer %' OR f.nsys_version LIKE 'hip %' THEN 'amd'
+                     WHEN f.nsys_version LIKE 'cupti %' OR f.source_format IN ('nsys-sqlite', 'nsys-recipe')
+                     THEN 'nvidia' END"""
+
+
 def rank_peak_rows(
     con: duckdb.DuckDBPyConnection,
     peak_tflops: float | None = None,
@@ -438,7 +532,7 @@ def rank_peak_rows(
     gpu = gpu if gpu is not None else _STATED_GPU.get()
     validate_gpu(gpu)
     ranks = con.execute(
-        """
+        f"""
         WITH g AS (
             SELECT g.*, row_number() OVER (
                        PARTITION BY g.rank
@@ -446,8 +540,9 @@ def rank_peak_rows(
             FROM gpus g JOIN ranks r ON r.rank = g.rank
         )
         SELECT r.rank, r.file_id, coalesce(g.name, r.gpu_name) AS name, g.sm_count, g.clock_hz,
-               g.compute_major, g.compute_minor, g.memory_bandwidth_bps
-        FROM ranks r LEFT JOIN g ON g.rank = r.rank AND g.pick = 1
+               g.compute_major, g.compute_minor, g.memory_bandwidth_bps, g.memory_bytes,
+               {VENDOR_SQL} AS vendor
+        FROM ranks r LEFT JOIN g ON g.rank = r.rank AND g.pick = 1 LEFT JOIN files f ON f.file_id = r.file_id
         ORDER BY r.rank
         """
     ).fetchall()
@@ -466,7 +561,7 @@ def rank_peak_rows(
         for rank, *seen_by_family in fams
     }
     out = []
-    for rank, file_id, name, sm_count, clock_hz, major, minor, mem_bw_bps in ranks:
+    for rank, file_id, name, sm_count, clock_hz, major, minor, mem_bw_bps, mem_bytes, vendor in ranks:
         peak = resolve(
             name=name,
             sm_count=sm_count,
@@ -479,6 +574,8 @@ def rank_peak_rows(
             peak_tflops=peak_tflops,
             precision=precision,
             gpu=gpu,
+            memory_bytes=mem_bytes,
+            vendor=vendor,
         )
         row = peak_row(peak, precision, rank=int(rank), gpu_name=name)
         out.append({c: row[c] for c in PEAK_COLUMNS})

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import analysis, classify, rank_store
+from . import analysis, classify, rank_store, run_labels
 from .discovery import Candidate, assign_ranks, discover, natural_key, path_text, utf8_path
 from .duck import checkpoints_held, no_room, no_room_error, sql_row, sql_string, sql_value
 from .errors import UserError, WorkspaceBusy
@@ -186,6 +186,8 @@ def _classify_candidates(paths: list[Path], report: IngestReport, db: Path, repl
             else:
                 candidates.append(Candidate(path, path, registry.module("nsys_sqlite")))
             continue
+        if path.name in run_labels.LABEL_FILES:  # a run's labels, read with its files (labels_for)
+            continue
         module = registry.source_for(path)
         if module is None:
             report.outcomes.append(FileOutcome(path, "ignored", _unrecognised(path)))
@@ -205,6 +207,7 @@ def ingest(
     progress: Callable[[FileOutcome, int, int], None] | None = None,
     analysis_progress: Callable[[int, int], None] | None = None,
     dask: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> IngestReport:
     """Load traces into the workspace; see the module docstring for the guarantees.
 
@@ -213,7 +216,9 @@ def ingest(
     at least AUTO_MIN_CORES cores). `dask`: run
     those tasks on a Dask cluster instead (executors.DaskCluster). `progress(outcome, done,
     total)` follows the files loaded; `analysis_progress(done, total)` the rank batches of the
-    analysis computed after them (analysis.refresh).
+    analysis computed after them (analysis.refresh). `labels`: run labels ({key: value},
+    `--label`) of the runs these files make, besides those of run.toml / run.json files beside
+    them (run_labels.py); a conflict between the two is a UserError before anything is written.
     """
     inputs = [Path(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
     db = Path(db)
@@ -222,6 +227,9 @@ def ingest(
     candidates = _classify_candidates(paths, report, db, replace)
     if not candidates and not report.outcomes:
         raise UserError(f"no trace files found below {', '.join(map(str, inputs))}")
+    by_path = run_labels.labels_for([c.path for c in candidates], inputs, labels or {})
+    for cand in candidates:
+        cand.labels = by_path[cand.path]
     sources = {c.source for c in candidates}
     hashes = {c.path: c for c in candidates}  # _ingest drops the failed ones from `candidates`
     existed = db.exists() or Path(f"{db}.wal").exists()

@@ -140,3 +140,6 @@ def insert_file_row(
         f"INSERT INTO files VALUES ({sql_row(values)}, now(), 'ok', "
         f"{sql_value(warnings)}::VARCHAR[], {sql_value(skipped)}::VARCHAR[])"
     )
+    if cand.labels:  # the run's labels (run_labels.py), in the file's own transaction
+        rows = ", ".join(f"({int(cand.file_id)}, {sql_row(label)})" for label in cand.labels)
+        con.execute(f"INSERT INTO run_labels VALUES {rows}")

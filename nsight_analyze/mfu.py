@@ -40,8 +40,11 @@ from .mfu_rows import (
     n_gpus_of,
     peaks_of,
     rows_table,
+    trace_flops,
     windows,
 )
+
+TRACE_FORMULA = "trace"  # ModelFlops.formula of the model FLOPs read from the trace's shapes
 
 __all__ = [
     "DCGM_ESTIMATE",
@@ -178,26 +181,33 @@ def hfu_mfu_summary(
     precision = opts.precision
     notes: list[str] = []
     model: ModelFlops | None = opts.model()
-    if model is None:
+    # the user's model FLOPs win; else the trace's own, where its shapes give some (op_flops)
+    counted, uncounted = trace_flops(con) if model is None else (0, 0)
+    trace = counted > 0
+    if model is None and not trace:
         notes.append(
             "MFU needs the model FLOPs: pass --model-flops-per-step or a model description "
             "(--params, --tokens-per-step, --layers, --hidden, --seq-len)"
         )
     peaks = peaks_of(con, None, opts.peak_tflops, precision, opts.gpu)
-    with rows_table(con, model, peaks, window_df, opts.n_gpus, opts.steps_in_window) as win_source:
+    with rows_table(con, model, peaks, window_df, opts.n_gpus, opts.steps_in_window, trace) as win_source:
         n_rows, has_steps, n_gpus = con.execute(
             "SELECT count(*), coalesce(bool_or(step IS NOT NULL), false), any_value(n_gpus) "
             f"FROM {ROWS_TABLE}"
         ).fetchone()
         stepped = "step IS NOT NULL" if has_steps else "true"
+        if trace:
+            model = _trace_model(con, stepped, has_steps, counted, uncounted, notes)
         totals = _totals(con, stepped)
         per_step = _per_step(con) if detail and has_steps else []
         per_rank = _per_rank(con, stepped) if detail else []
+        notes += _above_peak(con, stepped, totals, per_step, per_rank)
         dcgm = dcgm_summary(
             con, lambda: con.execute(f"SELECT * FROM {ROWS_TABLE} WHERE {stepped}").df(), precision, opts.gpu
         )
     mfu, hfu, hfu_ta, coverage = (totals[k] for k in ("mfu", "hfu", "hfu_tensor_active", "coverage_pct"))
-    if not has_steps and model is not None and not opts.steps_in_window:
+    # (the trace's own FLOPs are those of the capture window: no step count needed)
+    if not has_steps and model is not None and model.formula != TRACE_FORMULA and not opts.steps_in_window:
         notes.append(
             "no step windows (no NVTX steps or detected steps): MFU needs the number of steps in "
             "the capture (--steps)"
@@ -210,14 +220,9 @@ def hfu_mfu_summary(
         if (row["source"], row["reason"]) in told:
             continue
         told.add((row["source"], row["reason"]))
-        if row["source"] in ("assumed", "derived", "given", "unknown", "override"):
+        if row["source"] in ("assumed", "derived", "identified", "given", "unknown", "override"):
             notes.append(f"peak ({row['source']}): {row['reason']}")
     notes += _unknown_peak_notes(peaks)
-    if mfu is not None and mfu > 1.0:
-        notes.append(
-            f"MFU {mfu:.0%} is above 100%: the model FLOPs are too high for these windows (are they for the "
-            "whole job? is --gpus right?) or the step windows are not training steps (check `steps`)"
-        )
     ratio = _ratio(hfu, mfu)
     summary: dict[str, Any] = {
         "precision": gpus.peaks_precision_label(precision, peaks),
@@ -226,9 +231,12 @@ def hfu_mfu_summary(
         "model_flops": None
         if model is None
         else {
-            "per_step": model.model_flops_per_step,
-            "hardware_per_step": model.hardware_flops_per_step,
+            "per_step": model.model_flops_per_step if model.inputs.get("per_step", True) else None,
+            "hardware_per_step": model.hardware_flops_per_step
+            if model.inputs.get("per_step", True)
+            else None,
             "formula": model.formula,
+            "source": MODEL_SOURCES.get(model.formula, "model description"),
             "explanation": model.explanation,
         },
         "peaks": peak_rows,
@@ -255,6 +263,99 @@ def hfu_mfu_summary(
             f"unavailable. Collect it with: {NCU_HINT}"
         )
     return summary
+
+
+def _above_peak(
+    con: duckdb.DuckDBPyConnection,
+    stepped: str,
+    totals: dict[str, Any],
+    per_step: list[dict[str, Any]],
+    per_rank: list[dict[str, Any]],
+) -> list[str]:
+    """Blank MFU (HFU) everywhere when any window's is above 100 % of its peak; the notes say why.
+
+    Why: no GPU runs above its peak, so a window whose model FLOPs (counted FLOPs) would need more
+    is proof that the input is wrong for this trace: model FLOPs that are not per step or per
+    --gpus, step windows that are not the steps the FLOPs describe (layers taken for steps), or
+    counters matched to the wrong kernels. A total over such windows would only average the
+    wrong number with others, so every value of that measure is unknown, never a number.
+    """
+    notes: list[str] = []
+    for col, label, fix in (
+        (
+            "mfu",
+            "MFU",
+            "the model FLOPs per step are more than the GPUs can do in these windows: are they for the "
+            "whole job (--gpus)? are the step windows the steps they describe (check `steps`)?",
+        ),
+        (
+            "hfu",
+            "HFU",
+            "the counted FLOPs are more than the GPUs can do in these windows: counters matched to the "
+            "wrong kernels, or a peak that is too low (check `gpus`)",
+        ),
+    ):
+        over = con.execute(
+            f"SELECT count(*), list(DISTINCT step ORDER BY step) FILTER (WHERE step IS NOT NULL) "
+            f"FROM {ROWS_TABLE} WHERE ({stepped}) AND {col} > 1.0"
+        ).fetchone()
+        if not over or not over[0]:
+            continue
+        totals[col] = None
+        for row in (*per_step, *per_rank):
+            row[col] = None
+        steps = over[1] or []
+        where = (
+            f"in step(s) {', '.join(str(int(s)) for s in steps[:10])}{' ...' if len(steps) > 10 else ''}"
+            if steps
+            else f"in {int(over[0])} window(s)"
+        )
+        notes.append(f"{label} unknown: above 100 % of the peak {where}, which no GPU can do; {fix}")
+    return notes
+
+
+# where the model FLOPs came from (summary["model_flops"]["source"]), by ModelFlops.formula
+MODEL_SOURCES = {"given": "--model-flops-per-step", TRACE_FORMULA: "from trace shapes"}
+
+
+def _trace_model(
+    con: duckdb.DuckDBPyConnection,
+    stepped: str,
+    has_steps: bool,
+    counted: int,
+    uncounted: int,
+    notes: list[str],
+) -> ModelFlops | None:
+    """The model FLOPs the rows hold from the trace's shapes (op_flops), as a ModelFlops that says
+    so; None (and a note) when no counted op ran in a window.
+
+    Why: with record_shapes the trace knows each matmul, convolution and attention op's FLOPs, so
+    MFU needs no number from the user; the words say what that count includes (what ran, so a
+    recomputed forward too) and leaves out (ops without a formula)."""
+    total, steps, ranks = con.execute(
+        f"SELECT sum(model_flops), count(DISTINCT step), count(DISTINCT rank) FROM {ROWS_TABLE} "
+        f"WHERE ({stepped}) AND model_flops IS NOT NULL"
+    ).fetchone()
+    if not total:
+        notes.append(
+            f"the trace's shapes give the FLOPs of {counted} op(s), but none ran in a step window: MFU needs "
+            "the model FLOPs (--model-flops-per-step or a model description)"
+        )
+        return None
+    per_step = float(total) / steps if has_steps and steps else float(total)
+    text = (
+        f"from trace shapes: the FLOPs of {counted} matmul/convolution/attention op(s) the trace recorded "
+        f"with their shapes (op_flops, docs/metrics.md), summed over {ranks} rank(s)"
+        + (f": {per_step:.4g} per step" if has_steps and steps else f": {per_step:.4g} in the capture")
+        + "; what ran is counted, so recomputed forward ops count too, and ops without a formula "
+        "(elementwise, norms, custom kernels) do not"
+    )
+    if uncounted:
+        text += (
+            f"; {uncounted} op(s) with shapes but no FLOPs from them (e.g. attention, causal flag unknown)"
+        )
+    inputs = {"ops_counted": counted, "ops_uncounted": uncounted, "per_step": bool(has_steps and steps)}
+    return ModelFlops(per_step, per_step, TRACE_FORMULA, text, inputs)
 
 
 def _unknown_peak_notes(peaks: Peaks) -> list[str]:

@@ -34,7 +34,8 @@ class MfuOptions:
     """The MFU/HFU options of `nsight-analyze mfu` (flags in brackets), as keywords or one value.
 
     MFU needs `model_flops_per_step` or a model description (`params` + `tokens_per_step`, with
-    `layers`/`hidden`/`seq_len` for the attention term, or `formula='megatron'`); the peak comes
+    `layers`/`hidden`/`seq_len` for the attention term, or `formula='megatron'`), else takes the
+    trace's own FLOPs where it recorded shapes (queries/op_flops.sql); the peak comes
     from the trace's GPU unless `gpu` or `peak_tflops` states it. None means "not given".
     """
 
@@ -43,7 +44,8 @@ class MfuOptions:
         metadata=_cli(
             "--model-flops-per-step",
             float,
-            "Model FLOPs of one training step of the whole job (forward + backward, no recomputation).",
+            "Model FLOPs of one training step of the whole job (forward + backward, no recomputation). "
+            "Default: the trace's own, where it recorded shapes (record_shapes=True).",
         ),
     )
     params: float | None = field(

@@ -190,18 +190,46 @@ LEFT JOIN gm ON gm.rank = a.rank AND gm.step IS NOT DISTINCT FROM a.step
 """
 
 # MFU beside HFU: a step window gets the model FLOPs per step / n_gpus, a whole-capture window that
-# times the steps it holds when stated ($steps), else none
+# times the steps it holds when stated ($steps), else none. From the trace's shapes ({trace}):
+# each window gets the FLOPs of the rank's ops (op_flops) whose first kernel starts in it, 0 when
+# none does, and NULL on a rank without any counted op (unknown, not zero)
 _MFU_SQL = """
 WITH h AS ({hfu}),
+tf AS (
+    SELECT h.rank, h.step, h.start_ns, sum(o.flops) AS flops
+    FROM h JOIN {op_flops} o ON o.rank = h.rank AND o.first_kernel_ns >= h.start_ns
+        AND o.first_kernel_ns < h.end_ns
+    WHERE {trace} AND o.flops IS NOT NULL
+    GROUP BY ALL
+),
+shaped AS (SELECT DISTINCT rank FROM {op_flops} WHERE {trace} AND flops IS NOT NULL AND kernels > 0),
 m AS (
     SELECT h.*, {world}::BIGINT AS n_gpus,
-        CASE WHEN h.step IS NOT NULL THEN {per_gpu} WHEN {steps} > 0 THEN {per_gpu} * {steps} END::DOUBLE
+        CASE WHEN {trace} THEN CASE WHEN h.rank IN (SELECT rank FROM shaped) THEN coalesce(tf.flops, 0) END
+             WHEN h.step IS NOT NULL THEN {per_gpu} WHEN {steps} > 0 THEN {per_gpu} * {steps} END::DOUBLE
             AS model_flops
-    FROM h
+    FROM h LEFT JOIN tf
+        ON tf.rank = h.rank AND tf.step IS NOT DISTINCT FROM h.step AND tf.start_ns = h.start_ns
 )
 SELECT m.*, m.model_flops / nullif(m.window_ns * 1e-9 * m.peak_flops, 0) AS mfu
 FROM m
 """
+# the op_flops stand-in when the workspace has no such table (the SQL above then reads no row of it)
+_NO_OP_FLOPS = (
+    "(SELECT NULL::INTEGER AS rank, NULL::BIGINT AS first_kernel_ns, NULL::DOUBLE AS flops, 0 AS kernels)"
+)
+
+
+def trace_flops(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(ops whose FLOPs the trace's shapes give and whose kernels ran, ops with shapes whose FLOPs
+    they do not give but whose kernels ran): what MFU can read from the trace itself (op_flops)."""
+    if not has_relation(con, "op_flops"):
+        return (0, 0)
+    row = con.execute(
+        "SELECT count(*) FILTER (WHERE flops IS NOT NULL), count(*) FILTER (WHERE flops IS NULL) "
+        "FROM op_flops WHERE kernels > 0"
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def counter_kernels(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
@@ -277,12 +305,16 @@ def _mfu_sql(
     model: ModelFlops | None,
     n_gpus: int | None,
     steps_in_window: int | None,
+    trace: bool = False,
 ) -> str:
-    """_MFU_SQL over the HFU query `hfu`, its parameters as literals (binding one imports pandas)."""
+    """_MFU_SQL over the HFU query `hfu`, its parameters as literals (binding one imports pandas);
+    `trace`: the model FLOPs are the trace's own (op_flops), not `model`'s."""
     world = n_gpus or n_gpus_of(con) or 1
     per_gpu = None if model is None else model.model_flops_per_step / world
     return _MFU_SQL.format(
         hfu=hfu,
+        trace="true" if trace else "false",
+        op_flops="op_flops" if has_relation(con, "op_flops") else _NO_OP_FLOPS,
         world=sql_value(world),
         per_gpu=f"{sql_value(per_gpu)}::DOUBLE",
         steps=sql_value(steps_in_window or 0),
@@ -297,14 +329,15 @@ def rows_table(
     window_df: pd.DataFrame | None = None,
     n_gpus: int | None = None,
     steps_in_window: int | None = None,
+    trace: bool = False,
 ) -> Iterator[str]:
     """The hfu_mfu_table rows as the TEMP table ROWS_TABLE (NULL, not NaN, for every unknown
     value) while the block runs: what the summary aggregates in SQL; yields where the windows
-    came from."""
+    came from. `trace`: each window's model FLOPs are its ops' FLOPs from the trace's shapes."""
     with _registered(con, peaks, window_df) as (sql, source):
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS "
-            + _mfu_sql(con, sql, model, n_gpus, steps_in_window)
+            + _mfu_sql(con, sql, model, n_gpus, steps_in_window, trace)
         )
     try:
         yield source

@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS files (
     sha256           VARCHAR NOT NULL,
     size_bytes       BIGINT,
     source_format    VARCHAR,      -- nsys-sqlite | kineto-json | ncu-csv | ncu-rep | nsys-recipe
-    nsys_version     VARCHAR,      -- EXPORT_PRODUCT_VERSION, NULL for pre-2022 exports
+    nsys_version     VARCHAR,      -- EXPORT_PRODUCT_VERSION, NULL for pre-2022 exports; Kineto: its tracer ('cupti N', 'roctracer N', 'hip N')
     schema_version   VARCHAR,      -- EXPORT_SCHEMA_VERSION, NULL for pre-2022 exports
     ingested_at      TIMESTAMP,
     status           VARCHAR,      -- ok
@@ -190,6 +190,17 @@ CREATE TABLE IF NOT EXISTS memory_usage (
     source          VARCHAR     -- kineto | nsys
 );
 
+-- Run labels (nsight_analyze/run_labels.py): what the user says about the run a file belongs
+-- to (name, date, batch=32, tp=2, nodes=8), from run.toml / run.json beside the traces and
+-- `ingest --label key=value`; written with the file's rows, in its transaction. A run (job) has
+-- the labels of its files; `runs` reads them.
+CREATE TABLE IF NOT EXISTS run_labels (
+    file_id  INTEGER,
+    key      VARCHAR,      -- lower case
+    value    VARCHAR,
+    source   VARCHAR       -- 'file:PATH' (run.toml / run.json) | 'cli' (--label)
+);
+
 -- Analysis settings read by the views (patterns, thresholds). Users change them with
 -- `nsight-analyze sql --write "UPDATE settings SET value = ... WHERE key = ..."` or the
 -- commands' options; defaults are documented in docs/metrics.md.
@@ -197,6 +208,7 @@ CREATE TABLE IF NOT EXISTS settings (key VARCHAR PRIMARY KEY, value VARCHAR, des
 INSERT OR IGNORE INTO settings VALUES
     ('step_pattern', '(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b', 'regex: NVTX ranges that delimit training steps'),
     ('input_pattern', '(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)', 'regex: NVTX ranges of the input pipeline'),
+    ('dependency_wait_us', '100', 'an operation that found the GPU idle and started more than this many microseconds after its launch call ended waited on a dependency or a sync, not on the launch (docs/metrics.md "Idle causes")'),
     ('imbalance_balanced_ratio', '1.05', 'median over steps of max/mean compute below which the job is balanced'),
     ('straggler_persistent_share', '0.5', 'share of imbalanced steps one rank must be slowest in to be a persistent straggler'),
     ('job_session_gap_s', '300', 'seconds between capture starts beyond which files belong to different jobs'),

@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS kineto_collectives (
     pg_ranks        INTEGER[],   -- "Process Group Ranks" (global ranks), NULL when not a list
     source          VARCHAR      -- kernel-args | record_param_comms
 );
+-- "Seq": PyTorch's sequence number of the collective in its process group (the same on every
+-- member; merge_nccl_kernels matches by it), NULL when the trace has none
+ALTER TABLE kineto_collectives ADD COLUMN IF NOT EXISTS seq BIGINT;
 
 -- GPU-side annotations (Kineto cat `gpu_user_annotation`): the span of the GPU work of a
 -- host annotation (record_function / ProfilerStep) on one stream. Kept apart from `nvtx` on
@@ -89,11 +92,25 @@ CREATE TABLE IF NOT EXISTS kineto_process_groups (
     nccl_version    VARCHAR      -- distributedInfo.nccl_version (NULL when absent)
 );
 
+-- The versions a trace's top-level metadata names, one row per key present (sources/kineto/
+-- loader.py VERSION_KEYS): distributedInfo.nccl_version (whether or not the trace has pg_config),
+-- cuda_runtime_version / cuda_driver_version (CUDA's encoding: 12040 = 12.4), cupti_version,
+-- hip_runtime_version / hip_driver_version (HIP's: 70051831 = 7.0.51831), roctracer_version, and
+-- pytorch_version / torch_version / 'pytorch version' where the program added one. compare's
+-- setup reads them (compare/setup.py); absent keys have no row (unknown, never guessed).
+CREATE TABLE IF NOT EXISTS kineto_versions (
+    rank   INTEGER,     -- the workspace rank whose trace names it
+    key    VARCHAR,     -- the metadata key, as written
+    value  VARCHAR      -- the value as written (a number as its text)
+);
+
 -- Shapes of the PyTorch ops an analysis reads (cpu_op events recorded with record_shapes=True
 -- whose name matches sources/kineto/duck_json.SHAPE_OPS: the softmax ops, whose input is the
--- attention score matrix b x h x n x n). A kernel the op launched carries the op's "External id"
--- and its launch (cuda_runtime, same thread) lies inside the op's span; queries/
--- attention_scores.sql finds the op around the launch of an unfused softmax kernel.
+-- attention score matrix b x h x n x n, and the matmul / convolution / attention ops of
+-- duck_json.COMPUTE_OPS, whose FLOPs and bytes follow from their shapes). A kernel the op launched
+-- carries the op's "External id" and its launch (cuda_runtime, same thread) lies inside the op's
+-- span; queries/attention_scores.sql finds the op around the launch of an unfused softmax kernel,
+-- queries/op_flops.sql the kernels of each matmul / conv / attention op.
 CREATE TABLE IF NOT EXISTS kineto_op_shapes (
     rank         INTEGER,
     tid          BIGINT,       -- host thread (= cuda_api.tid of the launches inside it)
@@ -102,5 +119,8 @@ CREATE TABLE IF NOT EXISTS kineto_op_shapes (
     name         VARCHAR,      -- e.g. aten::_softmax, aten::_softmax_backward_data
     external_id  BIGINT,       -- "External id" (= that of the kernels it launched)
     input_dims   VARCHAR,      -- "Input Dims" as JSON text, e.g. [[1,16,4096,4096],[],[]]
-    input_types  VARCHAR       -- "Input type" as JSON text, e.g. ["c10::BFloat16","Scalar","Scalar"]
+    input_types  VARCHAR,      -- "Input type" as JSON text, e.g. ["c10::BFloat16","Scalar","Scalar"]
+    concrete_inputs VARCHAR    -- "Concrete Inputs" as JSON text (newer PyTorch; NULL when absent): the
+                               -- scalar arguments as strings, e.g. ["","","","0.","True","False","0.125"]
 );
+ALTER TABLE kineto_op_shapes ADD COLUMN IF NOT EXISTS concrete_inputs VARCHAR;

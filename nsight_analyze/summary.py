@@ -13,6 +13,8 @@ from typing import Any
 
 import duckdb
 
+from .classify import UNCLASSIFIED_WARN_PCT, unclassified_note, unclassified_share
+
 # The partition's columns have one source (partition.py); the names stay importable from here.
 from .duck import has_relation, sql_string
 from .no_data import held_instead
@@ -28,10 +30,13 @@ TOP_KERNELS = 10
 BY = ("rank", "step", "rank-step")
 
 # (heading, time_partition column) in display order: the partition (parts tile the window), then
-# the idle split and communication (a second table, so that each fits a terminal).
+# the idle split and communication (a second table, so that each fits a terminal). Memory is shown
+# as its two parts (they sum to memory_ns, which the JSON keeps): memory-bound kernels and copies
+# (memcpy / memset), so that a memory share never reads as time spent copying.
 DISPLAY = [
     ("compute", "compute_ns"),
-    ("memory", "memory_ns"),
+    ("memory kernels", "memory_kernels_ns"),
+    ("copies", "copies_ns"),
     ("other", "other_ns"),
     ("comms exposed", "comms_exposed_ns"),
     ("idle", "idle_ns"),
@@ -109,9 +114,19 @@ def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> lis
 
 
 def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
-    """How each rank's steps were found: nvtx | detected | capture."""
-    rows = con.execute("SELECT rank, any_value(source) FROM steps GROUP BY rank ORDER BY rank").fetchall()
+    """How each rank's steps were found: nvtx | detected | periodic | graph replay | annotation |
+    capture (queries/steps.sql), every source of its steps, comma-separated, when they differ (a
+    periodic rank some of whose steps were merged at a graph replay: 'graph replay, periodic')."""
+    rows = con.execute(
+        "SELECT rank, string_agg(DISTINCT source, ', ' ORDER BY source) FROM steps "
+        "GROUP BY rank ORDER BY rank"
+    ).fetchall()
     return dict(rows)
+
+
+def step_source_line(step_source: dict[Any, str]) -> str:
+    """Every step source of the ranks shown, once each: the "steps from:" of the partition's title."""
+    return ", ".join(sorted({s for v in step_source.values() for s in str(v).split(", ")}))
 
 
 # The ingest's corrupt-timing warnings (CORRUPT_TIMING) of the files of the ranks shown, one row
@@ -131,11 +146,22 @@ def timing_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [text for (text,) in rows]
 
 
+def coverage_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The note that more than UNCLASSIFIED_WARN_PCT % of kernel time is in category 'other'
+    (no kernel rule matched): the partition's compute and memory columns are the rules'
+    verdicts, so with that much time in neither, its compute/memory split is uncertain."""
+    share = unclassified_share(con)
+    if share is None or share[0] <= UNCLASSIFIED_WARN_PCT:
+        return []
+    return [unclassified_note(*share)]
+
+
 def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
     """Everything `nsight-analyze summary` shows, as plain data (JSON-ready), from stored results.
     `no_timeline`: when the workspace has no timeline (no partition row by rank), what it holds
     instead (counters without a timeline, and which commands read them), else None. `warnings`:
-    the files' corrupt-timing warnings (timing_warnings)."""
+    the files' corrupt-timing warnings (timing_warnings). `notes`: caveats on reading the
+    partition (coverage_notes: too much kernel time unclassified)."""
     rows = partition(con, by)
     return {
         "by": by,
@@ -144,6 +170,7 @@ def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
         "top_kernels": top_kernels(con),
         "no_timeline": None if rows or by != "rank" else held_instead(con) or None,
         "warnings": timing_warnings(con),
+        "notes": coverage_notes(con) if rows else [],
     }
 
 
@@ -229,6 +256,8 @@ def print_summary(
     result = result or summary(con, by=by)
     for warning in result.get("warnings", []):
         echo(f"warning: {clean(warning)}", hang="    ")
+    for note in result.get("notes", []):
+        echo(f"note: {clean(note)}", hang="    ")
     rows = result["partition"]
     if not rows:
         if by != "rank":
@@ -237,7 +266,7 @@ def print_summary(
         held = result.get("no_timeline")  # counters without a timeline, and who reads them
         echo("no GPU operations in this workspace (nothing to partition)" + (f": {held}" if held else ""))
         return
-    sources = ", ".join(sorted(set(result["step_source"].values())))
+    sources = step_source_line(result["step_source"])
     keys = 2 if by == "rank-step" else 1
     main_title, idle_title = _TITLES[by]
     print_table(partition_table(rows, by), title=f"{main_title} (steps from: {sources})", keys=keys)

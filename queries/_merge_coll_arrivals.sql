@@ -13,7 +13,8 @@
 --   point-to-point kernels with that peer (by start), key_source 'peer'; unknown peer: comm =
 --   'p2p:<rank>-?', key_source 'peer-unknown' (an instance of one rank).
 -- Columns: rank, job, host (clock domain), op, comm, seq, stream_id, correlation_id, duration_ns (ns),
---   bytes, key_source (nccl-api-id | nvtx-payload | stream-ordinal | peer | peer-unknown), peer_rank INTEGER
+--   bytes, key_source (nccl-api-id | nvtx-payload | kineto-seq | kineto-pg-order | stream-ordinal | peer |
+--   peer-unknown), peer_rank INTEGER
 --   (point-to-point peer, workspace rank; NULL when unknown or not point-to-point), comm_size INTEGER
 --   (participants the instance must have: 2 for point-to-point, else merge_nccl_kernels.comm_size),
 --   job_complete BOOLEAN (jobs.complete), arrive_ns BIGINT ns (aligned start), aligned_end_ns BIGINT ns.

@@ -23,12 +23,17 @@
 -- exactly "apiId" -> api_id; "nRanks" / "No. of ranks" -> comm_ranks. The advanced trace names its
 -- ranges without the nccl prefix (AllReduce, KernelLaunch, ...) in the NCCL domain; the innermost
 -- range around the launch call is its KernelLaunch range (`--nccl-trace=...,kernel-launch`) or the
--- API call's own range, either of which carries the apiId.
+-- API call's own range. When that range names no apiId but a group ("apiGroupId": NCCL's
+-- KernelLaunch and GroupLaunch ranges belong to the thread's group, whose API range (AllReduce, ...)
+-- holds the enqueue, not the launch), the payload is that of the thread's one API range of the group
+-- carrying an apiId; a group of several operations (one launch for several collectives) gives no
+-- payload: which operation the kernel is cannot be told (its key then falls back, merge_nccl_kernels).
 -- Sources: the NVTX ranges' entry names are NCCL's own payload schemas (NCCL >= 2.19,
 -- src/include/nvtx_payload_schemas.h: "NCCL communicator ID", "Message size [bytes]", "Peer rank",
 -- "Rank", "No. of ranks"; "Parent NCCL communicator ID" only on ncclCommSplit, never on a kernel's
--- range). The advanced trace's "apiId" is not verified: no searchable copy of the user guide's
--- "NVIDIA NCCL Trace" section names its payload keys (docs/metrics.md "Collectives").
+-- range). The advanced trace's "apiId" / "apiGroupId" and the range names are from the documents
+-- (docs/metrics.md "Collectives"), not yet from a real capture: no searchable copy of the user
+-- guide's "NVIDIA NCCL Trace" section names its payload keys.
 -- stage: rank
 -- result: view
 -- requires: kernels, cuda_api, nvtx
@@ -38,7 +43,10 @@ WITH ranges AS (
     FROM nvtx
     WHERE payload IS NOT NULL
       AND end_ns IS NOT NULL
-      AND (domain = 'NCCL' OR text LIKE 'nccl%')
+      -- NCCL's domain (the advanced trace's plugin domain may be named otherwise: its payload keys
+      -- tell it, even when the domain-create row is missing)
+      AND (domain ILIKE '%nccl%' OR text LIKE 'nccl%' OR contains(payload, '"apiId"')
+           OR contains(payload, '"apiGroupId"'))
 ),
 launches AS (
     -- kernel -> launch call; skipped (empty build side) when no rank has NCCL payloads
@@ -50,11 +58,29 @@ launches AS (
     ) AS k
     JOIN cuda_api AS a ON a.rank = k.rank AND a.correlation_id = k.correlation_id
 ),
-projected AS (
-    SELECT l.rank, l.correlation_id, r.payload
+innermost AS (
+    SELECT l.rank, l.tid, l.correlation_id, r.payload
     FROM launches AS l
     ASOF JOIN ranges AS r ON r.rank = l.rank AND r.tid = l.tid AND l.start_ns >= r.start_ns
     WHERE l.start_ns < r.end_ns
+),
+group_api AS (
+    -- per thread and advanced-trace group (thread-local): its API ranges that carry an apiId (one
+    -- = unambiguous)
+    SELECT rank, tid, regexp_extract(payload, '"apiGroupId"\s*:\s*"?([0-9]+)', 1) AS gid,
+           COUNT(*) AS n, any_value(payload) AS payload
+    FROM ranges
+    WHERE contains(payload, '"apiGroupId"') AND contains(payload, '"apiId"')
+    GROUP BY ALL
+),
+projected AS (
+    SELECT i.rank, i.correlation_id,
+           CASE WHEN contains(i.payload, '"apiId"') OR NOT contains(i.payload, '"apiGroupId"') THEN i.payload
+                WHEN g.n = 1 THEN g.payload END AS payload
+    FROM innermost AS i
+    LEFT JOIN group_api AS g
+        ON g.rank = i.rank AND g.tid = i.tid
+       AND g.gid = regexp_extract(i.payload, '"apiGroupId"\s*:\s*"?([0-9]+)', 1)
 )
 SELECT
     rank,

@@ -2,7 +2,12 @@
 -- Why: the idle time of the partition is split by what kept the GPU waiting; time_partition sums
 -- these rows, and the `gaps` view cuts each into its pieces.
 -- Columns: rank INTEGER, step BIGINT (NULL = whole capture), g0, g1 BIGINT ns (the gap),
---   a_ns BIGINT ns (split point: host stall [g0, a_ns), launch gap [a_ns, g1)),
+--   a_ns BIGINT ns (split point: host stall [g0, a_ns), launch gap [a_ns, w_ns)),
+--   w_ns BIGINT ns (end of the launch gap: g1, or the launch call's end when the operation then
+--   waited [w_ns, g1) on something else; NULL when kind = 'idle_other'),
+--   wait_cause VARCHAR: sync_stall | idle_other for the wait [w_ns, g1) (NULL: no wait),
+--   wait_activity VARCHAR (the synchronising call, or why idle_other),
+--   wait_sync_start_ns BIGINT ns (start of that synchronising call),
 --   kind VARCHAR: 'idle_other' (whole gap) | 'host' (split at a_ns),
 --   host_cause VARCHAR: input_stall | sync_stall | host_bound (when kind = 'host'),
 --   host_activity VARCHAR (input range text, sync call name or the NVTX range on the launching
@@ -12,8 +17,14 @@
 -- Definition (docs/metrics.md "Idle causes"): the operation starting at g1 (smallest
 --   correlation_id if several) and its launch call A. idle_other when the gap runs to the window
 --   end, A is missing, or A.end_ns <= g0. Otherwise a = clamp(A.start_ns, g0, g1); [a, g1) is
---   launch_gap; [g0, a) is input_stall if it overlaps an NVTX range matching
---   settings.input_pattern, else sync_stall if a synchronising call (_tp_sync_api) ends in
+--   launch_gap, except that when the operation started more than settings.dependency_wait_us
+--   after A ended (w = clamp(A.end_ns, a, g1); g1 - w > the threshold), the launch call was
+--   done and the GPU idle, so what kept the operation waiting [w, g1) was not the launch:
+--   sync_stall if a synchronising call (_tp_sync_api) overlaps [w, g1) (the host sat blocked in
+--   it), else idle_other (a device-side dependency: a stream/event wait such as
+--   cudaStreamWaitEvent / hipStreamWaitEvent, named in wait_activity when the rank issued one
+--   in [g0, A.start]); then [a, w) alone is launch_gap. [g0, a) is input_stall if it overlaps an
+--   NVTX range matching settings.input_pattern, else sync_stall if a synchronising call (_tp_sync_api) ends in
 --   [g0, a] or overlaps [g0, a), else host_bound (the input regex is compiled once when the session
 --   variable input_pattern equals the setting, see _tp_nvtx_step_ranges). Range tests are ASOF joins against
 --   start-sorted intervals carrying a running max of their ends (exact, no pairwise joins).
@@ -34,12 +45,19 @@ nxt AS (
     GROUP BY ALL
 ),
 launch AS (
-    SELECT x.rank, x.g0, x.g1, x.at_window_end, x.correlation_id, x.n_ops,
-           min(a.start_ns) AS a_start, arg_min(a.end_ns, a.start_ns) AS a_end,
-           arg_min(a.tid, a.start_ns) AS a_tid, arg_min(a.name, a.start_ns) AS a_name
-    FROM nxt AS x
-    LEFT JOIN cuda_api AS a ON a.rank = x.rank AND a.correlation_id = x.correlation_id
-    GROUP BY ALL
+    -- the first launch call of the operation; calls that share its correlation id and start are
+    -- ordered by all their columns, so rows stored in any order give the same call
+    SELECT * EXCLUDE (first_call),
+           first_call.end_ns AS a_end, first_call.tid AS a_tid, first_call.name AS a_name
+    FROM (
+        SELECT x.rank, x.g0, x.g1, x.at_window_end, x.correlation_id, x.n_ops,
+               min(a.start_ns) AS a_start,
+               arg_min({'end_ns': a.end_ns, 'tid': a.tid, 'name': a.name},
+                       {'s': a.start_ns, 'e': a.end_ns, 't': a.tid, 'n': a.name}) AS first_call
+        FROM nxt AS x
+        LEFT JOIN cuda_api AS a ON a.rank = x.rank AND a.correlation_id = x.correlation_id
+        GROUP BY ALL
+    )
 ),
 classified AS (
     SELECT *,
@@ -53,9 +71,53 @@ classified AS (
                    WHEN a_start IS NULL THEN 'no launch call found'
                    WHEN a_end <= g0 THEN 'work was queued before the GPU went idle (dependency)'
                END AS other_reason,
-               greatest(g0, least(a_start, g1)) AS a_ns
+               greatest(g0, least(a_start, g1)) AS a_ns,
+               least(greatest(a_end, a_start, g0), g1) AS w_raw
         FROM launch
     )
+),
+cw AS (
+    SELECT *,
+           coalesce(other_reason IS NULL AND g1 - w_raw > (
+               SELECT 1000 * TRY_CAST(value AS DOUBLE) FROM settings WHERE key = 'dependency_wait_us'
+           ), other_reason IS NULL AND g1 - w_raw > 100000) AS long_wait
+    FROM classified
+),
+waited AS (
+    -- operations that found the GPU idle, were launched, and still started long after the launch
+    -- call ended (few gaps): what they waited on; every other gap passes with no wait
+    SELECT c.*,
+           CASE WHEN c.other_reason IS NULL THEN (CASE WHEN c.long_wait THEN c.w_raw ELSE c.g1 END) END AS w_ns,
+           CASE WHEN c.long_wait THEN (CASE WHEN ws.sync_call IS NOT NULL THEN 'sync_stall' ELSE 'idle_other' END)
+           END AS wait_cause,
+           CASE
+               WHEN NOT c.long_wait THEN NULL
+               WHEN ws.sync_call IS NOT NULL THEN ws.sync_call.name
+               WHEN we.wait_name IS NOT NULL
+                   THEN 'waited on an event after the launch (' || we.wait_name || '): a dependency'
+               ELSE 'started long after its launch call ended: a device-side dependency'
+           END AS wait_activity,
+           CASE WHEN c.long_wait THEN ws.sync_call.start_ns END AS wait_sync_start_ns
+    FROM cw AS c
+    LEFT JOIN (
+        SELECT l.rank, l.g0, l.g1, l.at_window_end,
+               arg_min({'name': s.name, 'start_ns': s.start_ns}, {'s': s.start_ns, 'n': s.name}) AS sync_call
+        FROM cw AS l
+        JOIN _tp_sync_api AS s
+            ON s.rank = l.rank AND s.start_ns < l.g1 AND s.end_ns > l.w_raw AND s.end_ns > s.start_ns
+        WHERE l.long_wait
+        GROUP BY ALL
+    ) AS ws USING (rank, g0, g1, at_window_end)
+    LEFT JOIN (
+        SELECT l.rank, l.g0, l.g1, l.at_window_end,
+               arg_max(regexp_replace(a.name, '_v\d+$', ''), {'s': a.start_ns, 'n': a.name}) AS wait_name
+        FROM cw AS l
+        JOIN cuda_api AS a
+            ON a.rank = l.rank AND a.start_ns >= l.g0 AND a.start_ns <= l.a_start
+        WHERE l.long_wait
+          AND regexp_matches(a.name, '^(cuda|cu|hip)StreamWait(Event|Value\w*)(_v\d+)?$')
+        GROUP BY ALL
+    ) AS we USING (rank, g0, g1, at_window_end)
 ),
 sync_all AS (
     SELECT rank, start_ns, end_ns, name FROM _tp_sync_api
@@ -99,7 +161,7 @@ evidence AS (
            CASE WHEN h.input_run_end > c.g0 THEN h.input_run_text END AS input_text,
            coalesce(CASE WHEN h.sync_run_end >= c.g0 THEN h.sync_run_call END, z.call) AS sync_call,
            CASE WHEN n.end_ns >= c.host_end THEN n.text END AS thread_text
-    FROM (SELECT * FROM classified WHERE host_end IS NOT NULL) AS c
+    FROM (SELECT * FROM waited WHERE host_end IS NOT NULL) AS c
     ASOF LEFT JOIN host_idx AS h ON h.rank = c.rank AND c.host_end > h.start_ns
     LEFT JOIN sync_zero AS z ON z.rank = c.rank AND z.start_ns = c.host_end
     ASOF LEFT JOIN (SELECT rank, tid, start_ns, end_ns, text FROM nvtx WHERE end_ns IS NOT NULL) AS n
@@ -107,7 +169,7 @@ evidence AS (
     UNION ALL BY NAME
     SELECT *, NULL::VARCHAR AS input_text, NULL::STRUCT(name VARCHAR, start_ns BIGINT) AS sync_call,
            NULL::VARCHAR AS thread_text
-    FROM classified
+    FROM waited
     WHERE host_end IS NULL
 ),
 per_span AS (
@@ -115,6 +177,7 @@ per_span AS (
     SELECT
         rank, g0, g1, at_window_end,
         CASE WHEN other_reason IS NULL THEN a_ns END AS a_ns,
+        w_ns, wait_cause, wait_activity, wait_sync_start_ns,
         CASE WHEN other_reason IS NULL THEN 'host' ELSE 'idle_other' END AS kind,
         CASE
             WHEN host_end IS NULL THEN NULL

@@ -6,46 +6,57 @@
 -- Columns: rank INTEGER, step BIGINT (the step window holding the segment; NULL outside every
 --   step window or when the rank has no steps), start_ns, end_ns BIGINT ns (positive length),
 --   c, m, o, n INTEGER (number of compute / memory / other / comms operations covering it),
---   step_end_ns BIGINT ns (end of that step window).
+--   step_end_ns BIGINT ns (end of that step window),
+--   k INTEGER (how many of the m memory operations are copies: memcpy / memset operations; the
+--   rest are memory-bound kernels).
 -- Definition: events are the starts (+1) and ends (-1) of the rank's GPU operations per category
 --   (zero-length operations are events with delta 0: they cover nothing but bound the capture
 --   window), plus the step-window boundaries (delta 0); counts are running sums in time order; a
---   segment runs from one distinct event time to the next. Segments tile the whole-capture window
+--   segment runs from one distinct event time to the next; copies (gpu_ops.op memcpy / memset of
+--   category memory) count in m and in k. Segments tile the whole-capture window
 --   [min start, max end) exactly. A segment is in the step window that started last before it,
 --   if that window ends after the segment starts. (Exact below 32768 overlapping operations of
---   one category on one rank.)
+--   one category, or copies, on one rank, and below 52 days from a rank's first step start.)
 -- stage: rank
 -- result: step
 -- requires: gpu_ops, steps
 CREATE OR REPLACE VIEW _tp_segments AS
 WITH ev AS (
-    -- One running sum carries everything: the four category counters, 15 bits each (compute,
-    -- memory, other, comms; exact below 32768 overlapping operations of one category on a rank),
-    -- and above bit 60 the end of the current step window (each window start adds its end minus
-    -- the previous window's end). A running sum is the expensive part of the sweep; one, not five.
+    -- One running sum carries everything: five counters, 15 bits each (compute, memory, other,
+    -- comms, and the copies among the memory operations; exact below 32768 overlapping operations
+    -- of one category on a rank), and above bit 75 the end of the current step window, relative
+    -- to the rank's first step start (each window start adds its end minus the previous window's
+    -- end; relative, so that it stays below 2^52 ns (52 days) and the sum inside a HUGEINT). A
+    -- running sum is the expensive part of the sweep; one, not six.
     SELECT rank,
            unnest([start_ns, end_ns]) AS ts,
            (unnest([1, -1]) * (CASE WHEN end_ns > start_ns THEN 1 ELSE 0 END)
-               * CASE category WHEN 'compute' THEN 1 WHEN 'memory' THEN 32768
-                               WHEN 'other' THEN 1073741824 WHEN 'comms' THEN 35184372088832
-                               ELSE 0 END)::HUGEINT AS dp
+               * (CASE category WHEN 'compute' THEN 1 WHEN 'memory' THEN 32768
+                                WHEN 'other' THEN 1073741824 WHEN 'comms' THEN 35184372088832
+                                ELSE 0 END
+                  + CASE WHEN category = 'memory' AND op <> 'kernel' THEN 1152921504606846976 ELSE 0 END)
+           )::HUGEINT AS dp
     FROM gpu_ops
     WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL
     UNION ALL
     SELECT rank, unnest([start_ns, end_ns]) AS ts,
-           unnest([(end_ns - coalesce(prev_end, 0))::HUGEINT * 1152921504606846976::HUGEINT, 0::HUGEINT])
+           unnest([(end_ns - coalesce(prev_end, base))::HUGEINT * 37778931862957161709568::HUGEINT, 0::HUGEINT])
     FROM (
-        SELECT rank, start_ns, end_ns, lag(end_ns) OVER (PARTITION BY rank ORDER BY start_ns) AS prev_end
+        SELECT rank, start_ns, end_ns, lag(end_ns) OVER (PARTITION BY rank ORDER BY start_ns) AS prev_end,
+               min(start_ns) OVER (PARTITION BY rank) AS base
         FROM steps
         WHERE step IS NOT NULL
     )
     UNION ALL
     -- after the rank's last event the running sum returns to 0 (the sweep runs over all ranks)
     SELECT rank, 9223372036854775807 AS ts,
-           -arg_max(end_ns, start_ns)::HUGEINT * 1152921504606846976::HUGEINT
+           -(arg_max(end_ns, start_ns) - min(start_ns))::HUGEINT * 37778931862957161709568::HUGEINT
     FROM steps
     WHERE step IS NOT NULL
     GROUP BY rank
+),
+base AS (
+    SELECT rank, min(start_ns) AS base FROM steps WHERE step IS NOT NULL GROUP BY rank
 ),
 run AS (
     -- No GROUP BY ts: events at the same time get zero-length segments, except the first of them,
@@ -63,7 +74,8 @@ run AS (
 decoded AS MATERIALIZED (  -- the streaming pass runs on one thread: what follows runs on all again
     SELECT rank, start_ns, end_ns,
            (p & 1152921504606846975::HUGEINT)::BIGINT AS counters,  -- bit operations: HUGEINT
-           (p >> 60)::BIGINT AS cur_step_end                        -- division is slow
+           ((p >> 60) & 32767::HUGEINT)::INTEGER AS k,              -- division is slow
+           (p >> 75)::BIGINT AS cur_step_rel
     FROM run
     WHERE end_ns > start_ns
 )
@@ -74,7 +86,10 @@ SELECT s.rank,
        ((s.counters >> 15) & 32767)::INTEGER AS m,
        ((s.counters >> 30) & 32767)::INTEGER AS o,
        (s.counters >> 45)::INTEGER AS n,
-       w.end_ns AS step_end_ns
+       w.end_ns AS step_end_ns,
+       s.k
 FROM decoded AS s
+LEFT JOIN base AS b ON b.rank = s.rank
 LEFT JOIN (SELECT rank, step, end_ns FROM steps WHERE step IS NOT NULL) AS w
-    ON w.rank = s.rank AND w.end_ns = (CASE WHEN s.cur_step_end > s.start_ns THEN s.cur_step_end END);
+    ON w.rank = s.rank
+   AND w.end_ns = (CASE WHEN s.cur_step_rel + b.base > s.start_ns THEN s.cur_step_rel + b.base END);

@@ -1,5 +1,6 @@
 -- _tp_sweep_guard: ranks whose sweep miscounted because too many operations overlapped.
--- Why: _tp_segments packs four operation counters of 15 bits each into one running sum, so it is
+-- Why: _tp_segments packs five operation counters of 15 bits each (the fifth: copies among the
+--   memory operations) into one running sum, so it is
 --   exact only while fewer than 32768 operations of one category overlap on one rank. The
 --   analysis stops with a clear error when this returns a row, instead of answering wrongly.
 -- Columns: rank INTEGER, category VARCHAR, swept_ns HUGEINT (sum over segments of the category's
@@ -15,16 +16,22 @@
 CREATE OR REPLACE VIEW _tp_sweep_guard AS
 WITH swept AS (
     SELECT rank,
-           unnest(['compute', 'memory', 'other', 'comms']) AS category,
+           unnest(['compute', 'memory', 'other', 'comms', 'copy']) AS category,
            unnest([sum(c::HUGEINT * (end_ns - start_ns)), sum(m::HUGEINT * (end_ns - start_ns)),
-                   sum(o::HUGEINT * (end_ns - start_ns)), sum(n::HUGEINT * (end_ns - start_ns))]) AS swept_ns
+                   sum(o::HUGEINT * (end_ns - start_ns)), sum(n::HUGEINT * (end_ns - start_ns)),
+                   sum(k::HUGEINT * (end_ns - start_ns))]) AS swept_ns
     FROM _tp_segments
     GROUP BY rank
 ),
 busy AS (
-    SELECT rank, category, sum((end_ns - start_ns)::HUGEINT) AS busy_ns
-    FROM gpu_ops
-    WHERE end_ns > start_ns AND category IN ('compute', 'memory', 'other', 'comms')
+    SELECT rank, category, sum(ns) AS busy_ns
+    FROM (
+        SELECT rank, unnest(CASE WHEN category = 'memory' AND op <> 'kernel' THEN ['memory', 'copy']
+                                 ELSE [category] END) AS category,
+               (end_ns - start_ns)::HUGEINT AS ns
+        FROM gpu_ops
+        WHERE end_ns > start_ns AND category IN ('compute', 'memory', 'other', 'comms')
+    )
     GROUP BY ALL
 )
 SELECT s.rank, s.category, s.swept_ns, coalesce(b.busy_ns, 0) AS busy_ns

@@ -43,6 +43,7 @@ kin AS (  -- Kineto: the innermost softmax op around the launch
         arg_min({'op': o.name, 'dims': o.input_dims, 'types': o.input_types}, o.end_ns - o.start_ns) AS o
     FROM l JOIN kineto_op_shapes o ON o.rank = l.rank AND o.tid = l.tid
         AND o.start_ns <= l.launch_ns AND o.end_ns >= l.launch_ns
+    WHERE regexp_matches(o.name, '(?i)softmax')  -- the table also holds matmul/conv/attention ops
     GROUP BY ALL
 ),
 nv AS (  -- emit_nvtx: the innermost aten::*softmax range with sizes around the launch

@@ -7,7 +7,8 @@
 --   job            INTEGER  the job (see `jobs`); instances never span jobs
 --   op             VARCHAR  NCCL operation (AllReduce, AllGather, ReduceScatter, SendRecv, ...);
 --                           SendRecv for every point-to-point kernel (Send and Recv too)
---   comm           VARCHAR  communicator id (NVTX payload), 'stream<i>' (stream ordinal), or for
+--   comm           VARCHAR  communicator id (NVTX payload), 'pg:<name>[<ranks>]' (PyTorch process
+--                           group, Kineto), 'stream<i>' (stream ordinal), or for
 --                           point-to-point 'p2p:<rank>-<rank>' (the pair) / 'p2p:<rank>-?' (peer unknown)
 --   seq            BIGINT   sequence within (job, op, comm)
 --   ranks          BIGINT   participants found; 1 = unmatched (no partner on other ranks)
@@ -29,7 +30,8 @@
 --   last_rank      INTEGER  rank that arrived last (the instance's straggler); NULL unless complete
 --   last_margin_ns BIGINT   ns, last arrival - second-latest arrival: how much sooner the
 --                           instance could start without its last rank (NULL unless complete)
---   key_source     VARCHAR  nccl-api-id | nvtx-payload | stream-ordinal | peer | peer-unknown
+--   key_source     VARCHAR  nccl-api-id | nvtx-payload | kineto-seq | kineto-pg-order | stream-ordinal |
+--                           peer | peer-unknown
 --   complete       BOOLEAN  every participant is present (merge_coll_group_of): only then are
 --                           skew, last rank and the waits (collective_waits) reported
 -- columns: coll_id, job, op, comm, seq, ranks, expected_ranks, hosts, bytes, start_ns, end_ns, start_skew_ns, end_skew_ns, transfer_ns, busbw_gbps, last_rank, last_margin_ns, key_source, complete

@@ -6,7 +6,7 @@
 --   ns unless named), restricted to step rows, or to the step-NULL rows when there are none.
 -- Definition: per job (ranks.job: a workspace may hold unrelated jobs, docs/metrics.md "Jobs"),
 -- time_partition WHERE step IS NOT NULL, or WHERE step IS NULL when no rank of the job has a step.
--- columns: rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, launch_gap_ns, input_stall_ns, sync_stall_ns, host_bound_ns, idle_other_ns, comms_total_ns, comms_hidden_ns, overlap_pct
+-- columns: rank, step, window_ns, compute_ns, memory_ns, other_ns, comms_exposed_ns, idle_ns, launch_gap_ns, input_stall_ns, sync_stall_ns, host_bound_ns, idle_other_ns, comms_total_ns, comms_hidden_ns, overlap_pct, memory_kernels_ns, copies_ns, copies_total_ns
 -- stage: job
 -- result: stored
 -- requires: ranks, time_partition

@@ -9,8 +9,9 @@
 --   kernels), launch_gap_ns, host_bound_ns BIGINT ns (its two parts), short_kernels BIGINT
 --   (kernels shorter than 10 us), first_name VARCHAR (short name of the first kernel).
 -- Definition: a kernel is launch-bound when the GPU idle piece that its start ended (`gaps`, same
---   rank and correlation_id, cause launch_gap or host_bound) is non-empty and it is not a
---   graph node. The rank's kernels, ordered by start over all streams, form islands of consecutive
+--   rank and correlation_id, cause launch_gap or host_bound) is non-empty and it is not replayed
+--   from a graph (_kernel_windows.graph_replay: a graph node, or launched by a graph launch
+--   call). The rank's kernels, ordered by start over all streams, form islands of consecutive
 --   launch-bound kernels within one step window; an island of >= 2 kernels is a region. The gaps
 --   rows of the step windows are used (the whole-capture rows only for ranks without steps).
 -- columns: rank, step, start_ns, end_ns, kernels, streams, busy_ns, idle_ns, launch_gap_ns, host_bound_ns, short_kernels, first_name
@@ -27,17 +28,18 @@ WITH idle AS (
       AND (step IS NOT NULL OR rank NOT IN (SELECT rank FROM steps WHERE step IS NOT NULL))
     GROUP BY rank, correlation_id
 ),
-k AS (  -- rn: the kernel's place in (rank, start, end, stream) order, from one sort and a
+k AS (  -- rn: the kernel's place in (rank, start, end, stream, correlation id) order (a total
+        -- order: not the export's row order, which nsys >= 2025.6 does not keep), from one sort and a
         -- streaming pass over it (an empty OVER keeps the ORDER BY's order; a window partitioned
         -- by rank sorted as much and took twice the CPU); only launch-bound kernels go on
     SELECT * FROM (
         SELECT *, row_number() OVER () AS rn
         FROM (SELECT k.rank, k.step, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
                      coalesce(i.launch_gap_ns, 0) AS launch_gap_ns, coalesce(i.host_bound_ns, 0) AS host_bound_ns,
-                     k.graph_node_id IS NULL AND i.correlation_id IS NOT NULL AS lb
+                     NOT k.graph_replay AND i.correlation_id IS NOT NULL AS lb
               FROM _kernel_windows AS k
               LEFT JOIN idle i ON i.rank = k.rank AND i.correlation_id = k.correlation_id
-              ORDER BY k.rank, k.start_ns, k.end_ns, k.stream_id))
+              ORDER BY k.rank, k.start_ns, k.end_ns, k.stream_id, k.correlation_id))
     WHERE lb
 ),
 islands AS (  -- runs of consecutive launch-bound kernels

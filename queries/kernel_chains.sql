@@ -16,7 +16,8 @@
 --   busy_ns BIGINT ns           summed kernel durations
 --   max_kernel_ns BIGINT ns     the longest kernel of the chain
 --   gemm_ns BIGINT ns           attention: the two GEMMs' durations (0 for fusion)
---   graph_kernels BIGINT        kernels replayed from a CUDA graph
+--   graph_kernels BIGINT        kernels replayed from a CUDA/HIP graph (graph node, or launched by a
+--                               graph launch call: _graph_launched)
 --   first_name, softmax_name VARCHAR   the chain's first kernel; attention: its softmax kernel
 --   softmax_correlation_id BIGINT   attention: the softmax kernel's correlation id (its launch call)
 --   softmax_elem_bytes INTEGER      attention: element size of the softmax's data type from its name
@@ -37,14 +38,14 @@
 -- columns: rank, device_id, stream_id, step, in_window, kind, start_ns, end_ns, kernels, busy_ns, max_kernel_ns, gemm_ns, graph_kernels, first_name, softmax_name, softmax_correlation_id, softmax_elem_bytes, names
 -- stage: rank
 -- result: stored
--- requires: kernels, steps, _interval_buckets, _bucket_of, _kernel_names
+-- requires: kernels, steps, _interval_buckets, _bucket_of, _kernel_names, _graph_launched
 CREATE OR REPLACE VIEW kernel_chains AS
 -- The windows carry no strings (strings make DuckDB's window sort several times slower): names
 -- travel as ids into _kernel_names and are turned back into names once the chains are found.
 WITH windows AS MATERIALIZED (FROM _interval_buckets('steps')),
 kb AS (  -- the per-kernel values first: a window sorts every column its query reads
     SELECT k.rank, k.device_id, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS d,
-           n.name_id, k.graph_node_id IS NOT NULL AS in_graph,
+           n.name_id, k.graph_node_id IS NOT NULL OR gl.correlation_id IS NOT NULL AS in_graph,
            k.category = 'memory' AND k.subcategory IN
                ('elementwise', 'norm', 'softmax', 'reduction', 'random', 'loss', 'pooling', 'quantize')
                AS fusible,
@@ -60,6 +61,7 @@ kb AS (  -- the per-kernel values first: a window sorts every column its query r
            k.correlation_id
     FROM kernels AS k
     LEFT JOIN _kernel_names AS n ON n.name IS NOT DISTINCT FROM k.name
+    LEFT JOIN _graph_launched AS gl ON gl.rank = k.rank AND gl.correlation_id = k.correlation_id
 ),
 k AS MATERIALIZED (
     SELECT *, row_number() OVER s AS rn, start_ns - lag(end_ns) OVER s AS gap_ns,

@@ -5,8 +5,11 @@
 --   start_ns BIGINT ns, end_ns BIGINT ns (half-open window), source VARCHAR:
 --   'nvtx' (NVTX ranges matching settings.step_pattern), 'detected' (optimizer bursts, see
 --   _tp_detected_steps), 'periodic' (the runs of a kernel that repeats once per step, ibid.;
---   unless settings.periodic_steps = 'off'; on by default) or
---   'capture' (none of these: one window over the whole capture, step NULL).
+--   unless settings.periodic_steps = 'off'; on by default), 'graph replay' / 'annotation' (a
+--   detected step whose end moved to the end of one launch call's GPU work or of one annotation's,
+--   merging the detected steps inside it: _tp_detected_steps "Indivisible work"; from the periodic
+--   detector only while it is on) or 'capture' (none of these: one window over the whole capture,
+--   step NULL).
 -- Definition (docs/metrics.md "Windows"): for NVTX steps, E_N / F_N = max end / min start of the
 --   operations belonging to step N (tp_step_ops), E'_N = running max of E_N in step order; step N's
 --   window is [E'_{N-1}, E'_N), the first step's [F_first, E'_first). Empty windows and steps
@@ -38,9 +41,9 @@ candidates AS (
     FROM nvtx_windows
     WHERE end_ns > start_ns
     UNION ALL
-    SELECT rank, step, start_ns, end_ns, CASE method WHEN 'optimizer' THEN 'detected' ELSE 'periodic' END, 2
+    SELECT rank, step, start_ns, end_ns, CASE method WHEN 'optimizer' THEN 'detected' ELSE method END, 2
     FROM _tp_detected_steps
-    WHERE method = 'optimizer'
+    WHERE detector = 'optimizer'
        OR coalesce((SELECT value FROM settings WHERE key = 'periodic_steps'), 'on') <> 'off'
     UNION ALL
     SELECT rank, NULL::BIGINT, start_ns, end_ns, 'capture', 3 FROM tp_capture

@@ -1,11 +1,12 @@
--- sync_calls: every synchronising CUDA API call, with the GPU idle time it caused.
+-- sync_calls: every synchronising CUDA or HIP API call, with the GPU idle time it caused.
 -- Why: syncs (explicit, synchronous copies, async copies of pageable memory) stall the host until
 -- the GPU drains, then the GPU starves until the host launches again; this ranks them by cost.
 -- Columns: rank INTEGER, tid BIGINT, start_ns, end_ns, duration_ns BIGINT ns, name VARCHAR,
 --   correlation_id BIGINT, reason VARCHAR ('sync' | 'sync copy' | 'pageable async copy'),
 --   gpu_idle_ns BIGINT ns: GPU idle time (whole-capture gaps, any cause) during the call;
 --   sync_stall_ns BIGINT ns: sync_stall idle of the whole-capture partition attributed to this
---   call (the call a gap's host stall names in `gaps.host_activity`).
+--   call (the call a gap's sync_stall piece names in `gaps.host_activity`: the host stall
+--   before the launch, or the wait after it).
 -- Definition: the call list is _tp_sync_api (docs/metrics.md). gpu_idle_ns = F(end) - F(start)
 --   with F(t) the idle time of the rank before t (prefix sums over start-sorted gaps, ASOF join).
 -- columns: rank, tid, start_ns, end_ns, duration_ns, name, correlation_id, reason, gpu_idle_ns, sync_stall_ns
@@ -33,9 +34,17 @@ at_end AS (
     ASOF LEFT JOIN g ON g.rank = s.rank AND s.end_ns >= g.g0
 ),
 stall AS (
-    SELECT rank, sync_start_ns, host_activity AS name, sum(a_ns - g0) AS sync_stall_ns
-    FROM _tp_gaps
-    WHERE step IS NULL AND host_cause = 'sync_stall'
+    -- a gap's host stall and its wait after the launch may each name a call
+    SELECT rank, sync_start_ns, name, sum(ns) AS sync_stall_ns
+    FROM (
+        SELECT rank, sync_start_ns, host_activity AS name, a_ns - g0 AS ns
+        FROM _tp_gaps
+        WHERE step IS NULL AND host_cause = 'sync_stall'
+        UNION ALL
+        SELECT rank, wait_sync_start_ns, wait_activity, g1 - w_ns
+        FROM _tp_gaps
+        WHERE step IS NULL AND wait_cause = 'sync_stall'
+    )
     GROUP BY ALL
 )
 SELECT s.rank, s.tid, s.start_ns, s.end_ns, s.end_ns - s.start_ns AS duration_ns, s.name, s.correlation_id,

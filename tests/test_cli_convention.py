@@ -45,6 +45,7 @@ CASES = {
     "compare": [["compare", "{db}", "{db}", "--no-findings"]],
     "whatif": [["whatif", "--db", "{db}"]],
     "comms": [["comms", "--db", "{db}"]],
+    "runs": [["runs", "--db", "{db}"], ["runs", "--db", "{db}", "--scaling", "strong"]],
 }
 
 

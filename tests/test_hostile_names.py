@@ -56,6 +56,7 @@ CASES = {
     "info": ([["info", "--db", "{db}"]], set()),
     "whatif": ([["whatif", "--db", "{db}"]], set()),
     "comms": ([["comms", "--db", "{db}"]], set()),
+    "runs": ([["runs", "--db", "{db}"]], set()),
 }
 FORMATS = ("table", "json", "csv", "markdown")
 

@@ -85,6 +85,7 @@ def summary_db(sample_workspace):
         "mfu --params 7e9 --tokens-per-step 4096 --peak-tflops 300",
         *(f"diagnose --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
         "diagnose --list-thresholds",
+        *(f"runs --format {fmt}" for fmt in ("table", "json", "csv", "markdown")),
         'sql select*from"ranks"',  # (no spaces: the command is split on them)
         'sql select*from"kernel_summary" --format markdown --max-rows 3',
     ],

@@ -77,7 +77,13 @@ def hta_workspaces(tmp_path_factory):
         by_path = dict(
             con.execute("SELECT f.path, r.rank FROM ranks r JOIN files f USING (file_id)").fetchall()
         )
-        ranks = {i: by_path[str(f.resolve())] for i, f in enumerate(files)}
+        # HTA numbers its ranks by distributedInfo.rank (trace_info.csv's `rank`), not by file
+        # order: trace_diff's single-rank captures are HTA ranks 3 and 1
+        hta_rank = {
+            str((TRACES / r["source_file"]).resolve()): int(r["rank"])
+            for r in _csv(HTA / name / "trace_info.csv")
+        }
+        ranks = {hta_rank[str(f.resolve())]: by_path[str(f.resolve())] for f in files}
         out[name] = (report, con, ranks)
     yield out
     for _, con, _ in out.values():

@@ -362,18 +362,36 @@ def test_compare_gate_on_empty_workspaces_fails(tmp_path):
 
 
 def test_compare_of_runs_without_a_common_rank_says_so(tmp_path):
-    """Two runs that each have ranks, but not the same ones (sample rank 0 against rank 1): a
-    UserError (2) naming the cause, not no data."""
+    """Two runs that each have ranks, but not the same ones (sample ranks 0, 1 against 2, 3): a
+    UserError (2) naming the cause and the way out, not no data. One rank each (rank 0 against
+    rank 1) is compared, with a note (docs/compare.md "Setup and rank pairs")."""
     dbs = []
+    for name, traces in (
+        ("r01", (RANK0, RANK1)),
+        ("r23", tuple(SAMPLE / f"report_rank{r}.sqlite" for r in (2, 3))),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        for trace in traces:
+            shutil.copy(trace, folder / trace.name)
+        dbs.append(tmp_path / f"{name}.duckdb")
+        ingest([folder], dbs[-1])
+    result = cli("compare", *map(str, dbs), "--no-findings")
+    assert result.exit_code == 2, result.output
+    assert lines(result.stderr) == [
+        "error: the two runs have no rank in common: nothing to compare (pair ranks with --ranks "
+        "BEFORE=AFTER; before has ranks 0, 1, after ranks 2, 3)"
+    ]
+    singles = []
     for trace in (RANK0, RANK1):
         folder = tmp_path / trace.stem
         folder.mkdir()
         shutil.copy(trace, folder / trace.name)
-        dbs.append(tmp_path / f"{trace.stem}.duckdb")
-        ingest([folder], dbs[-1])
-    result = cli("compare", *map(str, dbs))
-    assert result.exit_code == 2, result.output
-    assert lines(result.stderr) == ["error: the two runs have no rank in common: nothing to compare"]
+        singles.append(tmp_path / f"{trace.stem}.duckdb")
+        ingest([folder], singles[-1])
+    result = cli("compare", *map(str, singles), "--no-findings")
+    assert result.exit_code == 0, result.output
+    assert "each run holds one rank (before rank 0, after rank 1)" in result.stdout
 
 
 def test_compare_gate_on_workspaces_without_gpu_data_fails(tmp_path):

@@ -42,11 +42,25 @@ SYNC_NAMES = {
 }
 PARTS = ["compute_ns", "memory_ns", "other_ns", "comms_exposed_ns", "idle_ns"]
 IDLE_PARTS = ["launch_gap_ns", "input_stall_ns", "sync_stall_ns", "host_bound_ns", "idle_other_ns"]
-TP_COLUMNS = ["window_ns", *PARTS, *IDLE_PARTS, "comms_total_ns", "comms_hidden_ns"]
+MEMORY_PARTS = ["memory_kernels_ns", "copies_ns"]
+TP_COLUMNS = [
+    "window_ns",
+    *PARTS,
+    *IDLE_PARTS,
+    "comms_total_ns",
+    "comms_hidden_ns",
+    *MEMORY_PARTS,
+    "copies_total_ns",
+]
+# settings.dependency_wait_us for these traces of a few ns: 5 ns, so that random traces have
+# operations that start long after their launch call ended (docs/metrics.md "Idle causes")
+DEPENDENCY_WAIT = 5
 
 
 def fresh(path):
-    return open_workspace(path)
+    con = open_workspace(path)
+    con.execute(f"UPDATE settings SET value = '{DEPENDENCY_WAIT / 1000}' WHERE key = 'dependency_wait_us'")
+    return con
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +83,11 @@ class Trace:
 
 
 def ops_of(tr: Trace, rank: int) -> list[dict]:
-    out = [dict(start=s, end=e, cat=cat, corr=c) for r, _, s, e, _, c, cat in tr.kernels if r == rank]
+    out = [
+        dict(start=s, end=e, cat=cat, corr=c, copy=False) for r, _, s, e, _, c, cat in tr.kernels if r == rank
+    ]
     out += [
-        dict(start=s, end=e, cat="comms" if k == "PtoP" else "memory", corr=c)
+        dict(start=s, end=e, cat="comms" if k == "PtoP" else "memory", corr=c, copy=k != "PtoP")
         for r, _, s, e, k, c, _ in tr.memops
         if r == rank
     ]
@@ -137,6 +153,8 @@ def ref_partition(tr: Trace, rank: int) -> tuple[dict, list]:
         return {t for o in ops if o["cat"] == cat for t in range(o["start"], o["end"])}
 
     C, M, Oth, N = cover("compute"), cover("memory"), cover("other"), cover("comms")
+    P = {t for o in ops if o["copy"] for t in range(o["start"], o["end"])}  # copies: memcpy / memset
+    K = {t for o in ops if o["cat"] == "memory" and not o["copy"] for t in range(o["start"], o["end"])}
     busy = C | M | Oth | N
     out, pieces = {}, []
     for step, w0, w1 in windows:
@@ -152,6 +170,9 @@ def ref_partition(tr: Trace, rank: int) -> tuple[dict, list]:
         row["idle_ns"] = len(W - busy)
         row["comms_total_ns"] = len(N & W)
         row["comms_hidden_ns"] = len(N & (C | M | Oth) & W)
+        row["memory_kernels_ns"] = len((K - C) & W)
+        row["copies_ns"] = len((P - C - K) & W)
+        row["copies_total_ns"] = len(P & W)
         t = w0
         while t < w1:  # walk the gaps of W
             if t in busy:
@@ -185,7 +206,13 @@ def ref_gap(g0, g1, w1, ops, api, inputs, syncs):
         else:
             cause = "host_bound"
         pieces.append((g0, a, cause))
-    if g1 > a:
+    w = min(max(a_call[1], a), g1)  # the launch call's end
+    if g1 - w > DEPENDENCY_WAIT:  # started long after its launch call ended: a wait, not the launch
+        if w > a:
+            pieces.append((a, w, "launch_gap"))
+        overlapped = any(s < g1 and e > w and e > s for s, e in syncs)
+        pieces.append((w, g1, "sync_stall" if overlapped else "idle_other"))
+    elif g1 > a:
         pieces.append((a, g1, "launch_gap"))
     return pieces
 
@@ -376,6 +403,9 @@ def test_hand_example(con):
         idle_other_ns=0,
         comms_total_ns=30,
         comms_hidden_ns=20,
+        memory_kernels_ns=20,  # ew 60-80 is a memory-bound kernel, not a copy
+        copies_ns=0,
+        copies_total_ns=0,
     )
     # step 2: [80, 190): gap 80-141 (launch call 135-140: input stall 80-135 as DataLoader runs
     # 100-130, launch gap 135-141), gemm 141-145, gap 145-180 (sync 150-160 -> sync stall 145-170,

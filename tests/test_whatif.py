@@ -429,10 +429,13 @@ def test_replay_positions_equal_their_definition_on_random_rows():
 
     rng = random.Random(11)
     names = (
+        "nccl_ce_copies",
         "gpu_ops",
         "_kernel_names",
         "_interval_buckets",
         "_bucket_of",
+        "is_graph_launch",
+        "_graph_launched",
         "_kernel_windows",
         "_whatif_step_ops",
         "_whatif_step_ends",

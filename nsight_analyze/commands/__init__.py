@@ -17,6 +17,7 @@ SHORT_HELP = {
     "mfu": "MFU (model FLOPs) and HFU (counted FLOPs) against the GPUs' dense peak.",
     "ranks": "Per rank: host, GPU, clock offset, compute time, waits and the straggler verdict.",
     "report": "Write the self-contained HTML report.",
+    "runs": "One row per run (job): labels, step time, MFU, partition shares; sweeps and scaling efficiency.",
     "sql": "Run a SQL query against the workspace (read-only unless --write).",
     "summary": "Time partition per rank or step: compute, memory, exposed comms, idle and its causes.",
     "synth": "Write synthetic per-rank traces with their ground truth.",

@@ -18,8 +18,10 @@ import click
 from .. import analysis
 from ..clihelp import output_options, require_workspace_data
 from ..compare import DEFAULTS, PARTS, SIDES, compare_prepared, is_workspace, resolve_settings, workspaces
+from ..compare.setup import parse_rank_map
 from ..compare.verdict import check_gate
 from ..errors import NoData, UserError, validate_positive
+from ..partition import COPIES_TOTAL, MEMORY_PARTS
 from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.table import PlainTable
@@ -62,21 +64,44 @@ def _step_table(r: dict[str, Any]) -> PlainTable:
     return PlainTable.from_records(out)
 
 
+def _partition_rows() -> tuple[str, ...]:
+    """The partition table's rows: the parts, memory's two parts (memory-bound kernels, copies:
+    they sum to memory) right after memory, then the window and all copy time, hidden or not."""
+    rows = [c for p in PARTS for c in ((p, *MEMORY_PARTS) if p == "memory_ns" else (p,))]
+    return (*rows, "window_ns", *COPIES_TOTAL)
+
+
+# Row labels that say what a row holds where the column name alone does not.
+_PART_LABELS = {
+    "memory_ns": "memory (kernels + copies)",
+    "memory_kernels_ns": "memory kernels",
+    "copies_ns": "copies",
+    "copies_total_ns": "copies incl. hidden",
+}
+
+
+def _share(ns: float | None, window: float | None) -> float | None:
+    """100 x ns / window; None when either is unknown (a memory split may be) or the window empty."""
+    return 100 * ns / window if ns is not None and window else None
+
+
 def _partition_table(r: dict[str, Any]) -> PlainTable:
     total = r["partition"]["total"]
     if not total:
         return PlainTable([])
     b, a = total["before"], total["after"]
     rows = []
-    for part in PARTS + ("window_ns",):
+    for part in _partition_rows():
+        if part not in b:  # a result made before the memory split
+            continue
         rows.append(
             {
-                "part": part.removesuffix("_ns"),
+                "part": _PART_LABELS.get(part, part.removesuffix("_ns")),
                 "before_ms": _ms(b[part]),
                 "after_ms": _ms(a[part]),
-                "delta_ms": _ms(a[part] - b[part]),
-                "before_pct": 100 * b[part] / b["window_ns"] if b["window_ns"] else None,
-                "after_pct": 100 * a[part] / a["window_ns"] if a["window_ns"] else None,
+                "delta_ms": None if None in (a[part], b[part]) else _ms(a[part] - b[part]),
+                "before_pct": _share(b[part], b["window_ns"]),
+                "after_pct": _share(a[part], a["window_ns"]),
             }
         )
     rows.append({"part": "overlap_pct", "before_pct": b["overlap_pct"], "after_pct": a["overlap_pct"]})
@@ -84,7 +109,8 @@ def _partition_table(r: dict[str, Any]) -> PlainTable:
 
 
 def _rank_partition_table(r: dict[str, Any]) -> PlainTable:
-    """Per rank: the window, the change of each exclusive part, and the overlap before/after."""
+    """Per rank: the window, the change of each exclusive part (memory as its two parts: memory-bound
+    kernels and copies), and the overlap before/after."""
     rows = []
     for p in r["partition"]["per_rank"]:
         b, a, d = p["before"], p["after"], p["delta"]
@@ -94,7 +120,8 @@ def _rank_partition_table(r: dict[str, Any]) -> PlainTable:
                 "window_before_ms": _ms(b["window_ns"]),
                 "window_after_ms": _ms(a["window_ns"]),
                 "compute_delta_ms": _ms(d["compute_ns"]),
-                "memory_delta_ms": _ms(d["memory_ns"]),
+                "memory_kernels_delta_ms": _ms(d.get("memory_kernels_ns")),
+                "copies_delta_ms": _ms(d.get("copies_ns")),
                 "comms_exposed_delta_ms": _ms(d["comms_exposed_ns"]),
                 "idle_delta_ms": _ms(d["idle_ns"]),
                 "overlap_before_pct": b["overlap_pct"],
@@ -148,16 +175,25 @@ def _diff_table(block: dict[str, Any], keys: list[str], top: int, eff: float) ->
         if row["status"] != "unchanged"
         or abs(row["delta_per_step_ns"]) > eff / 100 * row["before_per_step_ns"]
     ]
+    by_steps = any(row.get("status_basis") == "time_per_step" for row in rows[:top])
     out = []
     for row in rows[:top]:
         label = {k: (_short(str(row[k])) if k == "name" else row[k]) for k in keys}
         p = row.get("duration_p_value")
+        sp = row.get("step_p_value")
+        # collectives: their status follows the time per step where both runs have steps
+        by_step = (
+            {"step_delta_pct": row["step_delta_pct"], "step_p": None if sp is None else f"{sp:.2g}"}
+            if by_steps
+            else {}
+        )
         out.append(
             {
                 "status": row["status"],
                 **label,
                 "before_n": row["before_instances"],
                 "after_n": row["after_instances"],
+                **by_step,
                 "duration_delta_pct": row.get("duration_delta_pct"),
                 "duration_p": None if p is None or p != p else f"{p:.2g}",
                 "before_ms_per_step": _ms(row["before_per_step_ns"]),
@@ -207,7 +243,8 @@ def _lines(r: dict[str, Any]) -> list[str]:
             f"({run['step_source']}); imbalance {imb['verdict'] or 'unknown'}"
         )
         if imb["ratio"] is not None:
-            text += f" (compute max/mean {imb['ratio']:.3f}, slowest rank {imb['slowest_rank']})"
+            slowest = "unpaired" if imb["slowest_rank"] is None else imb["slowest_rank"]  # --ranks
+            text += f" (compute max/mean {imb['ratio']:.3f}, slowest rank {slowest})"
         if imb["straggler_ranks"]:
             text += f", straggler rank {', '.join(map(str, imb['straggler_ranks']))}"
         for key in ("mfu", "hfu"):
@@ -251,7 +288,15 @@ def sections(r: dict[str, Any], top: int) -> list[tuple[str, PlainTable]]:
             f"Kernels: largest changes per step (top {top}); faster/slower = per-instance durations",
             _diff_table(r["kernels"], ["name", "category"], top, eff),
         ),
-        ("Collectives by type and size", _diff_table(r["collectives"], ["op", "bytes"], top, eff)),
+        (
+            "Collectives by type and size"
+            + (
+                "; faster/slower = time per step"
+                if any(c.get("status_basis") == "time_per_step" for c in r["collectives"]["rows"])
+                else ""
+            ),
+            _diff_table(r["collectives"], ["op", "bytes"], top, eff),
+        ),
         ("Findings matched by cause", _findings_table(r)),
     ]
 
@@ -345,6 +390,14 @@ def _require_traces_data(db: Path, given: str, side: str) -> None:
     help="Rows of kernel/collective changes shown.",
 )
 @click.option(
+    "--ranks",
+    "rank_pairs",
+    default=None,
+    metavar="B=A[,B=A...]",
+    help="Compare BEFORE's rank B with AFTER's rank A (e.g. 3=1; several comma-separated) "
+    "[default: ranks matched by number; one rank each: those two].",
+)
+@click.option(
     "--before-job",
     type=click.IntRange(min=1),
     default=None,
@@ -370,15 +423,19 @@ def command(
     top: int,
     before_job: int | None,
     after_job: int | None,
+    rank_pairs: str | None,
 ) -> None:
     """Compare two runs. BEFORE and AFTER are workspaces (.duckdb) or trace folders/files.
 
-    Ranks are matched by number, steps by index, kernels by name, collectives by type and size,
-    findings by the cause they measure. The verdict (improvement / regression / neutral) is about
-    the slowest rank's median step time, with a seeded bootstrap confidence interval and a
-    Mann-Whitney test, when both runs have steps; otherwise about the work done per unit of time
-    (docs/compare.md). Kernels are faster/slower by their per-instance durations. An input
-    holding several jobs is compared as one job (--before-job/--after-job, else its largest).
+    Ranks are matched by number (or paired by --ranks; one rank each: those two), steps by
+    index, kernels by name, collectives by type and size, findings by the cause they measure.
+    The verdict (improvement / regression / neutral) is about the slowest rank's median step
+    time, with a seeded bootstrap confidence interval and a Mann-Whitney test, when both runs
+    have steps; otherwise about the work done per unit of time (docs/compare.md). Kernels are
+    faster/slower by their per-instance durations, collectives by their time per step (by
+    durations without steps). An input holding several jobs is compared as one job
+    (--before-job/--after-job, else its largest). Differences of setup (GPU, world size, NCCL,
+    CUPTI, GEMM precision) head the verdict.
     """
     gate = fail_pct is not None
     options = dict(
@@ -386,8 +443,10 @@ def command(
         findings=not no_findings,
         model_flops_per_step=model_flops_per_step,
         fail_on_regression_pct=fail_pct,
+        ranks=rank_pairs,
     )
     resolve_settings(options["settings"])  # a bad --set fails before any trace is ingested
+    parse_rank_map(rank_pairs)  # so does a malformed --ranks
     if gate:
         check_gate(fail_pct)  # so does a bad --fail-on-regression
     validate_positive("--model-flops-per-step", model_flops_per_step)  # MFU would hide it as "unknown"

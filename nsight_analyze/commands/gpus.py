@@ -65,9 +65,10 @@ def command(
     """Per rank: GPU name, matched peak-table row (or derivation/assumption), dense peak and why.
 
     Sources: table (name matched, most specific alias first), derived (SM count x clock x
-    FLOP/clk/SM, tensor-clock derated), given (--gpu), assumed (env hint PEAK_FLOPS_PER_GPU, or
-    kernel names only one architecture runs), override (--peak-tflops), unknown (MFU/HFU unknown
-    until --gpu or --peak-tflops says what the GPU is). CSV: the rank rows.
+    FLOP/clk/SM, tensor-clock derated), identified (no name: the one table model whose SM/CU
+    count, compute capability and memory the trace records), given (--gpu), assumed (env hint
+    PEAK_FLOPS_PER_GPU, or kernel names only one architecture runs), override (--peak-tflops),
+    unknown (MFU/HFU unknown until --gpu or --peak-tflops says what the GPU is). CSV: the rank rows.
     Python: nsight_analyze.open(DB).gpus(...), .ncu_peaks(precision).
     """
     if list_models:

@@ -51,6 +51,14 @@ from .summary import periodic_steps_option
     help="Extra kernel classification rules (CSV: priority,pattern,category,subcategory,note).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Only the closing summary.")
+@click.option(
+    "--label",
+    "label",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A label of the runs these files make (repeatable), e.g. --label batch=32 --label tp=2; "
+    "besides those of a run.toml / run.json beside the traces, which must agree (`runs` reads them).",
+)
 @step_pattern_option
 @periodic_steps_option
 def command(
@@ -61,6 +69,7 @@ def command(
     replace: bool,
     rules: Path | None,
     quiet: bool,
+    label: tuple[str, ...],
     step_pattern: str | None,
     periodic_steps: bool | None,
 ):
@@ -86,6 +95,9 @@ def command(
         from .summary import check_step_pattern
 
         check_step_pattern(step_pattern)
+    from ..run_labels import parse_cli_labels
+
+    labels = parse_cli_labels(label)  # a malformed or twice-given label is said before anything is read
     existed = db.exists()
     with IngestProgress(enabled=not quiet) as progress:
         report = ingest(
@@ -97,6 +109,7 @@ def command(
             rules=rules,
             progress=progress.update,
             analysis_progress=progress.analysis,
+            labels=labels,
         )
     # unchanged: already in the workspace; a new workspace with nothing in it is removed by ingest()
     loaded = db.exists() and bool(report.by_status("ok") or report.by_status("unchanged"))

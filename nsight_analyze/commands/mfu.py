@@ -75,7 +75,9 @@ def _table(rows: list[dict[str, Any]], human: bool) -> PlainTable:
 def command(db: str, job: int | None, fmt: str, **options: Any) -> None:
     """MFU = model FLOPs / (step time x GPUs x dense peak); HFU = counter FLOPs / (window x peak).
 
-    MFU needs --model-flops-per-step or a model description. HFU needs Nsight Compute data
+    MFU needs --model-flops-per-step or a model description; without them, a PyTorch-profiler
+    trace recorded with record_shapes=True gives the model FLOPs itself (its matmul, convolution
+    and attention ops' FLOPs, `op_flops`; labelled "from trace shapes"). HFU needs Nsight Compute data
     ingested into the same workspace; its coverage (share of kernel time with counters) is shown.
     Both need the GPU's peak: when the trace does not record the GPU, state it with --gpu
     (or --peak-tflops); otherwise they are shown as unknown rather than guessed.

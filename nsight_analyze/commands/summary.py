@@ -16,7 +16,7 @@ from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
 from ..render.table import PlainTable
 from ..render.terminal import echo
-from ..summary import _TITLES, BY, idle_table, kernels_table, partition_table, print_summary
+from ..summary import _TITLES, BY, idle_table, kernels_table, partition_table, print_summary, step_source_line
 from ..workspace import open_workspace
 
 STEP_PATTERN = "step_pattern"  # the settings key the step views read
@@ -129,7 +129,7 @@ def print_markdown(result: dict) -> None:
         print("No GPU time to partition." if by == "rank" else "No steps found.")
         return
     main_title, idle_title = _TITLES[by]
-    sources = ", ".join(sorted(set(result["step_source"].values())))
+    sources = step_source_line(result["step_source"])
     print(markdown_table(partition_table(rows, by), f"{main_title} (steps from: {sources})"))
     print()
     print(markdown_table(idle_table(rows, by), f"{idle_title}; % of the window"))
@@ -168,7 +168,15 @@ def command(
     apply_periodic_steps(db, periodic_steps)
     result = Workspace(db, job=job).summary(by=by)
     note = (result.get("job") or {}).get("note")
-    said = [line for line in [note, *(f"warning: {w}" for w in result["warnings"])] if line]
+    said = [
+        line
+        for line in [
+            note,
+            *(f"warning: {w}" for w in result["warnings"]),
+            *(f"note: {n}" for n in result["notes"]),
+        ]
+        if line
+    ]
     if fmt == "json":
         click.echo(to_json(result))
     elif fmt == "csv":

@@ -11,6 +11,7 @@ import time
 
 import click
 
+from ..errors import UserError
 from ..synth import SCHEMAS, TRUTH_FILE, WORKLOADS, generate
 from ..synth.injections import SPEC_HELP
 from ..synth.parallel import parse_parallel
@@ -78,6 +79,12 @@ from ..synth.parallel import parse_parallel
     help="With --parallel: NCCL's ranges in the advanced NCCL trace form (nsys 2025.6.1+), with apiId.",
 )
 @click.option(
+    "--ce-collectives",
+    is_flag=True,
+    help="With --nccl-trace: tensor-parallel copy-engine AllGathers (NCCL >= 2.28 ce-coll), whose transfer "
+    "is a memcpy inside NCCL's CE Batch range, not a kernel.",
+)
+@click.option(
     "--dcgm",
     "dcgm_format",
     type=click.Choice(["prom", "prom-ts", "prom-untimed", "json", "dmon"]),
@@ -99,12 +106,37 @@ from ..synth.parallel import parse_parallel
     help="Also write nvtx_gpu_proj_trace/: what `nsys recipe nvtx_gpu_proj_trace` writes for these "
     "reports (its Parquet layout; values computed from the files). `ingest` reads it beside them.",
 )
+@click.option(
+    "--scaling",
+    "scaling",
+    metavar="N1,N2,...",
+    default=None,
+    help="A scaling series instead of one job: one run per GPU count in OUT_DIR/nN/ with a run.json label "
+    "file, all-reduce growing as a ring's, and scaling_truth.json (each run's efficiency and loss split).",
+)
+@click.option(
+    "--weak", is_flag=True, help="With --scaling: weak scaling (same work per GPU) [default: strong]."
+)
+@click.option(
+    "--scaling-straggler",
+    metavar="FROM:+PCT",
+    default=None,
+    help="With --scaling: rank 1 computes PCT % slower in the runs of at least FROM GPUs.",
+)
 def command(
     out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step, workload, inject, no_truth,
-    parallel, nccl_trace, dcgm_format, dcgm_interval_ms, recipe_output,
+    parallel, nccl_trace, ce_collectives, dcgm_format, dcgm_interval_ms, recipe_output,
+    scaling=None, weak=False, scaling_straggler=None,
 ):  # fmt: skip
     """Write report_rank{R}.sqlite per rank into OUT_DIR, plus ground_truth.json."""
     t0 = time.perf_counter()
+    if scaling is not None:
+        _series(
+            out_dir, scaling, weak, scaling_straggler, gpus_per_node, steps, seed, schema, kernels_per_step
+        )
+        return
+    if weak or scaling_straggler:
+        raise UserError("--weak and --scaling-straggler go with --scaling")
     par = parse_parallel(parallel)
     if ranks is None:
         ranks = par.ranks if par is not None else 8
@@ -121,6 +153,7 @@ def command(
         truth=not no_truth,
         parallel=parallel,
         nccl_trace=nccl_trace,
+        ce_collectives=ce_collectives,
     )
     kernels = sum(doc["kernels_per_step"].values()) if isinstance(doc["kernels_per_step"], dict) else 0
     click.echo(
@@ -143,3 +176,38 @@ def command(
             f"wrote {sum(r['rows'] for r in rows.values()):,} projected NVTX ranges of {len(rows)} report(s) "
             f"to {synth_recipe.FOLDER}/ (nsys recipe nvtx_gpu_proj_trace layout)"
         )
+
+
+def _series(
+    out_dir: str,
+    sizes_text: str,
+    weak: bool,
+    straggler: str | None,
+    gpus_per_node: int,
+    steps: int,
+    seed: int,
+    schema: str,
+    kernels_per_step: int | None,
+) -> None:
+    """`synth OUT --scaling 8,16,32`: the runs of a scaling series and its truth (synth/scaling.py)."""
+    from ..synth.scaling import TRUTH_FILE as SERIES_TRUTH
+    from ..synth.scaling import generate_series, parse_sizes
+
+    t0 = time.perf_counter()
+    sizes = parse_sizes(sizes_text)
+    start, pct = None, 20.0
+    if straggler:
+        head, _, tail = straggler.partition(":")
+        try:
+            start, pct = int(head), float(tail.lstrip("+").rstrip("%"))
+        except ValueError:
+            raise UserError(f"--scaling-straggler {straggler!r}: give FROM:+PCT, e.g. 16:+20") from None
+    truth = generate_series(
+        out_dir, sizes, weak=weak, straggler_from=start, straggler_pct=pct,
+        gpus_per_node=gpus_per_node, steps=steps, seed=seed, schema=schema, kernels_per_step=kernels_per_step,
+    )  # fmt: skip
+    effs = ", ".join(f"{r['name']} {100 * r['efficiency']:.1f} %" for r in truth["runs"])
+    click.echo(
+        f"wrote a {truth['mode']}-scaling series of {len(sizes)} runs ({effs}) and {SERIES_TRUTH} "
+        f"to {out_dir} in {time.perf_counter() - t0:.1f} s"
+    )

@@ -26,6 +26,8 @@ that opened the workspaces themselves) and the order of the work (`_run`):
 
     settings.py   named defaults (DEFAULTS), resolve_settings, the JSON's vocabularies
     sides.py      inputs: workspaces or ingested traces; each side's views of its stored results
+    setup.py      each run's setup (GPU, world size, versions, precision) and its differences;
+                  rank pairs (--ranks, one rank each) and AFTER's results under BEFORE's numbers
     stats.py      the statistics (scipy.stats' in numpy): bootstrap, Mann-Whitney, rank p-values
     step_time.py  step times: the slowest rank's and every rank's, compared
     runs.py       partition per step window, step counts, imbalance, side by side
@@ -56,6 +58,7 @@ from .settings import (  # noqa: F401
     COMPANIONS,
     CONFIG,
     DEFAULTS,
+    MEMORY,
     PARTS,
     SCHEMA,
     SIDES,
@@ -63,6 +66,7 @@ from .settings import (  # noqa: F401
     TRIM_LEVELS,
     resolve_settings,
 )
+from .setup import check_side, pair_ranks, parse_rank_map, relabel, setup_changes, setup_line, side_setup
 from .sides import _findings, _mfu, _side_views, is_workspace, workspaces
 from .stats import compare_samples, mann_whitney_p  # noqa: F401
 from .step_time import _step_windows, step_time_comparison
@@ -80,10 +84,14 @@ def compare(
     fail_on_regression_pct: float | None = None,
     before_job: int | None = None,
     after_job: int | None = None,
+    ranks: dict[int, int] | str | None = None,
 ) -> dict[str, Any]:
     """Compare two runs (workspaces or trace folders/files); the stable JSON of docs/compare.md.
-    An input holding several jobs is compared as one: `before_job`/`after_job`, else its largest."""
+    An input holding several jobs is compared as one: `before_job`/`after_job`, else its largest.
+    `ranks`: BEFORE's rank -> AFTER's rank to compare ({3: 1} or "3=1,4=0"; setup.py), else
+    ranks are matched by number (one rank each, of different numbers: those two)."""
     resolve_settings(settings)  # a bad setting fails before any trace is ingested
+    parse_rank_map(ranks)  # so does a malformed --ranks
     with workspaces(before, after, (before_job, after_job)) as (db_b, db_a, notes):
         return compare_prepared(
             db_b,
@@ -94,6 +102,7 @@ def compare(
             model_flops_per_step=model_flops_per_step,
             fail_on_regression_pct=fail_on_regression_pct,
             paths=(before, after),
+            ranks=ranks,
         )
 
 
@@ -107,12 +116,14 @@ def compare_prepared(
     model_flops_per_step: float | None = None,
     fail_on_regression_pct: float | None = None,
     paths: tuple[str | Path, str | Path] | None = None,
+    ranks: dict[int, int] | str | None = None,
 ) -> dict[str, Any]:
     """compare() of the two workspaces `workspaces()` yielded (with its notes): what the command
     calls inside its own `workspaces()`, so that a workspace is opened, and its stored results
     checked, once per comparison and not again by compare(). `paths`: the inputs as given (the
-    runs' `input`; default the workspaces)."""
+    runs' `input`; default the workspaces). `ranks`: as compare()'s."""
     cfg = resolve_settings(settings)
+    rank_map = parse_rank_map(ranks)
     given = paths or (db_b, db_a)
     same = db_b.resolve() == db_a.resolve()
     cats = {"before": "cmp_b", "after": "cmp_b" if same else "cmp_a"}
@@ -132,6 +143,7 @@ def compare_prepared(
                 findings,
                 model_flops_per_step,
                 pool,
+                rank_map,
             )
     finally:
         con.close()
@@ -149,8 +161,10 @@ def _run(
     with_findings: bool,
     model_flops: float | None,
     pool: ThreadPoolExecutor,
+    rank_map: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     notes: list[str] = []
+    home = dict(cats)  # each side's own catalog (its macros, diagnose); cats: where its results are read
     mfu: dict[str, dict] = {}
     ranks: dict[str, list[int]] = {}
     # Each side's diagnose runs on its own cursor in `pool` while this thread compares: its many
@@ -173,23 +187,41 @@ def _run(
         if not ranks[side]:  # e.g. Nsight Compute or DCGM alone: say what it holds, not "no rank in common"
             why = held_instead(con) or "nothing was ingested: run `nsight-analyze ingest DIR` first"
             raise NoData(f"no data to compare in {paths[side]} ({side}): the workspace has no ranks ({why})")
+        check_side(side, ranks[side], rank_map)  # a --ranks naming a rank it lacks: before its diagnose
         if with_findings:
             diagnosed[side] = pool.submit(on_own_cursor, con, _findings, cats[side])
         mfu[side] = _mfu(con, cats[side], model_flops)
+    pairs, pair_note = pair_ranks(ranks, rank_map)
+    if pairs is not None:  # AFTER read under BEFORE's rank numbers (setup.relabel)
+        cats["after"] = relabel(con, home["after"], pairs)
+        _side_views(con, cats["after"], "after")
+        common = sorted(pairs)
+        only_b = sorted(set(ranks["before"]) - set(pairs))
+        only_a = sorted(set(ranks["after"]) - set(pairs.values()))
+        whole = {"before": not only_b, "after": not only_a}
+        notes.append(pair_note)
+    else:
+        common = sorted(set(ranks["before"]) & set(ranks["after"]))
+        if not common:
+            raise UserError(
+                "the two runs have no rank in common: nothing to compare (pair ranks with --ranks "
+                f"BEFORE=AFTER; before has ranks {_listed(ranks['before'])}, "
+                f"after ranks {_listed(ranks['after'])})"
+            )
+        whole = {s: set(ranks[s]) <= set(common) for s in SIDES}  # no rank filter needed on that side
+        only_b = sorted(set(ranks["before"]) - set(ranks["after"]))
+        only_a = sorted(set(ranks["after"]) - set(ranks["before"]))
+        if only_b or only_a:
+            notes.append(
+                f"rank counts differ ({len(ranks['before'])} before, {len(ranks['after'])} after): "
+                f"compared on the {len(common)} ranks both have"
+            )
+    compared = {"before": common, "after": [pairs[r] for r in common] if pairs else common}
+    setups = {s: side_setup(con, home[s], compared[s]) for s in SIDES}
+    changes = setup_changes(setups["before"], setups["after"])
     con.execute("USE memory")
-    common = sorted(set(ranks["before"]) & set(ranks["after"]))
-    if not common:
-        raise UserError("the two runs have no rank in common: nothing to compare")
     listed = ", ".join(map(str, common))  # inlined: a bound parameter imports pandas (duck.sql_string)
     con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest([{listed}]::INTEGER[]) AS rank")
-    whole = {s: set(ranks[s]) <= set(common) for s in SIDES}  # no rank filter needed on that side
-    only_b = sorted(set(ranks["before"]) - set(ranks["after"]))
-    only_a = sorted(set(ranks["after"]) - set(ranks["before"]))
-    if only_b or only_a:
-        notes.append(
-            f"rank counts differ ({len(ranks['before'])} before, {len(ranks['after'])} after): "
-            f"compared on the {len(common)} ranks both have"
-        )
     steps = {s: _n_steps(con, s) for s in SIDES}
     # Steps found only as a periodic kernel's runs do not make the step-time basis: in a window
     # cut from a longer run the two captures may repeat different kernels; work per unit of
@@ -226,7 +258,7 @@ def _run(
         verdict, confidence, why = rate_verdict(wr, cfg)
     measured = {s: _measures(con, s, cats[s]) for s in SIDES} if with_findings else {}
     kernels = _kernels(con, cats, steps, cfg, whole)
-    collectives = _collectives(con, cats, steps, cfg, whole)
+    collectives = _collectives(con, cats, steps, cfg, whole, by_step=basis == "step_time")
     found: dict[str, dict | None] = {}
     for side in reversed(SIDES):  # their notes first, before's ahead of after's
         found[side], note = diagnosed[side].result() if side in diagnosed else (None, None)
@@ -237,6 +269,7 @@ def _run(
         "settings": cfg,
         "runs": runs,
         "ranks": {"common": common, "only_before": only_b, "only_after": only_a},
+        **({"setup": {**setups, "changed": changes}} if changes else {}),
         "verdict": {
             "verdict": verdict,
             "confidence": confidence,
@@ -261,7 +294,17 @@ def _run(
         notes.append(f"verdict on work per unit of time: {basis_why}")
     result["verdict"]["ranks"] = _suspects(result, cfg) if verdict != "neutral" else []
     result["verdict"]["reason"] = _reason(result)
+    if pairs is not None:
+        result["ranks"]["pairs"] = [{"before": b, "after": pairs[b]} for b in common]
+    if changes:  # first in every format: the reason is the verdict's first line
+        line = setup_line(changes, basis)
+        result["verdict"]["setup_changed"] = line
+        result["verdict"]["reason"] = f"{line}; {result['verdict']['reason']}"
     return result
+
+
+def _listed(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (" ..." if len(ranks) > 8 else "")
 
 
 __all__ = [

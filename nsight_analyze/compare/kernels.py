@@ -14,7 +14,7 @@ from ..duck import plain_records
 from ..plain import jsonable
 from .settings import CONFIG, SIDES, STATUSES
 from .sides import _total
-from .stats import _p_values
+from .stats import _p_values, compare_samples
 
 # The strata's terms are summed in DECIMAL: a sum of DOUBLEs depends on the order its terms
 # arrive in (parallel aggregation), and p-values and changes then moved in the last digits
@@ -255,12 +255,20 @@ def _kernels(
     return _diff_rows(rows, cfg, ["name"])
 
 
-def _diff_rows(rows: list[dict[str, Any]], cfg: dict[str, float], keys: list[str]) -> dict[str, Any]:
+def _diff_rows(
+    rows: list[dict[str, Any]],
+    cfg: dict[str, float],
+    keys: list[str],
+    per_step: dict[tuple, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Status (added/removed/faster/slower/unchanged/reshaped), ranking and totals of a matched table.
 
     faster/slower: the per-instance durations differ significantly (p < alpha) AND their median
     changed by at least min_effect_pct in the same direction. Instance counts and total time
     never decide it (a fixed-length capture of a slower job holds fewer instances).
+    `per_step` (collectives of runs with steps): per key, compare_samples of its time per step
+    window; where it has an interval, the status follows it instead (`_step_status`), and every
+    row says its basis.
     """
     if not rows:
         return {"totals": {"before_ns": 0, "after_ns": 0, "delta_ns": 0}, "counts": {}, "rows": []}
@@ -287,6 +295,17 @@ def _diff_rows(rows: list[dict[str, Any]], cfg: dict[str, float], keys: list[str
             status = "unchanged"
         row = {k: v for k, v in r.items() if k not in _DROPPED}
         row.update(duration_p_value=p, duration_delta_pct=delta_pct, duration_configs=configs, status=status)
+        if per_step is not None:
+            st = per_step.get(tuple(r[k] for k in keys))
+            judged = st is not None and st["ci_pct"] is not None and status not in ("added", "removed")
+            row.update(
+                step_delta_pct=st["delta_pct"] if st else None,
+                step_ci_pct=st["ci_pct"] if st else None,
+                step_p_value=st["p_value"] if st else None,
+                status_basis="time_per_step" if judged else "duration",
+            )
+            if judged:
+                row["status"] = _step_status(st, cfg)
         out.append({k: jsonable(v) for k, v in row.items()})
     # the largest change per step first, then by the keys (a NULL key last), as the rows were sorted
     out.sort(
@@ -310,6 +329,62 @@ def _diff_rows(rows: list[dict[str, Any]], cfg: dict[str, float], keys: list[str
 # the matched table's inputs of the status, not shown
 _DROPPED = {"added", "removed", "configs", "stat", "var", "cc", "rel"}
 
+# Bootstrap streams of the collectives' per-step samples: above every rank's (1 + rank).
+COLLECTIVE_STREAM = 1 << 24
+
+
+def _step_status(st: dict[str, Any], cfg: dict[str, float]) -> str:
+    """slower / faster / unchanged of a time per step, by the step-time verdict's rule
+    (verdict.verdict_of): significant (p < alpha), the whole interval on one side of 0, and a
+    median change of at least min_effect_pct."""
+    p, (lo, hi), d = st["p_value"], st["ci_pct"], st["delta_pct"]
+    significant = p is not None and p < cfg["alpha"]
+    if significant and lo > 0 and d >= cfg["min_effect_pct"]:
+        return "slower"
+    if significant and hi < 0 and d <= -cfg["min_effect_pct"]:
+        return "faster"
+    return "unchanged"
+
+
+def _collective_steps(
+    con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[str, float]
+) -> dict[tuple, dict[str, Any]]:
+    """Per (op, bytes): compare_samples of its NCCL kernel time per step window, summed over the
+    common ranks (a kernel belongs to the step window it starts in; a step without the
+    collective counts 0), for every step window of each run.
+
+    Why not the per-instance durations: an NCCL kernel's duration includes the wait for its
+    peers, and a step can run more or fewer instances; the time a collective costs a step is
+    what it adds to the step time (issue: AllReduce "unchanged" beside +9.87 ms per step)."""
+    per = {}
+    for side in SIDES:
+        cat = cats[side]
+        per[side] = {
+            (r[0], r[1]): r[2]
+            for r in con.execute(f"""
+                WITH st AS (SELECT DISTINCT step FROM {side}_tp
+                            WHERE step IS NOT NULL AND rank IN (SELECT rank FROM cmp_common)),
+                k AS (SELECT k.op, k.bytes, s.step, sum(k.duration_ns) AS t
+                      FROM {cat}.merge_nccl_kernels k JOIN {cat}.steps s
+                        ON s.rank = k.rank AND k.start_ns >= s.start_ns AND k.start_ns < s.end_ns
+                      WHERE k.rank IN (SELECT rank FROM cmp_common) AND s.step IN (SELECT step FROM st)
+                      GROUP BY ALL),
+                keys AS (SELECT DISTINCT op, bytes FROM {cat}.merge_nccl_kernels
+                         WHERE rank IN (SELECT rank FROM cmp_common))
+                SELECT keys.op, keys.bytes, list(coalesce(k.t, 0)::DOUBLE ORDER BY st.step)
+                FROM keys CROSS JOIN st LEFT JOIN k
+                  ON k.op IS NOT DISTINCT FROM keys.op AND k.bytes IS NOT DISTINCT FROM keys.bytes
+                     AND k.step = st.step
+                GROUP BY keys.op, keys.bytes""").fetchall()
+        }
+    both = sorted(set(per["before"]) & set(per["after"]), key=lambda k: (str(k[0]), k[1] is None, k[1] or 0))
+    return {
+        key: compare_samples(
+            np.array(per["before"][key]), np.array(per["after"][key]), cfg, stream=COLLECTIVE_STREAM + i
+        )
+        for i, key in enumerate(both)
+    }
+
 
 def _collectives(
     con: duckdb.DuckDBPyConnection,
@@ -317,9 +392,11 @@ def _collectives(
     steps: dict[str, int],
     cfg: dict[str, float],
     whole: dict[str, bool] | None = None,
+    by_step: bool = False,
 ) -> dict[str, Any]:
     """NCCL work matched by (op, bytes): kernel time over common ranks, instances, arrival skew;
-    faster/slower by the NCCL kernels' per-instance durations."""
+    faster/slower by its time per step window when both runs have steps (`by_step`: enough of
+    them for an interval), else by the NCCL kernels' per-instance durations."""
     k = (
         "SELECT op, bytes, count(*) AS n, sum(duration_ns) AS t FROM {cat}.merge_nccl_kernels "
         "WHERE {common} GROUP BY op, bytes"
@@ -362,4 +439,4 @@ def _collectives(
             "$bs", str(int(steps["before"]))
         ).replace("$as", str(int(steps["after"]))),
     )
-    return _diff_rows(rows, cfg, ["op", "bytes"])
+    return _diff_rows(rows, cfg, ["op", "bytes"], _collective_steps(con, cats, cfg) if by_step else None)

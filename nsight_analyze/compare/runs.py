@@ -11,15 +11,18 @@ from typing import Any
 import duckdb
 
 from ..duck import plain_records
-from .settings import COMPANIONS, PARTS, SIDES
+from .settings import COMPANIONS, MEMORY, MEMORY_PARTS, PARTS, SIDES
 from .sides import _total
 
 
 def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Mean partition per step window, per common rank and summed over ranks, before/after/delta."""
-    cols = PARTS + COMPANIONS
+    """Mean partition per step window, per common rank and summed over ranks, before/after/delta.
+    The memory split (MEMORY) of a side whose stored partition predates it (a workspace that could
+    not be brought up to date) is unknown there (None), never 0."""
+    cols = PARTS + COMPANIONS + MEMORY
     for side in SIDES:
-        avgs = ", ".join(f"avg({c})::DOUBLE AS {c}" for c in cols)
+        have = {str(r[0]) for r in con.execute(f"DESCRIBE {side}_tp").fetchall()}
+        avgs = ", ".join(f"avg({c})::DOUBLE AS {c}" if c in have else f"NULL::DOUBLE AS {c}" for c in cols)
         con.execute(f"""
             CREATE OR REPLACE TEMP TABLE {side}_part AS
             SELECT rank, count(*) AS windows, {avgs}
@@ -35,12 +38,13 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
     def block(row: dict[str, Any], prefix: str) -> dict[str, Any]:
         d = {c: math.nan if row[prefix + c] is None else float(row[prefix + c]) for c in cols}
+        d.update({c: None for c in MEMORY if row[prefix + c] is None})  # unknown, not NaN
         d["overlap_pct"] = 100.0 * d["comms_hidden_ns"] / d["comms_total_ns"] if d["comms_total_ns"] else None
         return d
 
     def triple(row: dict[str, Any]) -> dict[str, Any]:
         b, a = block(row, "b_"), block(row, "a_")
-        delta = {c: a[c] - b[c] for c in cols}
+        delta = {c: None if a[c] is None or b[c] is None else a[c] - b[c] for c in cols}
         delta["overlap_pct"] = (
             None
             if a["overlap_pct"] is None or b["overlap_pct"] is None
@@ -48,10 +52,17 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         )
         return {"before": b, "after": a, "delta": delta}
 
-    total = triple({k: _total(r[k] for r in rows) for k in rows[0] if k != "rank"}) if rows else None
+    def summed(key: str) -> float | None:
+        """The sum over ranks; a memory split unknown on some rank is unknown in the total."""
+        if key[2:] in MEMORY and any(r[key] is None for r in rows):  # key: b_<column> / a_<column>
+            return None
+        return _total(r[key] for r in rows)
+
+    total = triple({k: summed(k) for k in rows[0] if k != "rank"}) if rows else None
     return {
         "unit": "ns per step window (mean over the rank's windows); total = sum over common ranks",
         "parts": list(PARTS),
+        "memory_parts": list(MEMORY_PARTS),
         "per_rank": [{"rank": int(r["rank"]), **triple(r)} for r in rows],
         "total": total,
     }

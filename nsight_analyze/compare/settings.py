@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ..errors import UserError
-from ..partition import COMMS, IDLE_PARTS
+from ..partition import COMMS, COPIES_TOTAL, IDLE_PARTS, MEMORY_PARTS
 from ..partition import PARTS as TILING
 
 SCHEMA = "nsight-analyze-compare/1"
@@ -30,6 +30,10 @@ TRIM_LEVELS = 5  # trims 0, 1/4, ..., 4/4 of rate_trim_pct at each end: 25 sub-w
 # columns it reports beside them; the column names come from partition.py.
 PARTS = (*TILING, *IDLE_PARTS)
 COMPANIONS = ("window_ns", *COMMS)
+# memory_ns split (docs/metrics.md "Time partition"): MEMORY_PARTS, memory-bound kernels and copies
+# (they sum to memory_ns, which PARTS keeps as the total), then all copy time, hidden or not.
+# Reported beside the parts, so that a change of memory time says whether kernels or copies made it.
+MEMORY = (*MEMORY_PARTS, *COPIES_TOTAL)
 SIDES = ("before", "after")
 STATUSES = ("added", "removed", "faster", "slower", "unchanged", "reshaped")
 # Kernel launch configuration: durations are compared within one configuration (a kernel name

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .. import partition
 from ..export import write_atomically
 from . import palette
 from .escape import html as esc
@@ -20,11 +21,28 @@ from .escape import script_json as safe_json
 
 WATERFALL_ITEMS = 12
 TABLE_ROWS = 40
-BAR_PARTS = tuple(col for col, _, _ in palette.PARTS)
+BAR_PARTS = tuple(col for col, _, _ in palette.PARTS)  # memory as memory kernels + copies
+BAR_LABEL = {col: label for col, label, _ in palette.PARTS} | {"memory_ns": "memory"}
+BAR_COLOUR = palette.PART_COLOUR | {"memory_ns": palette.CATEGORY["memory"]}
+# The partition table's rows (column, label): the parts with memory's total and its two parts,
+# idle with its causes, then the window and all copy time (partition.py's columns).
+TABLE_PARTS = (
+    ("compute_ns", "compute"),
+    ("memory_ns", "memory (kernels + copies)"),
+    ("memory_kernels_ns", "memory kernels"),
+    ("copies_ns", "copies"),
+    ("other_ns", "other"),
+    ("comms_exposed_ns", "comms exposed"),
+    ("idle_ns", "idle"),
+    *((col, label) for col, label, _ in palette.PARTS if col in partition.IDLE_PARTS),
+    ("window_ns", "window"),
+    ("copies_total_ns", "copies incl. hidden"),
+)
 
 
 def _ms(ns: float | None) -> float | None:
-    return None if ns is None else ns / 1e6
+    """ms; None (unknown) for None and NaN: figure JSON holds no NaN (escape.script_json)."""
+    return None if ns is None or ns != ns else ns / 1e6
 
 
 def _num(value: Any, digits: int = 3, suffix: str = "") -> str:
@@ -35,6 +53,15 @@ def _num(value: Any, digits: int = 3, suffix: str = "") -> str:
     return f"{value:,}{suffix}"
 
 
+def _bar_parts(blocks: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The parts a bar stacks: memory as memory kernels and copies, or as its total where a run's
+    split is unknown (a workspace whose stored partition predates it), so the bars still tile."""
+    if all(b.get(c) is not None for b in blocks for c in partition.MEMORY_PARTS):
+        return BAR_PARTS
+    first, *rest = partition.MEMORY_PARTS
+    return tuple("memory_ns" if c == first else c for c in BAR_PARTS if c not in rest)
+
+
 def partition_figure(result: dict[str, Any]) -> dict[str, Any]:
     """Stacked bars, before and after side by side for every rank and the total (ms per step)."""
     per = result["partition"]["per_rank"]
@@ -43,15 +70,15 @@ def partition_figure(result: dict[str, Any]) -> dict[str, Any]:
         groups.append(("total", result["partition"]["total"]))
     x = [[g for g, _ in groups for _ in (0, 1)], [s for _ in groups for s in ("before", "after")]]
     data = []
-    for part in BAR_PARTS:
+    for part in _bar_parts([p[side] for _, p in groups for side in ("before", "after")]):
         y = [_ms(p[side][part]) for _, p in groups for side in ("before", "after")]
         data.append(
             {
                 "type": "bar",
-                "name": part.removesuffix("_ns"),
+                "name": BAR_LABEL[part],
                 "x": x,
                 "y": y,
-                "marker": {"color": palette.PART_COLOUR[part]},
+                "marker": {"color": BAR_COLOUR[part]},
             }
         )
     layout = {
@@ -156,8 +183,8 @@ def category_waterfall(result: dict[str, Any]) -> dict[str, Any] | None:
     total = result["partition"]["total"]
     if not total:
         return None
-    parts = [p for p in BAR_PARTS if total["delta"][p]]
-    items = [(p.removesuffix("_ns"), total["delta"][p] / 1e6) for p in parts]
+    parts = [p for p in _bar_parts([total["before"], total["after"]]) if total["delta"][p]]
+    items = [(BAR_LABEL[p], total["delta"][p] / 1e6) for p in parts]
     return _waterfall(
         "Step window by category (summed over ranks)",
         ("before", total["before"]["window_ns"] / 1e6),
@@ -195,13 +222,46 @@ def _summary_table(result: dict[str, Any]) -> str:
     )
 
 
+def _partition_table(result: dict[str, Any]) -> str:
+    """The partition summed over ranks (ms per step window), before, after and the change: memory's
+    total and its two parts, memory-bound kernels and copies, on rows of their own."""
+    total = result["partition"]["total"]
+    if not total:
+        return "<p>No partition: no rank in common.</p>"
+    b, a = total["before"], total["after"]
+    rows = [
+        [
+            label,
+            _num(_ms(b[col])),
+            _num(_ms(a[col])),
+            _num(None if None in (a[col], b[col]) else _ms(a[col] - b[col])),
+            *(
+                _num(100 * s[col] / s["window_ns"] if s[col] is not None and s["window_ns"] else None, 1, "%")
+                for s in (b, a)
+            ),
+        ]
+        for col, label in TABLE_PARTS
+        if col in b
+    ]
+    return _table(
+        ["part", "before ms", "after ms", "Δ ms", "before % of window", "after % of window"],
+        rows,
+        "partition",
+    )
+
+
 def _diff_table(block: dict[str, Any], keys: list[str], table_id: str) -> str:
+    # collectives of runs with steps: their status follows the time per step, shown beside
+    by_steps = any(r.get("status_basis") == "time_per_step" for r in block["rows"][:TABLE_ROWS])
     rows = [
         [r["status"]]
         + [r[k] for k in keys]
         + [
             _num(r["before_instances"]),
             _num(r["after_instances"]),
+        ]
+        + ([_num(r.get("step_delta_pct"), 2, "%"), _num(r.get("step_p_value"), 4)] if by_steps else [])
+        + [
             _num(r.get("duration_delta_pct"), 2, "%"),
             _num(r.get("duration_p_value"), 4),
             _num(_ms(r["before_per_step_ns"])),
@@ -217,6 +277,9 @@ def _diff_table(block: dict[str, Any], keys: list[str], table_id: str) -> str:
         + [
             "before n",
             "after n",
+        ]
+        + (["time per step Δ", "time per step p"] if by_steps else [])
+        + [
             "duration Δ",
             "duration p",
             "before ms/step",
@@ -340,6 +403,7 @@ def render(result: dict[str, Any]) -> str:
 <ul>{runs}</ul>
 <h2>Work per unit of time</h2>{_rate_table(result)}
 <h2>{esc(step_title)}</h2>{_summary_table(result)}
+<h2>Time partition (ms per step window, summed over ranks)</h2>{_partition_table(result)}
 {blocks}
 <h2>Kernels (ranked by time gained or lost per step; faster/slower by per-instance durations)</h2>{kernels}
 <h2>Collectives (by type and size)</h2>{_diff_table(result["collectives"], ["op", "bytes"], "collectives")}

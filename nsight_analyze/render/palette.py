@@ -10,10 +10,13 @@ import json
 
 from .. import partition
 
-# Time categories: the partition's parts and the timeline's series, in stacking order.
+# Time categories: the partition's parts and the timeline's series, in stacking order. "memory" is
+# memory-bound kernels (the partition's memory_kernels_ns; the timeline's memory kernels) and
+# "copies" memcpy / memset operations (copies_ns): two colours, so that memory never reads as copies.
 CATEGORY = {
     "compute": "#1f77b4",
     "memory": "#ff9f1c",
+    "copies": "#ffd166",
     "other": "#9e9e9e",
     "comms": "#d62728",
     "launch_gap": "#c5b0d5",
@@ -32,12 +35,22 @@ def _part(column: str) -> tuple[str, str, str]:
         return column, "idle: " + name.removeprefix("idle_").replace("_", " "), CATEGORY[name]
     if name == "comms_exposed":
         return column, "comms exposed", CATEGORY["comms"]
+    if name == "memory_kernels":
+        return column, "memory kernels", CATEGORY["memory"]
     return column, name, CATEGORY[name]
 
 
+def _bar_parts() -> tuple[str, ...]:
+    """The parts that tile a window, memory split into memory kernels and copies and idle into its
+    causes (partition.py: MEMORY_PARTS tile memory_ns, IDLE_PARTS idle_ns)."""
+    split = {"memory_ns": partition.MEMORY_PARTS, "idle_ns": partition.IDLE_PARTS}
+    return tuple(c for p in partition.PARTS for c in split.get(p, (p,)))
+
+
 # The partition's bars in stacking order, (column, label, colour): the parts that tile a window
-# with idle split into its causes (partition.py names the columns).
-PARTS = tuple(_part(c) for c in (*(p for p in partition.PARTS if p != "idle_ns"), *partition.IDLE_PARTS))
+# with memory split into memory kernels and copies and idle into its causes (partition.py names
+# the columns).
+PARTS = tuple(_part(c) for c in _bar_parts())
 PART_COLOUR = {col: colour for col, _, colour in PARTS}
 
 # Communication overlap and collective waits.

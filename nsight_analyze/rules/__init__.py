@@ -24,10 +24,13 @@ RULES = [
     capture.corrupt_timing,
     capture.clock_skew,
     capture.cuda_graphs,
+    capture.graph_capture,
+    capture.unclassified_kernels,
     efficiency.compute_efficiency,
     kernel_fixes.fusion_candidates,
     kernel_fixes.unfused_attention,
     precision.gemm_precision,
+    precision.unaligned_gemm,
     kernel_fixes.cuda_graph_candidates,
     slow_rank.slow_rank,
 ]

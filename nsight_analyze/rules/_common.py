@@ -49,13 +49,31 @@ def steps_over(per_step: list[dict], th_pct: float) -> list[int]:
     )
 
 
-def last_rank_wait_signal(wait_ns: float, exposed_ns: float, note: str) -> Signal:
+def last_rank_wait_signal(
+    wait_ns: float, exposed_ns: float, note: str, unknown_ns: float = 0, partial: str | None = None
+) -> Signal:
     """The share of the exposed communication spent waiting for the last rank to arrive.
 
     Why: that wait is load imbalance, not missing overlap, so it is taken off the recoverable time;
     above 30 % of the exposed time it speaks against an overlap diagnosis. `note` says what the
-    wait is for the caller's communication. No exposed time: 0.0 %, neutral.
+    wait is for the caller's communication. No exposed time: 0.0 %, neutral. `unknown_ns` is the
+    exposed time of collectives whose wait could not be measured (participants missing from the
+    workspace, e.g. `partial` = "1 of 8 ranks"): then the share is unknown (None), never the 0 %
+    that the measured collectives alone would give; a measured wait is quoted as a lower bound.
     """
+    if unknown_ns > 0 and exposed_ns:
+        known = f"at least {100.0 * wait_ns / exposed_ns:.1f} % (measured); " if wait_ns > 0 else ""
+        return Signal(
+            "exposed time spent waiting for the last rank",
+            None,
+            "% of exposed",
+            "against" if wait_ns > 0.3 * exposed_ns else "neutral",
+            f"unknown: {known}{100.0 * min(unknown_ns, exposed_ns) / exposed_ns:.1f} % of the exposed "
+            "time is in collectives whose other participants are not in the workspace"
+            + (f" (the job is partial: {partial})" if partial else "")
+            + ", so their wait for the last rank cannot be measured; "
+            + note,
+        )
     return Signal(
         "exposed time spent waiting for the last rank",
         round(100.0 * wait_ns / exposed_ns, 1) if exposed_ns else 0.0,
@@ -63,3 +81,14 @@ def last_rank_wait_signal(wait_ns: float, exposed_ns: float, note: str) -> Signa
         "against" if exposed_ns and wait_ns > 0.3 * exposed_ns else "neutral",
         note,
     )
+
+
+def partial_jobs(ctx: Ctx) -> str | None:
+    """The label of each job with ranks missing ("1 of 8 ranks"; jobs.complete), or None.
+
+    Why: a wait for the last rank, and anything derived from it, needs every rank of a collective;
+    the findings that cannot measure it name the reason the reader can act on (capture all ranks).
+    """
+    if "jobs" not in ctx.objects:
+        return None
+    return ctx.scalar("SELECT string_agg(label, '; ' ORDER BY job) FROM jobs WHERE NOT complete")

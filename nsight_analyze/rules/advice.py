@@ -13,16 +13,32 @@ Families (from the kernel name rules' category / subcategory, data/kernel_rules.
   embedding (lookups)  -> table-batched embeddings, lower-precision tables;
   copy (device copies, memsets)  -> avoid layout/dtype copies;
   transfer (host<->device memcpy)  -> keep data on the GPU, pinned memory and async copies;
-  comms (NCCL and custom collectives)  -> overlap, bucketing, fewer bytes, NCCL settings and
-      topology; p2p and all-to-all get their pipeline / MoE forms;
+  comms (NCCL and custom collectives)  -> the fixes of the collective's dimension or family
+      (rules/dimensions.py, the one list: bucketing for gradient all-reduce, the schedule for
+      send/recv, dispatch/combine for all-to-all), then NCCL settings and topology;
   other  -> measure first (Nsight Compute).
+
+A fix that advises a precision (bf16, TF32, FP8, autocast) is offered only where the GPU takes it:
+the rules pass `rules/precision.gpu_support` (gpu_arch.ARCH_PRECISIONS, the one table of
+capabilities); where the GPU is unknown the fix says what it needs. A kernel's precision is its
+`gemm_precision` (queries/gemm_precision.sql), the one reading of a name's type tokens.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 
+import duckdb
+
+from ..duck import sql_string
+from ..gpu_arch import NEEDS
 from .base import Fix
+from .dimensions import subcategory_fixes
+from .precision import fp8_fix, precision_fixes
+
+_LOCK = threading.Lock()
 
 # subcategory -> family (memory subcategories not listed are elementwise-like: fusion applies)
 _FAMILY_OF_SUB = {
@@ -93,40 +109,47 @@ def _ncu(what: str) -> Fix:
     )
 
 
-_LOW_PRECISION = re.compile(r"bf16|bfloat16|fp16|f16|half|e4m3|e5m2|fp8|int8|i8i8")
-_FP32 = re.compile(r"f32|fp32|float|sgemm|ffma")
+_LOW = ("bf16", "fp16", "fp8", "int8")
 
 
-def precision_of(name: str) -> str:
-    """'low' (bf16/fp16/fp8/int8), 'tf32', 'fp32' or 'unknown', from markers in a kernel name."""
-    low = name.lower()
-    if "tf32" in low:
-        return "tf32"
-    if _LOW_PRECISION.search(low):
+@functools.lru_cache(maxsize=1)
+def _macro_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory connection holding the gemm_precision macro, for a name read without a workspace."""
+    from .. import query_layer
+
+    con = duckdb.connect()
+    con.execute(next(q.sql for q in query_layer.layer() if q.name == "gemm_precision"))
+    return con
+
+
+def precision_of(name: str, precision: str | None = "") -> str:
+    """'low' (bf16/fp16/fp8/int8), 'tf32', 'fp32', 'fp64' or 'unknown' for a kernel: its
+    `gemm_precision` (queries/gemm_precision.sql, the one reading of a name's type tokens; pass it
+    when the caller's workspace computed it, None meaning the name states none), else evaluated
+    here on the name."""
+    if precision == "":
+        with _LOCK:
+            row = _macro_connection().execute(f"SELECT gemm_precision({sql_string(name)})").fetchone()
+        precision = row[0] if row else None
+    if precision in _LOW:
         return "low"
-    if _FP32.search(low):
-        return "fp32"
-    return "unknown"
+    return precision if precision in ("tf32", "fp32", "fp64") else "unknown"
 
 
-def _fp8() -> Fix:
-    return Fix(
-        "Already in 16-bit (or lower) precision: FP8 matmuls/attention (Transformer Engine, "
-        "FlashAttention-3) on Hopper or newer are the next precision step",
-        "needs scaling recipes and accuracy validation; Hopper/Blackwell only",
-    )
-
-
-def _precision(name: str) -> Fix:
-    return _fp8() if precision_of(name) == "low" else _precision_tensor_cores()
-
-
-def _precision_tensor_cores() -> Fix:
-    return Fix(
-        "Run the matmuls in bf16/fp16 (torch.autocast) or at least TF32 "
-        "(torch.backends.cuda.matmul.allow_tf32 = True) so they use tensor cores",
-        "lower precision: validate accuracy; fp16 needs loss scaling",
-    )
+def _precision(name: str, precision: str | None, support: dict | None) -> list[Fix]:
+    """The precision step for a kernel, only where the GPU takes it (rules/precision.gpu_support;
+    None: the GPU is unknown, and each fix says what it needs)."""
+    support = support or {}
+    cls = precision_of(name, precision)
+    if cls == "low":
+        if precision == "fp8":
+            return []
+        fix = fp8_fix(support)
+        return [fix] if fix else []
+    if cls == "fp64":
+        return []
+    fixes = precision_fixes(support)
+    return [f for f in fixes if cls != "tf32" or "allow TF32" not in f.action]
 
 
 def _fusion() -> Fix:
@@ -137,10 +160,25 @@ def _fusion() -> Fix:
     )
 
 
-def _bf16_activations() -> Fix:
+def _bf16_activations(support: dict | None = None) -> Fix:
+    """Activations in 16 bits: bf16 where the GPU has bf16 (rules/precision.gpu_support), fp16 with
+    loss scaling where it has only fp16 (Volta, Turing), either with its requirement when unknown."""
+    bf16 = (support or {}).get("bf16")
+    if bf16 is True:
+        return Fix(
+            "Keep activations and these ops in bf16 (autocast) so each kernel moves half the bytes",
+            "numerical range of reductions/normalisations: validate accuracy",
+        )
+    if bf16 is False:
+        return Fix(
+            "Keep activations and these ops in fp16 (autocast with a GradScaler; this GPU has no bf16) so "
+            "each kernel moves half the bytes",
+            "fp16's narrow range: loss scaling is required; validate accuracy of reductions/normalisations",
+        )
     return Fix(
-        "Keep activations and these ops in bf16 (autocast) so each kernel moves half the bytes",
-        "numerical range of reductions/normalisations: validate accuracy",
+        "Keep activations and these ops in 16 bits (autocast) so each kernel moves half the bytes: bf16 "
+        f"where the GPU has it, else fp16 with a GradScaler (depends on the GPU: {NEEDS['bf16']})",
+        "numerical range of reductions/normalisations (fp16: loss scaling): validate accuracy",
     )
 
 
@@ -207,59 +245,30 @@ def _pinned_async() -> Fix:
 
 
 def comms_fixes(subcategory: str | None = None) -> list[Fix]:
-    """Overlap, bucketing, fewer bytes, NCCL settings/topology; the pipeline/MoE forms for p2p/all-to-all."""
-    sub = (subcategory or "").lower()
-    fixes = [
-        Fix(
-            "Overlap the collectives with compute: DDP/FSDP bucketing (bucket_cap_mb) so all-reduce starts "
-            "during backward, FSDP forward/backward prefetch, no blocking wait before the optimizer",
-            "smaller buckets mean more collective launches; larger buckets delay the first one; "
-            "prefetch holds more parameters in memory",
-        ),
-        Fix(
-            "Send fewer bytes: bf16 gradient reduction (DDP comm hook), gradient accumulation with no_sync() "
-            "on the inner micro-batches",
-            "bf16 reduction can cost accuracy; accumulation enlarges the effective batch (re-tune the "
-            "learning rate)",
-        ),
-        Fix(
-            "Tune NCCL and placement: check the rings/trees and transports NCCL picked (NCCL_DEBUG=INFO), "
-            "NCCL_ALGO/NCCL_PROTO and channel count, keep tensor/sequence-parallel groups inside a "
-            "node (NVLink), check IB/NIC affinity",
-            "settings are topology specific and must be measured; placement limits the parallel layout",
-        ),
-    ]
-    if sub in ("p2p", "sendrecv"):
-        fixes.insert(
-            0,
-            Fix(
-                "Pipeline parallelism: more micro-batches per step or an interleaved (virtual-stage) "
-                "schedule so send/recv overlaps compute",
-                "more activation memory and more, smaller messages",
-            ),
-        )
-    elif sub == "alltoall":
-        fixes.insert(
-            0,
-            Fix(
-                "MoE all-to-all: lower the capacity factor, place experts to keep dispatch inside a node, "
-                "overlap dispatch/combine with expert compute",
-                "dropped tokens or load imbalance can cost accuracy; placement constrains parallelism",
-            ),
-        )
-    return fixes
+    """The fixes of a comms kernel known only by its name-rule subcategory.
+
+    Why a delegate: communication fixes have one home, rules/dimensions.py (`FIXES` by dimension or
+    collective, picked by `comm_fixes` / `kernel_comm_fixes`), so a send/recv kernel gets its
+    point-to-point fixes here too, never DDP bucketing (issue 52)."""
+    return subcategory_fixes(subcategory)
 
 
-def kernel_fixes(fam: str, name: str = "") -> list[Fix]:
-    """Fixes for one hot kernel of the given family (see the module docstring)."""
+def kernel_fixes(
+    fam: str, name: str = "", precision: str | None = "", support: dict | None = None
+) -> list[Fix]:
+    """Fixes for one hot kernel of the given family (see the module docstring). `precision` is the
+    kernel's gemm_precision ("" = read it from the name here); `support` the GPU's tensor-core
+    precisions (rules/precision.gpu_support; None = unknown): a precision fix is offered only where
+    the GPU takes it."""
     low = name.lower()
     if fam == "gemm":
         fixes = [_ncu("achieved vs peak FLOP/s and whether tensor cores are used")]
-        fixes.append(_precision(name))
+        fixes.extend(_precision(name, precision, support))
         fixes.append(
             Fix(
                 "Let the library or compiler choose tiles for these shapes (torch.compile "
-                "mode='max-autotune', cuBLASLt heuristics) and pad M/N/K to multiples of 16 (8 for fp16)",
+                "mode='max-autotune', cuBLASLt heuristics) and pad M/N/K to multiples of 16 bytes "
+                "(8 bf16/fp16 elements, 4 FP32, 16 FP8: see unaligned-gemm)",
                 "autotuning adds compile time and is shape specific; padding wastes memory and FLOPs",
             )
         )
@@ -277,7 +286,7 @@ def kernel_fixes(fam: str, name: str = "") -> list[Fix]:
                 "memory-efficient backends) or FlashAttention instead of matmul + softmax + matmul",
                 "dtype (fp16/bf16) and head-dim restrictions; numerical differences to validate",
             )
-        return [first, _precision(name), _ncu("achieved vs peak FLOP/s")]
+        return [first, *_precision(name, precision, support), _ncu("achieved vs peak FLOP/s")]
     if fam == "conv":
         return [
             Fix(
@@ -292,9 +301,9 @@ def kernel_fixes(fam: str, name: str = "") -> list[Fix]:
             _ncu("achieved vs peak FLOP/s"),
         ]
     if fam == "compute":
-        return [_ncu("whether it is compute or memory bound"), _precision(name)]
+        return [_ncu("whether it is compute or memory bound"), *_precision(name, precision, support)]
     if fam == "norm":
-        return [_fused_norm(), _fusion(), _bf16_activations()]
+        return [_fused_norm(), _fusion(), _bf16_activations(support)]
     if fam == "optimizer":
         return [
             _fused_optimizer(),
@@ -304,7 +313,7 @@ def kernel_fixes(fam: str, name: str = "") -> list[Fix]:
             ),
         ]
     if fam == "elementwise":
-        return [_fusion(), _bf16_activations(), _more_work()]
+        return [_fusion(), _bf16_activations(support), _more_work()]
     if fam == "embedding":
         return _embedding()
     if fam == "copy":
@@ -316,13 +325,14 @@ def kernel_fixes(fam: str, name: str = "") -> list[Fix]:
     return [_ncu("whether it is compute or memory bound, then apply the fixes of that kind")]
 
 
-def memory_fixes(families: list[str], short: bool) -> list[Fix]:
+def memory_fixes(families: list[str], short: bool, support: dict | None = None) -> list[Fix]:
     """Fixes for memory-bound time, in the order of the families that take it (largest first).
 
     Kernel families: fusion (with fused norms / optimizers, batched embeddings where present) and
-    bf16 activations, more work per kernel when the kernels are short; copies: copy avoidance;
-    host<->device transfers: keep data on the GPU, pinned async copies. Never activation
-    checkpointing: it trades memory for recomputation and adds time.
+    16-bit activations (bf16 where `support` says the GPU has it, else fp16 with loss scaling), more
+    work per kernel when the kernels are short; copies: copy avoidance; host<->device transfers: keep
+    data on the GPU, pinned async copies. Never activation checkpointing: it trades memory for
+    recomputation and adds time.
     """
     kernel_fams = [f for f in families if f in ("elementwise", "norm", "optimizer", "embedding")]
     if not families:
@@ -344,7 +354,7 @@ def memory_fixes(families: list[str], short: bool) -> list[Fix]:
     if kernel_fams:
         if not any(f.action == _fusion().action for f in out):
             out.append(_fusion())
-        out.append(_bf16_activations())
+        out.append(_bf16_activations(support))
         if short:
             out.append(_more_work())
     return out

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 
-from ._common import last_rank_wait_signal, step_metrics, steps_over
+from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
-from .dimensions import breakdown_evidence, single_dimension_fixes
+from .dimensions import FAMILY_NAMES, breakdown_evidence, comm_fixes, family_signal
 
 
 @bounded_by("comms-hidden")  # recoverable time <= the what-if gain (rules/_whatif.py)
@@ -22,6 +22,7 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     th = ctx.th["exposed_comm_min_pct"]
     per_step = ctx.rows(
         """SELECT step, min(recoverable_ns) AS rec, arg_min(rank, recoverable_ns) AS critical_rank,
+                  min(greatest(recoverable_ns - unknown_wait_ns, 0)) AS rec_min,
                   max(comms_exposed_ns) AS exposed, max(window_ns) AS step_ns
            FROM diag_comm_recoverable GROUP BY step"""
     )
@@ -40,21 +41,30 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
         ctx.evidence(
             "exposed communication per step",
             "Per step: the critical rank's overlap-recoverable exposed comms (min over ranks), the largest "
-            "exposed comms and the step length (diag_comm_recoverable).",
+            "exposed comms, the wait for the last rank and the last reduction's transfer (NULL when not "
+            "measured: participants missing), the exposed time whose wait was not measured and the step "
+            "length (diag_comm_recoverable).",
             """SELECT step, min(recoverable_ns) AS recoverable_ns, arg_min(rank, recoverable_ns) AS
                    critical_rank,
-                      max(comms_exposed_ns) AS max_exposed_ns, max(exposed_wait_ns) AS max_exposed_wait_ns,
-                      max(last_transfer_ns) AS max_last_transfer_ns, max(window_ns) AS step_ns,
+                      max(comms_exposed_ns) AS max_exposed_ns,
+                      CASE WHEN bool_and(unknown_wait_ns = 0 AND last_transfer_known)
+                           THEN max(exposed_wait_ns) END AS max_exposed_wait_ns,
+                      CASE WHEN bool_and(last_transfer_known) THEN max(last_transfer_ns) END
+                          AS max_last_transfer_ns,
+                      max(unknown_wait_ns) AS max_unknown_wait_ns, max(window_ns) AS step_ns,
                       round(avg(overlap_pct), 1) AS mean_overlap_pct
                FROM diag_comm_recoverable GROUP BY step ORDER BY step""",
         ),
         ctx.evidence(
             "per collective and bucket",
-            "Each collective by its position in the step (bucket): mean duration, exposed part, the part "
-            "spent waiting for the last rank, and how much was hidden (diag_comm_exposure).",
-            """SELECT op, bucket, count(*) AS instances, CAST(avg(duration_ns) AS BIGINT) AS avg_duration_ns,
+            "Each collective by its position in the step (bucket): its communicator's dimension, mean "
+            "duration, exposed part, the part spent waiting for the last rank (NULL when not measured: "
+            "participants missing), and how much was hidden (diag_comm_exposure).",
+            """SELECT op, bucket, string_agg(DISTINCT dimension, ',' ORDER BY dimension) AS dimension,
+                      count(*) AS instances, CAST(avg(duration_ns) AS BIGINT) AS avg_duration_ns,
                       CAST(avg(exposed_ns) AS BIGINT) AS avg_exposed_ns,
-                      CAST(avg(exposed_wait_ns) AS BIGINT) AS avg_exposed_wait_ns,
+                      CASE WHEN bool_and(wait_known) THEN CAST(avg(exposed_wait_ns) AS BIGINT) END
+                          AS avg_exposed_wait_ns,
                       round(100.0 * (1 - sum(exposed_ns) / nullif(sum(duration_ns), 0)), 1) AS hidden_pct,
                       bool_or(is_last) AS last_in_step
                FROM diag_comm_exposure GROUP BY op, bucket ORDER BY bucket, op""",
@@ -64,9 +74,19 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     if by_dim is not None:
         ev.append(by_dim)
     ov = ctx.scalar("SELECT avg(overlap_pct) FROM diag_windows WHERE comms_total_ns > 0")
-    wait = ctx.scalar("SELECT coalesce(sum(exposed_wait_ns), 0) FROM diag_comm_recoverable") or 0
-    exposed_sum = ctx.scalar("SELECT coalesce(sum(comms_exposed_ns), 0) FROM diag_comm_recoverable") or 0
-    last = ctx.scalar("SELECT coalesce(sum(last_transfer_ns), 0) FROM diag_comm_recoverable") or 0
+    sums = ctx.row(
+        """SELECT coalesce(sum(exposed_wait_ns), 0) AS wait, coalesce(sum(comms_exposed_ns), 0) AS exposed,
+                  coalesce(sum(last_transfer_ns), 0) AS last, coalesce(sum(unknown_wait_ns), 0) AS unknown,
+                  coalesce(sum(last_transfer_ns) FILTER (WHERE NOT last_transfer_known), 0) AS last_unknown
+           FROM diag_comm_recoverable"""
+    )
+    wait, exposed_sum, last = (float(sums[k] or 0) for k in ("wait", "exposed", "last"))
+    # exposed time whose wait for the last rank was not measured (participants missing): outside the
+    # last reduction it may be wait (not recoverable); in the last reduction wait and transfer split
+    # in unknown shares (both excluded alike)
+    unknown, last_unknown = float(sums["unknown"] or 0), float(sums["last_unknown"] or 0)
+    partial = partial_jobs(ctx)
+    fixes, fams = comm_fixes(ctx)
     signals = [
         Signal(
             "mean comms/compute overlap",
@@ -80,16 +100,29 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
             exposed_sum,
             "waiting for a late rank is load imbalance, not an overlap problem; it is "
             "excluded from the recoverable time (see the imbalance finding)",
+            unknown + last_unknown,
+            partial,
         ),
         Signal(
             "exposed transfer of the last collective",
-            round(100.0 * last / exposed_sum, 1) if exposed_sum else 0.0,
+            None if last_unknown > 0 else round(100.0 * last / exposed_sum, 1) if exposed_sum else 0.0,
             "% of exposed",
-            "against" if exposed_sum and last > 0.5 * exposed_sum else "neutral",
-            "the last gradients are ready only when backward ends, so this part cannot "
-            "be overlapped and is excluded",
+            "against" if exposed_sum and last > 0.5 * exposed_sum and not last_unknown else "neutral",
+            (
+                f"unknown: the step's last reduction is {100.0 * last / exposed_sum:.1f} % of the exposed "
+                "time, its wait for the last rank and its own transfer in shares that cannot be measured "
+                "without its other participants"
+                + (f" (the job is partial: {partial})" if partial else "")
+                + "; both are excluded from the recoverable time"
+                if last_unknown > 0
+                else "the last gradients are ready only when backward ends, so this part cannot "
+                "be overlapped and is excluded"
+            ),
         ),
     ]
+    fam = family_signal(fams)
+    if fam is not None:
+        signals.append(fam)
     if ctx.has("collectives"):
         bw = ctx.rows(
             "SELECT op, median(busbw_gbps) AS busbw FROM collectives WHERE busbw_gbps IS NOT NULL "
@@ -105,50 +138,81 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
                     "low bus bandwidth points at the network/NCCL settings rather than overlap",
                 )
             )
+    top = fams[0] if fams else None
+    mostly = (
+        f" {100.0 * float(top['share'] or 0):.0f} % of the exposed time is {top['ops']} "
+        f"({FAMILY_NAMES.get(str(top['family']), str(top['family']))}); the fixes follow it."
+        if top is not None
+        else ""
+    )
+    low = (
+        ctx.per_step(float(sum(r["rec_min"] for r in per_step if r["rec_min"] is not None)))
+        if unknown
+        else None
+    )
+    if unknown > 0:  # part of the exposed time may be waiting for ranks that are not in the workspace
+        title = "Communication is exposed (how much overlap could hide is unknown: ranks are missing)"
+        summary = (
+            f"Collectives run with nothing to hide behind, but at most {rec / 1e6:.3f} ms per step "
+            f"({ctx.pct(rec)} % of the mean step) could be overlapped with compute: "
+            f"{100.0 * min(unknown + last_unknown, exposed_sum) / exposed_sum:.1f} % of the exposed time is "
+            "in collectives whose other "
+            "participants are not in the workspace"
+            + (f" (the job is partial: {partial})" if partial else "")
+            + ", so the part spent waiting for them, which overlap cannot recover, is unknown "
+            f"(overlap could recover between {low / 1e6:.3f} and {rec / 1e6:.3f} ms per step)." + mostly
+        )
+    else:
+        title = "Communication is exposed (poor compute/communication overlap)"
+        summary = (
+            f"Collectives run with nothing to hide behind: {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of "
+            f"the mean step) could be overlapped with compute." + mostly
+        )
+    method = (
+        "per step, min over ranks of (comms_exposed_ns - exposed wait for the last arrival - exposed "
+        "transfer of the step's last collective) (diag_comm_recoverable); summed over steps / steps. Min "
+        "over ranks: the step shrinks only if every rank's timeline can, and the critical "
+        "(last-arriving) rank has the least slack"
+    )
+    if low is not None:
+        method += (
+            "; an upper bound: exposed time of collectives whose wait for the last arrival was not "
+            "measured (diag_comm_recoverable.unknown_wait_ns: participants missing) is counted as "
+            f"recoverable; without it (metrics recoverable_ns_per_step_min): {low} ns"
+        )
     return [
         ctx.finding(
             id="exposed-comm",
-            title="Communication is exposed (poor compute/communication overlap)",
+            title=title,
             kind="performance",
-            summary=f"Collectives run with nothing to hide behind: {rec / 1e6:.3f} ms per step "
-            f"({ctx.pct(rec)} % of "
-            f"the mean step) could be overlapped with compute.",
+            summary=summary,
             ranks=[int(r) for r in ranks],
             steps=steps,
             recoverable_ns_per_step=rec,
-            recoverable_method="per step, min over ranks of (comms_exposed_ns - exposed wait for the "
-            "last arrival "
-            "- exposed transfer of the step's last collective) (diag_comm_recoverable); summed "
-            "over steps / steps. Min over ranks: the step shrinks only if every rank's timeline "
-            "can, and the critical (last-arriving) rank has the least slack",
+            recoverable_method=method,
             metrics={
                 "recoverable_ns_total": total,
                 "mean_overlap_pct": ov,
                 "threshold_pct": th,
+                "wait_unknown_ns_total": int(unknown + last_unknown),
+                "recoverable_ns_per_step_min": low,
+                "partial_job": partial,
+                "exposed_by_family": [
+                    {
+                        "family": f["family"],
+                        "ops": f["ops"],
+                        "dimensions": f["dimensions"],
+                        "exposed_ns": f["exposed_ns"],
+                        "share_pct": round(100.0 * float(f["share"] or 0), 1),
+                        "fixes_given": f["taken"],
+                    }
+                    for f in fams
+                ],
                 **step_metrics(ctx, steps, rec),
             },
             evidence=ev,
             signals=signals,
-            fixes=single_dimension_fixes(ctx)
-            + [
-                Fix(
-                    "Let gradient all-reduce start during backward: DDP/FSDP bucketing (bucket_cap_mb), "
-                    "no blocking waits before the optimizer",
-                    "smaller buckets mean more collective launches; larger buckets delay the first one",
-                ),
-                Fix(
-                    "Gradient accumulation with no_sync() on the inner micro-batches",
-                    "longer steps and a larger effective batch (re-tune the learning rate)",
-                ),
-                Fix(
-                    "Compress gradients (bf16/fp16 all-reduce, PowerSGD)",
-                    "possible accuracy loss; extra compute",
-                ),
-                Fix(
-                    "Tune NCCL (NCCL_ALGO/PROTO, channels) or the topology (NVLink/IB placement)",
-                    "settings are topology specific; hardware changes cost money",
-                ),
-            ],
+            fixes=fixes,
         )
     ]
 

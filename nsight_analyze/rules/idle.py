@@ -14,22 +14,43 @@ from .base import Ctx, Finding, Fix, Signal
 
 def _cause_totals(ctx: Ctx, cause: str, min_pct: float):
     """(total ns over steps of the worst rank, affected steps, ranks over the threshold)."""
-    total = ctx.scalar(f"SELECT coalesce(sum(max_ns), 0) FROM diag_step_causes WHERE cause = '{cause}'") or 0
-    steps = ctx.column(
-        f"SELECT step FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 AND share_pct >= "
-        f"{min_pct} "
-        "ORDER BY step"
-    )
+    causes = f"(SELECT * FROM diag_step_causes WHERE cause = '{cause}')"
+    windows = "diag_windows"
+    if cause == "launch" and _has_capture(ctx):
+        # graph capture and compilation are one-time work (capture_idle): the steady state does
+        # not lose their idle
+        windows = f"({_STEADY_WINDOWS})"
+        causes = f"""(SELECT step, max(launch_gap_ns + host_bound_ns) AS max_ns,
+                             100.0 * max(launch_gap_ns + host_bound_ns) / nullif(max(window_ns), 0)
+                                 AS share_pct
+                      FROM {windows} GROUP BY step)"""
+    total = ctx.scalar(f"SELECT coalesce(sum(max_ns), 0) FROM {causes}") or 0
+    steps = ctx.column(f"SELECT step FROM {causes} WHERE max_ns > 0 AND share_pct >= {min_pct} ORDER BY step")
     col = {
         "input_stall": "input_stall_ns",
         "sync_stall": "sync_stall_ns",
         "launch": "launch_gap_ns + host_bound_ns",
     }[cause]
     ranks = ctx.column(
-        f"SELECT DISTINCT rank FROM diag_windows WHERE {col} > 0 "
+        f"SELECT DISTINCT rank FROM {windows} WHERE {col} > 0 "
         f"AND 100.0 * ({col}) / nullif(window_ns, 0) >= {min_pct} ORDER BY rank"
     )
     return int(total), [int(s) for s in steps if s is not None], [int(r) for r in ranks]
+
+
+def _has_capture(ctx: Ctx) -> bool:
+    """Whether a window holds idle inside a one-time phase (graph capture or instantiation,
+    torch.compile compilation: capture_idle)."""
+    return ctx.has("capture_idle") and bool(ctx.scalar("SELECT count(*) FROM capture_idle WHERE idle_ns > 0"))
+
+
+# diag_windows without the idle of one-time phases (capture_idle: graph capture, torch.compile
+# compilation): each cause loses its own part of the idle inside the phases.
+_STEADY_WINDOWS = """SELECT d.* REPLACE (
+           greatest(d.host_bound_ns - coalesce(c.idle_ns - c.launch_gap_idle_ns, 0), 0) AS host_bound_ns,
+           greatest(d.launch_gap_ns - coalesce(c.launch_gap_idle_ns, 0), 0) AS launch_gap_ns)
+    FROM diag_windows AS d
+    LEFT JOIN capture_idle AS c ON c.rank = d.rank AND c.step IS NOT DISTINCT FROM d.step"""
 
 
 def _per_step_evidence(ctx: Ctx, cause: str, label: str):
@@ -162,7 +183,7 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
         "cuda-sync-api",
         "cudaDeviceSynchronize / cudaStreamSynchronize calls, longest first (nsys cuda-sync-api).",
         "SELECT rank, tid, start_ns, duration_ns, name FROM diag_sync_api_calls "
-        "ORDER BY duration_ns DESC, rank, start_ns",
+        "ORDER BY duration_ns DESC, rank, start_ns, tid, name",
     )
     copies = {}
     for rule, text in (
@@ -182,7 +203,8 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
             f"""SELECT rank, device_id, stream_id, start_ns, duration_ns, kind, bytes, src_kind, dst_kind,
                        api_name, api_start_ns, api_duration_ns
                 FROM diag_sync_copies(htod_min_bytes := {htod}) WHERE nsys_rule = '{rule}'
-                ORDER BY duration_ns DESC, rank, start_ns""",
+                ORDER BY duration_ns DESC, rank, start_ns, device_id, stream_id, api_start_ns,
+                         api_duration_ns, api_name""",
         )
     flagged = calls.total_rows + sum(e.total_rows for e in copies.values())
     total, steps, ranks = (0, [], [])
@@ -202,8 +224,12 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
             SELECT rank FROM diag_sync_copies(htod_min_bytes := {htod})) ORDER BY rank"""
     )
     ranks = sorted(set(ranks) | {int(r) for r in flagged_ranks})
-    blocked = ctx.scalar("SELECT coalesce(sum(duration_ns), 0) FROM diag_sync_api_calls") or 0
-    per_step_calls = calls.total_rows / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
+    # every synchronising call, CUDA or HIP, explicit or a synchronous copy (sync_calls,
+    # docs/metrics.md): the nsys-parity lists above know only cuda* names, so on ROCm they are empty
+    listed = "sync_calls" if ctx.has("sync_calls") else "diag_sync_api_calls"
+    blocked = ctx.scalar(f"SELECT coalesce(sum(duration_ns), 0) FROM {listed}") or 0
+    n_calls = ctx.scalar(f"SELECT count(*) FROM {listed}") if ctx.has("sync_calls") else calls.total_rows
+    per_step_calls = (n_calls or 0) / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
     signals = [
         Signal(
             "GPU idle caused by syncs",
@@ -301,6 +327,14 @@ _LAUNCH_SPLIT = """SELECT c.step, c.worst_rank AS rank, d.launch_gap_ns, d.host_
       ON d.rank = c.worst_rank AND d.step IS NOT DISTINCT FROM c.step
     WHERE c.cause = 'launch' AND c.max_ns > 0"""
 
+# The same split over the steady-state windows (_STEADY_WINDOWS) when a window holds graph capture.
+_STEADY_SPLIT = f"""SELECT step, rank, launch_gap_ns, host_bound_ns,
+           launch_gap_ns + host_bound_ns AS launch_and_host_ns, step_ns,
+           round(100.0 * launch_gap_ns / nullif(launch_gap_ns + host_bound_ns, 0), 2) AS launch_gap_pct
+    FROM (SELECT *, max(window_ns) OVER (PARTITION BY step) AS step_ns FROM ({_STEADY_WINDOWS}))
+    WHERE launch_gap_ns + host_bound_ns > 0
+    QUALIFY row_number() OVER (PARTITION BY step ORDER BY launch_gap_ns + host_bound_ns DESC, rank) = 1"""
+
 
 @bounded_by("no-launch-gaps")  # recoverable time <= the what-if gain (rules/_whatif.py)
 def launch_bound(ctx: Ctx) -> list[Finding]:
@@ -320,9 +354,11 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
         return []
     rec = ctx.per_step(total)
     short_ns = int(ctx.th["short_kernel_us"] * 1000)
+    capture = _has_capture(ctx)
+    split_sql = _STEADY_SPLIT if capture else _LAUNCH_SPLIT
     split = ctx.row(
         f"SELECT coalesce(sum(launch_gap_ns), 0) AS lg, coalesce(sum(host_bound_ns), 0) AS hb "
-        f"FROM ({_LAUNCH_SPLIT})"
+        f"FROM ({split_sql})"
     )
     lg, hb = int(split["lg"]), int(split["hb"])
     explained = 100.0 * lg / (lg + hb) if lg + hb else 0.0
@@ -334,9 +370,19 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             "Per step, the worst rank's attributed idle split into launch gaps (GPU idle while the next "
             "launch call ran) and host-bound idle (before it was issued) (time_partition via "
             "diag_step_causes); the launch-bound / host-bound verdict is the launch-gap share of their sum.",
-            f"{_LAUNCH_SPLIT} ORDER BY launch_and_host_ns DESC, step",
+            f"{split_sql} ORDER BY launch_and_host_ns DESC, step",
         ),
     ]
+    if capture:
+        ev.append(
+            ctx.evidence(
+                "graph capture and compilation left out",
+                "GPU idle inside CUDA/HIP-graph capture and instantiation and torch.compile compilation "
+                "(capture_idle): one-time work, "
+                "not counted in the steady-state numbers above.",
+                "SELECT rank, step, idle_ns, phase_ns FROM capture_idle ORDER BY rank, step",
+            )
+        )
     if ctx.has("gaps"):
         ev.append(_gap_evidence(ctx, "'launch_gap', 'host_bound'", "launch-gap and host-bound"))
     signals = [

@@ -10,9 +10,12 @@ per step (docs/diagnose.md "Recoverable time"), and every fix states what it cos
 
 from __future__ import annotations
 
+import math
+
 from ._common import step_metrics
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
+from .op_roofline import op_evidence
 
 
 def _per_step(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], list[int]]:
@@ -72,7 +75,7 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
                        sum(end_ns - start_ns) AS span_ns,
                        sum(end_ns - start_ns - max_kernel_ns) AS recoverable_ns
                 FROM kernel_chains WHERE {where}
-                GROUP BY names, kernels ORDER BY recoverable_ns DESC, kernels DESC""",
+                GROUP BY names, kernels ORDER BY recoverable_ns DESC, kernels DESC, names""",
         ),
         ctx.evidence(
             "fusion candidates per rank and step",
@@ -187,6 +190,58 @@ def _score_matrix(ctx: Ctx):
     return ev, int(row["s"]), (int(mem) if mem else None), list(row["src"])
 
 
+def _chain_gemm_shapes(ctx: Ctx, ev: list, where: str) -> list[Signal]:
+    """Signals from the shapes of the ops that launched the sequences' GEMMs (op_roofline: Kineto
+    record_shapes; the evidence table is appended to `ev`).
+
+    Q @ K^T and P @ V move the L x L score matrix through memory: their arithmetic intensity is
+    about the head size, below the ridge point of a tensor-core GPU, so they run memory bound on
+    bytes a fused kernel never writes. A GEMM above the ridge is compute bound: fusing saves less
+    than the finding's bound suggests (the chain may not be attention at all)."""
+    got = op_evidence(
+        ctx,
+        "shapes of the sequences' GEMMs",
+        "the GEMM kernels of the GEMM -> softmax -> GEMM sequences",
+        f"""SELECT k.rank, k.correlation_id, k.name, k.duration_ns
+            FROM kernels k JOIN (SELECT * FROM kernel_chains WHERE {where}) c
+              ON c.rank = k.rank AND c.device_id IS NOT DISTINCT FROM k.device_id
+             AND c.stream_id = k.stream_id AND k.start_ns >= c.start_ns AND k.end_ns <= c.end_ns
+            WHERE k.subcategory = 'gemm'""",
+    )
+    if got is None:
+        return []
+    ev.append(got[0])
+    known = [r for r in got[1] if r["intensity"] is not None and r["ridge_flop_per_byte"] is not None]
+    ns = math.fsum(float(r["kernel_ns"]) for r in known)
+    if not ns:
+        return [
+            Signal(
+                "sequence GEMMs below the ridge point",
+                None,
+                "%",
+                "neutral",
+                "unknown: the GEMMs' bytes (dtype) or the GPU's peak / memory bandwidth are not known",
+            )
+        ]
+    low = math.fsum(float(r["kernel_ns"]) for r in known if r["intensity"] < r["ridge_flop_per_byte"])
+    pct = round(100.0 * low / ns, 1)
+    return [
+        Signal(
+            "sequence GEMMs below the ridge point",
+            pct,
+            "%",
+            "supports" if pct >= 50 else "against",
+            "share of the sequences' GEMM kernel time (with recorded shapes) whose op's arithmetic "
+            "intensity is below the GPU's ridge point (dense peak of its dtype / memory bandwidth)"
+            + (
+                ": memory bound on the score matrix a fused kernel keeps on chip"
+                if pct >= 50
+                else ": compute bound, fusing saves the softmax and its traffic, not GEMM time"
+            ),
+        )
+    ]
+
+
 def unfused_attention(ctx: Ctx) -> list[Finding]:
     """GEMM -> softmax -> GEMM sequences on one stream: attention without a fused kernel."""
     if not ctx.has("kernel_chains"):
@@ -214,7 +269,8 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
             "(kernel_chains kind attention): the score matrix goes through GPU memory twice.",
             f"""SELECT softmax_name, kernels, count(*) AS sequences, list(DISTINCT rank ORDER BY rank)
                        AS ranks, sum(end_ns - start_ns) AS span_ns, sum(gemm_ns) AS gemm_ns,
-                       sum(end_ns - start_ns - gemm_ns) AS recoverable_ns, any_value(names) AS example
+                       sum(end_ns - start_ns - gemm_ns) AS recoverable_ns,
+                       arg_max(names, (end_ns - start_ns - gemm_ns, names)) AS example
                 FROM kernel_chains WHERE {where}
                 GROUP BY softmax_name, kernels ORDER BY recoverable_ns DESC, softmax_name""",
         )
@@ -223,6 +279,7 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
     shapes, score, mem, sources = _score_matrix(ctx)
     if shapes is not None:
         ev.append(shapes)
+    gemm_signals = _chain_gemm_shapes(ctx, ev, where)
     per_rank_step = n / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
     return [
         ctx.finding(
@@ -282,6 +339,7 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
                     "the pattern, not shapes: a non-attention GEMM -> softmax -> GEMM (a router) "
                     "matches too; check the evidence names",
                 ),
+                *gemm_signals,
             ],
             fixes=[
                 Fix(
@@ -313,6 +371,11 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
         return []
     n_min = int(ctx.th["graph_candidate_min_kernels"])
     where = f"kernels >= {n_min}"
+    if ctx.has("capture_phases"):  # capture and compilation are one-time work, not steady state
+        where += (
+            " AND NOT EXISTS (SELECT 1 FROM capture_phases AS p WHERE p.rank = graph_candidates.rank "
+            "AND p.start_ns < graph_candidates.end_ns AND p.end_ns > graph_candidates.start_ns)"
+        )
     total, steps, ranks = _per_step(
         ctx, f"SELECT rank, step, idle_ns AS v FROM graph_candidates WHERE {where}"
     )
@@ -324,10 +387,7 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
                   sum(graph_kernel_ns) AS graph_kernel_ns FROM graph_coverage"""
     )
     launches = (
-        ctx.scalar(
-            "SELECT coalesce(sum(calls), 0) FROM api_summary "
-            "WHERE regexp_matches(name, '^cu(da)?GraphLaunch')"
-        )
+        ctx.scalar("SELECT coalesce(sum(calls), 0) FROM api_summary WHERE is_graph_launch(name)")
         if ctx.has("api_summary")
         else None
     )

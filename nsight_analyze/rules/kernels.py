@@ -13,10 +13,18 @@ import math
 from . import advice
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
+from .dimensions import kernel_comm_fixes
+from .op_roofline import TILE, op_evidence, roofline_share
+from .precision import gpu_support
 
 _IN_WINDOWS = (
     """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
 )
+
+# A small-grid launch group's idle-SM bound, duration x (1 - blocks / SMs), rounded to 1e-9 ns as a
+# DECIMAL: DECIMAL sums are exact, a DOUBLE sum's last bits (and so the rounded evidence column)
+# depend on the order DuckDB's threads add the rows in.
+_IDLE_SM = "CAST(duration_ns * (1 - blocks / sm) AS DECIMAL(38, 9))"
 
 
 def _steps_of(ctx: Ctx, per_window_sql: str, th_pct: float) -> list[int]:
@@ -47,9 +55,10 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
                        ON w.rank = d.rank AND w.step IS NOT DISTINCT FROM d.step
                      WHERE coalesce(d.sm_count, nullif({sm_default}, 0)) > 0
                        AND d.blocks < coalesce(d.sm_count, nullif({sm_default}, 0)))"""
-    # per window, capped at the window: kernels on several streams can overlap
+    # per window, capped at the window: kernels on several streams can overlap; each row's bound
+    # as an exact decimal, so that the sum does not depend on the order DuckDB's threads add in
     per_window = f"""{base} SELECT rank, step, max(window_ns) AS window_ns,
-                             least(sum(duration_ns * (1 - blocks / sm)), max(window_ns)) AS t
+                             least(sum({_IDLE_SM}), max(window_ns)) AS t
                       FROM k GROUP BY rank, step"""
     per_rank = ctx.rows(f"SELECT rank, sum(t) AS bound FROM ({per_window}) GROUP BY rank")
     if not per_rank:
@@ -65,13 +74,14 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
             f"""{base} SELECT name, sum(launches)::BIGINT AS launches, min(blocks) AS min_blocks,
                    max(blocks) AS max_blocks,
                    max(sm) AS sm_count, sum(duration_ns) AS total_ns,
-                   CAST(sum(duration_ns * (1 - blocks / sm)) AS BIGINT) AS idle_sm_bound_ns,
+                   CAST(sum({_IDLE_SM}) AS BIGINT) AS idle_sm_bound_ns,
                    list(DISTINCT rank ORDER BY rank) AS ranks
             FROM k GROUP BY name ORDER BY idle_sm_bound_ns DESC, name""",
         )
     ]
     ranks = sorted(int(r["rank"]) for r in per_rank if r["bound"] > 0)
     steps = _steps_of(ctx, per_window, th)
+    shape_signals, shape_fixes, shape_metrics = _small_grid_shapes(ctx, ev)
     return [
         ctx.finding(
             id="low-occupancy",
@@ -86,7 +96,7 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
             recoverable_method="worst rank's sum over small-grid kernels of duration x (1 - blocks / "
             "SM count), at most the window per step, / steps: the time if the same work were spread "
             "over all SMs; steps listed when the bound is >= low_occupancy_min_pct of the step",
-            metrics={"idle_sm_bound_ns_total": int(total), **step_metrics(ctx, steps, rec)},
+            metrics={"idle_sm_bound_ns_total": int(total), **shape_metrics, **step_metrics(ctx, steps, rec)},
             evidence=ev,
             signals=[
                 Signal(
@@ -95,7 +105,8 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
                     "",
                     "neutral",
                     "blocks per SM is a launch-shape proxy; achieved occupancy needs Nsight Compute",
-                )
+                ),
+                *shape_signals,
             ],
             fixes=[
                 Fix(
@@ -106,9 +117,92 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
                 Fix(
                     "Run independent small kernels concurrently on several streams", "harder ordering; memory"
                 ),
+                *shape_fixes,
             ],
         )
     ]
+
+
+def _small_grid_kernels(ctx: Ctx) -> str:
+    """SQL: the small-grid launches of low-occupancy, one row per kernel (rank, correlation_id,
+    name, duration_ns): fewer blocks than the rank's SMs (or sm_count_default), not comms, starting
+    inside a diag_windows window (diag_kernel_grids' definition, per launch)."""
+    sm_default = int(ctx.th["sm_count_default"])
+    return f"""SELECT k.rank, k.correlation_id, k.name, k.duration_ns FROM kernels k
+               LEFT JOIN (SELECT rank, max(sm_count) AS sm FROM gpus GROUP BY rank) g ON g.rank = k.rank
+               WHERE k.category IS DISTINCT FROM 'comms' AND k.grid_x IS NOT NULL
+                 AND CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z < coalesce(g.sm, nullif({sm_default}, 0))
+                 AND EXISTS (SELECT 1 FROM diag_window_bounds w WHERE w.rank = k.rank
+                             AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns)"""
+
+
+def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dict]:
+    """Signals, fixes and metrics from the shapes of the ops that launched the small-grid GEMMs and
+    attention kernels (op_roofline: Kineto record_shapes); the evidence table is appended to `ev`.
+
+    A GEMM whose output has fewer 128 x 128 tiles than the GPU has SMs is small work: no tile
+    choice fills the GPU, batching or fusing it (or split-K / stream-K) does. One whose output has
+    more tiles ran large tiles or no split-K: a tile configuration (autotuning) is the lever. The
+    ops' achieved share of the roofline says how much the idle SMs cost: near the roof, little.
+    """
+    got = op_evidence(ctx, "shapes of the small-grid ops", "the small-grid kernels", _small_grid_kernels(ctx))
+    if got is None:
+        return [], [], {}
+    ev.append(got[0])
+    rows = got[1]
+    signals: list[Signal] = []
+    fixes: list[Fix] = []
+    gemm = [r for r in rows if r["kind"] == "gemm" and r["tiles_128"] is not None and r["sm_count"]]
+    gemm_ns = math.fsum(float(r["kernel_ns"]) for r in gemm)
+    small_ns = math.fsum(float(r["kernel_ns"]) for r in gemm if int(r["tiles_128"]) < int(r["sm_count"]))
+    small_pct = round(100.0 * small_ns / gemm_ns, 1) if gemm_ns else None
+    if small_pct is not None:
+        small = small_pct >= 50
+        signals.append(
+            Signal(
+                "small-grid GEMM time with small outputs",
+                small_pct,
+                "%",
+                "supports" if small else "neutral",
+                f"share of the small-grid GEMM kernel time whose op's output (batch x M x N) has fewer "
+                f"{TILE} x {TILE} tiles than SMs: "
+                + (
+                    "genuinely small work: no tile configuration fills the GPU; batch or fuse these "
+                    "GEMMs (more tokens per GEMM, grouped GEMM) or split K"
+                    if small
+                    else "the outputs could fill the SMs with smaller tiles: the library chose large "
+                    "tiles or no split-K, a tile configuration is the lever"
+                ),
+            )
+        )
+        if not small:
+            fixes.append(
+                Fix(
+                    "Autotune the GEMM tiles for these shapes (torch.compile mode='max-autotune', "
+                    "cuBLASLt heuristics / split-K, a CUTLASS or Triton kernel with smaller tiles)",
+                    "autotuning time at start-up; a tuned configuration is per shape and GPU",
+                )
+            )
+    share, ns = roofline_share(rows)
+    if share is not None:
+        signals.append(
+            Signal(
+                "small-grid ops' achieved share of the roofline",
+                share,
+                "%",
+                "supports" if share < 50 else "against" if share >= 80 else "neutral",
+                f"their ops' FLOPs over {ns / 1e6:.3f} ms of their kernel time against min(dense peak of "
+                "their dtype, intensity x memory bandwidth)"
+                + (
+                    ": far below the roof, the idle SMs cost real throughput"
+                    if share < 50
+                    else ": near the roof, more blocks would gain little"
+                    if share >= 80
+                    else ""
+                ),
+            )
+        )
+    return signals, fixes, {"small_gemm_output_pct": small_pct, "small_grid_ops_pct_of_roofline": share}
 
 
 # memory-category GPU time by fix family: memory kernels by subcategory, memops by kind
@@ -170,7 +264,8 @@ def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
                 else "long enough to stream at bandwidth: fewer bytes (fusion, precision) is the lever",
             )
         )
-    return advice.memory_fixes(order, short), signals, {"memory_time_by_family_pct": shares}
+    fixes = advice.memory_fixes(order, short, gpu_support(ctx))  # 16-bit advice only where the GPU takes it
+    return fixes, signals, {"memory_time_by_family_pct": shares}
 
 
 def memory_bound(ctx: Ctx) -> list[Finding]:
@@ -327,7 +422,8 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
     """One kernel takes most of the GPU time: every optimisation question is about that kernel.
 
     The fixes are those of the kernel's family (advice.family): a GEMM gets tiling and precision,
-    attention fused attention, an NCCL kernel overlap / bucketing / NCCL settings, never the
+    attention fused attention, an NCCL kernel its collective's fixes (rules/dimensions.py: a
+    send/recv kernel the pipeline / point-to-point ones, never DDP bucketing), never the
     other way round.
     """
     if not ctx.has("kernel_summary"):
@@ -354,8 +450,8 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
         )
     ]
     what = {
-        "comms": "its time includes waiting for the other ranks: overlap, bucketing and NCCL settings, "
-        "not kernel tuning (see exposed-comm and load-imbalance)",
+        "comms": "its time includes waiting for the other ranks: overlap, its collective's own fixes and "
+        "NCCL settings, not kernel tuning (see exposed-comm and load-imbalance)",
         "gemm": "check tensor-core use and achieved FLOP/s",
         "attention": "fused attention and precision",
         "conv": "cuDNN algorithm choice, channels_last and precision",
@@ -371,8 +467,10 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
             f"category {cat}, subcategory {sub or 'n/a'} (kernel name rules): {what}",
         )
     ]
+    # the name's input type (queries/gemm_precision.sql), one reading for the signal and the fixes
+    name_prec = ctx.scalar(f"SELECT gemm_precision('{safe}')") if ctx.has("gemm_precision") else ""
     if fam in ("gemm", "attention", "conv", "compute"):
-        prec = advice.precision_of(name)
+        prec = advice.precision_of(name, name_prec)
         signals.append(
             Signal(
                 "precision (from the kernel name)",
@@ -380,9 +478,10 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                 "",
                 "supports" if prec == "fp32" else "neutral",
                 {
-                    "fp32": "FP32 math (e.g. FFMA / sgemm): no tensor cores; bf16/fp16 or TF32 is the "
-                    "first lever",
+                    "fp32": "FP32 math (e.g. FFMA / sgemm): no tensor cores; a 16-bit (or TF32) "
+                    "precision the GPU takes is the first lever (see the fixes)",
                     "tf32": "TF32 tensor cores; bf16/fp16 doubles the peak again",
+                    "fp64": "FP64 math: lower precision is rarely an option for double-precision code",
                     "low": "16-bit or lower precision: already on tensor cores",
                 }.get(prec, "no precision marker in the name: check it with ncu"),
             )
@@ -415,7 +514,26 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                     f"{r['b']}-bound",
                 )
             )
-    fixes = advice.comms_fixes(sub) if fam == "comms" else advice.kernel_fixes(fam, name)
+    if fam in ("gemm", "attention", "conv"):  # its ops' shapes: achieved vs the roofline
+        signals.extend(_dominant_shapes(ctx, ev, safe, fam))
+    if fam == "comms":  # its collective's / dimension's fixes, from the one list (rules/dimensions.py)
+        fixes, comm_fams = kernel_comm_fixes(ctx, name, sub)
+        if comm_fams:
+            top_fam = comm_fams[0]
+            signals.append(
+                Signal(
+                    "communication family of the kernel",
+                    str(top_fam["family"]),
+                    "",
+                    "neutral",
+                    f"its collective and communicator dimension ({top_fam['ops']}; dimension "
+                    f"{top_fam['dimensions']}) by its time in diag_comm_exposure: "
+                    + ", ".join(f"{f['family']} {100.0 * float(f['share'] or 0):.1f} %" for f in comm_fams)
+                    + "; the fixes are that family's (rules/dimensions.py)",
+                )
+            )
+    else:
+        fixes = advice.kernel_fixes(fam, name, name_prec, gpu_support(ctx))
     return [
         ctx.finding(
             id="dominant-kernel",
@@ -450,6 +568,83 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
             fixes=fixes,
         )
     ]
+
+
+def _dominant_shapes(ctx: Ctx, ev: list, safe: str, fam: str) -> list[Signal]:
+    """Signals from the shapes of the ops that launched the dominant kernel (op_roofline: Kineto
+    record_shapes; the evidence table is appended to `ev`): how far below the roofline they run,
+    and for attention the sequence length and whether the causal flag was recorded.
+
+    Far below the roof the kernel itself is the lever (tiles, a better fused kernel); near it only
+    doing less work (precision, fewer FLOPs) helps."""
+    got = op_evidence(
+        ctx,
+        "shapes of the dominant kernel's ops",
+        "the dominant kernel",
+        f"SELECT rank, correlation_id, name, duration_ns FROM kernels WHERE name = '{safe}'",
+    )
+    if got is None:
+        return []
+    ev.append(got[0])
+    rows = got[1]
+    signals = []
+    share, ns = roofline_share(rows)
+    if share is not None:
+        signals.append(
+            Signal(
+                "its ops' achieved share of the roofline",
+                share,
+                "%",
+                "supports" if share < 50 else "against" if share >= 80 else "neutral",
+                f"the ops' FLOPs (from their shapes) over {ns / 1e6:.3f} ms of their kernel time against "
+                "min(dense peak of their dtype, intensity x memory bandwidth)"
+                + (
+                    ": far below the roof, tuning the kernel has room"
+                    if share < 50
+                    else ": near the roof, only less work (precision, fewer FLOPs) helps"
+                    if share >= 80
+                    else ""
+                ),
+            )
+        )
+    elif any(r["flops_per_op"] is not None for r in rows):
+        signals.append(
+            Signal(
+                "its ops' achieved share of the roofline",
+                None,
+                "%",
+                "neutral",
+                "unknown: the GPU's peak for the ops' dtype (or its memory bandwidth) is not known; "
+                "pass --gpu NAME",
+            )
+        )
+    attn = [r for r in rows if r["kind"] == "attention" and r["attn_l"] is not None]
+    if fam == "attention" and attn:
+        top = max(attn, key=lambda r: (float(r["kernel_ns"]), str(r["op"])))
+        causal = {True: "causal", False: "not causal", None: "causal flag not recorded (FLOPs unknown)"}
+        long_seq = int(top["attn_l"]) >= 1024
+        pct = top["pct_of_peak"]
+        signals.append(
+            Signal(
+                "attention shape (B, H, L, D)",
+                f"{top['attn_b']}x{top['attn_h']}x{top['attn_l']}x{top['attn_d']}",
+                "",
+                "supports" if long_seq and pct is not None and pct < 50 else "neutral",
+                f"{top['op']}, {causal[top['causal']]}; "
+                + (
+                    f"{pct} % of the {top['peak_precision']} dense peak"
+                    if pct is not None
+                    else "achieved share of the peak unknown"
+                )
+                + (
+                    ": long sequences far below the peak, a faster fused kernel (FlashAttention-3, "
+                    "cuDNN SDPA) has room"
+                    if long_seq and pct is not None and pct < 50
+                    else ""
+                ),
+            )
+        )
+    return signals
 
 
 def host_device_copies(ctx: Ctx) -> list[Finding]:

@@ -111,12 +111,30 @@ def _largest_cause_fix(signals: list[Signal]) -> list[Fix]:
     ]
 
 
+def _steady_only(ctx: Ctx, src: str) -> str:
+    """The intervals of `src` (rank, start_ns, end_ns) less those that one-time phases
+    (capture_phases: graph capture and instantiation, torch.compile compilation) span half of.
+
+    Why: a 2 s compilation or a graph capture idles the GPU once; read as steady state it is a
+    starvation gap or a low-utilisation window whose advice (find the host work, CUDA graphs) is
+    the start-up being done. Phases of different kinds may overlap (a capture inside a compile
+    range); their overlaps are summed, so such a window counts as covered a little early.
+    """
+    if not ctx.has("capture_phases"):
+        return src
+    return f"""SELECT l.* FROM ({src}) AS l
+              WHERE coalesce((SELECT sum(least(l.end_ns, p.end_ns) - greatest(l.start_ns, p.start_ns))
+                              FROM capture_phases AS p
+                              WHERE p.rank = l.rank AND p.start_ns < l.end_ns AND p.end_ns > l.start_ns),
+                             0) < 0.5 * (l.end_ns - l.start_ns)"""
+
+
 def gpu_starvation(ctx: Ctx) -> list[Finding]:
     """Idle gaps longer than gpu_starv_gap_ms between GPU operations (nsys gpu-starv)."""
     if not ctx.has("diag_gpu_starvation"):
         return []
     gap_ms = ctx.th["gpu_starv_gap_ms"]
-    src = f"SELECT * FROM diag_gpu_starvation(min_gap_ms := {gap_ms})"
+    src = _steady_only(ctx, f"SELECT * FROM diag_gpu_starvation(min_gap_ms := {gap_ms})")
     ev = ctx.evidence(
         "gpu-starv",
         f"GPU idle gaps longer than {gap_ms:g} ms per rank and device, longest first (nsys gpu-starv).",
@@ -170,7 +188,7 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_low_util"):
         return []
     chunks, pct = int(ctx.th["low_util_chunks"]), ctx.th["low_util_pct"]
-    src = f"SELECT * FROM diag_low_util(chunks := {chunks}, max_util_pct := {pct})"
+    src = _steady_only(ctx, f"SELECT * FROM diag_low_util(chunks := {chunks}, max_util_pct := {pct})")
     ev = ctx.evidence(
         "gpu-low-util",
         f"Runs of the {chunks} equal chunks of each rank's GPU span with in-use "

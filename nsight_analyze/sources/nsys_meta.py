@@ -251,7 +251,10 @@ def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta) -> None:
 
 
 def _kv(con: sqlite3.Connection, table: str) -> dict[str, str]:
-    return {_decode(k): _decode(v) for k, v in con.execute(f'SELECT name, value FROM "{table}"')}
+    """name -> value; of a name listed twice, the greatest value (by SQLite's order, never by the
+    rows' storage order, which nsys >= 2025.6 does not keep)."""
+    rows = con.execute(f'SELECT name, value FROM "{table}" ORDER BY name, value')
+    return {_decode(k): _decode(v) for k, v in rows}
 
 
 def _read_versions(con: sqlite3.Connection, meta: NsysMeta) -> None:
@@ -267,12 +270,12 @@ def _read_versions(con: sqlite3.Connection, meta: NsysMeta) -> None:
 
 def _read_session(con: sqlite3.Connection, meta: NsysMeta) -> None:
     if meta.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
-        row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1").fetchone()
+        row = con.execute("SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME").fetchone()
         meta.session_start_utc_ns = int(row[0]) if row and row[0] is not None else None
     if meta.session_start_utc_ns is None:
         meta.warnings.append("no session start time: this rank cannot be placed on a wall clock")
     if meta.has("TARGET_INFO_SYSTEM_ENV", "value"):
-        rows = con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV").fetchall()
+        rows = con.execute("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV ORDER BY name, value").fetchall()
         for name, value in rows:
             name = _decode(name)
             if name == "Hostname":
@@ -286,7 +289,7 @@ def _read_session(con: sqlite3.Connection, meta: NsysMeta) -> None:
                 key, _, val = value.partition("=")
                 meta.env.setdefault(key, val.strip('"'))
     if meta.has("MPI_RANKS", "rank"):
-        for gtid, rank in con.execute("SELECT globalTid, rank FROM MPI_RANKS"):
+        for gtid, rank in con.execute("SELECT globalTid, rank FROM MPI_RANKS ORDER BY globalTid, rank"):
             meta.mpi_ranks[(int(gtid) // PID_DIVISOR) * PID_DIVISOR] = int(rank)
 
 
@@ -307,8 +310,9 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
             pairs.add((dn, sn))
         if table == KERNEL_TABLE:
             meta.kernel_name_ids = sorted(pairs)
-    for gpid, counts in device_rows.items():
-        meta.gpu_processes[gpid] = max(counts, key=lambda d: counts[d])
+    for gpid, counts in sorted(device_rows.items()):  # the census's groups come in no set order
+        # the device with the most rows; of a tie, the lowest id (NULL last)
+        meta.gpu_processes[gpid] = min(counts, key=lambda d: (-counts[d], d is None, d or 0))
         if len(counts) > 1:
             meta.warnings.append(
                 f"process {gpid // PID_DIVISOR % PID_DIVISOR} used {len(counts)} GPUs; "
@@ -339,7 +343,7 @@ def _any_process(con: sqlite3.Connection, meta: NsysMeta) -> int:
     if meta.has("NVTX_EVENTS", "globalTid"):
         row = con.execute(
             f"SELECT globalTid / {PID_DIVISOR} FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
-            "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+            "GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
         ).fetchone()
         if row:
             return int(row[0]) * PID_DIVISOR
@@ -372,28 +376,36 @@ def _gpu_from_row(cols: list[str], row: tuple, source: str) -> GpuInfo:
     )
 
 
+def _every_column(cols: list[str]) -> str:
+    """ORDER BY list of every column: of two rows for one GPU, the first in this order is kept (as
+    the GPU metrics' `DISTINCT ON (id) ... ORDER BY ALL` keeps), whatever order the export stored
+    them in."""
+    return ", ".join(f'"{c}"' for c in cols)
+
+
 def _read_gpus(con: sqlite3.Connection, meta: NsysMeta) -> None:
     """Map each process's CUDA ordinal to the physical GPU row (§7.2 of the schema doc)."""
     by_id: dict[int, GpuInfo] = {}
     by_cudev: dict[int, GpuInfo] = {}
     if meta.has("TARGET_INFO_GPU", "name") and meta.has("TARGET_INFO_GPU", "id"):
         cols = meta.tables["TARGET_INFO_GPU"]
-        for row in con.execute('SELECT * FROM "TARGET_INFO_GPU"'):
+        for row in con.execute(f'SELECT * FROM "TARGET_INFO_GPU" ORDER BY {_every_column(cols)}'):
             rec = dict(zip(cols, row))
             info = _gpu_from_row(cols, row, "TARGET_INFO_GPU")
-            by_id[int(rec["id"])] = info
+            by_id.setdefault(int(rec["id"]), info)
             if rec.get("cuDevice") is not None:
-                by_cudev[int(rec["cuDevice"])] = info
+                by_cudev.setdefault(int(rec["cuDevice"]), info)
     cuda_gpu: dict[tuple[int | None, int], GpuInfo] = {}
     if meta.has("TARGET_INFO_CUDA_GPU", "deviceId"):
         cols = meta.tables["TARGET_INFO_CUDA_GPU"]
-        for row in con.execute('SELECT * FROM "TARGET_INFO_CUDA_GPU"'):
+        for row in con.execute(f'SELECT * FROM "TARGET_INFO_CUDA_GPU" ORDER BY {_every_column(cols)}'):
             rec = dict(zip(cols, row))
             pid = int(rec["pid"]) if rec.get("pid") is not None else None
-            cuda_gpu[(pid, int(rec["deviceId"]))] = _gpu_from_row(cols, row, "TARGET_INFO_CUDA_GPU")
+            cuda_gpu.setdefault((pid, int(rec["deviceId"])), _gpu_from_row(cols, row, "TARGET_INFO_CUDA_GPU"))
     cuda_device: dict[tuple[int, int], int] = {}
     if meta.has("TARGET_INFO_CUDA_DEVICE", "gpuId"):
-        for gpu_id, cuda_id, pid in con.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
+        sql = "SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE ORDER BY pid, cudaId, gpuId"
+        for gpu_id, cuda_id, pid in con.execute(sql):
             if None not in (gpu_id, cuda_id, pid):
                 cuda_device[(int(pid), int(cuda_id))] = int(gpu_id)
     for gpid, dev in sorted(meta.gpu_processes.items()):

@@ -451,7 +451,7 @@ class _Loader:
             uuid = "g.uuid"
             name = "g.name" if self.meta.has("TARGET_INFO_GPU", "name") else "NULL"
             jg = (
-                f" LEFT JOIN (SELECT DISTINCT ON (id) * FROM {self.t('TARGET_INFO_GPU')}) g"
+                f" LEFT JOIN (SELECT DISTINCT ON (id) * FROM {self.t('TARGET_INFO_GPU')} ORDER BY ALL) g"
                 " ON g.id = x.typeId % 256"
             )
         sql = f"""
@@ -474,8 +474,11 @@ class _Loader:
         if not all(self.meta.has(table, c) for c in needed):
             return
         device = f"x.memKind IN ({', '.join(str(k) for k in DEVICE_MEM_KINDS)})"
-        order = "x.start, x.memoryOperationType DESC" + (
-            ", x.address" if self.meta.has(table, "address") else ""
+        # a total order of what the running sum reads (rows tied on it add the same bytes)
+        order = (
+            "x.start, x.memoryOperationType DESC"
+            + (", x.address" if self.meta.has(table, "address") else "")
+            + ", x.bytes"
         )
         sql = f"""
             SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.start AS BIGINT),

@@ -59,13 +59,18 @@ def generate(
     workers: int | None = None,
     parallel: str | None = None,
     nccl_trace: bool = False,
+    ce_collectives: bool = False,
+    work_scale: float = 1.0,
 ) -> dict:
     """Write `report_rank{R}.sqlite` for every rank (and ground_truth.json); return the truth dict.
 
     With truth=False only the traces are written (benchmark sizes) and the dict has no partition.
     workers: processes writing rank files (default: one per CPU, up to 8, for large jobs only).
     parallel: 'tp=T,pp=P,dp=D' for a 3D-parallel transformer job (synth/parallel.py; ranks must be
-    T*P*D); nccl_trace: its NCCL NVTX payloads in the advanced NCCL trace form (with apiId).
+    T*P*D); nccl_trace: its NCCL NVTX payloads in the advanced NCCL trace form (with apiId);
+    ce_collectives (with nccl_trace): copy-engine AllGathers, whose transfer is a memcpy counted as
+    communication (truth: parallel.operations, partition). work_scale: every GPU operation but
+    the collectives takes this share of its time (a strong-scaling series, synth/scaling.py).
     """
     if schema not in VERSIONS:
         raise UserError(f"unknown nsys schema {schema!r}; choose one of {', '.join(VERSIONS)}")
@@ -87,6 +92,8 @@ def generate(
         raise UserError("--parallel builds a transformer job; it cannot be combined with --workload gemm")
     if nccl_trace and par is None:
         raise UserError("--nccl-trace needs --parallel (only the 3D-parallel job writes NCCL payloads)")
+    if ce_collectives and not nccl_trace:
+        raise UserError("--ce-collectives needs --nccl-trace (copy-engine collectives are NCCL >= 2.28)")
     for r in inj.straggler:
         if r >= ranks:
             raise UserError(f"straggler rank {r} does not exist (ranks 0..{ranks - 1})")
@@ -103,6 +110,7 @@ def generate(
         workload=workload,
         kernels_per_step=kernels_per_step,
         injections=inj,
+        work_scale=work_scale,
     )
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -112,7 +120,9 @@ def generate(
     stale = sorted(p.name for p in out.glob("report_rank*.sqlite") if p.name not in mine)
     if stale:  # a mixed folder would be ingested as one bigger job
         raise UserError(f"{out} already holds {stale[0]} from another job; use an empty folder")
-    job, comm_truth = _parallel.build(cfg, par, nccl_trace) if par else (_job.build(cfg), None)
+    job, comm_truth = (
+        _parallel.build(cfg, par, nccl_trace, ce_collectives) if par else (_job.build(cfg), None)
+    )
     _kernel_faults.annotate(job)  # unfused-attention: emit_nvtx shape ranges around the softmaxes
     files = {ev.rank: _writer.rank_identity(job, ev.rank)["file"] for ev in job.ranks}
     per_rank = _write_all(job, out, schema, vacuum, workers, truth)
@@ -122,6 +132,7 @@ def generate(
         doc = _truth.build(job, files, schema, GPU_INFO, per_rank, None)
         doc["generator"]["parallel"] = par.spec
         doc["generator"]["nccl_trace"] = nccl_trace
+        doc["generator"]["ce_collectives"] = ce_collectives
         doc["comms_by_dimension"] = comm_truth.pop("by_dimension")
         doc["comms_by_dimension_definition"] = comm_truth.pop("definition")
         doc["parallel"] = comm_truth

@@ -20,11 +20,21 @@ legacy form (`ncclAllReduce`, "NCCL communicator ID", "Message size [bytes]", "P
 form of Nsight Systems 2025.6.1+ ("NVIDIA NCCL Trace": ranges named without the nccl prefix,
 `AllReduce` / `Send` / `Recv` inside an `API Group` range, `CommInit` markers; payload keys
 `apiId` (shared by all participants of one operation), `commHash`, `rank`, `nRanks`, `peer`,
-`msgSize`).
+`msgSize`, `seqNumber`).
+
+The advanced form follows the documents (docs/metrics.md "Collectives"; no real capture has confirmed
+it): each call's `API Group` range (`apiGroupId`, `group`) holds the API range (`AllReduce`, ...: the
+enqueue, carrying `apiId` and `apiGroupId`) and then a `GroupLaunch` range around a `KernelLaunch`
+range (`apiGroupId` only) around the launch call, so the kernel's innermost range names its group,
+not its operation. With `ce_collectives`, every forward micro-batch of a tensor-parallel rank starts
+with a copy-engine AllGather (NCCL >= 2.28/2.29 `ce-coll`): its transfer is a device-to-device memcpy
+issued inside a `CE Batch` range after a `CE Sync` range, no kernel; the truth counts it as
+communication (its catalog category is comms) but not in `by_dimension` (NCCL kernels only).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -115,6 +125,7 @@ class _Op:
     peer: int = -1  # comm rank of the point-to-point peer
     name: str = ""  # NCCL API name (AllReduce, Send, Recv)
     api_id: int = 0  # NCCL's apiId of this step's instance (shared by its participants)
+    seq: int = 0  # NCCL's seqNumber: the instance's number among (communicator, operation)
 
 
 def _groups(par: Parallel, gpus_per_node: int) -> tuple[list[_Group], dict]:
@@ -147,7 +158,9 @@ def _groups(par: Parallel, gpus_per_node: int) -> tuple[list[_Group], dict]:
     return groups, of
 
 
-def _program(par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of: dict) -> list[_Op]:
+def _program(
+    par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of: dict, ce: bool = False
+) -> list[_Op]:
     """One step's ops of one rank, in host issue order."""
     t, d, p = par.coords(rank)
     ops: list[_Op] = []
@@ -165,6 +178,10 @@ def _program(par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of:
     sendrecv = cat.add(K.KType(NCCL_SENDRECV, K.short_of(NCCL_SENDRECV), "comms", (8, 1, 1), (640, 1, 1), 96))
     dp_ar = cat.add(K.nccl_allreduce(DP_BUCKET_BYTES))
     adam = cat.add(K.mem(K.ADAM, 400 * 1024 * 1024, grid=(640, 1, 1), block=(512, 1, 1)))
+    if ce:  # a copy-engine AllGather's transfer: the peers' shares, copied device to device (comms)
+        ce_copy = cat.add(
+            dataclasses.replace(K.memcpy("DtoD", TP_BYTES * (par.tp - 1), 2, 2), category="comms")
+        )
     kinds = cat.kinds
 
     def kernel(kt: int, **kw) -> int:
@@ -175,16 +192,16 @@ def _program(par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of:
     def coll(dim: str, name: str, kt: int, nbytes: int, stream: int = W.COMPUTE_STREAM, **kw) -> int:
         g = of[(dim, rank)]
         n = len(groups[g].members)
-        factor = 2 * (n - 1) / n if name == "AllReduce" else 1.0
+        factor = {"AllReduce": 2 * (n - 1) / n, "AllGather": (n - 1) / n}.get(name, 1.0)
         xfer = factor * nbytes / groups[g].busbw * 1e9 + 8_000
-        key = (g,)
+        key = (g, name)
         if name in ("Send", "Recv"):
             peer_rank = kw.pop("peer_rank")
             key = (g, min(rank, peer_rank), max(rank, peer_rank))
             kw["peer"] = groups[g].members.index(peer_rank)
         s = seq.get(key, 0)
         seq[key] = s + 1
-        return add(_Op("coll", kt, stream, xfer, g, key + (s,), nbytes, name=name, **kw))
+        return add(_Op("coll", kt, stream, xfer, g, key + (s,), nbytes, name=name, seq=s, **kw))
 
     def tp_layer(g1: int, g2: int) -> int:
         last = kernel(g1)
@@ -200,6 +217,8 @@ def _program(par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of:
     for _m in range(MICRO_BATCHES):
         if prev_stage >= 0:
             coll("pp", "Recv", sendrecv, PP_BYTES, peer_rank=prev_stage)
+        if ce and par.tp > 1:
+            coll("tp", "AllGather", ce_copy, TP_BYTES)
         for _layer in range(LAYERS_PER_STAGE):
             tp_layer(gemm_fwd, gemm_fwd2)
         if next_stage >= 0:
@@ -222,8 +241,10 @@ def _program(par: Parallel, rank: int, cat: W.Catalog, groups: list[_Group], of:
     return ops
 
 
-def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
-    """The job's per-rank events (true-time simulation shifted onto node clocks) and its truth."""
+def build(cfg: W.Config, par: Parallel, advanced: bool, ce_colls: bool = False) -> tuple[Job, dict]:
+    """The job's per-rank events (true-time simulation shifted onto node clocks) and its truth.
+
+    ce_colls: copy-engine AllGathers (advanced form only), see the module docstring."""
     if par.ranks != cfg.ranks:
         raise UserError(f"--parallel {par.spec} makes {par.ranks} ranks, not {cfg.ranks}")
     if cfg.gpus_per_node % par.tp:
@@ -238,7 +259,7 @@ def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
     utc = UTC_BASE_NS + session
     cat = W.Catalog()
     groups, of = _groups(par, cfg.gpus_per_node)
-    programs = [_program(par, r, cat, groups, of) for r in range(R)]
+    programs = [_program(par, r, cat, groups, of, ce_colls) for r in range(R)]
     kinds = cat.kinds
 
     texts = [f"ProfilerStep#{cfg.first_step + i}" for i in range(cfg.steps)] + ["NCCL"]
@@ -259,6 +280,7 @@ def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
     api_id = [1]
     dims = {dim: {"total_ns": 0, "exposed_ns": 0} for dim in DIMENSIONS}
     coll_kernels: list[list[tuple[int, int, str]]] = [[] for _ in range(R)]
+    operations: dict[int, dict] = {}  # apiId -> the instance's op, communicator, (rank, correlation id)s
 
     # communicator creation: one init record per communicator and member
     for g in groups:
@@ -328,7 +350,7 @@ def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
                         if r not in got:
                             got[r] = (start, i)
                             progress = True
-                        need = len(groups[op.group].members) if op.name == "AllReduce" else 2
+                        need = len(groups[op.group].members) if op.name not in ("Send", "Recv") else 2
                         if len(got) < need:
                             break
                         last = max(a for a, _ in got.values())
@@ -364,12 +386,20 @@ def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
                 cs, ce = (int(x) for x in call[r][i])
                 gs, ge = (int(x) for x in gpu_t[r][i])
                 c = int(corr_of[r][i])
-                api[r].append((cs, ce, W.API_LAUNCH, c, W.MAIN_TID, False))
+                copy = kinds[op.ktype].memcpy is not None
+                api[r].append((cs, ce, W.API_MEMCPY if copy else W.API_LAUNCH, c, W.MAIN_TID, False))
                 gpu[r].append((gs, ge, op.ktype, op.stream, c))
                 if op.kind == "coll":
                     g = groups[op.group]
-                    coll_kernels[r].append((gs, ge, g.dim))
-                    nvtx[r].extend(_nccl_ranges(op, g, g.members.index(r), cs, ce, advanced, text))
+                    if not copy:
+                        coll_kernels[r].append((gs, ge, g.dim))
+                    nvtx[r].extend(_nccl_ranges(op, g, g.members.index(r), cs, ce, advanced, text, copy))
+                    inst = operations.setdefault(
+                        op.api_id,
+                        {"api_id": op.api_id, "op": op.name, "comm": str(g.comm_text(advanced)),
+                         "copy_engine": copy, "members": []},
+                    )  # fmt: skip
+                    inst["members"].append([r, c])
 
     ranks = []
     dom_t = min(int(min(x[0] for x in nvtx[r])) for r in range(R)) - 5_000_000
@@ -407,6 +437,11 @@ def build(cfg: W.Config, par: Parallel, advanced: bool) -> tuple[Job, dict]:
         "layout": "rank = t + tp*(d + dp*p) (tensor index t, data-parallel replica d, pipeline stage p)",
         "parallel": {"tp": par.tp, "pp": par.pp, "dp": par.dp},
         "nccl_trace": "advanced" if advanced else "legacy",
+        "ce_collectives": ce_colls,
+        "operations_definition": "every NCCL operation instance (collective, send or recv): NCCL's apiId "
+        "(written only in the advanced form), operation, communicator as written, copy_engine (its "
+        "transfer is a memcpy, no kernel) and its members [rank, correlation id of the kernel or memcpy]",
+        "operations": [operations[k] for k in sorted(operations)],
         "communicators": [
             {
                 "dimension": g.dim,
@@ -424,8 +459,14 @@ def of_index(groups: list[_Group], g: _Group) -> int:
     return next(i for i, x in enumerate(groups) if x is g)
 
 
-def _nccl_ranges(op: _Op, g: _Group, comm_rank: int, cs: int, ce: int, advanced: bool, text) -> list[tuple]:
-    """NCCL's NVTX range(s) around one launch call, with the JSON payload of the chosen trace form."""
+def _nccl_ranges(
+    op: _Op, g: _Group, comm_rank: int, cs: int, ce: int, advanced: bool, text, copy: bool = False
+) -> list[tuple]:
+    """NCCL's NVTX range(s) around one launch call, with the JSON payload of the chosen trace form.
+
+    Advanced form (documents only, see the module docstring): `API Group` > the API range (before the
+    launch) and `GroupLaunch` > `KernelLaunch` (or `CE Sync`, then `CE Batch` for a copy-engine
+    collective) around the launch call; only the API range carries the apiId."""
     n = len(g.members)
     if not advanced:
         payload: dict = {"NCCL communicator ID": g.comm_id, "Message size [bytes]": op.nbytes}
@@ -436,15 +477,27 @@ def _nccl_ranges(op: _Op, g: _Group, comm_rank: int, cs: int, ce: int, advanced:
         payload["Data type"] = "ncclBfloat16"
         name = f"nccl{op.name}"
         return [(cs - 1_200, ce + 700, text(name), W.MAIN_TID, 59, 1, json.dumps(payload))]
-    payload = {"apiId": op.api_id, "commHash": g.comm_text(True), "rank": comm_rank, "nRanks": n}
+    gid = op.api_id  # one operation per group: the group's id may be its operation's
+    payload = {"apiId": op.api_id, "apiGroupId": gid, "commHash": g.comm_text(True), "rank": comm_rank}
+    payload["nRanks"] = n
     if op.name in ("Send", "Recv"):
         payload["peer"] = op.peer
-    payload.update({"count": op.nbytes // 2, "datatype": "ncclBfloat16", "msgSize": op.nbytes})
-    group = {"apiGroupId": op.api_id, "commHash": g.comm_text(True)}
-    return [
-        (cs - 2_500, ce + 1_500, text("API Group"), W.MAIN_TID, 59, 1, json.dumps(group)),
-        (cs - 1_200, ce + 700, text(op.name), W.MAIN_TID, 59, 1, json.dumps(payload)),
+    payload.update(
+        {"seqNumber": op.seq, "count": op.nbytes // 2, "datatype": "ncclBfloat16", "msgSize": op.nbytes}
+    )
+    group = json.dumps({"apiGroupId": gid, "group": gid})
+    launch = json.dumps({"apiGroupId": gid})
+    ranges = [
+        (cs - 4_000, ce + 1_500, text("API Group"), W.MAIN_TID, 59, 1, group),
+        (cs - 3_600, cs - 2_000, text(op.name), W.MAIN_TID, 59, 1, json.dumps(payload)),
+        (cs - 1_800, ce + 1_000, text("GroupLaunch"), W.MAIN_TID, 59, 1, launch),
     ]
+    if copy:
+        ranges.append((cs - 1_500, cs - 700, text("CE Sync"), W.MAIN_TID, 59, 1, launch))
+        ranges.append((cs - 600, ce + 300, text("CE Batch"), W.MAIN_TID, 59, 1, launch))
+    else:
+        ranges.append((cs - 600, ce + 300, text("KernelLaunch"), W.MAIN_TID, 59, 1, launch))
+    return ranges
 
 
 def _uncovered(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:

@@ -33,7 +33,24 @@ SYNC_NAMES = {
     "cudaMemset",
     "cuMemcpyDtoH",
     "cuMemcpyHtoD",
+    # HIP twins (ROCm traces)
+    "hipDeviceSynchronize",
+    "hipStreamSynchronize",
+    "hipEventSynchronize",
+    "hipCtxSynchronize",
+    "hipMemcpy",
+    "hipMemcpy2D",
+    "hipMemcpy3D",
+    "hipMemcpyToSymbol",
+    "hipMemcpyFromSymbol",
+    "hipMemset",
+    "hipMemcpyDtoH",
+    "hipMemcpyHtoD",
+    "hipMemcpyWithStream",
 }
+# An operation that found the GPU idle and started more than this long after its launch call ended
+# waited on a dependency or a sync, not on the launch (settings.dependency_wait_us, default 100).
+DEPENDENCY_WAIT_NS = 100_000
 CATS = ("compute", "memory", "comms", "other")
 PAGEABLE = 0  # ENUM_CUDA_MEM_KIND
 
@@ -91,7 +108,7 @@ def _step_windows(ev: RankEvents, texts: list[str]) -> list[tuple[int, int, int]
 def _sync_calls(ev: RankEvents, job: Job) -> tuple[np.ndarray, np.ndarray]:
     names = [_strip_abi(W.API_NAMES[i]) for i in range(len(W.API_NAMES))]
     is_sync_name = np.array([n in SYNC_NAMES for n in names])[ev.api_name]
-    async_copy = np.array([bool(re.fullmatch(r"cudaMemcpy.*Async", n)) for n in names])[ev.api_name]
+    async_copy = np.array([bool(re.fullmatch(r"(cuda|hip)Memcpy.*Async", n)) for n in names])[ev.api_name]
     kinds = job.catalog.kinds
     pageable_kt = np.array([k.memcpy is not None and PAGEABLE in (k.src_kind, k.dst_kind) for k in kinds])
     pageable_corr = ev.gpu_corr[pageable_kt[ev.gpu_ktype]]
@@ -130,6 +147,13 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
         np.add.at(cover[c], i1[m], -1)
     cov = np.cumsum(cover, axis=1)[:, :nseg] > 0
     C, M, N, O_ = cov[0], cov[1], cov[2], cov[3]
+    # memory split: copies (memcpy kinds of category memory) and memory-bound kernels
+    is_copy_kind = np.array([k.memcpy is not None for k in kinds], bool)[ev.gpu_ktype] & (op_cat == 1)
+    split_cover = np.zeros((2, nseg + 1), np.int64)
+    for row, m in ((0, is_copy_kind), (1, (op_cat == 1) & ~is_copy_kind)):
+        np.add.at(split_cover[row], i0[m], 1)
+        np.add.at(split_cover[row], i1[m], -1)
+    P, K = np.cumsum(split_cover, axis=1)[:, :nseg] > 0
     busy = C | M | N | O_
     parts = {
         "compute_ns": C,
@@ -138,6 +162,9 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
         "comms_exposed_ns": N & ~(C | M | O_),
         "comms_total_ns": N,
         "comms_hidden_ns": N & (C | M | O_),
+        "memory_kernels_ns": K & ~C,
+        "copies_ns": P & ~(C | K),
+        "copies_total_ns": P,
     }
     prefix = {k: np.concatenate([[0], np.cumsum(np.where(v, seglen, 0))]) for k, v in parts.items()}
 
@@ -160,6 +187,10 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
     so = np.argsort(sy_e, kind="stable")
     sy_s, sy_e = sy_s[so], sy_e[so]
     sy_suffix_min_s = np.minimum.accumulate(sy_s[::-1])[::-1] if len(sy_s) else sy_s
+    # calls of positive length (only they can overlap the wait after a launch), sorted by end
+    pos = sy_e > sy_s
+    pw_s, pw_e = sy_s[pos], sy_e[pos]
+    pw_suffix_min_s = np.minimum.accumulate(pw_s[::-1])[::-1] if len(pw_s) else pw_s
 
     def classify(windows: list[tuple[int, int]]) -> np.ndarray:
         """(len(windows), 5) idle split: launch_gap, input, sync, host_bound, other."""
@@ -195,8 +226,17 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
         a_end = ev.api_end[api_order][k] if len(api_corr_sorted) else g0
         split = has_api & (a_end > g0)
         a = np.clip(a_start, g0, g1)
-        res[:, 4] = np.where(split, 0, glen)
-        res[:, 0] = np.where(split, g1 - a, 0)
+        # the wait after the launch call ended: [w, g1) when longer than the threshold
+        w = np.clip(a_end, a, g1)
+        waits = split & (g1 - w > DEPENDENCY_WAIT_NS)
+        wait = np.where(waits, g1 - w, 0)
+        if len(pw_e):
+            q = np.searchsorted(pw_e, w, side="right")  # first call ending after w
+            wait_sync = waits & (q < len(pw_e)) & (pw_suffix_min_s[np.clip(q, 0, len(pw_e) - 1)] < g1)
+        else:
+            wait_sync = np.zeros(len(g0), bool)
+        res[:, 4] = np.where(split, np.where(wait_sync, 0, wait), glen)
+        res[:, 0] = np.where(split, np.where(waits, w, g1) - a, 0)
         host = np.where(split, a - g0, 0)
         # input stall: an input range with start < a and end > g0 (non-empty ranges only)
         if len(inp_start):
@@ -211,7 +251,7 @@ def rank_partition(job: Job, ev: RankEvents) -> list[dict]:
         else:
             is_sync = np.zeros(len(g0), bool)
         res[:, 1] = np.where(is_input, host, 0)
-        res[:, 2] = np.where(~is_input & is_sync, host, 0)
+        res[:, 2] = np.where(~is_input & is_sync, host, 0) + np.where(wait_sync, wait, 0)
         res[:, 3] = np.where(~is_input & ~is_sync, host, 0)
         np.add.at(out, wi, res)
         return out

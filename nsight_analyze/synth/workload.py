@@ -118,6 +118,9 @@ class Config:
     heads: int = 16
     vocab: int = 32_000
     first_step: int = 1
+    # per-rank work of every GPU operation but the collectives, against the job as built (a strong-
+    # scaling series shares the global work among more ranks: synth/scaling.py); 1.0: unchanged
+    work_scale: float = 1.0
 
     @property
     def nodes(self) -> int:
@@ -394,6 +397,8 @@ class Simulator:
             wake[:] = 0
         compute = self._compute_mask(p)
         dur = p.dur[None, :] * noise * np.where(compute[None, :], self.slow[:, None], 1.0)
+        if self.cfg.work_scale != 1.0:  # a strong-scaling run's smaller share of the work
+            dur = dur * np.where(p.is_nccl, 1.0, self.cfg.work_scale)[None, :]
         dur = np.maximum(np.rint(dur * self.causes.gpu_factor(p)), 1).astype(np.int64)
         api_dur = np.rint(p.api_dur[None, :] * api_j).astype(np.int64)
         if p.dataloader_item >= 0:

@@ -31,10 +31,14 @@ SECRET_NAME = re.compile(
 SECRET_VALUE = re.compile(r"(?i)^(?:sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
 
 TOP_KERNELS = 20
+# The partition table's columns: memory (the total) is followed by its two parts, memory-bound
+# kernels and copies (they sum to it), and all copy time, hidden or not, ends the list.
 PARTITION_COLUMNS = [
     "window_ns",
     "compute_ns",
     "memory_ns",
+    "memory_kernels_ns",
+    "copies_ns",
     "other_ns",
     "comms_exposed_ns",
     "idle_ns",
@@ -46,6 +50,7 @@ PARTITION_COLUMNS = [
     "comms_total_ns",
     "comms_hidden_ns",
     "overlap_pct",
+    "copies_total_ns",
 ]
 
 

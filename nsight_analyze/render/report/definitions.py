@@ -22,7 +22,26 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "compute",
         "Time at least one compute kernel (GEMM, convolution, attention, ...) runs. View: time_partition.",
     ),
-    ("memory", "Time memory-bound kernels or copies/memsets run while no compute kernel runs."),
+    (
+        "memory (kernels + copies)",
+        "Time memory-bound kernels or copies/memsets run while no compute kernel runs: memory kernels "
+        "+ copies, exactly.",
+    ),
+    (
+        "memory kernels",
+        "Time memory-bound kernels (softmax, norms, elementwise, ...) run while no compute kernel "
+        "runs: their part of memory. View: time_partition.memory_kernels_ns.",
+    ),
+    (
+        "copies",
+        "Time copies or memsets (memcpy / memset; peer and NCCL copies are comms) run while no compute "
+        "or memory kernel runs: their part of memory. View: time_partition.copies_ns.",
+    ),
+    (
+        "copies incl. hidden",
+        "All time copies or memsets run, hidden behind kernels or not (not a part of the window). "
+        "View: time_partition.copies_total_ns.",
+    ),
     ("other", "Time kernels of no known category run while no compute or memory work runs."),
     (
         "comms exposed",

@@ -28,8 +28,18 @@ SECTIONS = (
     ("capture", "Capture quality"),
     ("definitions", "Definitions"),
 )
+# Headers that say what a column holds where its name alone does not: memory is memory-bound
+# kernels plus copies (memcpy / memset), shown apart beside it.
+PARTITION_LABELS = {
+    "memory_ns": "memory (kernels + copies)",
+    "copies_total_ns": "copies incl. hidden",
+}
 PARTITION_TABLE = [("rank", "rank", "")] + [
-    (c, c.removesuffix("_ns").replace("_", " "), "pct" if c.endswith("pct") else "ns")
+    (
+        c,
+        PARTITION_LABELS.get(c, c.removesuffix("_ns").replace("_", " ")),
+        "pct" if c.endswith("pct") else "ns",
+    )
     for c in PARTITION_COLUMNS
 ]
 
@@ -227,7 +237,8 @@ def figures_div(fid: str) -> str:
 def timeline(tl: Timeline, figs: dict) -> str:
     intro = (
         "All ranks on the aligned job timeline; drag to zoom, double-click to reset. "
-        "Rows per rank: compute (other kernels in grey), memory, comms, idle by cause."
+        "Rows per rank: compute (other kernels in grey), memory (memory-bound kernels; copies and "
+        "memsets in their own colour), comms, idle by cause."
     )
     if tl.mode == "empty":
         return section(
@@ -427,7 +438,7 @@ def kernels(inp: ReportInputs, figs: dict) -> str:
         )
     else:
         body.append(_generic(inp.sync_calls, "sync-table", 15))
-    body.append("<h3>Memory operations</h3>")
+    body.append("<h3>Memory operations (copies and memsets)</h3>")
     body.append(_generic(inp.memop_summary, "memops-table", 30))
     return section("kernels", "Top kernels, idle gaps, launches", "".join(body))
 

@@ -34,10 +34,12 @@ MIN_BUCKETS = 25
 # Steps shown when the capture has enough of them.
 WINDOW_STEPS = 3
 ROWS = ("compute", "memory", "comms", "idle")
-# The order of the timeline's series (its legend).
-SERIES_ORDER = ("compute", "other", "memory", "comms", *palette.IDLE_CAUSES)
-# Category -> row; `other` kernels share the compute row (drawn in their own colour).
-ROW_OF = {"compute": 0, "other": 0, "memory": 1, "comms": 2}
+# The order of the timeline's series (its legend). "memory" is memory-bound kernels and "copies"
+# the memcpy / memset operations of category memory (the partition's memory_kernels_ns and
+# copies_ns): both on the memory row, each in its colour, so that memory never reads as copies.
+SERIES_ORDER = ("compute", "other", "memory", "copies", "comms", *palette.IDLE_CAUSES)
+# Category -> row; `other` kernels share the compute row, copies the memory row (own colours).
+ROW_OF = {"compute": 0, "other": 0, "memory": 1, "copies": 1, "comms": 2}
 # The operations of the widest window considered, read once per report (a TEMP table)
 WINDOW_TABLE = "_timeline_window_ops"
 NAME_CHARS = 160
@@ -69,10 +71,13 @@ def _near(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None, alias:
 
 
 def _ops_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = None) -> str:
-    """Every GPU operation with aligned times and its category (gpu_ops + the rank's offset)."""
+    """Every GPU operation with aligned times and its category (gpu_ops + the rank's offset);
+    copies and memsets of category memory are the series `copies`."""
     if has_relation(con, "gpu_ops"):
-        return f"""SELECT g.rank, g.stream_id, g.start_ns + o.off AS a0, g.end_ns + o.off AS a1,
-                          g.name, g.category FROM gpu_ops g JOIN {OFFSETS} o USING (rank)
+        return f"""SELECT g.rank, g.stream_id, g.start_ns + o.off AS a0, g.end_ns + o.off AS a1, g.name,
+                          CASE WHEN g.category = 'memory' AND g.op <> 'kernel' THEN 'copies'
+                               ELSE g.category END AS category
+                   FROM gpu_ops g JOIN {OFFSETS} o USING (rank)
                    WHERE true{_near(con, window, "g")}"""
     # Fallback when gpu_ops is absent: the aligned views, categories as docs/metrics.md says.
     return """SELECT rank, stream_id, aligned_start_ns AS a0, aligned_end_ns AS a1, name,
@@ -81,7 +86,7 @@ def _ops_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = No
               UNION ALL
               SELECT rank, stream_id, aligned_start_ns, aligned_end_ns,
                      '[CUDA ' || CASE WHEN kind = 'memset' THEN 'memset' ELSE 'memcpy ' || kind END || ']',
-                     CASE WHEN kind = 'PtoP' THEN 'comms' ELSE 'memory' END FROM aligned_memops"""
+                     CASE WHEN kind = 'PtoP' THEN 'comms' ELSE 'copies' END FROM aligned_memops"""
 
 
 def _gaps_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = None) -> str | None:

@@ -43,7 +43,8 @@ What goes where (docs/nsys-sqlite-schema.md §12):
   cuda_profiler_range             -> kineto_profiler_ranges (CUPTI range-profiler FLOP, tensor-pipe
                                      and DRAM-byte counters), and ncu_peaks for the rank's GPU
                                      (the roofline's peaks)
-  cpu_op softmax ops with Input Dims (record_shapes=True) -> kineto_op_shapes (duck_json.SHAPE_OPS)
+  cpu_op softmax, matmul, conv and attention ops with Input Dims (record_shapes=True)
+                                  -> kineto_op_shapes (duck_json.SHAPE_OPS)
 Everything else (cpu_op, python_function, flows, other instant events, ...) is counted in
 `files.skipped`.
 

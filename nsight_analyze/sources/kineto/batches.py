@@ -200,6 +200,7 @@ COMM_SCHEMA = _schema(
     ("pg_name", STR),
     ("pg_desc", STR),
     ("pg_ranks", STR),
+    ("seq", I64),
 )
 THREAD_SCHEMA = _schema(("pid", I64), ("tid", I64), ("name", STR))
 MEMORY_SCHEMA = _schema(("device_id", I32), ("ts_ns", I64), ("bytes_in_use", I64), ("bytes_reserved", I64))
@@ -208,7 +209,7 @@ RANGE_SCHEMA = _schema(
 )
 SHAPE_SCHEMA = _schema(
     ("tid", I64), ("start_ns", I64), ("end_ns", I64), ("name", STR), ("external_id", I64),
-    ("input_dims", STR), ("input_types", STR),
+    ("input_dims", STR), ("input_types", STR), ("concrete_inputs", STR),
 )  # fmt: skip
 
 
@@ -288,8 +289,10 @@ class RowSets:
         self.shapes = batch(
             SHAPE_SCHEMA,
             f"""
-            INSERT INTO kineto_op_shapes
-            SELECT {r}, tid, start_ns, end_ns, name, external_id, input_dims, input_types FROM {{src}}""",
+            INSERT INTO kineto_op_shapes (rank, tid, start_ns, end_ns, name, external_id, input_dims,
+                                          input_types, concrete_inputs)
+            SELECT {r}, tid, start_ns, end_ns, name, external_id, input_dims, input_types, concrete_inputs
+            FROM {{src}}""",
         )
 
     def by_target(self) -> dict[str, Batch]:

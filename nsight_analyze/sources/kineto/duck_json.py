@@ -68,9 +68,18 @@ RANGE_EXTRA = (
 )
 RANGE_COLUMNS = (*((op, RANGE_METRIC.format(op)) for op in RANGE_OPS), *RANGE_EXTRA)
 CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in the [memory] events' "Device Type"
-# cpu_op events whose `Input Dims` / `Input type` (record_shapes=True) are kept, in
-# kineto_op_shapes: the softmax ops, whose input is the attention score matrix.
-SHAPE_OPS = "(?i)softmax"
+# cpu_op events whose `Input Dims` / `Input type` / `Concrete Inputs` (record_shapes=True) are
+# kept, in kineto_op_shapes: the softmax ops, whose input is the attention score matrix, and the
+# matmul, convolution and attention ops whose FLOPs and bytes follow from their shapes
+# (queries/op_flops.sql; COMPUTE_OPS is that query's list, anchored). A Python `re` and an RE2
+# pattern at once (the ijson path searches with the first, DuckDB with the second).
+COMPUTE_OPS = (
+    "^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution"
+    "|convolution_backward|cudnn_convolution|miopen_convolution|cudnn_convolution_transpose"
+    "|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)"
+    "_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$"
+)
+SHAPE_OPS = "(?i)softmax|" + COMPUTE_OPS
 
 # Fields read from each event: (JSON key, DuckDB type); the event's own keys, then args'.
 # JSON-typed fields keep the literal's type (integer vs float vs string) for `_int`.
@@ -103,6 +112,7 @@ ARG_FIELDS = [
     ("Process Group Name", "VARCHAR"),
     ("Process Group Description", "VARCHAR"),
     ("Process Group Ranks", "VARCHAR"),
+    ("Seq", "JSON"),
     ("name", "VARCHAR"),
     # [memory] instant events (profile_memory=True)
     ("Total Allocated", "JSON"),
@@ -112,6 +122,7 @@ ARG_FIELDS = [
     # cpu_op events recorded with record_shapes=True
     ("Input Dims", "JSON"),
     ("Input type", "JSON"),
+    ("Concrete Inputs", "JSON"),
     # cuda_profiler_range events (CUPTI range profiler): the counters, per kernel
     *((metric, "JSON") for _, metric in RANGE_COLUMNS),
 ]
@@ -270,12 +281,14 @@ SELECT target, bad, lossy,
         AS external_id,
     CASE WHEN target = {SHAPE} THEN a."Input Dims"::VARCHAR END AS input_dims,
     CASE WHEN target = {SHAPE} THEN a."Input type"::VARCHAR END AS input_types,
+    CASE WHEN target = {SHAPE} THEN a."Concrete Inputs"::VARCHAR END AS concrete_inputs,
     CASE WHEN target = {COMM_OP} OR is_comm THEN struct_pack(
         collective := a."Collective name", dtype := a.dtype,
         in_nelems := k_int(a."In msg nelems"::VARCHAR), out_nelems := k_int(a."Out msg nelems"::VARCHAR),
         in_split_size := a."In split size", out_split_size := a."Out split size",
         group_size := k_int(a."Group size"::VARCHAR), pg_name := a."Process Group Name",
-        pg_desc := a."Process Group Description", pg_ranks := a."Process Group Ranks") END AS comm
+        pg_desc := a."Process Group Description", pg_ranks := a."Process Group Ranks",
+        seq := k_int(a."Seq"::VARCHAR)) END AS comm
 FROM t
 """
 
@@ -308,7 +321,11 @@ SPLITS = [
     ("threads", THREAD, ["pid", "tid", "name"]),
     ("memory", MEMORY, ["device_id", "start_ns", "bytes_in_use", "bytes_reserved"]),
     ("ranges", RANGE, [*_SPAN, "name", *(c for c, _ in RANGE_COLUMNS)]),
-    ("shapes", SHAPE, ["tid", *_SPAN, "name", "external_id", "input_dims", "input_types"]),
+    (
+        "shapes",
+        SHAPE,
+        ["tid", *_SPAN, "name", "external_id", "input_dims", "input_types", "concrete_inputs"],
+    ),
 ]
 RENAMES = {
     ("api", "kind"): "api_class",
@@ -327,6 +344,7 @@ COMM_FIELDS = [
     "pg_name",
     "pg_desc",
     "pg_ranks",
+    "seq",
 ]
 
 

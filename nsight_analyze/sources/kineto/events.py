@@ -195,6 +195,7 @@ class EventStream:
             to_text(a.get("Process Group Name")),
             to_text(a.get("Process Group Description")),
             to_text(a.get("Process Group Ranks")),
+            to_int(a.get("Seq")),
         )
 
     def on_memop(self, ev: dict, span: tuple[int, int], a: dict) -> None:
@@ -264,14 +265,15 @@ class EventStream:
             self.skipped["cpu_op"] += 1
 
     def on_shape(self, ev: dict, name: str) -> bool:
-        """A softmax op's Input Dims / Input type (record_shapes) -> kineto_op_shapes; False when it
-        has no shapes or no span (then it is a skipped cpu_op, as on the fast path)."""
+        """A softmax, matmul, convolution or attention op's Input Dims / Input type / Concrete Inputs
+        (record_shapes) -> kineto_op_shapes; False when it has no shapes or no span (then it is a
+        skipped cpu_op, as on the fast path)."""
         a = ev.get("args") or {}
         dims = a.get("Input Dims")
         start, dur = to_ns(ev.get("ts")), to_ns(ev.get("dur"))
         if dims is None or start is None or dur is None:
             return False
-        types = a.get("Input type")
+        types, concrete = a.get("Input type"), a.get("Concrete Inputs")
         compact = (",", ":")  # DuckDB's JSON text, so both paths store the same string
         self.rows.shapes.add(
             to_int(ev.get("tid")),
@@ -281,6 +283,7 @@ class EventStream:
             to_int(a.get("External id")),
             json.dumps(dims, separators=compact, default=str),
             None if types is None else json.dumps(types, separators=compact, default=str),
+            None if concrete is None else json.dumps(concrete, separators=compact, default=str),
         )
         return True
 

@@ -25,6 +25,21 @@ from .meta import KinetoMeta, derive, merge_tail, read_meta, tail_meta
 from .pieces import EventText, parsed
 from .readahead import ReadAhead
 
+# Top-level metadata keys naming a version (Kineto writes the CUDA / HIP ones and the tracer's;
+# the PyTorch ones appear where the program added them with the profiler's add_metadata_json):
+# stored in kineto_versions as written, with distributedInfo.nccl_version.
+VERSION_KEYS = (
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+    "roctracer_version",
+    "pytorch_version",
+    "torch_version",
+    "pytorch version",
+)
+
 
 class Loader:
     """One file's pass: events -> row sets -> canonical tables."""
@@ -104,14 +119,15 @@ class Loader:
             SELECT {r}, correlation_id, external_id, stream_id, start_ns, end_ns, kernel_name,
                    a.collective, a.dtype, d.bytes, a.in_nelems, a.out_nelems,
                    a.in_nelems * d.bytes, a.out_nelems * d.bytes, a.in_split_size, a.out_split_size,
-                   a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source
+                   a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source, a.seq
             FROM m LEFT JOIN (SELECT unnest({sql_value(list(DTYPE_BYTES))}::VARCHAR[]) AS dtype,
                                      unnest({sql_value(list(DTYPE_BYTES.values()))}::INTEGER[]) AS bytes) d
               ON d.dtype = a.dtype
             """
         )
         if self.meta.host_pid is None and self.rows.host_pids:
-            self.meta.host_pid = self.rows.host_pids.most_common(1)[0][0]
+            pids = self.rows.host_pids  # most API events; of a tie the lowest pid, not the first seen
+            self.meta.host_pid = min(pids, key=lambda p: (-pids[p], p))
         host_pid = self.meta.host_pid
         where = f"WHERE pid = {int(host_pid)}" if host_pid is not None else ""
         self.con.execute(
@@ -120,6 +136,7 @@ class Loader:
         self._profiler_ranges()
         self._tail_metadata()
         self._process_groups()
+        self._versions()
         self._gpus()
         self._counter_peaks()
         self._report()
@@ -200,11 +217,34 @@ class Loader:
             self.con.executemany("INSERT INTO kineto_process_groups VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         self.result.counts["kineto_process_groups"] = len(rows)
 
+    def _versions(self) -> None:
+        """The versions the trace's metadata names -> kineto_versions (one row per key present).
+
+        Why a table of its own: `distributedInfo.nccl_version` was kept only beside pg_config's
+        process groups, and the CUDA / HIP runtime and driver versions nowhere, so `compare` could
+        not say that two runs differ in them (compare/setup.py)."""
+        top = dict(self.meta.top)
+        if any(k not in top for k in (*VERSION_KEYS, "distributedInfo")):  # keys after traceEvents
+            tail = self.tail if self.tail is not None else self.stream.tail() if self.stream else None
+            extra = (tail_meta(tail) or {}) if tail is not None else {}
+            top.update({k: v for k, v in extra.items() if k not in top})
+        dist = top.get("distributedInfo")
+        found = [("nccl_version", dist.get("nccl_version"))] if isinstance(dist, dict) else []
+        found += [(key, top.get(key)) for key in VERSION_KEYS]
+        rows = [
+            (self.rank, key, value if isinstance(value, str) else str(value))
+            for key, value in found
+            if value is not None and not isinstance(value, (dict, list, bool)) and str(value) != ""
+        ]
+        if rows:
+            self.con.execute(f"INSERT INTO kineto_versions VALUES {sql_rows(rows)}")  # no bound parameter
+        self.result.counts["kineto_versions"] = len(rows)
+
     def _gpus(self) -> None:
         proc_device = self.meta.device_id
         devices = self.rows.devices
         if devices:
-            main = devices.most_common(1)[0][0]
+            main = min(devices, key=lambda d: (-devices[d], d))  # of a tie the lowest, not the first seen
             if proc_device is None or proc_device not in devices:
                 self.meta.device_id = proc_device = main
             if len(devices) > 1:

@@ -194,7 +194,9 @@ def probe(path: Path) -> Probe:
     props = meta.device_properties()
     gpu = props.get(meta.device_id) if meta.device_id is not None else None
     process = Process(
-        key=meta.gpu_pid if meta.gpu_pid is not None else 0,
+        # one process per file: a constant key, not the pid of the first GPU event in the head (the
+        # device ordinal, which depends on the events' order in the file)
+        key=0,
         pid=meta.host_pid,
         device_id=meta.device_id,
         claimed_rank=rank,
@@ -206,15 +208,29 @@ def probe(path: Path) -> Probe:
     warnings = list(meta.warnings)
     if not dist:
         warnings.append("no distributedInfo: the rank comes from the file name or order")
-    version = top.get("cupti_version")
     return Probe(
         format=FORMAT,
         processes=[process],
-        version=f"cupti {version}" if version is not None else None,
+        version=tracer_version(top),
         schema_version=str(top["schemaVersion"]) if "schemaVersion" in top else None,
         warnings=warnings,
         context=meta,
     )
+
+
+def tracer_version(top: dict[str, Any]) -> str | None:
+    """'cupti N', 'roctracer N' or 'hip N': the tracer that wrote the file (files.nsys_version).
+
+    Why the ROCm ones too: they are what says a trace ran on an AMD GPU (gpus.VENDOR_SQL), which
+    ROCm's device properties do not always (an empty name; gfx90a reports CC 9.0, as Hopper does)."""
+    for key, label in (
+        ("cupti_version", "cupti"),
+        ("roctracer_version", "roctracer"),
+        ("hip_runtime_version", "hip"),
+    ):
+        if top.get(key) is not None:
+            return f"{label} {top[key]}"
+    return None
 
 
 def _pg_world(dist: dict) -> int | None:

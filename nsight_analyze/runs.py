@@ -1,0 +1,505 @@
+"""Many runs of one workspace: one row per run (job), its labels and headline numbers, and the
+scaling efficiency of a series against a baseline run with where the loss goes.
+
+Why: a performance engineer scales a job from 8 to 64 GPUs, sweeps the batch size or the
+parallel layout, and asks which run is best and why efficiency fell; `compare` answers for two
+runs. Each run is a job of the workspace (queries/merge_jobs.sql); its labels are the user's
+(run.toml / run.json, `ingest --label`: run_labels.py) and what the traces carry (world size,
+GPU, ranks, capture time). Every metric is one SQL aggregate over all jobs of the stored tables
+(time_partition, jobs, ranks, merge_straggler_verdict), so 100 runs answer as fast as one; the
+scaling arithmetic runs on those few rows. Definitions: docs/runs.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from .duck import plain_rows
+from .errors import UserError
+
+# Labels the traces carry (source 'trace'); a user label of the same key wins, with a note.
+TRACE_KEYS = ("ranks", "world_size", "gpu", "captured")
+# The step time above ideal, split into these parts (docs/runs.md "Where the loss goes").
+LOSS_PARTS = ("compute", "exposed_comms", "imbalance", "idle")
+IDLE_CAUSES = ("launch_gap", "input_stall", "sync_stall", "host_bound", "idle_other")
+SCALING_MODES = ("strong", "weak")
+
+# One row per job: the step statistics over the steps every rank of the job has, and the
+# partition shares (over those steps, else the whole capture). A step's job step time is its
+# longest window over the ranks (docs/metrics.md "Job step time"); the loss parts are means over
+# the ranks per step (ns), then means over the steps, and tile the mean job step time exactly:
+#   step = busy + exposed_comms + imbalance + idle, with
+#   busy = compute + memory + other, imbalance = (step - mean window) + w,
+#   exposed_comms = exposed - w, w = min(exposed, max compute - mean compute): the wait the
+#   faster ranks spend in collectives for the slowest rank's compute (queries/imbalance.sql).
+_METRICS_SQL = """
+WITH rj AS (SELECT rank, job FROM ranks WHERE job IS NOT NULL),
+nr AS (SELECT job, count(*) AS n FROM rj GROUP BY job),
+tp AS (SELECT rj.job, t.* FROM time_partition AS t JOIN rj USING (rank)),
+st AS (
+    SELECT job, step, count(*) AS have,
+           max(window_ns) AS step_ns, avg(window_ns) AS mean_window_ns,
+           avg(compute_ns + memory_ns + other_ns) AS busy_ns,
+           avg(comms_exposed_ns) AS exposed_ns, avg(idle_ns) AS idle_ns,
+           least(avg(comms_exposed_ns), max(compute_ns) - avg(compute_ns)) AS wait_ns,
+           avg(launch_gap_ns) AS launch_gap_ns, avg(input_stall_ns) AS input_stall_ns,
+           avg(sync_stall_ns) AS sync_stall_ns, avg(host_bound_ns) AS host_bound_ns,
+           avg(idle_other_ns) AS idle_other_ns,
+           sum(window_ns) AS w, sum(compute_ns) AS c, sum(memory_ns) AS m, sum(other_ns) AS o,
+           sum(comms_exposed_ns) AS e, sum(idle_ns) AS i, sum(comms_total_ns) AS ct,
+           sum(comms_hidden_ns) AS ch
+    FROM tp WHERE step IS NOT NULL GROUP BY job, step
+),
+full_steps AS (SELECT st.* FROM st JOIN nr USING (job) WHERE st.have = nr.n),
+per_step AS (
+    SELECT job, count(*) AS steps,
+           median(step_ns) AS step_median_ns, quantile_cont(step_ns, 0.95) AS step_p95_ns,
+           avg(step_ns) AS step_mean_ns,
+           avg(busy_ns) AS compute_step_ns, avg(exposed_ns - wait_ns) AS exposed_comms_step_ns,
+           avg(step_ns - mean_window_ns + wait_ns) AS imbalance_step_ns, avg(idle_ns) AS idle_step_ns,
+           avg(launch_gap_ns) AS launch_gap_step_ns, avg(input_stall_ns) AS input_stall_step_ns,
+           avg(sync_stall_ns) AS sync_stall_step_ns, avg(host_bound_ns) AS host_bound_step_ns,
+           avg(idle_other_ns) AS idle_other_step_ns,
+           sum(w) AS w, sum(c) AS c, sum(m) AS m, sum(o) AS o, sum(e) AS e, sum(i) AS i,
+           sum(ct) AS ct, sum(ch) AS ch
+    FROM full_steps GROUP BY job
+),
+whole AS (
+    SELECT job, sum(window_ns) AS w, sum(compute_ns) AS c, sum(memory_ns) AS m, sum(other_ns) AS o,
+           sum(comms_exposed_ns) AS e, sum(idle_ns) AS i, sum(comms_total_ns) AS ct,
+           sum(comms_hidden_ns) AS ch
+    FROM tp WHERE step IS NULL GROUP BY job
+),
+shares AS (
+    SELECT coalesce(p.job, h.job) AS job,
+           CASE WHEN p.job IS NOT NULL THEN 'steps' ELSE 'capture' END AS shares_over,
+           coalesce(p.w, h.w) AS w, coalesce(p.c, h.c) AS c, coalesce(p.m, h.m) AS m,
+           coalesce(p.o, h.o) AS o, coalesce(p.e, h.e) AS e, coalesce(p.i, h.i) AS i,
+           coalesce(p.ct, h.ct) AS ct, coalesce(p.ch, h.ch) AS ch
+    FROM (SELECT * FROM per_step WHERE steps > 0) AS p FULL JOIN whole AS h ON h.job = p.job
+),
+gpu AS (
+    SELECT job, string_agg(DISTINCT regexp_replace(gpu_name, '^NVIDIA ', ''), ', ' ORDER BY
+               regexp_replace(gpu_name, '^NVIDIA ', '')) AS gpu
+    FROM ranks WHERE job IS NOT NULL AND gpu_name IS NOT NULL AND gpu_name <> '' GROUP BY job
+)
+SELECT j.job, j.ranks, j.world_size, j.complete, j.label AS ranks_label, j.capture_start_utc_ns,
+       g.gpu, coalesce(p.steps, 0) AS steps, p.step_median_ns, p.step_p95_ns, p.step_mean_ns,
+       p.compute_step_ns, p.exposed_comms_step_ns, p.imbalance_step_ns, p.idle_step_ns,
+       p.launch_gap_step_ns, p.input_stall_step_ns, p.sync_stall_step_ns, p.host_bound_step_ns,
+       p.idle_other_step_ns,
+       s.shares_over,
+       s.c / nullif(s.w, 0) AS compute_share, s.m / nullif(s.w, 0) AS memory_share,
+       s.o / nullif(s.w, 0) AS other_share, s.e / nullif(s.w, 0) AS exposed_comms_share,
+       s.i / nullif(s.w, 0) AS idle_share,
+       CASE WHEN s.ct > 0 THEN s.ch / s.ct END AS overlap,
+       v.verdict AS straggler_verdict, v.straggler_rank, v.straggler_delay_ns, v.straggler_cost_ns
+FROM jobs AS j
+LEFT JOIN per_step AS p ON p.job = j.job
+LEFT JOIN shares AS s ON s.job = j.job
+LEFT JOIN gpu AS g ON g.job = j.job
+LEFT JOIN merge_straggler_verdict AS v ON v.job = j.job
+ORDER BY j.job
+"""
+
+_LABELS_SQL = """
+SELECT r.job, l.key, list(DISTINCT l.value ORDER BY l.value) AS vals,
+       list(DISTINCT l.source ORDER BY l.source) AS sources
+FROM run_labels AS l JOIN (SELECT DISTINCT file_id, job FROM ranks WHERE job IS NOT NULL) AS r
+  ON r.file_id = l.file_id
+GROUP BY r.job, l.key ORDER BY r.job, l.key
+"""
+
+
+@dataclass
+class RunsResult:
+    """What `runs` shows: one row per run (`rows`), the scaling series (None unless asked for or
+    labelled), the grouping label, and notes (one line each) on what could not be said."""
+
+    rows: list[dict[str, Any]]
+    scaling: dict[str, Any] | None = None
+    by: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _number(text: Any) -> float | None:
+    """A label value as a number when it is one (batch=32, lr=3e-4), else None."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Label values equal as numbers when both are (32 = 32.0), else as text."""
+    x, y = _number(a), _number(b)
+    return x == y if x is not None and y is not None else str(a) == str(b)
+
+
+def parse_pairs(specs: tuple[str, ...] | list[str], option: str) -> dict[str, str]:
+    """`--where key=value` options as {key: value} (keys lower case, as stored)."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{option} {spec!r}: give key=value (e.g. {option} batch=32)")
+        out[key.strip().lower()] = value.strip()
+    return out
+
+
+def _labels(con: duckdb.DuckDBPyConnection, notes: list[str]) -> dict[int, dict[str, tuple[str, str]]]:
+    """{job: {key: (value, source)}} of the user's labels; a key whose files disagree inside one
+    job (files of two labelled runs taken as one job) is left out, with a note."""
+    try:
+        _, rows, _ = plain_rows(con, _LABELS_SQL)
+    except duckdb.CatalogException:  # a workspace made before run labels: none
+        return {}
+    out: dict[int, dict[str, tuple[str, str]]] = {}
+    for job, key, vals, sources in rows:
+        if len(vals) > 1:
+            notes.append(
+                f"run {job}: its files disagree on label {key} ({', '.join(vals)}): left out "
+                "(are two runs taken as one job? see `nsight-analyze info`)"
+            )
+            continue
+        out.setdefault(int(job), {})[key] = (vals[0], ", ".join(sources))
+    return out
+
+
+def _captured(ns: Any) -> str | None:
+    if ns is None:
+        return None
+    return datetime.fromtimestamp(int(ns) / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _trace_labels(row: dict[str, Any]) -> dict[str, str]:
+    """What the traces carry, as labels (source 'trace')."""
+    out = {
+        "ranks": str(row["ranks"]),
+        "world_size": None if row["world_size"] is None else str(row["world_size"]),
+        "gpu": row["gpu"],
+        "captured": _captured(row["capture_start_utc_ns"]),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _mfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], notes: list[str]) -> None:
+    """MFU where a run's label `model_flops_per_step` (model FLOPs of one step of the whole job)
+    and every rank's dense peak are known: flops / (median step time x sum of the peaks); else
+    unknown with the reason. HFU needs counted FLOPs, which `mfu --job N` reads per job."""
+    for r in rows:
+        r["mfu"] = None
+        r["mfu_unknown"] = "no model_flops_per_step label"
+        r["hfu"] = None
+        r["hfu_unknown"] = "counted FLOPs are read per job: `nsight-analyze mfu --job N`"
+    wanted = [r for r in rows if "model_flops_per_step" in r["labels"]]
+    if not wanted:
+        return
+    from .gpus import rank_peak_rows
+
+    peaks = rank_peak_rows(con)
+    job_of = dict(con.execute("SELECT rank, job FROM ranks").fetchall())
+    total: dict[int, float] = {}
+    unknown: dict[int, str] = {}
+    for p in peaks:
+        job = job_of.get(p["rank"])
+        if p.get("peak_flops") is None:
+            unknown.setdefault(job, f"rank {p['rank']}: GPU peak unknown ({p.get('reason') or 'see `gpus`'})")
+        else:
+            total[job] = total.get(job, 0.0) + float(p["peak_flops"])
+    for r in wanted:
+        flops = _number(r["labels"]["model_flops_per_step"])
+        if flops is None or flops <= 0:
+            r["mfu_unknown"] = f"model_flops_per_step={r['labels']['model_flops_per_step']} is not a number"
+        elif r["step_median_ns"] is None:
+            r["mfu_unknown"] = "no steps"
+        elif r["complete"] is False:  # the job's FLOPs against the peaks of the ranks present
+            r["mfu_unknown"] = f"only {r['ranks_label']} captured"
+        elif r["job"] in unknown or not total.get(r["job"]):
+            r["mfu_unknown"] = unknown.get(r["job"], "GPU peak unknown")
+        else:
+            r["mfu"] = flops / (r["step_median_ns"] * 1e-9 * total[r["job"]])
+            r["mfu_unknown"] = None
+
+
+def _findings(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """The top finding of each run (diagnose on that job alone, as `diagnose --job N`): one
+    diagnosis per run, so only on request (`--findings`). Each job's scope (job_scope's TEMP
+    views) is undone before the next, so every diagnosis sees the workspace's own results."""
+    from . import job_scope
+    from .diagnose import diagnose
+
+    def views() -> set[str]:
+        return {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
+
+    before = views()
+    for r in rows:
+        job_scope.scope(con, r["job"])
+        try:
+            found = diagnose(con).findings
+        finally:
+            for name in views() - before:
+                con.execute(f'DROP VIEW temp.main."{name}"')
+            moved = (
+                "SELECT table_name FROM duckdb_tables() "
+                "WHERE temporary AND starts_with(table_name, '_unscoped_')"
+            )
+            for (name,) in con.execute(moved).fetchall():  # computed for this session: back under their names
+                con.execute(f'ALTER TABLE temp.main."{name}" RENAME TO "{name[len("_unscoped_") :]}"')
+        r["top_finding"] = found[0].id if found else None
+
+
+def runs(
+    con: duckdb.DuckDBPyConnection,
+    where: dict[str, str] | None = None,
+    by: str | None = None,
+    scaling: str | None = None,
+    baseline: str | None = None,
+    findings: bool = False,
+    series: bool = True,
+) -> RunsResult:
+    """Every run (job) of the workspace with its labels and numbers (docs/runs.md); `where`
+    keeps the runs whose labels have those values, `by` sorts by a label (numerically when its
+    values are numbers); `scaling` ('strong' | 'weak', else the runs' `scaling` label) adds the
+    efficiency of each run against `baseline` (a run number or name) and where the loss goes
+    (series=False: none, for `--compare` and the gate, which compare two runs of any labels)."""
+    notes: list[str] = []
+    try:
+        columns, data, _ = plain_rows(con, _METRICS_SQL)
+    except duckdb.CatalogException as exc:
+        raise UserError(
+            f"this workspace has no analysed runs ({str(exc).splitlines()[0]}); ingest traces first"
+        ) from None
+    labels = _labels(con, notes)
+    rows: list[dict[str, Any]] = []
+    for values in data:
+        row = dict(zip(columns, values))
+        job = int(row["job"])
+        user = labels.get(job, {})
+        trace = _trace_labels(row)
+        merged = {**trace, **{k: v for k, (v, _) in user.items()}}
+        for key in sorted(set(trace) & set(user)):
+            if not _same(trace[key], user[key][0]):
+                notes.append(
+                    f"run {job}: label {key}={user[key][0]} ({user[key][1]}) but the traces say {trace[key]}"
+                )
+        row["name"] = merged.get("name")
+        row["labels"] = merged
+        row["user_labels"] = {k: v for k, (v, _) in user.items()}
+        row["steps_per_s"] = 1e9 / row["step_median_ns"] if row["step_median_ns"] else None
+        row["top_finding"] = None
+        rows.append(row)
+    for key, value in (where or {}).items():
+        rows = [r for r in rows if key in r["labels"] and _same(r["labels"][key], value)]
+    if by is not None:
+        by = by.lower()
+        have = [r for r in rows if by in r["labels"]]
+        if not have:
+            raise UserError(f"--by {by}: no run has label {by} (`nsight-analyze runs` lists the labels)")
+        numeric = all(_number(r["labels"][by]) is not None for r in have)
+        key = (
+            (lambda r: (_number(r["labels"][by]), r["job"]))
+            if numeric
+            else (lambda r: (r["labels"][by], r["job"]))
+        )
+        missing = [r for r in rows if by not in r["labels"]]
+        if missing:
+            notes.append(
+                f"--by {by}: runs {', '.join(str(r['job']) for r in missing)} have no label {by}; listed last"
+            )
+        rows = sorted(have, key=key) + missing
+    _mfu(con, rows, notes)
+    if findings:
+        _findings(con, rows)
+    scaled = _scaling(rows, scaling, baseline, notes) if series else None
+    return RunsResult(rows, scaled, by, notes)
+
+
+def _mode(rows: list[dict[str, Any]], scaling: str | None) -> str | None:
+    """The scaling mode: given, else the runs' `scaling` label when they agree; None: no series
+    (runs without such labels are never called a scaling series)."""
+    if scaling is not None:
+        if scaling not in SCALING_MODES:
+            raise UserError(f"--scaling {scaling}: choose strong or weak")
+        return scaling
+    said = {r["user_labels"].get("scaling") for r in rows} - {None}
+    if not said:
+        return None
+    if len(said) > 1:
+        raise UserError(
+            f"the runs' scaling labels disagree ({', '.join(sorted(said))}): select one series with "
+            "--where scaling=..., or say --scaling strong|weak"
+        )
+    mode = said.pop().lower()
+    if mode not in SCALING_MODES:
+        raise UserError(f"label scaling={mode}: say strong or weak")
+    return mode
+
+
+def _gpus_of(r: dict[str, Any]) -> tuple[int | None, str | None]:
+    """(N, why unknown): the run's GPU count: a `world_size` label (user's, else the trace's),
+    else the ranks present when there are several."""
+    if r["complete"] is False:
+        return None, f"only {r['ranks_label']} captured"
+    size = _number(r["labels"].get("world_size"))
+    if size is not None and size >= 1 and size == int(size):
+        return int(size), None
+    if r["ranks"] > 1:
+        return int(r["ranks"]), None
+    return None, "one rank captured and no world size (label world_size=N, or the trace's distributedInfo)"
+
+
+def _scaling(
+    rows: list[dict[str, Any]], scaling: str | None, baseline: str | None, notes: list[str]
+) -> dict[str, Any] | None:
+    """Efficiency of each run against the baseline and the split of its loss (docs/runs.md)."""
+    mode = _mode(rows, scaling)
+    if mode is None:
+        if baseline is not None:
+            raise UserError("--baseline needs --scaling strong|weak (or runs labelled scaling=...)")
+        return None
+    if not rows:
+        raise UserError("no run to scale (check --where)")
+    if baseline is not None:
+        base = find_run(rows, baseline, "--baseline")
+    else:  # the smallest run (fewest GPUs), then the first
+        base = min(rows, key=lambda r: (_gpus_of(r)[0] or math.inf, r["job"]))
+    n_base, why_base = _gpus_of(base)
+    if why_base is None and not base["steps"]:
+        why_base = "no steps present on all its ranks"
+    if len(rows) == 1:
+        notes.append("one run: a scaling series needs at least two")
+    out_runs = []
+    for r in rows:
+        n, why = _gpus_of(r)
+        if why_base is not None:
+            why = f"baseline run {base['job']}: {why_base}"
+        elif why is None and not r["steps"]:
+            why = "no steps present on all its ranks"
+        elif why is None:
+            for key in ("model",):
+                a, b = r["user_labels"].get(key), base["user_labels"].get(key)
+                if a is not None and b is not None and not _same(a, b):
+                    why = f"{key} {a}, the baseline's is {b}: not one series"
+            if why is None and r["gpu"] != base["gpu"]:  # a GPU one trace names and the other does not too
+                mine, theirs = r["gpu"] or "unknown", base["gpu"] or "unknown"
+                why = f"GPU {mine}, the baseline's is {theirs}: not one series"
+        entry: dict[str, Any] = {"job": r["job"], "name": r["name"], "gpus": n, "baseline": r is base}
+        if why is not None:
+            entry.update(efficiency=None, unknown=why)
+            out_runs.append(entry)
+            continue
+        scale = n_base / n if mode == "strong" else 1.0
+        t, t_base = r["step_mean_ns"], base["step_mean_ns"]
+        ideal = t_base * scale
+        loss = t - ideal
+        parts = {p: r[f"{p}_step_ns"] - base[f"{p}_step_ns"] * scale for p in LOSS_PARTS}
+        idle = {c: r[f"{c}_step_ns"] - base[f"{c}_step_ns"] * scale for c in IDLE_CAUSES}
+        entry.update(
+            efficiency=ideal / t if t else None,
+            unknown=None,
+            step_ns=t,
+            ideal_step_ns=ideal,
+            loss_ns=loss,
+            loss={
+                p: {
+                    "ns": v,
+                    "points": 100.0 * v / t if t else None,
+                    "share": v / loss if abs(loss) > 0 else None,
+                }
+                for p, v in parts.items()
+            },
+            idle_by_cause_ns=idle,
+        )
+        out_runs.append(entry)
+    return {
+        "mode": mode,
+        "baseline": base["job"],
+        "definition": "strong: T_base*N_base/(T*N); weak: T_base/T; T = mean job step time over the steps "
+        "every rank has, N = GPUs (world size); loss = T - ideal, split by docs/runs.md",
+        "runs": out_runs,
+    }
+
+
+def scaling_line(entry: dict[str, Any]) -> str:
+    """One line per run of a series: 'run 3, 32 GPUs: efficiency 71.0 %; of the 29.0 points lost:
+    15.0 points exposed comms (5.10 ms), ...' (the largest parts first)."""
+    head = f"run {entry['job']}" + (f" ({entry['name']})" if entry["name"] else "")
+    if entry["efficiency"] is None:
+        return f"{head}: efficiency unknown: {entry['unknown']}"
+    gpus = f"{entry['gpus']} GPU" + ("" if entry["gpus"] == 1 else "s")
+    text = f"{head}, {gpus}: efficiency {100 * entry['efficiency']:.1f} %"
+    if entry["baseline"]:
+        return text + " (baseline)"
+    parts = sorted(entry["loss"].items(), key=lambda kv: -abs(kv[1]["ns"]))
+    said = ", ".join(
+        f"{v['points']:.1f} points {p.replace('_', ' ')} ({v['ns'] / 1e6:.2f} ms)"
+        for p, v in parts
+        if v["points"] is not None and abs(v["points"]) >= 0.05  # what rounds to 0.0 says nothing
+    )
+    return f"{text}; of the {100 - 100 * entry['efficiency']:.1f} points lost: {said}"
+
+
+# Labels that name or date a run rather than say what it ran: ignored when `--fail-on-regression`
+# looks for the runs "of the same labels".
+IDENTITY_KEYS = ("name", "date", "captured")
+
+
+def find_run(rows: list[dict[str, Any]], ref: str, option: str) -> dict[str, Any]:
+    """The run `ref` names: its number, else its name label; a name two runs share or a run that
+    is not there is one clear line."""
+    by_number = [r for r in rows if str(r["job"]) == ref.strip()]
+    if by_number:
+        return by_number[0]
+    named = [r for r in rows if r["name"] == ref]
+    if len(named) > 1:
+        raise UserError(
+            f"{option} {ref}: runs {', '.join(str(r['job']) for r in named)} share that name; give a number"
+        )
+    if not named:
+        raise UserError(
+            f"{option} {ref}: no such run (a run number or name; `nsight-analyze runs` lists them)"
+        )
+    return named[0]
+
+
+def _newest_key(rows: list[dict[str, Any]], notes: list[str]):
+    """How runs are ordered in time: capture start when every run has one, else the `date`
+    label when every run has one, else the run number (ingest order), said in a note."""
+    if all(r["capture_start_utc_ns"] is not None for r in rows):
+        return lambda r: (r["capture_start_utc_ns"], r["job"])
+    if all("date" in r["user_labels"] for r in rows):
+        return lambda r: (str(r["user_labels"]["date"]), r["job"])
+    notes.append("some runs have no capture time nor date label: the newest is the highest run number")
+    return lambda r: (r["job"],)
+
+
+def regression_pair(
+    rows: list[dict[str, Any]], notes: list[str]
+) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """(newest run, best earlier run of the same labels or None, why none): the pair a CI gate
+    compares. Same labels: every label but name, date and capture time equal (GPU, ranks, world
+    size and the user's batch, tp, ... included). Best: the lowest median step time."""
+    if not rows:
+        raise UserError("--fail-on-regression: no run (check --where)")
+    key = _newest_key(rows, notes)
+    newest = max(rows, key=key)
+    mine = {k: v for k, v in newest["labels"].items() if k not in IDENTITY_KEYS}
+
+    def same(r: dict[str, Any]) -> bool:
+        theirs = {k: v for k, v in r["labels"].items() if k not in IDENTITY_KEYS}
+        return theirs.keys() == mine.keys() and all(_same(theirs[k], mine[k]) for k in mine)
+
+    peers = [r for r in rows if r is not newest and same(r)]
+    if not peers:
+        return newest, None, "no earlier run has the same labels"
+    timed = [r for r in peers if r["step_median_ns"] is not None]
+    if not timed:
+        return newest, None, "no earlier run of the same labels has steps"
+    return newest, min(timed, key=lambda r: (r["step_median_ns"], r["job"])), ""

@@ -1,0 +1,285 @@
+-- op_flops: FLOPs, bytes and achieved TFLOP/s of every matmul, convolution and attention op whose
+--   shapes the trace recorded: a roofline point per op without Nsight Compute.
+-- Why: a kernel carries no shapes, but the PyTorch op that launched it does (Kineto
+--   record_shapes=True: `Input Dims`, `Input type`, `Concrete Inputs`, kept in kineto_op_shapes;
+--   nsys --pytorch=autograd-shapes-nvtx: the `sizes = [[...]]` of the op's NVTX range, in nvtx).
+--   From them follow the op's FLOPs and bytes, and with its kernels' time the op's achieved
+--   TFLOP/s and arithmetic intensity; summed per step they are the model FLOPs of the step from
+--   the trace itself (mfu uses them when --model-flops-per-step is not given). The GEMM findings
+--   read the rows as evidence (dtype, m/n/k, achieved TFLOP/s).
+-- Which ops: the names of sources/kineto/duck_json.COMPUTE_OPS; one row per LEAF op, an op with no
+--   such op inside it on its thread (aten::linear -> aten::addmm: the addmm; sdpa ->
+--   _scaled_dot_product_flash_attention -> _flash_attention_forward: the last), so nothing is
+--   counted twice; the backward's aten::mm calls (under MmBackward0) count themselves.
+-- Formulas (docs/metrics.md "FLOPs from shapes"); dims are `Input Dims`, A [..., M, K], B [..., K, N]:
+--   aten::mm, aten::_scaled_mm   2*M*N*K
+--   aten::addmm                  2*M*N*K + M*N (the bias add; TraceLens counts it too)
+--   aten::bmm                    2*B*M*N*K;  aten::baddbmm  2*B*M*N*K + B*M*N
+--   aten::matmul                 2*prod(batch)*M*N*K (batch: A's leading dims, or B's when they
+--                                broadcast from 1; NULL for 1-D operands or other broadcasts)
+--   aten::linear                 input [..., K], weight [N, K]: 2*prod(...)*N*K, + prod(...)*N with a bias
+--   convolution                  2 * N * prod(out spatial) * prod(weight dims)
+--                                (= 2 * N * Cout * Hout*Wout * Cin/groups * kh*kw); out spatial from
+--                                stride/padding/dilation (`Concrete Inputs`); transposed: NULL
+--   aten::convolution_backward   the forward's FLOPs (out spatial from grad_output) once per gradient
+--                                its output_mask asks for (input, weight)
+--   attention (flash / efficient / cudnn / sdpa)  2*B*H*Lq*Lk*(D_qk + D_v) forward (= 4*B*H*Lq*Lk*D),
+--                                halved when causal; backward 2.5x the forward (5 matmuls to the
+--                                forward's 2: dQ, dK, dV, dP and the recomputed scores, as
+--                                FlashAttention counts them). The causal flag comes from `Concrete
+--                                Inputs`; without it the FLOPs are NULL (never guessed).
+--   A shape the formula cannot read (missing operand, nested lists, varlen attention) gives NULL.
+-- bytes = (sum of input tensor elements x their element size) + output elements x the first input's
+--   element size (Input type: BFloat16/Half 2, Float8 1, float 4, double 8; attention backward: the
+--   outputs dq, dk, dv as q, k, v); NULL when an input tensor's type is unknown, and for
+--   aten::_scaled_mm (its output dtype is an argument not recorded as a type) and
+--   aten::convolution_backward.
+-- Kernels: those launched (cuda_api, same thread) inside the op's span (its whole subtree, as
+--   TraceLens's per-op kernel time); kernels = 0 and kernel_ns NULL when none (a CUDA-graph capture
+--   records the ops but runs nothing).
+-- Columns:
+--   rank INTEGER, tid BIGINT, start_ns, end_ns BIGINT ns   the op's host span
+--   op VARCHAR                 e.g. aten::mm, aten::_flash_attention_forward
+--   external_id BIGINT         Kineto "External id" (= the kernels')
+--   kind VARCHAR               'gemm' | 'conv' | 'attention'
+--   input_dims BIGINT[][]      `Input Dims` (NULL when not a list of lists)
+--   input_types VARCHAR[]      `Input type`
+--   dtype VARCHAR              the first input's type, e.g. c10::BFloat16, float
+--   batch, m, n, k BIGINT      GEMM sizes (batch 1 for mm/addmm/linear); NULL for conv/attention
+--   causal BOOLEAN             attention: the causal flag (NULL when unknown or not attention)
+--   flops DOUBLE               the op's FLOPs (NULL: the shapes do not say)
+--   bytes DOUBLE byte          input + output tensor bytes (NULL: unknown)
+--   intensity DOUBLE           flops / bytes (FLOP/byte)
+--   kernels BIGINT             kernels the op launched
+--   kernel_ns BIGINT ns        their summed duration
+--   first_kernel_ns, last_kernel_end_ns BIGINT ns   first kernel start, last kernel end (GPU timeline)
+--   tflops_per_s DOUBLE        achieved: flops / kernel_ns (TFLOP/s); NULL without kernels or flops
+--   shape_source VARCHAR       'kineto record_shapes' | 'emit_nvtx' (nsys --pytorch=autograd-shapes-nvtx
+--                              or emit_nvtx(record_shapes=True): the NVTX range's `sizes = [[...]]`; no
+--                              types or scalar arguments, so GEMM FLOPs only: bytes, dtype, attention
+--                              and convolution FLOPs unknown)
+-- columns: rank, tid, start_ns, end_ns, op, external_id, kind, input_dims, input_types, dtype, batch, m, n, k, causal, flops, bytes, intensity, kernels, kernel_ns, first_kernel_ns, last_kernel_end_ns, tflops_per_s, shape_source
+-- stage: rank
+-- result: stored
+-- requires: kineto_op_shapes, nvtx, _op_launches
+CREATE OR REPLACE VIEW op_flops AS
+WITH src AS (
+    SELECT rank, tid, start_ns, end_ns, name AS op, external_id,
+        from_json(input_dims, '[["BIGINT"]]') AS dims,
+        from_json(input_types, '["VARCHAR"]') AS types,
+        from_json(concrete_inputs, '["VARCHAR"]') AS conc,
+        'kineto record_shapes' AS shape_source
+    FROM kineto_op_shapes
+    WHERE regexp_matches(name, '^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution|convolution_backward|cudnn_convolution|miopen_convolution|cudnn_convolution_transpose|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$')
+    UNION ALL
+    -- nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True): 'aten::mm, seq = 3,
+    -- op_id = 7, sizes = [[128, 256], [256, 512]], input_op_ids = [...]' (no types, no scalars)
+    SELECT rank, tid, start_ns, end_ns, op, NULL::BIGINT AS external_id,
+        from_json(regexp_extract(text, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '[["BIGINT"]]') AS dims,
+        NULL::VARCHAR[] AS types, NULL::VARCHAR[] AS conc, 'emit_nvtx' AS shape_source
+    FROM (SELECT *, regexp_extract(text, '^([^,]+)', 1) AS op FROM nvtx WHERE contains(text, ', sizes = ['))
+    WHERE regexp_matches(op, '^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution|convolution_backward|cudnn_convolution|miopen_convolution|cudnn_convolution_transpose|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$')
+),
+nested AS (  -- ops nest on a thread: the next op in (start, longest first, outer id first) order is
+             -- the first child when it lies inside the op
+    SELECT *,
+        lead(start_ns) OVER w AS next_start, lead(end_ns) OVER w AS next_end
+    FROM src
+    WINDOW w AS (PARTITION BY rank, tid ORDER BY start_ns, end_ns DESC, external_id)
+),
+leaf AS (
+    SELECT * EXCLUDE (next_start, next_end) FROM nested
+    WHERE NOT coalesce(next_start >= start_ns AND next_end <= end_ns, false)
+),
+-- operands: attention's (q, k, v) positions and layout, its causal flag's position
+-- (is_causal, or custom_mask_type for the efficient kernels) and pass
+attn(op, qi, layout, ci, mask, factor) AS (VALUES
+    ('aten::scaled_dot_product_attention', 0, 'bhld', 5, false, 1.0),
+    ('aten::_scaled_dot_product_flash_attention', 0, 'bhld', 4, false, 1.0),
+    ('aten::_scaled_dot_product_efficient_attention', 0, 'bhld', 6, false, 1.0),
+    ('aten::_scaled_dot_product_cudnn_attention', 0, 'bhld', 6, false, 1.0),
+    ('aten::_flash_attention_forward', 0, 'blhd', 8, false, 1.0),
+    ('aten::_efficient_attention_forward', 0, 'blhd', 9, true, 1.0),
+    ('aten::_scaled_dot_product_flash_attention_backward', 1, 'bhld', 11, false, 2.5),
+    ('aten::_scaled_dot_product_efficient_attention_backward', 1, 'bhld', 11, false, 2.5),
+    ('aten::_scaled_dot_product_cudnn_attention_backward', 1, 'bhld', 14, false, 2.5),
+    ('aten::_flash_attention_backward', 1, 'blhd', 11, false, 2.5),
+    ('aten::_efficient_attention_backward', 1, 'blhd', 14, true, 2.5)
+),
+-- convolution: (input, weight) positions, (stride, padding, dilation, transposed) positions in
+-- Concrete Inputs (NULL: not an argument)
+convs(op, si, pi, di, ti) AS (VALUES
+    ('aten::conv1d', 3, 4, 5, NULL), ('aten::conv2d', 3, 4, 5, NULL), ('aten::conv3d', 3, 4, 5, NULL),
+    ('aten::convolution', 3, 4, 5, 6), ('aten::_convolution', 3, 4, 5, 6),
+    ('aten::cudnn_convolution', 3, 2, 4, NULL), ('aten::miopen_convolution', 4, 3, 5, NULL)
+),
+typed AS (
+    SELECT l.*,
+        CASE WHEN a.op IS NOT NULL THEN 'attention'
+             WHEN contains(l.op, 'conv') THEN 'conv' ELSE 'gemm' END AS kind,
+        -- element size of each input, from its type name (NULL when not a tensor type we know)
+        list_transform(coalesce(l.types, []), t -> CASE
+            WHEN regexp_matches(t, '(?i)float8') THEN 1
+            WHEN regexp_matches(t, '(?i)bfloat16|half') THEN 2
+            WHEN regexp_matches(t, '(?i)double') THEN 8
+            WHEN regexp_matches(t, '(?i)float') THEN 4
+            WHEN t IN ('long int', 'long', 'int64_t') THEN 8
+            WHEN t IN ('int', 'int32_t') THEN 4
+            WHEN t IN ('bool', 'unsigned char', 'signed char') THEN 1 END) AS es,
+        -- elements of each input (NULL for a malformed or non-tensor entry; [] is a scalar: 0)
+        list_transform(l.dims, d -> CASE WHEN list_bool_or(list_transform(d, x -> x IS NULL)) THEN NULL
+                                         WHEN len(d) = 0 THEN 0
+                                         ELSE list_product(d) END) AS elems,
+        a.qi, a.layout, a.ci, a.mask, a.factor, c.si, c.pi, c.di, c.ti
+    FROM leaf l
+    LEFT JOIN attn a ON a.op = l.op
+    LEFT JOIN convs c ON c.op = l.op
+),
+-- the inputs' bytes: NULL when a tensor's shape or element size is unknown
+sized AS (
+    SELECT *,
+        CASE WHEN elems IS NULL
+                  OR list_bool_or(list_transform(list_zip(elems, es), p -> p[1] IS NULL OR (p[1] > 0 AND p[2] IS NULL)))
+             THEN NULL
+             ELSE coalesce(list_sum(list_transform(list_zip(elems, es), p -> CASE WHEN p[1] > 0 THEN p[1] * p[2] END)), 0)
+        END AS in_bytes
+    FROM typed
+),
+-- GEMM operands: A, B ([..., K, N]; linear: weight [N, K]) and the bias (addmm, baddbmm, linear)
+g AS (
+    SELECT *,
+        dims[CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 2 ELSE 1 END] AS a,
+        dims[CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 3 ELSE 2 END] AS b,
+        CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN dims[1]
+             WHEN op = 'aten::linear' THEN dims[3] END AS bias
+    FROM sized
+),
+gemm AS (
+    SELECT *,
+        len(a) >= 2 AND len(b) >= 2 AND NOT list_bool_or(list_transform(a || b, x -> x IS NULL)) AS ok,
+        coalesce(list_product(list_slice(a, 1, len(a) - 2)), 1) AS a_batch,
+        coalesce(list_product(list_slice(b, 1, len(b) - 2)), 1) AS b_batch
+    FROM g WHERE kind = 'gemm'
+),
+gemm_sized AS (
+    SELECT *,
+        CASE WHEN NOT ok THEN NULL
+             WHEN op = 'aten::linear' THEN 1
+             WHEN len(b) = 2 OR list_slice(a, 1, len(a) - 2) = list_slice(b, 1, len(b) - 2) OR b_batch = 1
+                 THEN a_batch
+             WHEN a_batch = 1 THEN b_batch END AS bt,
+        CASE WHEN NOT ok THEN NULL
+             WHEN op = 'aten::linear' THEN list_product(list_slice(a, 1, len(a) - 1))
+             ELSE a[-2] END AS mm,
+        CASE WHEN NOT ok THEN NULL WHEN op = 'aten::linear' THEN b[1] ELSE b[-1] END AS nn,
+        CASE WHEN NOT ok OR a[-1] <> CASE WHEN op = 'aten::linear' THEN b[-1] ELSE b[-2] END THEN NULL
+             ELSE a[-1] END AS kk,
+        coalesce(len(bias) > 0, false) AS has_bias
+    FROM gemm
+),
+gemm_rows AS (
+    SELECT *,
+        2.0 * bt * mm * nn * kk + CASE WHEN has_bias THEN 1.0 * bt * mm * nn ELSE 0 END AS f,
+        CASE WHEN op <> 'aten::_scaled_mm' THEN
+            in_bytes + 1.0 * bt * mm * nn * es[CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 2 ELSE 1 END]
+        END AS byt,
+        NULL::BOOLEAN AS causal_flag
+    FROM gemm_sized
+),
+-- attention: q, k, v as [B, H, L, D] (bhld) or [B, L, H, D] (blhd); 4-D only
+att AS (
+    SELECT *,
+        dims[qi + 1] AS q, dims[qi + 2] AS kt, dims[qi + 3] AS v,
+        CASE WHEN mask THEN CASE WHEN conc[ci + 1] = '0' THEN false
+                                 WHEN regexp_full_match(conc[ci + 1], '[1-9][0-9]*') THEN true END
+             ELSE CASE conc[ci + 1] WHEN 'True' THEN true WHEN 'False' THEN false END END AS causal_flag
+    FROM g WHERE kind = 'attention'
+),
+att_rows AS (
+    SELECT *,
+        CASE WHEN len(q) = 4 AND len(kt) = 4 AND len(v) = 4 AND causal_flag IS NOT NULL
+                  AND NOT list_bool_or(list_transform(q || kt || v, x -> x IS NULL)) THEN
+            factor * 2.0 * q[1] * CASE layout WHEN 'bhld' THEN q[2] * q[3] * kt[3] ELSE q[3] * q[2] * kt[2] END
+                * (q[4] + v[4]) * CASE WHEN causal_flag THEN 0.5 ELSE 1.0 END
+        END AS f,
+        CASE WHEN len(q) = 4 AND len(kt) = 4 AND len(v) = 4 THEN
+            in_bytes + CASE WHEN factor > 1  -- backward: dq, dk, dv as q, k, v
+                            THEN 1.0 * elems[qi + 1] * es[qi + 1] + elems[qi + 2] * es[qi + 2]
+                                 + elems[qi + 3] * es[qi + 3]
+                            ELSE 1.0 * elems[qi + 1] / q[4] * v[4] * es[qi + 1] END  -- out: q's shape, v's D
+        END AS byt
+    FROM att
+),
+-- convolution: input [N, C, spatial...], weight [Cout, Cin/groups, k...]
+conv AS (
+    SELECT *,
+        CASE WHEN op = 'aten::convolution_backward' THEN dims[2] ELSE dims[1] END AS x,
+        dims[3 - (op <> 'aten::convolution_backward')::INT] AS w,
+        CASE WHEN op = 'aten::convolution_backward' THEN dims[1] END AS gy,
+        CASE WHEN op = 'aten::convolution_backward' THEN conc[11] END AS out_mask,
+        -- stride / padding / dilation: a list '[2, 2]' or one number for every spatial dim
+        list_transform(list_value(si, pi, di), i -> CASE WHEN i IS NULL THEN NULL
+            WHEN starts_with(conc[i + 1], '[') THEN TRY_CAST(conc[i + 1] AS BIGINT[])
+            ELSE list_transform(range(greatest(len(dims[1]) - 2, 0)), j -> TRY_CAST(conc[i + 1] AS BIGINT)) END)
+            AS spd,
+        CASE WHEN ti IS NULL THEN false ELSE conc[ti + 1] IS DISTINCT FROM 'False' END AS transposed
+    FROM g WHERE kind = 'conv'
+),
+conv_out AS (
+    SELECT *,
+        CASE WHEN op = 'aten::convolution_backward' THEN list_slice(gy, 3, len(gy))
+             WHEN NOT transposed AND len(x) >= 3 AND len(w) = len(x) AND len(spd[1]) = len(x) - 2
+                  AND len(spd[2]) = len(x) - 2 AND len(spd[3]) = len(x) - 2 THEN
+                 list_transform(range(1, len(x) - 1), i ->
+                     (x[i + 2] + 2 * spd[2][i] - spd[3][i] * (w[i + 2] - 1) - 1) // spd[1][i] + 1)
+        END AS out_sp,
+        CASE WHEN op <> 'aten::convolution_backward' THEN 1
+             WHEN out_mask IS NULL THEN NULL
+             ELSE list_count(list_filter(TRY_CAST(out_mask AS BOOLEAN[])[1:2], v -> v)) END AS grads
+    FROM conv
+),
+conv_rows AS (
+    SELECT *,
+        2.0 * x[1] * list_product(out_sp) * list_product(w) * grads AS f,
+        CASE WHEN op <> 'aten::convolution_backward' THEN in_bytes + 1.0 * x[1] * w[1] * list_product(out_sp) * es[1]
+        END AS byt
+    FROM conv_out
+),
+allrows AS (
+    SELECT rank, tid, start_ns, end_ns, op, external_id, kind, dims, types, bt AS batch, mm AS m, nn AS n,
+           kk AS k, causal_flag, f, byt, shape_source
+    FROM gemm_rows
+    UNION ALL
+    SELECT rank, tid, start_ns, end_ns, op, external_id, kind, dims, types, NULL, NULL, NULL, NULL,
+           causal_flag, f, byt, shape_source
+    FROM att_rows
+    UNION ALL
+    SELECT rank, tid, start_ns, end_ns, op, external_id, kind, dims, types, NULL, NULL, NULL, NULL,
+           NULL, CASE WHEN NOT list_bool_or(list_transform(out_sp, v -> v IS NULL OR v <= 0)) THEN f END, byt,
+           shape_source
+    FROM conv_rows
+),
+launch AS (  -- kernels launched on the threads of the rank's leaf ops
+    SELECT rank, tid, launch_ns, start_ns, end_ns FROM _op_launches
+    WHERE kernel AND launched AND rank IN (SELECT DISTINCT rank FROM leaf)
+),
+placed AS (  -- leaf ops do not overlap on a thread: the last one starting before the launch
+    SELECT o.rank, o.tid, o.start_ns AS op_start, o.external_id, l.start_ns, l.end_ns
+    FROM launch l ASOF JOIN leaf o ON o.rank = l.rank AND o.tid = l.tid AND l.launch_ns >= o.start_ns
+    WHERE l.launch_ns <= o.end_ns
+),
+kern AS (
+    SELECT rank, tid, op_start, external_id, count(*) AS kernels, sum(end_ns - start_ns) AS kernel_ns,
+        min(start_ns) AS first_kernel_ns, max(end_ns) AS last_kernel_end_ns
+    FROM placed GROUP BY ALL
+)
+SELECT r.rank, r.tid, r.start_ns, r.end_ns, r.op, r.external_id, r.kind, r.dims AS input_dims,
+    r.types AS input_types, r.types[1] AS dtype, r.batch::BIGINT AS batch, r.m::BIGINT AS m,
+    r.n::BIGINT AS n, r.k::BIGINT AS k, r.causal_flag AS causal, r.f::DOUBLE AS flops,
+    r.byt::DOUBLE AS bytes, (r.f / nullif(r.byt, 0))::DOUBLE AS intensity,
+    coalesce(k.kernels, 0) AS kernels, k.kernel_ns::BIGINT AS kernel_ns, k.first_kernel_ns,
+    k.last_kernel_end_ns, (r.f / nullif(k.kernel_ns, 0) / 1e3)::DOUBLE AS tflops_per_s,
+    r.shape_source
+FROM allrows r
+LEFT JOIN kern k ON k.rank = r.rank AND k.tid = r.tid AND k.op_start = r.start_ns
+    AND k.external_id IS NOT DISTINCT FROM r.external_id;
