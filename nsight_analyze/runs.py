@@ -13,6 +13,7 @@ scaling arithmetic runs on those few rows. Definitions: docs/runs.md.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -28,6 +29,18 @@ TRACE_KEYS = ("ranks", "world_size", "gpu", "captured")
 LOSS_PARTS = ("compute", "exposed_comms", "imbalance", "idle")
 IDLE_CAUSES = ("launch_gap", "input_stall", "sync_stall", "host_bound", "idle_other")
 SCALING_MODES = ("strong", "weak")
+# Throughput labels: samples per step (`samples_per_step`, or its synonym `global_batch`) and
+# tokens per step of the whole job; each x steps/s (median step) is a column, unknown otherwise.
+THROUGHPUT = (("samples_per_s", ("samples_per_step", "global_batch")), ("tokens_per_s", ("tokens_per_step",)))
+# A dimension named in the scaling line when it holds at least this share of the run's exposed
+# collective time (comm_groups).
+DOMINANT_SHARE = 0.8
+# `--over time` / `--best`: which way is better for each metric a history can show.
+HIGHER_IS_BETTER = {"steps_per_s", "samples_per_s", "tokens_per_s", "mfu", "overlap", "compute_share"}
+LOWER_IS_BETTER = {
+    "step_median_ns", "step_p95_ns", "step_mean_ns", "exposed_comms_share", "idle_share", "memory_share",
+    "straggler_delay_ns", "straggler_cost_ns",
+}  # fmt: skip
 
 # One row per job: the step statistics over the steps every rank of the job has, and the
 # partition shares (over those steps, else the whole capture). A step's job step time is its
@@ -107,6 +120,32 @@ LEFT JOIN merge_straggler_verdict AS v ON v.job = j.job
 ORDER BY j.job
 """
 
+# Per run and parallelism dimension (comm_groups: queries/comm_groups.sql): its collective time
+# and exposed time (sums over the run's ranks and the whole capture) per rank present, its share
+# of the run's exposed collective time, and the bus bandwidth (time-weighted over the
+# communicators that have one; unknown without payload sizes). Which collectives: `ops`.
+_DIMENSIONS_SQL = """
+WITH nr AS (SELECT job, count(*) AS n FROM ranks WHERE job IS NOT NULL GROUP BY job),
+o AS (
+    SELECT job, dimension, string_agg(DISTINCT op, ',' ORDER BY op) AS ops
+    FROM comm_groups, unnest(string_split(ops, ',')) AS u(op) GROUP BY job, dimension
+),
+d AS (
+    SELECT job, dimension, count(DISTINCT group_key) AS communicators, sum(total_ns) AS total_ns,
+           sum(exposed_ns) AS exposed_ns,
+           sum(busbw_gbps * total_ns) FILTER (WHERE busbw_gbps IS NOT NULL)
+               / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0) AS busbw_gbps,
+           CASE WHEN count(DISTINCT link) = 1 THEN min(link) ELSE 'mixed' END AS link
+    FROM comm_groups GROUP BY job, dimension
+)
+SELECT d.job, d.dimension, o.ops, d.communicators, d.link,
+       d.total_ns / nr.n AS total_per_rank_ns, d.exposed_ns / nr.n AS exposed_per_rank_ns,
+       d.exposed_ns / nullif(sum(d.exposed_ns) OVER (PARTITION BY d.job), 0) AS exposed_share,
+       d.busbw_gbps
+FROM d JOIN nr USING (job) JOIN o USING (job, dimension)
+ORDER BY d.job, d.exposed_ns DESC, d.dimension
+"""
+
 _LABELS_SQL = """
 SELECT r.job, l.key, list(DISTINCT l.value ORDER BY l.value) AS vals,
        list(DISTINCT l.source ORDER BY l.source) AS sources
@@ -125,6 +164,8 @@ class RunsResult:
     scaling: dict[str, Any] | None = None
     by: str | None = None
     notes: list[str] = field(default_factory=list)
+    over: str | None = None
+    metric: str | None = None
 
 
 def _number(text: Any) -> float | None:
@@ -228,6 +269,91 @@ def _mfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], notes: list
             r["mfu_unknown"] = None
 
 
+def _throughput(rows: list[dict[str, Any]], notes: list[str]) -> None:
+    """samples_per_s and tokens_per_s: the run's label (samples_per_step or global_batch; tokens_per_step)
+    x steps/s of the median job step; unknown (None, the reason in `*_unknown`) without the label
+    or steps, or when samples_per_step and global_batch disagree."""
+    for r in rows:
+        for column, keys in THROUGHPUT:
+            r[column], why = None, f"no {' or '.join(keys)} label"
+            given = {k: r["user_labels"][k] for k in keys if k in r["user_labels"]}
+            values = {k: _number(v) for k, v in given.items()}
+            if any(v is None or v <= 0 for v in values.values()):
+                why = ", ".join(f"{k}={given[k]}" for k, v in values.items() if v is None or v <= 0)
+                why += " is not a positive number"
+            elif len(set(values.values())) > 1:
+                why = " and ".join(f"{k}={given[k]}" for k in given) + " disagree"
+                notes.append(f"run {r['job']}: {why}: {column} unknown")
+            elif values and r["step_median_ns"]:
+                r[column], why = next(iter(values.values())) * 1e9 / r["step_median_ns"], None
+            elif values:
+                why = "no steps present on all its ranks"
+            r[f"{column}_unknown"] = why
+
+
+def _op_text(ops: str | None) -> str:
+    """NCCL operation names as words: 'AllReduce,SendRecv' -> 'all-reduce, send/recv'."""
+    words = {"SendRecv": "send/recv", "Send": "send", "Recv": "recv"}
+    out = []
+    for op in (ops or "").split(","):
+        if op:
+            out.append(words.get(op) or "-".join(w.lower() for w in re.findall(r"[A-Z][a-z]*|[a-z]+", op)))
+    return ", ".join(dict.fromkeys(out)) or "collectives"
+
+
+def _dimensions(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """Each run's communication per parallelism dimension (`comms_by_dimension`: comm_groups
+    summed per run and dimension, per rank present) and the dimension holding at least
+    DOMINANT_SHARE of its exposed collective time (`dominant_dimension`, else None)."""
+    try:
+        columns, data, _ = plain_rows(con, _DIMENSIONS_SQL)
+    except duckdb.CatalogException:  # a workspace made before comm_groups: none
+        data, columns = [], []
+    by_job: dict[int, list[dict[str, Any]]] = {}
+    for values in data:
+        d = dict(zip(columns, values))
+        by_job.setdefault(int(d.pop("job")), []).append(d)
+    for r in rows:
+        dims = by_job.get(int(r["job"]), [])
+        r["comms_by_dimension"] = dims
+        top = dims[0] if dims else None
+        share = top["exposed_share"] if top else None
+        r["dominant_dimension"] = (
+            {"dimension": top["dimension"], "ops": _op_text(top["ops"]), "exposed_share": share}
+            if share is not None and share >= DOMINANT_SHARE
+            else None
+        )
+
+
+def _history(rows: list[dict[str, Any]], over: str, metric: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The runs in time order (`date` label when every run has one, else capture start, else
+    run number, with a note) with `best` marking the run of the best `metric` (lowest step
+    time, highest throughput or MFU: HIGHER_IS_BETTER / LOWER_IS_BETTER); runs without the
+    metric are never best."""
+    if over != "time":
+        raise UserError(f"--over {over}: only 'time' (a metric against the runs' date or capture time)")
+    if metric not in HIGHER_IS_BETTER | LOWER_IS_BETTER:
+        choices = ", ".join(sorted(HIGHER_IS_BETTER | LOWER_IS_BETTER))
+        raise UserError(f"--metric {metric}: choose one of {choices}")
+    if rows and all("date" in r["user_labels"] for r in rows):
+        key = lambda r: (str(r["user_labels"]["date"]), r["job"])  # noqa: E731
+        for r in rows:
+            r["when"] = str(r["user_labels"]["date"])
+    else:
+        key = _newest_key(rows, notes) if rows else (lambda r: r["job"])
+        for r in rows:
+            r["when"] = r["labels"].get("captured")
+    ordered = sorted(rows, key=key)
+    have = [r for r in ordered if r.get(metric) is not None]
+    sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
+    best = min(have, key=lambda r: (sign * r[metric], r["job"])) if have else None
+    for r in ordered:
+        r["best"] = r is best
+    if not have:
+        notes.append(f"--metric {metric}: no run has it: no best run")
+    return ordered
+
+
 def _findings(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
     """The top finding of each run (diagnose on that job alone, as `diagnose --job N`): one
     diagnosis per run, so only on request (`--findings`). Each job's scope (job_scope's TEMP
@@ -263,12 +389,15 @@ def runs(
     baseline: str | None = None,
     findings: bool = False,
     series: bool = True,
+    over: str | None = None,
+    metric: str = "step_median_ns",
 ) -> RunsResult:
     """Every run (job) of the workspace with its labels and numbers (docs/runs.md); `where`
     keeps the runs whose labels have those values, `by` sorts by a label (numerically when its
     values are numbers); `scaling` ('strong' | 'weak', else the runs' `scaling` label) adds the
     efficiency of each run against `baseline` (a run number or name) and where the loss goes
-    (series=False: none, for `--compare` and the gate, which compare two runs of any labels)."""
+    (series=False: none, for `--compare` and the gate, which compare two runs of any labels);
+    `over` ('time') orders the runs by date (`_history`) and marks the best by `metric`."""
     notes: list[str] = []
     try:
         columns, data, _ = plain_rows(con, _METRICS_SQL)
@@ -315,10 +444,14 @@ def runs(
             )
         rows = sorted(have, key=key) + missing
     _mfu(con, rows, notes)
+    _throughput(rows, notes)
+    _dimensions(con, rows)
+    if over is not None:
+        rows = _history(rows, over, metric, notes)
     if findings:
         _findings(con, rows)
     scaled = _scaling(rows, scaling, baseline, notes) if series else None
-    return RunsResult(rows, scaled, by, notes)
+    return RunsResult(rows, scaled, by, notes, over=over, metric=metric if over else None)
 
 
 def _mode(rows: list[dict[str, Any]], scaling: str | None) -> str | None:
@@ -390,7 +523,13 @@ def _scaling(
             if why is None and r["gpu"] != base["gpu"]:  # a GPU one trace names and the other does not too
                 mine, theirs = r["gpu"] or "unknown", base["gpu"] or "unknown"
                 why = f"GPU {mine}, the baseline's is {theirs}: not one series"
-        entry: dict[str, Any] = {"job": r["job"], "name": r["name"], "gpus": n, "baseline": r is base}
+        entry: dict[str, Any] = {
+            "job": r["job"],
+            "name": r["name"],
+            "gpus": n,
+            "baseline": r is base,
+            "exposed_comms_dimension": r.get("dominant_dimension"),
+        }
         if why is not None:
             entry.update(efficiency=None, unknown=why)
             out_runs.append(entry)
@@ -429,7 +568,8 @@ def _scaling(
 
 def scaling_line(entry: dict[str, Any]) -> str:
     """One line per run of a series: 'run 3, 32 GPUs: efficiency 71.0 %; of the 29.0 points lost:
-    15.0 points exposed comms (5.10 ms), ...' (the largest parts first)."""
+    15.0 points exposed all-reduce on the dp group (5.10 ms), ...' (the largest parts first; the
+    dimension named when one holds DOMINANT_SHARE of the run's exposed collective time)."""
     head = f"run {entry['job']}" + (f" ({entry['name']})" if entry["name"] else "")
     if entry["efficiency"] is None:
         return f"{head}: efficiency unknown: {entry['unknown']}"
@@ -438,8 +578,17 @@ def scaling_line(entry: dict[str, Any]) -> str:
     if entry["baseline"]:
         return text + " (baseline)"
     parts = sorted(entry["loss"].items(), key=lambda kv: -abs(kv[1]["ns"]))
+    dim = entry.get("exposed_comms_dimension")
+
+    def what(part: str) -> str:
+        if part == "exposed_comms" and dim is not None:  # one dimension holds most exposed time
+            if dim["dimension"] == "unknown":  # never name a group the traces do not identify
+                return f"exposed {dim['ops']} (dimension unknown: `nsight-analyze comms`)"
+            return f"exposed {dim['ops']} on the {dim['dimension']} group"
+        return part.replace("_", " ")
+
     said = ", ".join(
-        f"{v['points']:.1f} points {p.replace('_', ' ')} ({v['ns'] / 1e6:.2f} ms)"
+        f"{v['points']:.1f} points {what(p)} ({v['ns'] / 1e6:.2f} ms)"
         for p, v in parts
         if v["points"] is not None and abs(v["points"]) >= 0.05  # what rounds to 0.0 says nothing
     )

@@ -281,8 +281,13 @@ def test_hundred_runs_answer_fast(series):
         f"FROM s.merge_straggler_verdict AS v, (SELECT DISTINCT job FROM ranks) AS j WHERE v.job = {job}"
     )
     con.execute(
+        "CREATE TABLE comm_groups AS SELECT g.* REPLACE (j.job AS job) "
+        f"FROM s.comm_groups AS g, (SELECT DISTINCT job FROM ranks) AS j WHERE g.job = {job}"
+    )
+    con.execute(
         "CREATE TABLE run_labels AS "
-        "SELECT file_id, 'batch' AS key, (job % 7)::VARCHAR AS value, 'cli' AS source FROM ranks"
+        "SELECT file_id, 'batch' AS key, (job % 7)::VARCHAR AS value, 'cli' AS source FROM ranks "
+        "UNION ALL SELECT file_id, 'global_batch', '64', 'cli' FROM ranks"
     )
     started = time.perf_counter()
     result = runs(con, by="batch", scaling="strong")
@@ -293,6 +298,10 @@ def test_hundred_runs_answer_fast(series):
         assert r["steps"] == 4 * 25
         assert r["step_median_ns"] == pytest.approx(original["step_median_ns"])
         assert r["compute_share"] == pytest.approx(original["compute_share"])
+        assert r["samples_per_s"] == pytest.approx(64e9 / original["step_median_ns"])
+        ((dim,), (want,)) = r["comms_by_dimension"], original["comms_by_dimension"]
+        assert dim["dimension"] == want["dimension"]
+        assert dim["exposed_per_rank_ns"] == pytest.approx(want["exposed_per_rank_ns"])
     assert all(e["efficiency"] == pytest.approx(1.0) for e in result.scaling["runs"])
     assert seconds < 2.0, seconds
 
@@ -347,3 +356,137 @@ def test_api_ingest_labels(tmp_path):
     na.ingest(tmp_path / "a", db=tmp_path / "a.duckdb", labels={"Batch": 32, "tp": "2"})
     (run,) = runs_json(tmp_path / "a.duckdb")["runs"]
     assert run["user_labels"] == {"batch": "32", "tp": "2"}
+
+
+def test_throughput_from_the_batch_label(series):
+    """samples/s = the generator's global_batch label / its median job step (scaling_truth.json:
+    strong scaling keeps SAMPLES_PER_GPU x N1 samples per step); tokens/s unknown without a label."""
+    db, truth = series
+    doc = runs_json(db)
+    by_name = {r["name"]: r for r in doc["runs"]}
+    for t in truth["runs"]:
+        ours = by_name[t["name"]]
+        assert ours["user_labels"]["global_batch"] == str(t["global_batch"])
+        assert ours["step_median_ns"] == pytest.approx(t["step_median_ns"], rel=1e-9)
+        assert ours["samples_per_s"] == pytest.approx(t["samples_per_s"], rel=1e-9)
+        assert ours["samples_per_s_unknown"] is None
+        assert ours["tokens_per_s"] is None and ours["tokens_per_s_unknown"] == "no tokens_per_step label"
+    assert "samples" in cli("runs", "--db", db)[1]
+
+
+def test_throughput_labels_tokens_and_conflict(series, tmp_path):
+    """tokens_per_step from `ingest --label`; a samples_per_step that disagrees with global_batch
+    makes samples/s unknown with a note, never one of the two guessed."""
+    src = Path(series[0]).parent / "s"
+    truth = json.loads((src / "scaling_truth.json").read_text())
+    shutil.copytree(src / "n2", tmp_path / "n2")
+    code, out = cli(
+        "ingest", tmp_path / "n2", "--db", tmp_path / "t.duckdb", "-q",
+        "--label", "tokens_per_step=8192", "--label", "samples_per_step=7",
+    )  # fmt: skip
+    assert code == 0, out
+    doc = runs_json(tmp_path / "t.duckdb")
+    (run,) = doc["runs"]
+    n2 = next(t for t in truth["runs"] if t["name"] == "n2")
+    assert run["tokens_per_s"] == pytest.approx(8192 / (n2["step_median_ns"] * 1e-9), rel=1e-9)
+    assert run["samples_per_s"] is None and "disagree" in run["samples_per_s_unknown"]
+    assert any("disagree" in n and "samples_per_s" in n for n in doc["notes"])
+
+
+def test_communication_per_dimension(series):
+    """Per run, the dp all-reduce (the generator's only collective, over every rank): all of
+    the exposed collective time; its time per rank equals the generator's (ground_truth.json:
+    collectives' end - arrival summed, and the whole-capture partition row's exposed comms, per
+    rank); the scaling line names it where it dominates the exposed-comms loss."""
+    db, truth = series
+    root = Path(db).parent / "s"
+    doc = runs_json(db)
+    for r in doc["runs"]:
+        gt = json.loads((root / r["name"] / "ground_truth.json").read_text())
+        ranks = len({p["rank"] for p in gt["partition"]})
+        total = sum(e - a for c in gt["collectives"] for a, e in zip(c["arrival_ns"], c["end_ns"]))
+        exposed = sum(p["comms_exposed_ns"] for p in gt["partition"] if p["step"] is None)
+        (dim,) = r["comms_by_dimension"]
+        assert (dim["dimension"], dim["ops"], dim["exposed_share"]) == ("dp", "AllReduce", 1.0)
+        assert dim["total_per_rank_ns"] == pytest.approx(total / ranks, rel=1e-9)
+        assert dim["exposed_per_rank_ns"] == pytest.approx(exposed / ranks, rel=1e-9)
+        assert dim["busbw_gbps"] is None  # the synthetic nsys kernels carry no payload size
+        assert r["dominant_dimension"]["dimension"] == "dp"
+    # the generator's ring all-reduce grows with N: exposed time per rank grows along the series
+    per_rank = [
+        r["comms_by_dimension"][0]["exposed_per_rank_ns"] for r in runs_json(db, "--by", "world_size")["runs"]
+    ]
+    assert per_rank == sorted(per_rank) and per_rank[-1] > per_rank[0]
+    text = cli("runs", "--db", db)[1]
+    assert "communication per parallelism dimension" in text
+    n8 = next(line for line in text.splitlines() if "(n8), 8 GPUs" in line)
+    assert "points exposed all-reduce on the dp group" in n8
+
+
+def test_history_over_time(series, tmp_path):
+    """--over time: runs in `date` label order (not ingest order), the best by the metric marked
+    (lowest median step, highest samples/s: scaling_truth.json)."""
+    db, truth = series
+    doc = runs_json(db, "--over", "time")
+    fastest = min(truth["runs"], key=lambda t: t["step_median_ns"])["name"]
+    assert [r["name"] for r in doc["runs"] if r["best"]] == [fastest]
+    most = max(truth["runs"], key=lambda t: t["samples_per_s"])["name"]
+    assert [
+        r["name"] for r in runs_json(db, "--over", "time", "--metric", "samples_per_s")["runs"] if r["best"]
+    ] == [most]
+    src = Path(db).parent / "s"
+    for name, date in (("n2", "2026-12-03"), ("n4", "2026-12-01")):  # ingested n2 first, dated later
+        shutil.copytree(src / name, tmp_path / name)
+        code, out = cli(
+            "ingest", tmp_path / name, "--db", tmp_path / "h.duckdb", "-q", "--label", f"date={date}"
+        )
+        assert code == 0, out
+    hist = runs_json(tmp_path / "h.duckdb", "--over", "time")
+    assert [(r["name"], r["when"]) for r in hist["runs"]] == [("n4", "2026-12-01"), ("n2", "2026-12-03")]
+    code, out = cli("runs", "--db", db, "--over", "time", "--metric", "nonsense")
+    assert code == 2 and "--metric nonsense" in out
+
+
+def _figures(page: str) -> dict:
+    """The page's plotly figures (its inert application/json block)."""
+    start = page.index('id="figure-data">') + len('id="figure-data">')
+    return json.loads(page[start : page.index("</script>", start)])
+
+
+def test_runs_page(series, tmp_path):
+    """`report --runs` and `runs --html`: offline (plotly.js inlined, no http), the efficiency
+    curve and the stacked loss points equal scaling_truth.json, the step-time curve the truth's
+    medians; a hostile label shows as text (render/escape.py), never as markup."""
+    db, truth = series
+    code, out = cli("report", "--runs", "--db", db, "-o", tmp_path / "r.html")
+    assert code == 0, out
+    page = (tmp_path / "r.html").read_text()
+    assert "Plotly" in page and "<script src" not in page and 'src="http' not in page
+    figs = _figures(page)
+    by_gpus = sorted(truth["runs"], key=lambda t: t["gpus"])
+    eff = figs["runs-scaling"]["data"][0]
+    assert eff["y"] == pytest.approx([100 * t["efficiency"] for t in by_gpus], rel=1e-9)
+    bars = {d["name"]: d["y"] for d in figs["runs-scaling"]["data"][1:]}
+    for part in ("compute", "exposed_comms", "imbalance", "idle"):
+        want = [t["loss_points"][part] for t in by_gpus]
+        assert bars[f"lost: {part.replace('_', ' ')}"] == pytest.approx(want, rel=1e-9, abs=1e-9)
+    sweep = figs["runs-sweep"]["data"][0]
+    assert sorted(sweep["y"]) == pytest.approx(
+        sorted(t["step_median_ns"] / 1e6 for t in truth["runs"]), rel=1e-9
+    )
+    assert "runs-dims" in figs and "points exposed all-reduce on the dp group" in page
+    # hostile label text, and the history figure with its best run
+    shutil.copytree(Path(db).parent / "s" / "n2", tmp_path / "n2")
+    evil = "<img src=x onerror=alert(1)></script>"
+    code, out = cli("ingest", tmp_path / "n2", "--db", tmp_path / "e.duckdb", "-q", "--label", f"note={evil}")
+    assert code == 0, out
+    code, out = cli("runs", "--db", tmp_path / "e.duckdb", "--over", "time", "--html", tmp_path / "e.html")
+    assert code == 0, out
+    page = (tmp_path / "e.html").read_text()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    history = _figures(page)["runs-history"]["data"]
+    assert len(history[1]["x"]) == 1  # the best run marked
+    code, out = cli(
+        "runs", "--db", tmp_path / "e.duckdb", "--where", "note=none", "--html", tmp_path / "x.html"
+    )
+    assert code == 2 and "no run to show" in out

@@ -41,6 +41,13 @@ from .ingest import Spinner
 @click.option(
     "--peak-tflops", type=float, default=None, help="Per-GPU dense peak TFLOP/s, overriding the table."
 )
+@click.option(
+    "--runs",
+    "runs_page",
+    is_flag=True,
+    help="Write the runs page instead: every run (job) of the workspace, the scaling series its "
+    "labels say, step time and MFU per run (`nsight-analyze runs --html FILE` selects and sorts).",
+)
 @gpu_option
 @job_option
 @step_pattern_option
@@ -53,6 +60,7 @@ def command(
     gpu: str | None,
     job: int | None,
     step_pattern: str | None,
+    runs_page: bool = False,
 ) -> None:
     """Write the HTML report: partition, aligned timeline, heatmap, overlap, kernels, capture quality.
 
@@ -60,6 +68,9 @@ def command(
     ranks), named under the title."""
     from ..render.report import parse_steps, write_report
 
+    if runs_page:
+        _write_runs_page(db, output)
+        return
     step_range = parse_steps(steps)
     given = (("model_flops_per_step", model_flops_per_step), ("peak_tflops", peak_tflops), ("gpu", gpu))
     mfu = {k: v for k, v in given if v is not None}
@@ -78,3 +89,17 @@ def command(
     if note:
         echo(note)
     click.echo(f"report: {path.resolve()} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def _write_runs_page(db: str, output: Path) -> None:
+    """`report --runs`: the runs page of every run (runs.runs() with its defaults)."""
+    from ..render.report.runs_page import write_runs_page
+    from ..runs import runs
+
+    con = open_workspace(db, read_only=True, must_exist=True)
+    try:
+        result = runs(con)
+    finally:
+        con.close()
+    path = write_runs_page(result, output)
+    click.echo(f"runs page: {path.resolve()} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -18,7 +19,8 @@ from ..workspace import open_workspace
 
 _COLUMNS = (
     "run", "name", "labels", "ranks", "gpu", "steps", "step_median_ns", "step_p95_ns", "steps_per_s",
-    "mfu_pct", "compute_pct", "memory_pct", "exposed_comms_pct", "idle_pct", "overlap_pct",
+    "samples_per_s", "tokens_per_s", "mfu_pct", "compute_pct", "memory_pct", "exposed_comms_pct",
+    "idle_pct", "overlap_pct",
     "straggler", "straggler_delay_ns", "top_finding",
 )  # fmt: skip
 
@@ -44,6 +46,8 @@ def _records(result: RunsResult) -> list[dict[str, Any]]:
                 "step_median_ns": r["step_median_ns"],
                 "step_p95_ns": r["step_p95_ns"],
                 "steps_per_s": r["steps_per_s"],
+                "samples_per_s": r["samples_per_s"],
+                "tokens_per_s": r["tokens_per_s"],
                 "mfu_pct": _pct(r["mfu"]),
                 "compute_pct": _pct(r["compute_share"]),
                 "memory_pct": _pct(r["memory_share"]),
@@ -54,7 +58,30 @@ def _records(result: RunsResult) -> list[dict[str, Any]]:
                 "straggler_delay_ns": r["straggler_delay_ns"],
                 "top_finding": r["top_finding"],
             }
+            | ({"when": r.get("when"), "best": "best" if r.get("best") else ""} if result.over else {})
         )
+    return out
+
+
+def _dimension_records(result: RunsResult) -> list[dict[str, Any]]:
+    """One row per run and parallelism dimension (comm_groups): a dimension that stops scaling
+    shows as exposed time per rank growing, or bus bandwidth falling, along the runs."""
+    out = []
+    for r in result.rows:
+        for d in r["comms_by_dimension"]:
+            out.append(
+                {
+                    "run": r["job"],
+                    "name": r["name"],
+                    "dimension": d["dimension"],
+                    "ops": d["ops"],
+                    "link": d["link"],
+                    "total_per_rank_ns": d["total_per_rank_ns"],
+                    "exposed_per_rank_ns": d["exposed_per_rank_ns"],
+                    "exposed_share_pct": _pct(d["exposed_share"]),
+                    "busbw_gbps": d["busbw_gbps"],
+                }
+            )
     return out
 
 
@@ -139,6 +166,28 @@ def _json(result: RunsResult) -> dict[str, Any]:
     is_flag=True,
     help="Add each run's top diagnose finding (runs diagnose once per run: slower).",
 )
+@click.option(
+    "--over",
+    type=click.Choice(["time"]),
+    default=None,
+    help="A history: the runs in time order (their `date` labels, else the capture start) with the "
+    "best run by --metric marked.",
+)
+@click.option(
+    "--metric",
+    default="step_median_ns",
+    show_default=True,
+    help="With --over time: the metric whose best run is marked (step_median_ns, steps_per_s, "
+    "samples_per_s, tokens_per_s, mfu, ...).",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the runs page (efficiency curve with the loss stacked under it, step time and "
+    "MFU against the label, the history, communication per dimension): one offline HTML file.",
+)
 def command(
     db: str,
     fmt: str,
@@ -149,11 +198,16 @@ def command(
     findings: bool,
     compare_runs: tuple[str, str] | None,
     fail_pct: float | None,
+    over: str | None,
+    metric: str,
+    html_path: Path | None,
 ) -> None:
     """One row per run (job) of the workspace: its labels (run.toml / run.json beside the traces,
     `ingest --label`) and what the traces carry (ranks, GPU), the job step time (median, p95),
     steps/s, MFU (label model_flops_per_step), the time partition's shares, overlap and the
-    straggler. --where and --by select and sort a sweep; --scaling (or labels scaling=strong|weak)
+    straggler, samples/s and tokens/s (labels samples_per_step or global_batch, tokens_per_step),
+    communication per parallelism dimension. --where and --by select and sort a sweep; --over time
+    is a history with the best run marked; --scaling (or labels scaling=strong|weak)
     gives each run's scaling efficiency against a baseline and where the loss goes; --compare
     and --fail-on-regression hand two runs to `compare`. docs/runs.md.
     """
@@ -161,12 +215,27 @@ def command(
     con = open_workspace(db, read_only=True, must_exist=True)
     try:
         pair = bool(compare_runs) or fail_pct is not None  # two runs for `compare`, not a series
-        result = runs(con, wanted, by, scaling, baseline, findings and not pair, series=not pair)
+        result = runs(
+            con,
+            wanted,
+            by,
+            scaling,
+            baseline,
+            findings and not pair,
+            series=not pair,
+            over=over,
+            metric=metric,
+        )
     finally:
         con.close()
     if compare_runs or fail_pct is not None:
         _compare(db, fmt, result, compare_runs, fail_pct)
         return
+    if html_path is not None:
+        from ..render.report.runs_page import write_runs_page
+
+        written = write_runs_page(result, html_path)
+        echo(f"runs page: {clean(str(written.resolve()))}", err=True)
     if fmt == "json":
         print(to_json(_json(result)))
         return
@@ -174,15 +243,28 @@ def command(
     if fmt == "csv":  # one rectangular table: the series' columns beside each run's
         series = {e["run"]: e for e in _scaling_records(result.scaling)} if result.scaling else {}
         merged = [r | {k: v for k, v in series.get(r["run"], {}).items() if k not in r} for r in records]
-        columns = list(_COLUMNS) + [k for k in (next(iter(series.values()), {})) if k not in _COLUMNS]
+        extra = [k for k in ("when", "best") if result.over]
+        columns = list(_COLUMNS) + extra + [k for k in (next(iter(series.values()), {})) if k not in _COLUMNS]
         emit(PlainTable.from_records(merged, columns), fmt)
         for note in result.notes:
             echo(f"note: {clean(note)}", err=True)
         return
-    drop = {c for c in ("name", "labels", "mfu_pct", "top_finding") if all(not r[c] for r in records)}
-    table = PlainTable.from_records(records, [c for c in _COLUMNS if c not in drop])
+    drop = {
+        c
+        for c in ("name", "labels", "samples_per_s", "tokens_per_s", "mfu_pct", "top_finding")
+        if all(not r[c] for r in records)
+    }
+    shown = [c for c in _COLUMNS if c not in drop] + (["when", "best"] if result.over else [])
+    table = PlainTable.from_records(records, shown)
     title = f"runs by {result.by}" if result.by else "runs"
+    if result.over:
+        title = f"runs over time (best: {result.metric})"
     emit(table, fmt, title)
+    dims = _dimension_records(result)
+    if dims:
+        if fmt == "markdown":
+            print()
+        emit(PlainTable.from_records(dims), fmt, "communication per parallelism dimension")
     if result.scaling is not None:
         s = result.scaling
         stitle = f"{s['mode']} scaling against run {s['baseline']}"

@@ -395,7 +395,12 @@ def _compile_note(ctx: Ctx) -> list[Finding]:
             + (f"in {len(steps)} steps" if recompiles else "one-time")
             + f" ({n} phase(s) of "
             f"nested `dynamo_timed` ranges on {len(phases)} rank(s), the longest `{longest}`"
-            + (f"; the GPU idled {idle / 1e6:.3f} ms meanwhile" if idle else "")
+            + (
+                f"; inside the analysed {'steps' if ctx.has_steps else 'capture'} the GPU idled "
+                f"{idle / 1e6:.3f} ms of it"
+                if idle
+                else ""
+            )
             + (f" and ran {ran} launch(es) issued inside it, autotuning benchmarks" if ran else "")
             + ")."
             + where_steps

@@ -9,7 +9,9 @@ world_size), so one ingest of the series' folder holds every run. What changes w
   with N and with the step to more than one node;
 - strong scaling (same global work): every other GPU operation takes N1/N of its time
   (`work_scale`); weak scaling (same work per GPU): unchanged;
-- optionally a straggler (rank 1, compute +PCT %) in the runs of at least `straggler_from` GPUs.
+- optionally a straggler (rank 1, compute +PCT %) in the runs of at least `straggler_from` GPUs;
+- the `global_batch` label: SAMPLES_PER_GPU x N1 samples per step (strong: the same global
+  work) or SAMPLES_PER_GPU x N (weak), so `runs` has a throughput to compute.
 `scaling_truth.json` states each run's efficiency and the split of its loss, computed from the
 generator's own partition of every rank and step (ground_truth.json `partition`, synth/truth.py,
 independent of the SQL) with the definitions of docs/runs.md.
@@ -25,6 +27,7 @@ from ..errors import UserError
 TRUTH_FILE = "scaling_truth.json"
 MODEL = "synth-transformer"
 PARTS = ("compute", "exposed_comms", "imbalance", "idle")
+SAMPLES_PER_GPU = 4  # samples per GPU per step of the baseline (the global_batch label)
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -52,6 +55,7 @@ def run_parts(partition: list[dict]) -> dict[str, float]:
     if not steps:
         raise ValueError("no step every rank has")
     acc = {"step_ns": 0.0, **{p: 0.0 for p in PARTS}}
+    longest = []
     for rows in steps:
         n = len(rows)
 
@@ -59,13 +63,22 @@ def run_parts(partition: list[dict]) -> dict[str, float]:
             return sum(r[key] for r in rows) / n
 
         t = max(r["window_ns"] for r in rows)
+        longest.append(t)
         wait = min(mean("comms_exposed_ns"), max(r["compute_ns"] for r in rows) - mean("compute_ns"))
         acc["step_ns"] += t
         acc["compute"] += mean("compute_ns") + mean("memory_ns") + mean("other_ns")
         acc["exposed_comms"] += mean("comms_exposed_ns") - wait
         acc["imbalance"] += t - mean("window_ns") + wait
         acc["idle"] += mean("idle_ns")
-    return {k: v / len(steps) for k, v in acc.items()} | {"steps": len(steps)}
+    longest.sort()
+    half = len(longest) // 2
+    median = longest[half] if len(longest) % 2 else (longest[half - 1] + longest[half]) / 2
+    return {k: v / len(steps) for k, v in acc.items()} | {"steps": len(steps), "step_median_ns": median}
+
+
+def global_batch(sizes: list[int], n: int, weak: bool) -> int:
+    """Samples per step of the run on n GPUs: fixed by the baseline (strong), per GPU (weak)."""
+    return SAMPLES_PER_GPU * (n if weak else sizes[0])
 
 
 def series_truth(docs: dict[int, dict], weak: bool) -> dict:
@@ -80,6 +93,7 @@ def series_truth(docs: dict[int, dict], weak: bool) -> dict:
         scale = 1.0 if weak else base_n / n
         ideal = base["step_ns"] * scale
         loss = {k: p[k] - base[k] * scale for k in PARTS}
+        batch = global_batch(sizes, n, weak)
         runs.append(
             {
                 "name": f"n{n}",
@@ -92,6 +106,9 @@ def series_truth(docs: dict[int, dict], weak: bool) -> dict:
                 "loss_parts_ns": loss,
                 "loss_points": {k: 100.0 * v / p["step_ns"] for k, v in loss.items()},
                 "step_parts_ns": {k: p[k] for k in PARTS},
+                "step_median_ns": p["step_median_ns"],
+                "global_batch": batch,
+                "samples_per_s": batch / (p["step_median_ns"] * 1e-9),
             }
         )
     return {
@@ -99,7 +116,8 @@ def series_truth(docs: dict[int, dict], weak: bool) -> dict:
         "mode": "weak" if weak else "strong",
         "baseline": f"n{base_n}",
         "definitions": "docs/runs.md; efficiency strong T_base*N_base/(T*N), weak T_base/T; T = mean job "
-        "step time; loss_parts_ns sum to loss_ns; loss_points = 100 * part / T",
+        "step time; loss_parts_ns sum to loss_ns; loss_points = 100 * part / T; samples_per_s = "
+        "global_batch / median job step time",
         "tolerance": "exact up to float rounding (the partition of every rank and step is exact)",
         "runs": runs,
     }
@@ -132,7 +150,14 @@ def generate_series(
         docs[n] = generate(
             folder, ranks=n, injections=inject, work_scale=1.0 if weak else sizes[0] / n, **job
         )
-        labels = {"name": f"n{n}", "scaling": mode, "model": MODEL, "world_size": n, "series": out.name}
+        labels = {
+            "name": f"n{n}",
+            "scaling": mode,
+            "model": MODEL,
+            "world_size": n,
+            "series": out.name,
+            "global_batch": global_batch(sizes, n, weak),
+        }
         (folder / "run.json").write_text(json.dumps(labels, indent=1) + "\n")
     truth = series_truth(docs, weak)
     truth["generator"] = {
