@@ -224,3 +224,52 @@ def test_sglang_report_and_compare_say_memory_is_kernels_not_copies(sglang):
         assert p["before"]["copies_ns"] / 1e6 == pytest.approx(timeline["exposed_memcpy_time"], abs=0.0005)
     assert p["before"]["copies_ns"] < 0.001 * p["before"]["memory_kernels_ns"]
     assert all(p["delta"][c] == 0 for c in SPLIT)
+
+
+VLLM_CAPTURE = TRACES / (
+    "kineto/tracelens/inference/vllm_decode_full/capture_traces/"
+    "graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"
+)
+CUPTI_PROFILER = TRACES / "kineto/hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
+
+
+@requires_shared
+def test_compare_of_traces_without_steady_work_says_why_instead_of_failing(tmp_path):
+    """Found comparing every shared trace with itself. vLLM's graph-capture trace: 28.8 µs of
+    memory work (19.6 µs of kernels, 9.2 µs of copies: time_partition) in a 57.8 ms
+    window, so some trimmed cut of it holds no kernel work (rate 0): the work-rate range divided by
+    it (ZeroDivisionError); it is now not comparable, with the reason. HTA's cupti_profiler trace
+    has no kernel and no copy (counted below): the HTML diff's kernel waterfall read per-step
+    totals that are not there (KeyError); the page now renders without it."""
+    import duckdb
+
+    from nsight_analyze.compare import compare
+    from nsight_analyze.ingest import ingest
+    from nsight_analyze.render.compare_html import render
+
+    db = tmp_path / "vllm.duckdb"
+    ingest([VLLM_CAPTURE], db)
+    r = compare(db, db, findings=False)
+    wr = r["work_rate"]
+    assert not wr["comparable"] and "work rate is 0" in wr["why"] and r["verdict"]["basis"] == "none"
+    con = duckdb.connect(str(db), read_only=True)
+    want = con.execute(
+        "SELECT memory_ns, memory_kernels_ns, copies_ns FROM time_partition WHERE step IS NULL"
+    ).fetchone()
+    con.close()
+    total = r["partition"]["total"]["before"]
+    assert (total["memory_ns"], total["memory_kernels_ns"], total["copies_ns"]) == want
+    assert 'id="partition"' in render(r)
+
+    empty = tmp_path / "cupti.duckdb"
+    ingest([CUPTI_PROFILER], empty)
+    con = duckdb.connect(str(empty), read_only=True)
+    assert (
+        con.execute("SELECT (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memops)").fetchone()[0]
+        == 0
+    )
+    con.close()
+    r = compare(empty, empty, findings=False)
+    assert r["partition"]["total"] is None
+    page = render(r)
+    assert "no time partition" in page and "fig-kernels" not in page

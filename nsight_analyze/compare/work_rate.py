@@ -223,6 +223,12 @@ def _work_rate(con: duckdb.DuckDBPyConnection, cats: dict[str, str], cfg: dict[s
         )
         return out
     rates = {i: [r["rate"] for r in cuts if r["side"] == i and r["rate"] is not None] for i in (0, 1)}
+    if min(rates[0], default=0.0) <= 0:  # a ratio to no work: the range would be unbounded
+        out["why"] = (
+            "a cut of BEFORE's windows holds none of the kernel work both runs do (its work rate is "
+            "0), so how the windows are cut changes the rate without bound"
+        )
+        return out
     out["comparable"] = True
     out["delta_pct"] = 100.0 * (ra / rb - 1.0)
     out["range_pct"] = [

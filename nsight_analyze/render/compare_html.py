@@ -161,9 +161,12 @@ def _label(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def kernel_waterfall(result: dict[str, Any]) -> dict[str, Any]:
-    """Kernel time per step: before -> the largest kernel deltas -> the rest -> after (sums exactly)."""
+def kernel_waterfall(result: dict[str, Any]) -> dict[str, Any] | None:
+    """Kernel time per step: before -> the largest kernel deltas -> the rest -> after (sums exactly);
+    None when neither run has a kernel (its totals then carry no per-step values)."""
     k = result["kernels"]
+    if "delta_per_step_ns" not in k["totals"]:
+        return None
     rows = [r for r in k["rows"] if r["delta_per_step_ns"]][:WATERFALL_ITEMS]
     # numbered: truncated names can coincide, and plotly merges equal category labels
     items = [(f"{i}. {_label(r['name'])}", r["delta_per_step_ns"] / 1e6) for i, r in enumerate(rows, 1)]
@@ -227,7 +230,7 @@ def _partition_table(result: dict[str, Any]) -> str:
     total and its two parts, memory-bound kernels and copies, on rows of their own."""
     total = result["partition"]["total"]
     if not total:
-        return "<p>No partition: no rank in common.</p>"
+        return "<p>No partition: the ranks compared have no time partition (no GPU operation).</p>"
     b, a = total["before"], total["after"]
     rows = [
         [
