@@ -14,7 +14,7 @@ from . import advice
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .dimensions import kernel_comm_fixes
-from .op_roofline import TILE, op_evidence, roofline_share
+from .op_roofline import K_SLICE, TILE, op_evidence, roofline_share
 from .precision import gpu_support
 
 _IN_WINDOWS = (
@@ -140,10 +140,12 @@ def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dic
     """Signals, fixes and metrics from the shapes of the ops that launched the small-grid GEMMs and
     attention kernels (op_roofline: Kineto record_shapes); the evidence table is appended to `ev`.
 
-    A GEMM whose output has fewer 128 x 128 tiles than the GPU has SMs is small work: no tile
-    choice fills the GPU, batching or fusing it (or split-K / stream-K) does. One whose output has
-    more tiles ran large tiles or no split-K: a tile configuration (autotuning) is the lever. The
-    ops' achieved share of the roofline says how much the idle SMs cost: near the roof, little.
+    A GEMM whose output has fewer 128 x 128 tiles than the GPU has SMs, even with K split in slices
+    of 256, is genuinely small work: no tile choice fills the GPU, batching or fusing it does. One
+    with a small output and a deep K fills it by splitting K (split-K / stream-K); one whose output
+    alone has enough tiles ran large tiles or a persistent kernel: a tile configuration is the
+    lever. The ops' achieved share of the roofline says how much the idle SMs cost: near the roof,
+    little.
     """
     got = op_evidence(ctx, "shapes of the small-grid ops", "the small-grid kernels", _small_grid_kernels(ctx))
     if got is None:
@@ -152,38 +154,54 @@ def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dic
     rows = got[1]
     signals: list[Signal] = []
     fixes: list[Fix] = []
-    gemm = [r for r in rows if r["kind"] == "gemm" and r["tiles_128"] is not None and r["sm_count"]]
+    gemm = [r for r in rows if r["kind"] == "gemm" and r["split_k_tiles"] is not None and r["sm_count"]]
     gemm_ns = math.fsum(float(r["kernel_ns"]) for r in gemm)
-    small_ns = math.fsum(float(r["kernel_ns"]) for r in gemm if int(r["tiles_128"]) < int(r["sm_count"]))
-    small_pct = round(100.0 * small_ns / gemm_ns, 1) if gemm_ns else None
+
+    def pct(keep) -> float | None:  # share of the small-grid GEMM kernel time in one class of shape
+        return (
+            round(100.0 * math.fsum(float(r["kernel_ns"]) for r in gemm if keep(r)) / gemm_ns, 1)
+            if gemm_ns
+            else None
+        )
+
+    roof, roof_ns = roofline_share(rows)
+    small_pct = pct(lambda r: int(r["split_k_tiles"]) < int(r["sm_count"]))
+    split_pct = pct(lambda r: int(r["tiles_128"]) < int(r["sm_count"]) <= int(r["split_k_tiles"]))
+    tile_pct = pct(lambda r: int(r["tiles_128"]) >= int(r["sm_count"]))
     if small_pct is not None:
-        small = small_pct >= 50
         signals.append(
             Signal(
-                "small-grid GEMM time with small outputs",
+                "small-grid GEMM time with small work",
                 small_pct,
                 "%",
-                "supports" if small else "neutral",
-                f"share of the small-grid GEMM kernel time whose op's output (batch x M x N) has fewer "
-                f"{TILE} x {TILE} tiles than SMs: "
-                + (
-                    "genuinely small work: no tile configuration fills the GPU; batch or fuse these "
-                    "GEMMs (more tokens per GEMM, grouped GEMM) or split K"
-                    if small
-                    else "the outputs could fill the SMs with smaller tiles: the library chose large "
-                    "tiles or no split-K, a tile configuration is the lever"
-                ),
+                "supports" if small_pct >= 50 else "neutral",
+                f"of the small-grid GEMM kernel time (ops with recorded shapes): {small_pct} % whose op "
+                f"cannot fill the SMs with {TILE} x {TILE} output tiles even with K split in slices of "
+                f"{K_SLICE} (genuinely small work: batch or fuse it, more tokens per GEMM, grouped GEMM); "
+                f"{split_pct} % that could with split-K / stream-K (small output, deep K); {tile_pct} % "
+                "whose output alone has enough tiles (the library chose large tiles or a persistent "
+                "kernel: a tile configuration is the lever)",
             )
         )
-        if not small:
+        if split_pct >= 25:
+            fixes.append(
+                Fix(
+                    "Split K for the GEMMs with a small output and a deep K (cuBLASLt split-K / "
+                    "stream-K heuristics, torch.compile mode='max-autotune', a split-K Triton/CUTLASS "
+                    "kernel)",
+                    "a reduction of the partial results (extra memory traffic, non-deterministic "
+                    "summation order with atomics)",
+                )
+            )
+        if tile_pct >= 25 and (roof is None or roof < 80):  # near the roof a retune gains little
             fixes.append(
                 Fix(
                     "Autotune the GEMM tiles for these shapes (torch.compile mode='max-autotune', "
-                    "cuBLASLt heuristics / split-K, a CUTLASS or Triton kernel with smaller tiles)",
+                    "cuBLASLt heuristics, a CUTLASS or Triton kernel with smaller tiles)",
                     "autotuning time at start-up; a tuned configuration is per shape and GPU",
                 )
             )
-    share, ns = roofline_share(rows)
+    share, ns = roof, roof_ns
     if share is not None:
         signals.append(
             Signal(
@@ -202,7 +220,16 @@ def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dic
                 ),
             )
         )
-    return signals, fixes, {"small_gemm_output_pct": small_pct, "small_grid_ops_pct_of_roofline": share}
+    return (
+        signals,
+        fixes,
+        {
+            "small_work_gemm_pct": small_pct,
+            "split_k_gemm_pct": split_pct,
+            "large_output_gemm_pct": tile_pct,
+            "small_grid_ops_pct_of_roofline": share,
+        },
+    )
 
 
 # memory-category GPU time by fix family: memory kernels by subcategory, memops by kind

@@ -25,6 +25,9 @@ from .base import Ctx, Evidence
 #: Output tile edge used to count how many thread blocks a GEMM's output could fill: 128 x 128 is
 #: the smallest tile the tensor-core GEMM libraries favour for large problems (cuBLAS, CUTLASS).
 TILE = 128
+#: The shallowest K slice a split-K (or stream-K) GEMM is credited with: a GEMM whose output tiles
+#: times ceil(K / 256) reach the SM count can fill the GPU by splitting K.
+K_SLICE = 256
 
 
 def _num(value: Any) -> str:
@@ -84,10 +87,10 @@ def ops_sql(ctx: Ctx, kernels_sql: str) -> str:
     and FLOPs (op_flops), its achieved TFLOP/s, the dense peak of its precision on its rank's GPU,
     arithmetic intensity, the ridge point (peak / memory bandwidth), the roofline's attainable
     TFLOP/s (min(peak, intensity x bandwidth)) and the achieved share of it; tiles_128 (GEMMs:
-    batch x ceil(M/128) x ceil(N/128), the output tiles a 128 x 128 kernel would launch) against
-    the SM count. A launch belongs to the leaf op on its thread whose host span holds its
-    cuda_api call (as op_flops counts kernels). No SQL comments: evidence SQL is folded onto one
-    line."""
+    batch x ceil(M/128) x ceil(N/128), the output tiles a 128 x 128 kernel would launch) and
+    split_k_tiles (x ceil(K/256): with K split too) against the SM count. A launch belongs to the
+    leaf op on its thread whose host span holds its cuda_api call (as op_flops counts kernels). No
+    SQL comments: evidence SQL is folded onto one line."""
     sm_default = int(ctx.th.get("sm_count_default") or 0)
     prec = _precision(ctx, "any_value(dtype)", "arg_max(name, (duration_ns, name))")
     roof = "least(any_value(peak_tflops), sum(flops) / sum(bytes) * any_value(mem_bw_gbs) / 1e3)"
@@ -132,19 +135,24 @@ def ops_sql(ctx: Ctx, kernels_sql: str) -> str:
                round(100.0 * sum(flops) / sum(op_kernel_ns) / 1e3 / {roof}, 1) AS pct_of_roofline,
                CASE WHEN kind = 'gemm' THEN coalesce(batch, 1) * ceil(m / {TILE}) * ceil(n / {TILE})
                     END::BIGINT AS tiles_128,
+               CASE WHEN kind = 'gemm' THEN coalesce(batch, 1) * ceil(m / {TILE}) * ceil(n / {TILE})
+                    * ceil(k / {K_SLICE}) END::BIGINT AS split_k_tiles,
                any_value(sm_count) AS sm_count,
                arg_max(kernel, (kernel_ns, kernel)) AS example_kernel,
                list(DISTINCT rank ORDER BY rank) AS ranks
         FROM pk GROUP BY op, kind, dtype, batch, m, n, k, attn_b, attn_h, attn_l, attn_d, causal,
                  peak_precision, peak_tflops, mem_bw_gbs, sm_count
-        ORDER BY kernel_ns DESC, op, dtype, batch, m, n, k, attn_l, attn_d"""
+        ORDER BY kernel_ns DESC, op, dtype, batch, m, n, k, attn_b, attn_h, attn_l, attn_d, causal,
+                 peak_precision, peak_tflops"""
 
 
 def op_evidence(ctx: Ctx, name: str, what: str, kernels_sql: str) -> tuple[Evidence, list[dict]] | None:
     """The evidence table of `ops_sql` and its rows (all of them, for the signals), or None when
     the trace recorded no shapes for these kernels (no op_flops, or no op around their launches)."""
-    if not ctx.has("op_flops", "cuda_api", "gpus"):
-        return None
+    if not ctx.has("op_flops", "cuda_api", "gpus") or not ctx.scalar(
+        "SELECT count(*) FROM (FROM op_flops LIMIT 1)"
+    ):
+        return None  # no shapes recorded: nothing to read (and no peaks to resolve)
     sql = ops_sql(ctx, kernels_sql)
     rows = ctx.rows(sql)
     if not rows:
@@ -157,7 +165,8 @@ def op_evidence(ctx: Ctx, name: str, what: str, kernels_sql: str) -> tuple[Evide
         "against the GPU's dense peak for its precision (float inputs: the FP32/TF32 its kernel's "
         "name states, else unknown), arithmetic intensity (FLOP/byte) against the ridge point (peak / memory "
         "bandwidth), the roofline's attainable TFLOP/s and the share achieved; tiles_128: the "
-        "128 x 128 output tiles of the GEMM against the SM count. NULL: not in the trace or the "
+        "128 x 128 output tiles of the GEMM, split_k_tiles: those x ceil(K / 256) (K split in slices "
+        "of 256), against the SM count. NULL: not in the trace or the "
         "peaks table.",
         sql,
     )
