@@ -14,7 +14,7 @@ from . import advice
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .dimensions import kernel_comm_fixes
-from .op_roofline import K_SLICE, TILE, op_evidence, roofline_share
+from .op_roofline import K_SLICE, TILE, op_evidence, roofline_share, roofline_signal
 from .precision import gpu_support
 
 _IN_WINDOWS = (
@@ -204,20 +204,13 @@ def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dic
     share, ns = roof, roof_ns
     if share is not None:
         signals.append(
-            Signal(
+            roofline_signal(
                 "small-grid ops' achieved share of the roofline",
                 share,
-                "%",
-                "supports" if share < 50 else "against" if share >= 80 else "neutral",
-                f"their ops' FLOPs over {ns / 1e6:.3f} ms of their kernel time against min(dense peak of "
-                "their dtype, intensity x memory bandwidth)"
-                + (
-                    ": far below the roof, the idle SMs cost real throughput"
-                    if share < 50
-                    else ": near the roof, more blocks would gain little"
-                    if share >= 80
-                    else ""
-                ),
+                ns,
+                "their ops' FLOPs",
+                "far below the roof, the idle SMs cost real throughput",
+                "near the roof, more blocks would gain little",
             )
         )
     return (
@@ -618,20 +611,13 @@ def _dominant_shapes(ctx: Ctx, ev: list, safe: str, fam: str) -> list[Signal]:
     share, ns = roofline_share(rows)
     if share is not None:
         signals.append(
-            Signal(
+            roofline_signal(
                 "its ops' achieved share of the roofline",
                 share,
-                "%",
-                "supports" if share < 50 else "against" if share >= 80 else "neutral",
-                f"the ops' FLOPs (from their shapes) over {ns / 1e6:.3f} ms of their kernel time against "
-                "min(dense peak of their dtype, intensity x memory bandwidth)"
-                + (
-                    ": far below the roof, tuning the kernel has room"
-                    if share < 50
-                    else ": near the roof, only less work (precision, fewer FLOPs) helps"
-                    if share >= 80
-                    else ""
-                ),
+                ns,
+                "the ops' FLOPs (from their shapes)",
+                "far below the roof, tuning the kernel has room",
+                "near the roof, only less work (precision, fewer FLOPs) helps",
             )
         )
     elif any(r["flops_per_op"] is not None for r in rows):

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from .. import gpus
-from .base import Ctx, Evidence
+from .base import Ctx, Evidence, Signal
 
 #: Output tile edge used to count how many thread blocks a GEMM's output could fill: 128 x 128 is
 #: the smallest tile the tensor-core GEMM libraries favour for large problems (cuBLAS, CUTLASS).
@@ -183,3 +183,17 @@ def roofline_share(rows: list[dict]) -> tuple[float | None, float]:
         return None, 0.0
     at_roof = math.fsum(float(r["op_kernel_ns"]) * float(r["pct_of_roofline"]) / 100.0 for r in known)
     return round(100.0 * at_roof / ns, 1), ns
+
+
+def roofline_signal(label: str, share: float, ns: float, whose: str, low: str, high: str) -> Signal:
+    """The achieved share of the roofline as a signal: below 50 % supports a finding about the
+    kernels (room left), from 80 % it is against it (only less work helps); `low` / `high` say what
+    that means for this finding."""
+    return Signal(
+        label,
+        share,
+        "%",
+        "supports" if share < 50 else "against" if share >= 80 else "neutral",
+        f"{whose} over {ns / 1e6:.3f} ms of their kernel time against min(dense peak of their dtype, "
+        "intensity x memory bandwidth)" + (f": {low}" if share < 50 else f": {high}" if share >= 80 else ""),
+    )
