@@ -260,9 +260,24 @@ def hfu_mfu_summary(
         summary["hfu_over_mfu"] = None
         notes.append(
             "no counter data (Nsight Compute or CUPTI range profiler) matched the timeline kernels: HFU "
-            f"unavailable. Collect it with: {NCU_HINT}"
+            + (
+                "unavailable. This tool reads NVIDIA's FLOP counters only, and every rank ran on an "
+                "AMD GPU, where Nsight Compute does not run"
+                if _all_amd(con)
+                else f"unavailable. Collect it with: {NCU_HINT}"
+            )
         )
     return summary
+
+
+def _all_amd(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether every rank's trace came from ROCm's tracer: Nsight Compute, the only counter source
+    read, cannot profile those GPUs, so its command is no advice there."""
+    row = con.execute(
+        f"SELECT count(*) > 0 AND bool_and(coalesce({gpus.VENDOR_SQL} = 'amd', false)) "
+        "FROM ranks r JOIN files f ON f.file_id = r.file_id"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _above_peak(

@@ -107,6 +107,18 @@ def test_vllm_mi300x_trace_is_identified_from_its_properties(vllm_db: str) -> No
     assert table.exit_code == 0 and "identified" in table.output and "MI300X" in table.output
 
 
+def test_hfu_advice_on_an_amd_trace_is_no_nsight_compute_command(vllm_db: str) -> None:
+    """ROCm traced it (roctracer_version, read above): ncu cannot profile an MI300X, so the HFU
+    note says why HFU is unavailable instead of offering the ncu command (issue 52: no fix the
+    hardware cannot take); an NVIDIA trace keeps the command (test_mfu.py)."""
+    res = CliRunner().invoke(
+        main, ["mfu", "--db", vllm_db, "--model-flops-per-step", "3e9", "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    notes = " ".join(json.loads(res.output)["notes"])
+    assert "HFU unavailable" in notes and "AMD GPU" in notes and "ncu --metrics" not in notes
+
+
 # --- identification rules ---------------------------------------------------------------------------
 
 
