@@ -39,6 +39,7 @@ DOMINANT_SHARE = 0.8
 HIGHER_IS_BETTER = {"steps_per_s", "samples_per_s", "tokens_per_s", "mfu", "overlap", "compute_share"}
 LOWER_IS_BETTER = {
     "step_median_ns", "step_p95_ns", "step_mean_ns", "exposed_comms_share", "idle_share", "memory_share",
+    "memory_kernels_share", "copies_share",
     "straggler_delay_ns", "straggler_cost_ns",
 }  # fmt: skip
 
@@ -65,7 +66,7 @@ st AS (
            avg(idle_other_ns) AS idle_other_ns,
            sum(window_ns) AS w, sum(compute_ns) AS c, sum(memory_ns) AS m, sum(other_ns) AS o,
            sum(comms_exposed_ns) AS e, sum(idle_ns) AS i, sum(comms_total_ns) AS ct,
-           sum(comms_hidden_ns) AS ch
+           sum(comms_hidden_ns) AS ch, sum(memory_kernels_ns) AS mk, sum(copies_ns) AS cp
     FROM tp WHERE step IS NOT NULL GROUP BY job, step
 ),
 full_steps AS (SELECT st.* FROM st JOIN nr USING (job) WHERE st.have = nr.n),
@@ -79,13 +80,13 @@ per_step AS (
            avg(sync_stall_ns) AS sync_stall_step_ns, avg(host_bound_ns) AS host_bound_step_ns,
            avg(idle_other_ns) AS idle_other_step_ns,
            sum(w) AS w, sum(c) AS c, sum(m) AS m, sum(o) AS o, sum(e) AS e, sum(i) AS i,
-           sum(ct) AS ct, sum(ch) AS ch
+           sum(ct) AS ct, sum(ch) AS ch, sum(mk) AS mk, sum(cp) AS cp
     FROM full_steps GROUP BY job
 ),
 whole AS (
     SELECT job, sum(window_ns) AS w, sum(compute_ns) AS c, sum(memory_ns) AS m, sum(other_ns) AS o,
            sum(comms_exposed_ns) AS e, sum(idle_ns) AS i, sum(comms_total_ns) AS ct,
-           sum(comms_hidden_ns) AS ch
+           sum(comms_hidden_ns) AS ch, sum(memory_kernels_ns) AS mk, sum(copies_ns) AS cp
     FROM tp WHERE step IS NULL GROUP BY job
 ),
 shares AS (
@@ -93,7 +94,9 @@ shares AS (
            CASE WHEN p.job IS NOT NULL THEN 'steps' ELSE 'capture' END AS shares_over,
            coalesce(p.w, h.w) AS w, coalesce(p.c, h.c) AS c, coalesce(p.m, h.m) AS m,
            coalesce(p.o, h.o) AS o, coalesce(p.e, h.e) AS e, coalesce(p.i, h.i) AS i,
-           coalesce(p.ct, h.ct) AS ct, coalesce(p.ch, h.ch) AS ch
+           coalesce(p.ct, h.ct) AS ct, coalesce(p.ch, h.ch) AS ch,
+           CASE WHEN p.job IS NOT NULL THEN p.mk ELSE h.mk END AS mk,
+           CASE WHEN p.job IS NOT NULL THEN p.cp ELSE h.cp END AS cp
     FROM (SELECT * FROM per_step WHERE steps > 0) AS p FULL JOIN whole AS h ON h.job = p.job
 ),
 gpu AS (
@@ -108,6 +111,7 @@ SELECT j.job, j.ranks, j.world_size, j.complete, j.label AS ranks_label, j.captu
        p.idle_other_step_ns,
        s.shares_over,
        s.c / nullif(s.w, 0) AS compute_share, s.m / nullif(s.w, 0) AS memory_share,
+       s.mk / nullif(s.w, 0) AS memory_kernels_share, s.cp / nullif(s.w, 0) AS copies_share,
        s.o / nullif(s.w, 0) AS other_share, s.e / nullif(s.w, 0) AS exposed_comms_share,
        s.i / nullif(s.w, 0) AS idle_share,
        CASE WHEN s.ct > 0 THEN s.ch / s.ct END AS overlap,

@@ -7,11 +7,14 @@
 --   src_kind, dst_kind VARCHAR, api_name VARCHAR (the issuing call), api_start_ns BIGINT ns,
 --   api_duration_ns BIGINT ns, tid BIGINT, correlation_id BIGINT.
 -- Definition: memops with start_ns > 0 joined to the cuda_api row of the same rank and
---   correlation_id (memops without such a call are left out).
+--   correlation_id (memops without such a call are left out), except the copies of NCCL
+--   copy-engine collectives (nccl_ce_copies): they are communication (gpu_ops' comms), whose wait
+--   the comms analyses judge; a host-blocking or pageable-copy finding on NCCL's own memcpy would
+--   tell the user to fix a copy they did not write. memop_summary still lists them (comms = true).
 -- columns: rank, device_id, stream_id, start_ns, duration_ns, end_ns, kind, bytes, src_kind, dst_kind, api_name, api_start_ns, api_duration_ns, tid, correlation_id
 -- stage: rank
 -- result: stored
--- requires: memops, cuda_api
+-- requires: memops, cuda_api, nccl_ce_copies
 CREATE OR REPLACE VIEW diag_copy_calls AS
 SELECT m.rank, m.device_id, m.stream_id, m.start_ns, m.end_ns - m.start_ns AS duration_ns,
        m.end_ns, m.kind, m.bytes, m.src_kind, m.dst_kind,
@@ -19,4 +22,5 @@ SELECT m.rank, m.device_id, m.stream_id, m.start_ns, m.end_ns - m.start_ns AS du
        a.tid, m.correlation_id
 FROM memops m
 JOIN cuda_api a ON a.rank = m.rank AND a.correlation_id = m.correlation_id
+ANTI JOIN nccl_ce_copies AS ce ON ce.rank = m.rank AND ce.correlation_id = m.correlation_id
 WHERE m.start_ns > 0;

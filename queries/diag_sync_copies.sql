@@ -18,7 +18,9 @@
 -- Definition: memops joined to their launch call (same rank and correlation_id). A copy issued by
 --   two API rows with the same correlation id (e.g. a wrapper and the runtime call) appears once
 --   per call, as in nsys.
---   The copies and their calls are the stored pairs of diag_copy_calls.
+--   The copies and their calls are the stored pairs of diag_copy_calls, which leaves out the copies
+--   of NCCL copy-engine collectives (nccl_ce_copies: communication, not a user's copy; nsys lists
+--   them as any other memcpy).
 -- stage: job
 -- requires: diag_copy_calls
 CREATE OR REPLACE MACRO diag_sync_copies(htod_min_bytes := 65536) AS TABLE

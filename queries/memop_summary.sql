@@ -1,7 +1,8 @@
 -- memop_summary: per rank and copy kind, count, time and bytes of memcpy/memset operations
 -- (nsys `gpumemtimesum` + `gpumemsizesum` parity).
 -- Why: host<->device traffic and memsets are GPU time that is neither compute nor comms; their
--- sizes tell whether copies are many-small (latency bound) or few-large (bandwidth bound).
+-- sizes tell whether copies are many-small (latency bound) or few-large (bandwidth bound). Copies
+-- that are communication (peer copies, NCCL copy-engine collectives) are listed, flagged comms.
 -- Columns:
 --   rank INTEGER, kind VARCHAR (memops.kind: HtoD, DtoH, DtoD, HtoH, PtoP, memset,
 --   'Unified Memory HtoD', ...), instances BIGINT,
@@ -10,17 +11,25 @@
 --   min_bytes BIGINT B, max_bytes BIGINT B, stddev_bytes DOUBLE B,
 --   pct DOUBLE % (share of the rank's summed memop time),
 --   label VARCHAR (nsys' operation name: '[CUDA memcpy HtoD]', '[CUDA Unified Memory memcpy DtoH]',
---   '[CUDA memset]')
--- Definition: duration = end_ns - start_ns; med = ordinary median; stddev = sample standard
---   deviation (n - 1), 0 for a single operation. nsys prints sizes in MB = bytes / 10^6.
--- columns: rank, kind, instances, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, total_bytes, avg_bytes, med_bytes, min_bytes, max_bytes, stddev_bytes, pct, label
+--   '[CUDA memset]'),
+--   comms BOOLEAN (the row's copies are communication, category comms in gpu_ops: kind PtoP, or
+--   the copies of NCCL copy-engine collectives, nccl_ce_copies, not the user's memcpys; a rank with
+--   both of one kind has two rows of it, one each way)
+-- Definition: one row per rank, kind and comms; duration = end_ns - start_ns; med = ordinary median;
+--   stddev = sample standard deviation (n - 1), 0 for a single operation; pct shares the time of
+--   all the rank's memops, comms ones included. nsys prints sizes in MB = bytes / 10^6 (nsys has no
+--   comms split: its row of a kind is the sum of ours).
+-- columns: rank, kind, instances, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, total_bytes, avg_bytes, med_bytes, min_bytes, max_bytes, stddev_bytes, pct, label, comms
 -- stage: rank
 -- result: stored
--- requires: memops
+-- requires: memops, nccl_ce_copies
 CREATE OR REPLACE VIEW memop_summary AS
 WITH m AS (
-    SELECT rank, coalesce(kind, 'Unknown') AS kind, end_ns - start_ns AS d, bytes
-    FROM memops
+    SELECT o.rank, coalesce(o.kind, 'Unknown') AS kind, o.end_ns - o.start_ns AS d, o.bytes,
+           coalesce(o.kind = 'PtoP', false) OR ce.correlation_id IS NOT NULL AS comms
+    FROM memops AS o
+    LEFT JOIN (SELECT DISTINCT rank, correlation_id FROM nccl_ce_copies) AS ce
+        ON ce.rank = o.rank AND ce.correlation_id = o.correlation_id
 )
 SELECT
     rank,
@@ -43,7 +52,8 @@ SELECT
         WHEN lower(kind) = 'memset' THEN '[CUDA memset]'
         WHEN kind LIKE 'Unified Memory %' THEN '[CUDA Unified Memory memcpy ' || substr(kind, 16) || ']'
         ELSE '[CUDA memcpy ' || kind || ']'
-    END AS label
+    END AS label,
+    comms
 FROM m
-GROUP BY rank, kind
-ORDER BY rank, total_ns DESC, kind;
+GROUP BY rank, kind, comms
+ORDER BY rank, total_ns DESC, kind, comms;

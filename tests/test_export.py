@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -417,3 +418,69 @@ def test_chrome_trace_never_writes_a_negative_duration(tmp_path):
     assert [(e["cat"], e["dur"], e["args"]["recorded duration ns"]) for e in inverted] == [
         ("kernel", 0, -2000)
     ] * 5
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged [start, end) intervals."""
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        elif e > s:
+            out.append((s, e))
+    return out
+
+
+def _minus(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """ns of the union `a` not covered by the union `b`."""
+    covered = 0
+    for s, e in a:
+        for bs, be in b:
+            covered += max(0, min(e, be) - max(s, bs))
+    return sum(e - s for s, e in a) - covered
+
+
+def test_chrome_trace_labels_copies_apart_from_memory_kernels(db, tmp_path):
+    """memcpy / memset operations are category `copies` with their own colour, memory-bound
+    kernels stay `memory` (README export paragraph): per rank, the exported copies not under a
+    compute or memory kernel and the memory kernels not under a compute kernel are exactly the
+    stored partition's copies_ns and memory_kernels_ns of the whole capture (time_partition,
+    step IS NULL: the oracle, computed by queries/tp_breakdown.sql, not by the export)."""
+    out = tmp_path / "trace.json"
+    _export(db, str(out), "--format", "chrome-trace")
+    with open(out, encoding="utf-8") as fh:  # Decimal: exact ns even for epoch-based clocks
+        slices = [e for e in json.load(fh, parse_float=Decimal)["traceEvents"] if e["ph"] == "X"]
+    memops = [e for e in slices if e["cat"] in ("gpu_memcpy", "gpu_memset")]
+    con = _con(db)
+    try:
+        assert len(memops) == con.execute("SELECT count(*) FROM memops").fetchone()[0] > 0
+        want = {
+            r: (mk, cp)
+            for r, mk, cp in con.execute(
+                "SELECT rank, memory_kernels_ns, copies_ns FROM time_partition WHERE step IS NULL"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+    assert {e["args"]["category"] for e in memops} == {"copies"}
+    assert {e["cname"] for e in memops} == {chrome_trace.CNAME["copies"]} != {chrome_trace.CNAME["memory"]}
+
+    def spans(rank: int, keep) -> list[tuple[int, int]]:
+        return _union(
+            [
+                (int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000))
+                for e in slices
+                if e["pid"] == rank and keep(e)
+            ]
+        )
+
+    def kernel_of(*cats: str):
+        return lambda e: e["cat"] == "kernel" and e["args"]["category"] in cats
+
+    for rank, (mk, cp) in want.items():
+        compute = spans(rank, kernel_of("compute"))
+        kernels = spans(rank, kernel_of("compute", "memory"))
+        copies = spans(rank, lambda e: e["args"].get("category") == "copies")
+        assert _minus(spans(rank, kernel_of("memory")), compute) == mk, rank
+        assert _minus(copies, kernels) == cp, rank
+    assert sum(cp for _, cp in want.values()) > 0  # the sample traces have exposed copies

@@ -160,6 +160,74 @@ def test_copy_engine_collectives_count_as_communication(modern):
     )
 
 
+def _ce_members_by_rank(truth: dict) -> dict[int, set[int]]:
+    """{rank: correlation ids of its copy-engine copies}, from the generator's truth."""
+    out: dict[int, set[int]] = {}
+    for o in truth["parallel"]["operations"]:
+        if o["copy_engine"]:
+            for r, c in o["members"]:
+                out.setdefault(r, set()).add(c)
+    return out
+
+
+def test_copy_engine_copies_are_not_copy_findings(modern, tmp_path):
+    """A copy-engine collective's memcpy is communication: the copy rules (diag_copy_calls, read by
+    diag_sync_copies, the excessive-sync rule's nsys cuda-async-memcpy list) leave it out, and
+    memop_summary lists it flagged comms, not silently dropped.
+
+    Edited copy of the workspace: every copy's destination is made Pageable (so nsys'
+    cuda-async-memcpy rule would list each cudaMemcpyAsync), and rank 0's `CE Batch` / `CE Sync`
+    ranges are renamed, so its copies are no longer NCCL's (the control: the same copies, only the
+    ranges differ); rank 0's first copy is made a device-to-device peer copy (kind PtoP, which
+    gpu_ops counts as communication too). Expected from the generator's truth: rank 0's other
+    copy-engine copies are listed, those of ranks 1-3 are not; memop_summary has each rank's
+    copies, comms on ranks 1-3 and for rank 0's PtoP copy only."""
+    db, truth = modern
+    ce = _ce_members_by_rank(truth)
+    assert sorted(ce) == [0, 1, 2, 3] and all(ce.values())  # truth: every TP rank runs CE AllGathers
+    con = duckdb.connect(db, read_only=True)
+    try:
+        # unedited: the job's only memops are the truth's CE copies (copies_total_ns 0), none paired
+        assert con.execute("SELECT COUNT(*) FROM diag_copy_calls").fetchone()[0] == 0
+        summary = con.execute(
+            "SELECT rank, kind, instances, comms FROM memop_summary ORDER BY rank"
+        ).fetchall()
+    finally:
+        con.close()
+    # truth: the CE copies are DtoD memcpys (synth/parallel.py: K.memcpy("DtoD", ...))
+    assert summary == [(r, "DtoD", len(ce[r]), True) for r in sorted(ce)]
+
+    copy = tmp_path / "ws.duckdb"
+    copy.write_bytes(open(db, "rb").read())
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE memops SET dst_kind = 'Pageable'")
+    con.execute(
+        "UPDATE nvtx SET text = 'not NCCL ' || text WHERE rank = 0 AND text IN ('CE Batch', 'CE Sync')"
+    )
+    peer = min(ce[0])
+    con.execute(
+        f"UPDATE memops SET kind = 'PtoP', dst_kind = 'Device' WHERE rank = 0 AND correlation_id = {peer}"
+    )
+    con.execute("UPDATE files SET sha256 = 'edited-' || sha256")  # mark the ranks changed
+    con.close()
+    con = open_workspace(str(copy))  # recomputes
+    con.close()
+    con = duckdb.connect(str(copy), read_only=True)
+    try:
+        listed = con.execute(
+            "SELECT rank, correlation_id, nsys_rule FROM diag_sync_copies() ORDER BY ALL"
+        ).fetchall()
+        summary = con.execute(
+            "SELECT rank, kind, instances, comms FROM memop_summary ORDER BY rank, kind"
+        ).fetchall()
+    finally:
+        con.close()
+    assert listed == [(0, c, "cuda-async-memcpy") for c in sorted(ce[0] - {peer})]
+    assert summary == [(0, "DtoD", len(ce[0]) - 1, False), (0, "PtoP", 1, True)] + [
+        (r, "DtoD", len(ce[r]), True) for r in sorted(ce) if r != 0
+    ]
+
+
 def test_ce_collectives_need_the_advanced_trace(tmp_path):
     with pytest.raises(UserError, match="needs --nccl-trace"):
         generate(tmp_path / "a", ce_collectives=True, **JOB)

@@ -8,6 +8,8 @@ of world size, ProfilerStep numbers of HTA's trace_diff pair).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 from pathlib import Path
@@ -490,3 +492,30 @@ def test_runs_page(series, tmp_path):
         "runs", "--db", tmp_path / "e.duckdb", "--where", "note=none", "--html", tmp_path / "x.html"
     )
     assert code == 2 and "no run to show" in out
+
+
+def test_memory_split_shares_match_the_generator(series):
+    """memory_kernels_pct and copies_pct (docs/runs.md) beside memory_pct: each run's shares of
+    its step windows equal the generator's partition (ground_truth.json `partition`, synth/truth.py:
+    memory_kernels_ns = memory-bound kernels under no compute, copies_ns = memcpy/memset under no
+    kernel), summed over every rank and step / the windows; the two add up to memory_pct."""
+    db, _ = series
+    root = Path(db).parent / "s"
+    doc = runs_json(db)
+    seen = {"memory_kernels": 0.0, "copies": 0.0}
+    for r in doc["runs"]:
+        gt = json.loads((root / r["name"] / "ground_truth.json").read_text())
+        rows = [p for p in gt["partition"] if p["step"] is not None]
+        window = sum(p["window_ns"] for p in rows)
+        for part in seen:
+            share = sum(p[f"{part}_ns"] for p in rows) / window
+            assert r[f"{part}_share"] == pytest.approx(share, rel=1e-9, abs=1e-12), (r["name"], part)
+            seen[part] += share
+        assert r["memory_kernels_share"] + r["copies_share"] == pytest.approx(r["memory_share"], rel=1e-9)
+    assert seen["memory_kernels"] > 0 and seen["copies"] > 0  # both parts are exercised
+    code, out = cli("runs", "--db", db, "--format", "csv", stdout=True)
+    assert code == 0, out
+    for row in csv.DictReader(io.StringIO(out)):
+        assert float(row["memory_kernels_pct"]) + float(row["copies_pct"]) == pytest.approx(
+            float(row["memory_pct"]), rel=1e-6
+        )

@@ -19,8 +19,8 @@ from ..workspace import open_workspace
 
 _COLUMNS = (
     "run", "name", "labels", "ranks", "gpu", "steps", "step_median_ns", "step_p95_ns", "steps_per_s",
-    "samples_per_s", "tokens_per_s", "mfu_pct", "compute_pct", "memory_pct", "exposed_comms_pct",
-    "idle_pct", "overlap_pct",
+    "samples_per_s", "tokens_per_s", "mfu_pct", "compute_pct", "memory_pct",
+    "memory_kernels_pct", "copies_pct", "exposed_comms_pct", "idle_pct", "overlap_pct",
     "straggler", "straggler_delay_ns", "top_finding",
 )  # fmt: skip
 
@@ -51,6 +51,8 @@ def _records(result: RunsResult) -> list[dict[str, Any]]:
                 "mfu_pct": _pct(r["mfu"]),
                 "compute_pct": _pct(r["compute_share"]),
                 "memory_pct": _pct(r["memory_share"]),
+                "memory_kernels_pct": _pct(r["memory_kernels_share"]),
+                "copies_pct": _pct(r["copies_share"]),
                 "exposed_comms_pct": _pct(r["exposed_comms_share"]),
                 "idle_pct": _pct(r["idle_share"]),
                 "overlap_pct": _pct(r["overlap"]),

@@ -10,7 +10,10 @@ Layout (one process per rank, `pid` = rank; one thread per CUDA stream, `tid` = 
   kernels         ph X, cat "kernel"; args.category = compute | memory | comms | other (the
                   colour, via `cname`), correlation, device, stream, grid/block where known
   memory ops      ph X, cat "gpu_memcpy" / "gpu_memset", named as Kineto names them
-                  ("Memcpy HtoD (Pinned -> Device)") so the reader recovers kind and memory kinds
+                  ("Memcpy HtoD (Pinned -> Device)") so the reader recovers kind and memory kinds;
+                  args.category = copies and the copies colour: the partition's copies_ns, apart
+                  from the memory-bound kernels (category memory, memory_kernels_ns), as the
+                  summary, compare and the report split them (partition.py MEMORY_PARTS)
   idle            ph X on the rank's "idle" track: the stored `gaps` pieces of the whole-capture
                   window (step IS NULL), named by their cause
   steps           ph X on the rank's "steps" track: the stored `steps` windows
@@ -52,8 +55,16 @@ BATCH_ROWS = 65_536  # events per Arrow batch written at once
 # (epoch-based clocks), DECIMAL(38, 3) keeps every digit, at some cost.
 DOUBLE_EXACT_NS = 10**15
 
-# Chrome trace-viewer's reserved colour names (Perfetto picks its own colours by name).
-CNAME = {"compute": "thread_state_running", "memory": "thread_state_iowait", "comms": "rail_response"}
+# Chrome trace-viewer's reserved colour names (Perfetto picks its own colours by name). `cname`
+# takes only these names, not a hex colour, so each category gets the reserved name nearest the
+# palette's (render/palette.py CATEGORY): memory orange (iowait, 255,140,0), copies light yellow
+# (cq_build_running, 255,255,119; the palette's #ffd166), so copies never read as memory kernels.
+CNAME = {
+    "compute": "thread_state_running",
+    "memory": "thread_state_iowait",
+    "copies": "cq_build_running",
+    "comms": "rail_response",
+}
 IDLE_CNAME = {
     "input_stall": "terrible",
     "sync_stall": "bad",
@@ -185,9 +196,9 @@ def _queries(us: str, steps: StepBounds | None) -> dict[str, str]:
                               || ')' END,
             'pid', m.rank, 'tid', coalesce(m.stream_id, 0),
             'ts', {u("m.aligned_start_ns")}, 'dur', {u("greatest(m.duration_ns, 0)")},
-            'cname', '{CNAME["memory"]}',
+            'cname', '{CNAME["copies"]}',
             'args', json_merge_patch('{{}}', json_object(
-                'category', 'memory', 'kind', m.kind, 'bytes', m.bytes, 'correlation', m.correlation_id,
+                'category', 'copies', 'kind', m.kind, 'bytes', m.bytes, 'correlation', m.correlation_id,
                 'device', m.device_id, 'stream', m.stream_id, 'graph node id', m.graph_node_id,
                 'recorded duration ns', CASE WHEN m.duration_ns < 0 THEN m.duration_ns END))
         )::VARCHAR

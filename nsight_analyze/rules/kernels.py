@@ -225,13 +225,17 @@ def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dic
     )
 
 
-# memory-category GPU time by fix family: memory kernels by subcategory, memops by kind
+# memory-category GPU time by fix family: memory kernels by subcategory, memops by kind (not the
+# peer copies and NCCL copy-engine copies gpu_ops counts as communication)
 _MEMORY_FAMILIES = f"""SELECT family, sum(ns) AS total_ns, sum(n) AS ops,
        round(100.0 * sum(ns) / sum(sum(ns)) OVER (), 2) AS pct_of_memory_time
 FROM (SELECT {advice.family_sql("category", "subcategory")} AS family, end_ns - start_ns AS ns, 1 AS n
       FROM kernels WHERE category = 'memory'
       UNION ALL
-      SELECT {advice.MEMOP_FAMILY_SQL} AS family, end_ns - start_ns, 1 FROM memops WHERE kind <> 'PtoP')
+      SELECT {advice.MEMOP_FAMILY_SQL} AS family, end_ns - start_ns, 1 FROM memops AS m
+      WHERE kind <> 'PtoP'
+        AND NOT EXISTS (SELECT 1 FROM nccl_ce_copies AS c
+                        WHERE c.rank = m.rank AND c.correlation_id = m.correlation_id))
 GROUP BY family ORDER BY total_ns DESC, family"""
 
 
