@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TRACES, ingested
-from test_kineto import write_trace
+from test_kineto import kernel_dict, launch_dict, op_dict, write_trace
 
 from nsight_analyze.diagnose import diagnose, resolve_thresholds
 from nsight_analyze.rules import kernels as kernel_rules
@@ -285,28 +285,10 @@ def _attention_trace(path: Path, record_shapes: bool) -> Path:
     launch and kernel (grid 64 blocks) on one stream; with record_shapes, `Input Dims` and types."""
 
     def op(name, ts, dur, ext, dims):
-        args = {"External id": ext}
-        if record_shapes:
-            args |= {"Input Dims": dims, "Input type": ["c10::BFloat16"] * len(dims)}
-        return {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": name,
-            "pid": 9,
-            "tid": 9,
-            "ts": ts,
-            "dur": dur,
-            "args": args,
-        }
+        shapes = (dims, ["c10::BFloat16"] * len(dims)) if record_shapes else (None, None)
+        return op_dict(name, ts, dur, ext, *shapes)
 
-    def launch(ts, corr, ext):
-        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": ts,
-                "dur": 4, "args": {"correlation": corr, "External id": ext}}  # fmt: skip
-
-    def kernel(name, ts, dur, corr, ext):
-        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-                "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext,
-                         "grid": [64, 1, 1], "block": [256, 1, 1]}}  # fmt: skip
+    launch, kernel = launch_dict, kernel_dict
 
     score = [2, 8, 1024, 1024]
     events = [

@@ -250,31 +250,13 @@ def _kineto_attention_trace(path: Path, record_shapes: bool) -> Path:
     """A PyTorch-profiler trace of one unfused attention: bmm -> softmax -> bmm kernels on one
     stream, their cudaLaunchKernel calls, and the aten ops around them (External id links each
     op to its launch and kernel, as Kineto writes them; with record_shapes, `Input Dims`)."""
-    from test_kineto import write_trace
+    from test_kineto import kernel_dict, launch_dict, op_dict, write_trace
 
     def op(name, ts, dur, ext, dims):
-        args = {"External id": ext}
-        if record_shapes:
-            args |= {"Input Dims": dims, "Input type": ["c10::BFloat16"] + ["Scalar"] * (len(dims) - 1)}
-        return {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": name,
-            "pid": 9,
-            "tid": 9,
-            "ts": ts,
-            "dur": dur,
-            "args": args,
-        }
+        shapes = (dims, ["c10::BFloat16"] + ["Scalar"] * (len(dims) - 1)) if record_shapes else (None, None)
+        return op_dict(name, ts, dur, ext, *shapes)
 
-    def launch(ts, corr, ext):
-        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": ts,
-                "dur": 4, "args": {"correlation": corr, "External id": ext}}  # fmt: skip
-
-    def kernel(name, ts, dur, corr, ext):
-        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-                "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext,
-                         "grid": [64, 1, 1], "block": [256, 1, 1]}}  # fmt: skip
+    launch, kernel = launch_dict, kernel_dict
 
     qk, pv = [[16, 1024, 64], [16, 64, 1024]], [[16, 1024, 1024], [16, 1024, 64]]
     events = [

@@ -146,6 +146,29 @@ def write_trace(path: Path, events: list[dict], **top) -> Path:
     return path
 
 
+def op_dict(
+    name: str, ts: int, dur: int, ext: int, dims: list | None = None, types: list | None = None
+) -> dict:
+    """A cpu_op event (pid/tid 9) with its External id; with record_shapes, `Input Dims` / `Input type`."""
+    args: dict = {"External id": ext}
+    if dims is not None:
+        args |= {"Input Dims": dims, "Input type": types}
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 9, "tid": 9, "ts": ts, "dur": dur, "args": args}
+
+
+def launch_dict(ts: int, corr: int, ext: int) -> dict:
+    """A 4 us cudaLaunchKernel on the op's thread, linked by correlation and External id."""
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": ts,
+            "dur": 4, "args": {"correlation": corr, "External id": ext}}  # fmt: skip
+
+
+def kernel_dict(name: str, ts: int, dur: int, corr: int, ext: int) -> dict:
+    """A kernel on device 0, stream 7, grid 64 blocks of 256 threads."""
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext,
+                     "grid": [64, 1, 1], "block": [256, 1, 1]}}  # fmt: skip
+
+
 def kernel_event(ts: str, dur: str, name: str = "gemm_kernel", corr: int = 1, **args) -> str:
     """A kernel event as JSON text, ts/dur verbatim (so decimals keep their digits)."""
     a = {"device": 0, "stream": 7, "correlation": corr, "grid": [1, 1, 1], "block": [32, 1, 1], **args}
