@@ -146,12 +146,17 @@ def ops_sql(ctx: Ctx, kernels_sql: str) -> str:
                  peak_precision, peak_tflops"""
 
 
+def has_shapes(ctx: Ctx, *needs: str) -> bool:
+    """Whether the trace recorded op shapes (op_flops has a row) and the other tables `needs` exist:
+    op_flops exists in every workspace, and a rule that joins millions of kernels to an empty
+    op_flops (every nsys trace without shape NVTX) pays the join for nothing."""
+    return ctx.has("op_flops", *needs) and bool(ctx.scalar("SELECT count(*) FROM (FROM op_flops LIMIT 1)"))
+
+
 def op_evidence(ctx: Ctx, name: str, what: str, kernels_sql: str) -> tuple[Evidence, list[dict]] | None:
     """The evidence table of `ops_sql` and its rows (all of them, for the signals), or None when
     the trace recorded no shapes for these kernels (no op_flops, or no op around their launches)."""
-    if not ctx.has("op_flops", "cuda_api", "gpus") or not ctx.scalar(
-        "SELECT count(*) FROM (FROM op_flops LIMIT 1)"
-    ):
+    if not has_shapes(ctx, "cuda_api", "gpus"):
         return None  # no shapes recorded: nothing to read (and no peaks to resolve)
     sql = ops_sql(ctx, kernels_sql)
     rows = ctx.rows(sql)

@@ -19,6 +19,7 @@ from typing import Any
 from .. import gpu_arch, gpus
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
+from .op_roofline import has_shapes
 
 _ARCH_FAMILY = {"blackwell": ("blackwell", "blackwell-consumer")}
 #: Tensor-core precisions a fix may advise (gpu_arch.ARCH_PRECISIONS).
@@ -239,7 +240,7 @@ def _unnamed_float_gemms(ctx: Ctx) -> list[dict]:
     """Per rank, the GEMM kernels whose names state no type (gemm_precision NULL: cuBLASLt nvjet,
     Triton) launched by an op whose first input is float (op_flops, Kineto record_shapes): rows
     (rank, precision 'float', ns, n) like the rule's per-precision rows; [] without shapes."""
-    if not ctx.has("op_flops", "kernels", "cuda_api"):
+    if not has_shapes(ctx, "kernels", "cuda_api"):
         return []
     return ctx.rows(
         f"""SELECT rank, 'float' AS precision, sum(duration_ns) AS ns, count(*) AS n
@@ -251,7 +252,7 @@ def _unnamed_float_gemms(ctx: Ctx) -> list[dict]:
 def _op_dtypes(ctx: Ctx) -> tuple[Any, Signal] | None:
     """The input dtype of the ops that launched the FP32/TF32-named GEMMs (Kineto record_shapes), as
     evidence and a signal: a 16-bit op dtype contradicts the name; None without recorded shapes."""
-    if not ctx.has("op_flops", "kernels", "cuda_api"):
+    if not has_shapes(ctx, "kernels", "cuda_api"):
         return None
     sql = f"""SELECT name_precision, {_dtype_precision("dtype")} AS op_precision, dtype AS op_dtype, op,
                      count(*) AS launches, sum(duration_ns) AS kernel_ns,
@@ -503,7 +504,7 @@ def unaligned_gemm(ctx: Ctx) -> list[Finding]:
             f"job take the other {100 - share:.1f} %",
         )
     ]
-    if ctx.has("op_flops", "kernels", "cuda_api"):
+    if has_shapes(ctx, "kernels", "cuda_api"):
         shapes_sql = f"""SELECT op, dtype, batch, m, n, k, count(*) AS launches,
                                 sum(duration_ns) AS kernel_ns, arg_max(name, (duration_ns, name)) AS kernel
                          FROM ({_op_gemms(_UNALIGNED.replace("name", "k.name"))})
