@@ -17,15 +17,17 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 -m "not slow"
 
+# Runs every benchmark, then writes the "Latest run" section of docs/benchmarks.md from their output.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
+# The whole tree (what .gitignore ignores left out), with the ruff that pyproject.toml pins.
 lint: $(STAMP)
-	$(BIN)/ruff format --check nsight_analyze tests benchmarks
-	$(BIN)/ruff check nsight_analyze tests benchmarks
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 format: $(STAMP)
-	$(BIN)/ruff format nsight_analyze tests benchmarks
+	$(BIN)/ruff format .
 
 venv: $(STAMP)
 

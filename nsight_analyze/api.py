@@ -30,7 +30,7 @@ settings or queries changed) are recomputed on the first call, as the CLI does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -137,17 +137,23 @@ class Workspace:
 
     @contextlib.contextmanager
     def connect(
-        self, read_only: bool = True, analyse: bool = True, scope: bool | None = None
+        self,
+        read_only: bool = True,
+        analyse: bool = True,
+        scope: bool | None = None,
+        needs: Iterable[str] | str | None = "all",
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A DuckDB connection with the documented tables and views, closed on exit.
 
         read_only=False lets statements change the workspace (and takes its write lock);
         analyse=False skips recomputing stale stored results (the raw tables only); scope=True
-        shows one job only (self.job, else the largest; job_scope.py), None: when self.job is set."""
+        shows one job only (self.job, else the largest; job_scope.py), None: when self.job is set.
+        `needs`: the stored results the caller reads, computed first if missing or stale
+        ("all"; None: the first answers, which an ingest computed; or names of tables or views)."""
         from .job_scope import scope as scope_job
         from .workspace import open_workspace
 
-        con = open_workspace(self.path, read_only=read_only, must_exist=True, analyse=analyse)
+        con = open_workspace(self.path, read_only=read_only, must_exist=True, analyse=analyse, needs=needs)
         try:
             if scope or (scope is None and self.job is not None):
                 self.scope = scope_job(con, self.job)
@@ -160,7 +166,10 @@ class Workspace:
 
         The tables and views are documented in docs/metrics.md and queries/*.sql (integer ns
         times). Returns None for a statement without a result (CREATE, INSERT, ...)."""
-        with self.connect(read_only=not write) as con:
+        from .query_layer import names_in
+
+        needs = names_in(query) if isinstance(query, str) else None  # run_sql says what is wrong
+        with self.connect(read_only=not write, needs=needs) as con:
             return run_sql(con, query, arrow=arrow)
 
     # -- what is in it ----------------------------------------------------------------------------
@@ -189,7 +198,7 @@ class Workspace:
         from .gpus import DEFAULT_PRECISION, rank_peaks, validate_gpu
 
         validate_gpu(gpu)
-        with self.connect() as con:
+        with self.connect(needs=None) as con:
             df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision or DEFAULT_PRECISION, gpu=gpu)
         return _frame(df, arrow)
 
@@ -200,7 +209,7 @@ class Workspace:
         from .gpus import DEFAULT_PRECISION, ncu_peaks_sql
 
         sql = ncu_peaks_sql(precision or DEFAULT_PRECISION)
-        with self.connect() as con:
+        with self.connect(needs=None) as con:
             df = con.execute(sql).df()
         return _frame(df, arrow)
 
@@ -229,7 +238,7 @@ class Workspace:
         step_source, top_kernels, no_timeline, warnings, notes, job}; see `partition` for the rows."""
         from .summary import summary
 
-        with self.connect(scope=True) as con:
+        with self.connect(needs=None, scope=True) as con:
             out = summary(con, by=by)
         return {**out, "job": self.scope.as_dict() if self.scope else None}
 
@@ -250,7 +259,7 @@ class Workspace:
         """
         from .summary import partition
 
-        with self.connect(scope=True) as con:
+        with self.connect(needs=None, scope=True) as con:
             return _frame(partition(con, by), arrow)
 
     def top_kernels(self, limit: int = 10, arrow: bool = False) -> pd.DataFrame | pa.Table:
@@ -260,7 +269,7 @@ class Workspace:
 
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"limit must be a whole number >= 0, not {limit!r}")
-        with self.connect(scope=True) as con:
+        with self.connect(needs=None, scope=True) as con:
             return _frame(top_kernels(con, limit), arrow)
 
     # -- ranks, collectives, stragglers -----------------------------------------------------------
@@ -268,15 +277,17 @@ class Workspace:
     def rank_report(self) -> dict[str, Any]:
         """The document of `nsight-analyze ranks --format json`: jobs, ranks, alignment, the
         straggler verdict per job, and the NCCL kernels no wait could be computed for."""
-        with self.connect() as con:
+        from .whatif import READS  # its "why each rank is slow"
+
+        with self.connect(needs=READS) as con:
             return rank_report_json(rank_report(con))
 
     def whatif(self) -> dict[str, Any]:
         """The document of `nsight-analyze whatif --format json` (docs/whatif.md): per step and for
         the whole job, the step time if each cause went away (the measured dependencies replayed)."""
-        from .whatif import document
+        from .whatif import READS, document
 
-        with self.connect(scope=True) as con:
+        with self.connect(needs=READS, scope=True) as con:
             return document(con)
 
     def ranks(self, arrow: bool = False) -> pd.DataFrame | pa.Table:
@@ -301,9 +312,9 @@ class Workspace:
         dimension (dp, fsdp, tp, pp, ep, unknown), communicator or collective: `total_ns`, `exposed_ns`
         (not overlapped by compute), bytes, `busbw_gbps` against the link's peak, plus notes and
         advice (docs/metrics.md). `pd.DataFrame(ws.comms()["rows"])` for a table."""
-        from .comms import comms
+        from .comms import READS, comms
 
-        with self.connect() as con:
+        with self.connect(needs=READS) as con:
             return comms(con, by)
 
     # -- findings and efficiency ------------------------------------------------------------------
@@ -314,14 +325,14 @@ class Workspace:
         the findings, with .thresholds and .job: the job shape, missing views, rule errors).
         `thresholds` override docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
         Raises NoData (exit status 4 in the CLI) when the workspace has no GPU operation."""
-        from .diagnose import diagnose, resolve_thresholds
+        from .diagnose import READS, diagnose, resolve_thresholds
         from .gpus import stated_gpu
         from .no_data import require_gpu_data
 
         resolve_thresholds(thresholds)  # bad input is said before "no data"
         with self.connect(analyse=False, scope=True) as con:
             require_gpu_data(con, str(self.path), "diagnose")
-        with self.connect(scope=True) as con, stated_gpu(gpu):
+        with self.connect(needs=READS, scope=True) as con, stated_gpu(gpu):
             return diagnose(con, thresholds)
 
     def diagnosis(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> dict[str, Any]:
@@ -350,11 +361,11 @@ class Workspace:
         """The document of `nsight-analyze mfu --format json`; `options` a `MfuOptions`, or its
         fields as keywords, as for `mfu`."""
         from .gpus import validate_gpu
-        from .mfu import MfuOptions, hfu_mfu_summary
+        from .mfu import READS, MfuOptions, hfu_mfu_summary
 
         opts = MfuOptions.of(options, **fields)
         validate_gpu(opts.gpu)
-        with self.connect(scope=True) as con:
+        with self.connect(needs=READS, scope=True) as con:
             summary = hfu_mfu_summary(con, opts)
         return {**summary, "job": self.scope.as_dict() if self.scope else None}  # which job (job_scope.py)
 
@@ -452,12 +463,12 @@ class Workspace:
                     return export_parquet(con, out, wanted, force=force, workspace=str(self.path.resolve()))
         if format != "chrome-trace":
             raise UserError(f"unknown export format {format!r}: use chrome-trace or parquet")
-        from .export.chrome_trace import check_file, export_chrome_trace
+        from .export.chrome_trace import READS, check_file, export_chrome_trace
         from .no_data import require_gpu_data
 
         step_range = parse_steps(steps)
         check_file(out, force)
-        with self.connect() as con:
+        with self.connect(needs=READS) as con:
             chosen = select_ranks(con, wanted)
             require_gpu_data(con, str(self.path), "export")
             with busy(f"writing the Chrome trace {out}"):
@@ -497,12 +508,15 @@ def ingest(
     replace: bool = False,
     rules: PathArg | None = None,
     labels: dict[str, Any] | None = None,
+    analyze: Iterable[str] | str | None = None,
 ) -> Workspace:
     """Read every trace below `inputs` (folders or files: nsys .sqlite/.nsys-rep, PyTorch-profiler
     JSON, Nsight Compute CSV) into the workspace `db` (default: nsight_analyze.duckdb beside the
     first input) and compute its analysis; return it. The ingest report (per-file outcomes) is
     `ws.ingest_report`. Raises UserError when a file failed or nothing was loaded. `labels`:
     run labels of these files' runs ({"batch": 32}, as `ingest --label batch=32`; docs/runs.md).
+    `analyze`: what is computed now (None: the first answers; "all"; table names); everything
+    else is computed when first read (as `ingest --analyze`).
     """
     from .errors import UserError
     from .ingest import ingest as _ingest
@@ -519,7 +533,13 @@ def ingest(
 
     given = parse_cli_labels([f"{k}={v}" for k, v in (labels or {}).items()])  # as `--label k=v`
     report = _ingest(
-        paths, Path(db), jobs=jobs, replace=replace, rules=Path(rules) if rules else None, labels=given
+        paths,
+        Path(db),
+        jobs=jobs,
+        replace=replace,
+        rules=Path(rules) if rules else None,
+        labels=given,
+        analyze=analyze,
     )
     failed = report.by_status("failed")
     if failed:

@@ -18,6 +18,7 @@ from .errors import UserError
 from .no_data import require_ranks
 from .plain import missing
 
+READS = ("collectives", "comm_groups", "comm_kernels", "comm_ops", "_comm_members")  # computed on first read
 BY = ("dimension", "communicator", "collective")
 DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "unknown")
 

@@ -21,6 +21,7 @@ from typing import Any, TypedDict, overload
 
 import duckdb
 
+from . import mfu, whatif
 from .classify import UNCLASSIFIED_WARN_PCT
 from .errors import UserError
 from .rules import RULES
@@ -56,6 +57,19 @@ class Threshold:
 
 
 # name -> default and meaning; docs/diagnose.md lists the same table (a test checks it).
+# What the rules read (their SQL names these; the efficiency rule reads the MFU document, the
+# straggler rules the what-if): computed on first read (analysis.refresh), nothing more.
+# tests/test_lazy_analysis.py checks it covers every name the rules' sources mention.
+READS = (
+    "alignment_quality", "api_summary", "attention_scores", "capture_idle", "capture_phases", "collectives",
+    "comm_groups", "comm_ops", "diag_comm_dimension", "diag_comm_exposure", "diag_comm_recoverable",
+    "diag_gpu_starvation", "diag_kernel_grids", "diag_low_util", "diag_rank_kernels", "diag_step_causes",
+    "diag_sync_api_calls", "diag_sync_copies", "diag_util_chunk_causes", "diag_window_bounds", "diag_windows",
+    "gaps", "graph_candidates", "graph_coverage", "imbalance", "kernel_chains", "kernel_summary",
+    "memory_peak", "merge_straggler_verdict", "op_flops", "rank_attribution", "rank_rollup", "roofline",
+    "steps", "sync_calls", "time_partition", "tp_step_ops", *whatif.READS, *mfu.READS,
+)  # fmt: skip
+
 THRESHOLDS: dict[str, Threshold] = {
     "severity_high_pct": Threshold(10.0, "recoverable time >= this % of the mean step: severity high"),
     "severity_medium_pct": Threshold(

@@ -208,6 +208,7 @@ def ingest(
     analysis_progress: Callable[[int, int], None] | None = None,
     dask: str | None = None,
     labels: dict[str, str] | None = None,
+    analyze: analysis.Wanted = None,
 ) -> IngestReport:
     """Load traces into the workspace; see the module docstring for the guarantees.
 
@@ -219,6 +220,8 @@ def ingest(
     analysis computed after them (analysis.refresh). `labels`: run labels ({key: value},
     `--label`) of the runs these files make, besides those of run.toml / run.json files beside
     them (run_labels.py); a conflict between the two is a UserError before anything is written.
+    `analyze`: the stored results computed now (None: the first answers, `analysis.FIRST_ANSWERS`;
+    "all"; or names); every other one is computed when first read.
     """
     inputs = [Path(p) for p in (inputs if isinstance(inputs, list) else [inputs])]
     db = Path(db)
@@ -247,7 +250,7 @@ def ingest(
         first.source.prefetch(first.path)  # the first file is parsed while all are prepared
     try:
         try:
-            _ingest(candidates, db, report, executor, rules, replace, progress, analysis_progress)
+            _ingest(candidates, db, report, executor, rules, replace, progress, analysis_progress, analyze)
         finally:  # the workers stop before a failed ingest's workspace is removed
             if executor is not None:
                 executor.close()
@@ -391,6 +394,7 @@ def _ingest(
     replace: bool,
     progress: Callable[[FileOutcome, int, int], None] | None,
     analysis_progress: Callable[[int, int], None] | None = None,
+    analyze: analysis.Wanted = None,
 ) -> IngestReport:
     started = time.perf_counter()
     con = _prepare_all(candidates, db, report, executor)
@@ -408,17 +412,20 @@ def _ingest(
             _number_ranks(con, ready, report)
             nsys_recipe.resolve(ready)
             to_load = [c for c in ready if c.file_id is not None]
+            # what the rank-local step of the new files computes: what is asked for, and what the
+            # workspace holds already (recomputed for the new ranks: analysis.plan)
+            tables = analysis.targets(analyze) | analysis.computed(con)
             precomputed: dict[int, dict[str, Path]] = {}
             early = None
             started = time.perf_counter()
             if executor is not None:
-                precomputed = _map_and_land(con, executor, to_load, db, report, progress)
+                precomputed = _map_and_land(con, executor, to_load, db, report, progress, tables)
             else:
-                early = _load_here(con, to_load, report, progress)
+                early = _load_here(con, to_load, report, progress, tables)
             report.seconds["load"] = time.perf_counter() - started
             started = time.perf_counter()
-            if report.by_status("ok"):
-                _post_ingest(con, report, analysis_progress, precomputed, early)
+            if report.by_status("ok") or analyze is not None:
+                _post_ingest(con, report, analysis_progress, precomputed, early, analyze)
             report.seconds["analysis"] = time.perf_counter() - started
         con.execute("CHECKPOINT")  # the close's own, which says nothing when it fails (a full disk)
         rank_store.remove_store(rank_store.store_dir(db))  # the workspace holds what it held
@@ -480,6 +487,7 @@ def _load_here(
     to_load: list[Candidate],
     report: IngestReport,
     progress: Callable[[FileOutcome, int, int], None] | None,
+    tables: set[str] | None = None,
 ) -> Early | None:
     """Load the files one after another in this process (one transaction each), the rank-local
     step of those landed running beside (rank_pipeline) where it can use a core the loading
@@ -497,7 +505,7 @@ def _load_here(
     )
     if pipelined:
         classify.classify_kernels(con)  # stamps the rules first, so the stamp holds from here on
-    with RankPipeline(con) if pipelined else nullcontext() as pipeline:
+    with RankPipeline(con, tables=tables) if pipelined else nullcontext() as pipeline:
         for done, cand in enumerate(to_load, 1):
             if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):
                 to_load[done].source.prefetch(to_load[done].readable)  # parsed while this one loads
@@ -517,6 +525,7 @@ def _map_and_land(
     db: Path,
     report: IngestReport,
     progress: Callable[[FileOutcome, int, int], None] | None,
+    tables: set[str] | None = None,
 ) -> dict[int, dict[str, Path]]:
     """Map batches of files on the executor's workers into the rank store; land each batch in
     the workspace (one transaction) as it comes back. Returns the workers' rank-local results
@@ -530,8 +539,9 @@ def _map_and_land(
     rank_store.clear_partials(store)
     store.mkdir(parents=True, exist_ok=True)
     settings = con.execute("SELECT key, value, description FROM settings ORDER BY key").fetchall()
+    computes = sorted(tables) if tables is not None else None
     stamp = hashlib.sha256(
-        f"{analysis.layer_hash()}|{settings}|{classify.BUILTIN_RULES.read_bytes().hex()}".encode()
+        f"{analysis.layer_hash()}|{settings}|{classify.BUILTIN_RULES.read_bytes().hex()}|{computes}".encode()
     ).hexdigest()
     cands: dict[str, list[Candidate]] = {}  # entry -> its files
 
@@ -541,7 +551,7 @@ def _map_and_land(
         cands[entry] = files
         specs = [MapSpec(str(c.path), str(c.readable), _source_name(c), c.file_id, c.ranks,
                          c.rank_sources, c.job_ranks, c.probe) for c in files]  # fmt: skip
-        return MapBatch(specs, settings, entry)
+        return MapBatch(specs, settings, entry, computes)
 
     precomputed: dict[int, dict[str, Path]] = {}
     stamps: dict[int, str] = {}
@@ -717,6 +727,7 @@ def _post_ingest(
     progress: Callable[[int, int], None] | None = None,
     precomputed: dict[int, dict[str, Path]] | None = None,
     early: Early | None = None,
+    analyze: analysis.Wanted = None,
 ) -> None:
     """Compute the stored results of the new and changed ranks (or read those the workers
     computed), then the job's (clock alignment included: session start (UTC), refined from
@@ -725,6 +736,8 @@ def _post_ingest(
     report.notes.extend(registry.module("dcgm").match_ranks(con))
     steps: dict[str, float] = {}
     report.notes.extend(
-        analysis.refresh(con, progress=progress, precomputed=precomputed, seconds=steps, early=early)
+        analysis.refresh(
+            con, progress=progress, precomputed=precomputed, seconds=steps, early=early, wanted=analyze
+        )
     )
     report.seconds.update({f"analysis_{step}": s for step, s in steps.items()})

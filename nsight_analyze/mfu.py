@@ -44,6 +44,7 @@ from .mfu_rows import (
     windows,
 )
 
+READS = ("op_flops", "hfu_window_kernels", "kernel_summary")  # with mfu_rows': computed on first read
 TRACE_FORMULA = "trace"  # ModelFlops.formula of the model FLOPs read from the trace's shapes
 
 __all__ = [

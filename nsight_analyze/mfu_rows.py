@@ -34,7 +34,12 @@ Peaks = list[dict[str, Any]]
 _CAPTURE_WINDOWS = """(SELECT rank, NULL::BIGINT AS step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
     FROM (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
     GROUP BY rank)"""
-_STEP_WINDOWS = "(SELECT rank, step, start_ns, end_ns FROM steps)"
+# the steady steps: one-time work (a compilation, a graph capture: steps.one_time) left out unless
+# every step is one (as summary.step_stats and diagnose's mean step)
+_STEP_WINDOWS = (
+    "(SELECT rank, step, start_ns, end_ns FROM steps "
+    "WHERE NOT one_time OR NOT EXISTS (SELECT 1 FROM steps WHERE NOT one_time))"
+)
 
 
 def _window_sql(con: duckdb.DuckDBPyConnection, given: pd.DataFrame | None) -> tuple[str, str]:
@@ -43,12 +48,13 @@ def _window_sql(con: duckdb.DuckDBPyConnection, given: pd.DataFrame | None) -> t
     if given is not None:
         return "_hfu_given_windows", "given"
     if has_relation(con, "steps"):
-        n, sources = con.execute(
-            "SELECT count(*), list(DISTINCT source ORDER BY source) FILTER (WHERE source IS NOT NULL) "
-            "FROM steps"
+        n, sources, once, steady = con.execute(
+            "SELECT count(*), list(DISTINCT source ORDER BY source) FILTER (WHERE source IS NOT NULL), "
+            "count(DISTINCT step) FILTER (WHERE one_time), count(*) FILTER (WHERE NOT one_time) FROM steps"
         ).fetchone()
         if n:
-            return _STEP_WINDOWS, "steps (" + ", ".join(sources or []) + ")"
+            left_out = f"; {once} step(s) of one-time work left out" if once and steady else ""
+            return _STEP_WINDOWS, "steps (" + ", ".join(sources or []) + ")" + left_out
     return _CAPTURE_WINDOWS, "capture"
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import graphlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,20 +123,30 @@ def of_stage(stage: str) -> list[Query]:
     return [q for q in layer() if q.stage == stage]
 
 
-def closure(queries: list[Query]) -> list[Query]:
-    """The queries and every query they need (transitively), in load order."""
+def closure(queries: list[Query], stop: Iterable[str] = ()) -> list[Query]:
+    """The queries and every query they need (transitively), in load order. Names in `stop`
+    (results already computed) are kept but what they read is not followed."""
     by_name = {q.name: q for q in layer()}
     need: set[str] = set()
     todo = [q.name for q in queries]
+    stop = set(stop)
     while todo:
         name = todo.pop()
         if name in need:
             continue
         need.add(name)
-        todo.extend(r for r in by_name[name].requires if r in by_name)
+        if name not in stop:
+            todo.extend(r for r in by_name[name].requires if r in by_name)
     return [q for q in layer() if q.name in need]
 
 
 def stored(stage: str) -> list[str]:
     """Names of the tables a stage keeps in the workspace."""
     return [q.name for q in of_stage(stage) if q.result == "stored"]
+
+
+def names_in(text: str) -> set[str]:
+    """The queries `text` (a user's SQL) names: what it may read. A name in a string or a comment
+    counts too: computing a result nobody reads is the only cost of a false match."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
+    return {q.name for q in layer() if q.name in words}

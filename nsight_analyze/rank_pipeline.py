@@ -37,11 +37,12 @@ class Early:
     """What the pipeline computed: its ranks' stored rank results, in `EARLY` tables."""
 
     stamp: str  # analysis.global_stamp when it started
+    names: list[str] = field(default_factory=list)  # the stored rank results it computes
     ranks: list[int] = field(default_factory=list)
     failed: bool = False  # a batch failed or was interrupted: nothing here may be used
 
     def tables(self) -> list[str]:
-        return [f"{EARLY}{name}" for name in query_layer.stored("rank")] if self.ranks else []
+        return [f"{EARLY}{name}" for name in self.names] if self.ranks else []
 
 
 class RankPipeline:
@@ -50,10 +51,18 @@ class RankPipeline:
     As a context manager it stops the thread (interrupting the running query) when the
     loading raises, so the ingest's connection is never closed under it."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, batch_events: int = analysis.BATCH_EVENTS):
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        batch_events: int = analysis.BATCH_EVENTS,
+        tables: set[str] | None = None,
+    ):
+        """`tables`: the stored results to compute (None: every one)."""
         from .workspace import settings_as_variables
 
-        self.early = Early(analysis.global_stamp(con))
+        names = [n for n in query_layer.stored("rank") if tables is None or n in tables]
+        self.early = Early(analysis.global_stamp(con), names)
+        self._wanted = tables
         self.batch_events = batch_events
         self._cur = con.cursor()
         bound_memory(self._cur)  # the analysis's cap (a database setting): the load shares it
@@ -122,7 +131,7 @@ class RankPipeline:
                 made = analysis.shadow_ranks(self._cur, batch, self._tables)
                 try:
                     staging = analysis.Staging(self._main, batch, create=not self.early.ranks, prefix=EARLY)
-                    made += analysis.rank_local_step(self._cur, staging)
+                    made += analysis.rank_local_step(self._cur, staging, tables=self._wanted)
                 finally:
                     analysis.drop_made(self._cur, made)
             except BaseException:  # noqa: BLE001 - refresh recomputes these ranks and raises it

@@ -147,6 +147,7 @@ class MapBatch:
     files: list[MapSpec]
     settings: list[tuple]  # the workspace's settings rows (step pattern, user rules, ...)
     entry: str  # the rank-store folder to write
+    tables: list[str] | None = None  # the stored results to compute (None: every one)
     crash: str = field(default_factory=lambda: os.environ.get(CRASH_ENV, ""))  # tests only (CRASH_ENV)
 
 
@@ -202,11 +203,11 @@ def map_batch(batch: MapBatch) -> BatchMapped:
         classify.classify_kernels(con)
         out.stamp = analysis.global_stamp(con)
         loaded = any(m.error is None and spec.ranks for m, spec in zip(out.files, batch.files))
-        made = analysis.rank_local_step(con) if loaded else []
+        made = analysis.rank_local_step(con, tables=batch.tables) if loaded else []
         filled = [t for t in canonical if con.execute(f'SELECT count(*) FROM main."{t}"').fetchone()[0]]
         out.seconds = time.perf_counter() - started
-        rank_store.write_entry(con, Path(batch.entry), filled, analysis.rank_results() if made else [],
-                               out.manifest())  # fmt: skip
+        results = [n for n in analysis.rank_results() if batch.tables is None or n in batch.tables]
+        rank_store.write_entry(con, Path(batch.entry), filled, results if made else [], out.manifest())
         return out
     except (BadInput, duckdb.Error, UserError) as exc:
         out.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -36,6 +36,7 @@ THROUGHPUT = (("samples_per_s", ("samples_per_step", "global_batch")), ("tokens_
 # collective time (comm_groups).
 DOMINANT_SHARE = 0.8
 # `--over time` / `--best`: which way is better for each metric a history can show.
+READS = ("comm_groups", "kernel_summary")  # beyond the first answers; --findings: diagnose's too
 HIGHER_IS_BETTER = {"steps_per_s", "samples_per_s", "tokens_per_s", "mfu", "overlap", "compute_share"}
 LOWER_IS_BETTER = {
     "step_median_ns", "step_p95_ns", "step_mean_ns", "exposed_comms_share", "idle_share", "memory_share",
@@ -69,7 +70,18 @@ st AS (
            sum(comms_hidden_ns) AS ch, sum(memory_kernels_ns) AS mk, sum(copies_ns) AS cp
     FROM tp WHERE step IS NOT NULL GROUP BY job, step
 ),
-full_steps AS (SELECT st.* FROM st JOIN nr USING (job) WHERE st.have = nr.n),
+-- steps of one-time work (a compilation, a graph capture: steps.one_time) are not the steady state;
+-- left out unless every step of the run is one
+once AS (
+    SELECT r.job, s.step, bool_or(s.one_time) AS one_time
+    FROM steps AS s JOIN ranks AS r USING (rank) WHERE s.step IS NOT NULL GROUP BY ALL
+),
+full_steps AS (
+    SELECT st.* FROM st JOIN nr USING (job) LEFT JOIN once AS o USING (job, step)
+    WHERE st.have = nr.n
+    QUALIFY NOT coalesce(o.one_time, false)
+         OR NOT bool_or(NOT coalesce(o.one_time, false)) OVER (PARTITION BY st.job)
+),
 per_step AS (
     SELECT job, count(*) AS steps,
            median(step_ns) AS step_median_ns, quantile_cont(step_ns, 0.95) AS step_p95_ns,

@@ -113,6 +113,95 @@ def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> lis
     return records(PlainTable.from_cursor(cur))
 
 
+_ONE_TIME_SQL = """SELECT step, bool_or(one_time) AS one_time FROM steps
+    WHERE step IS NOT NULL GROUP BY step"""
+
+
+def _has_one_time(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `steps` has its one_time column (a workspace stored before it has not)."""
+    return has_relation(con, "steps") and bool(
+        con.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'one_time'"
+        ).fetchone()[0]
+    )
+
+
+def _mark_one_time(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """Per-step rows get `one_time`: the step holds one-time work on some rank (steps.one_time)."""
+    if not rows or "step" not in rows[0]:
+        return
+    flags = dict(con.execute(_ONE_TIME_SQL).fetchall()) if _has_one_time(con) else {}
+    for row in rows:
+        row["one_time"] = bool(flags.get(row["step"], False))
+
+
+def step_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
+    """The job step time over the steps (docs/metrics.md "Steps"), None without steps.
+
+    A step's job step time is its longest window over the ranks (the slowest rank's). Steps that
+    hold one-time work (steps.one_time: a torch.compile compilation, a CUDA/HIP graph capture) are
+    start-up cost, not the steady state: `mean_step_ns`, `median_step_ns`, `min_step_ns` and
+    `max_step_ns` are over the other steps (`steady_steps`), and `one_time_steps` lists them.
+    When every step holds one-time work they are over all steps (`steady_steps` = 0 says so)."""
+    if not has_relation(con, "steps"):
+        return None
+    one_time = "bool_or(one_time)" if _has_one_time(con) else "false"
+    rows = con.execute(
+        f"SELECT step, max(end_ns - start_ns) AS job_step_ns, {one_time} AS one_time FROM steps "
+        "WHERE step IS NOT NULL GROUP BY step ORDER BY step"
+    ).fetchall()
+    if not rows:
+        return None
+    steady = [ns for _, ns, once in rows if not once]
+    over = steady or [ns for _, ns, _ in rows]
+    ordered = sorted(over)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {
+        "steps": len(rows),
+        "steady_steps": len(steady),
+        "one_time_steps": [step for step, _, once in rows if once],
+        "mean_step_ns": sum(over) / len(over),
+        "median_step_ns": median,
+        "min_step_ns": min(over),
+        "max_step_ns": max(over),
+    }
+
+
+def step_notes(stats: dict[str, Any] | None) -> list[str]:
+    """The note that steps holding one-time work are left out of the mean and median step."""
+    if not stats or not stats["one_time_steps"]:
+        return []
+    steps = ", ".join(str(s) for s in stats["one_time_steps"])
+    plural = "s" if len(stats["one_time_steps"]) > 1 else ""
+    if not stats["steady_steps"]:
+        return [
+            f"every step holds one-time work (torch.compile compilation or graph capture: steps {steps}); "
+            "the mean and median step include them: there is no steady-state step to show"
+        ]
+    return [
+        f"step{plural} {steps} hold{'' if plural else 's'} one-time work (torch.compile compilation or "
+        f"CUDA/HIP graph capture): left out of the mean and median step ({stats['steady_steps']} steady "
+        f"steps); listed with one_time = true"
+    ]
+
+
+def step_stats_line(stats: dict[str, Any] | None) -> str:
+    """One line of `step_stats` for the terminal: the mean and median job step time."""
+    if not stats:
+        return ""
+    over = stats["steady_steps"] or stats["steps"]
+    what = (
+        f"{over} steady steps of {stats['steps']}"
+        if stats["one_time_steps"] and stats["steady_steps"]
+        else f"{over} steps"
+    )
+    return (
+        f"job step time (slowest rank): mean {format_duration(stats['mean_step_ns'])}, median "
+        f"{format_duration(stats['median_step_ns'])} over {what}"
+    )
+
+
 def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     """How each rank's steps were found: nvtx | detected | periodic | graph replay | annotation |
     capture (queries/steps.sql), every source of its steps, comma-separated, when they differ (a
@@ -161,16 +250,21 @@ def summary(con: duckdb.DuckDBPyConnection, by: str = "rank") -> dict[str, Any]:
     `no_timeline`: when the workspace has no timeline (no partition row by rank), what it holds
     instead (counters without a timeline, and which commands read them), else None. `warnings`:
     the files' corrupt-timing warnings (timing_warnings). `notes`: caveats on reading the
-    partition (coverage_notes: too much kernel time unclassified)."""
+    partition (coverage_notes: too much kernel time unclassified; step_notes: steps of one-time
+    work left out of the mean step). `step_stats`: the job step time over the steady steps
+    (step_stats), None without steps; per-step rows carry `one_time`."""
     rows = partition(con, by)
+    _mark_one_time(con, rows)
+    stats = step_stats(con) if rows else None
     return {
         "by": by,
         "partition": rows,
         "step_source": step_sources(con),
+        "step_stats": stats,
         "top_kernels": top_kernels(con),
         "no_timeline": None if rows or by != "rank" else held_instead(con) or None,
         "warnings": timing_warnings(con),
-        "notes": coverage_notes(con) if rows else [],
+        "notes": (coverage_notes(con) + step_notes(stats)) if rows else [],
     }
 
 
@@ -267,6 +361,9 @@ def print_summary(
         echo("no GPU operations in this workspace (nothing to partition)" + (f": {held}" if held else ""))
         return
     sources = step_source_line(result["step_source"])
+    line = step_stats_line(result.get("step_stats"))
+    if line:
+        echo(line, hang="    ")
     keys = 2 if by == "rank-step" else 1
     main_title, idle_title = _TITLES[by]
     print_table(partition_table(rows, by), title=f"{main_title} (steps from: {sources})", keys=keys)

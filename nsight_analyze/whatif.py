@@ -14,6 +14,7 @@ import duckdb
 from .duck import fetch_records
 from .no_data import require_ranks
 
+READS = ("whatif", "rank_attribution")  # the stored results it reads (analysis.refresh computes them)
 SCENARIOS = ("slowest-rank-at-median", "comms-hidden", "no-input-stalls", "no-launch-gaps", "no-sync-stalls")
 CAUSES = ("slow-gpu", "more-work", "slow-host", "late-input", "slow-link")
 SCENARIO_TEXT = {

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -23,7 +24,7 @@ from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported fo
 from .schema import schema_files  # noqa: F401 - re-exported for callers
 from .sources.nsys_meta import SQLITE_MAGIC
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = analysis.SCHEMA_VERSION  # one version: the stamps and the workspace's meta
 
 
 def queries_hash() -> str:
@@ -64,7 +65,41 @@ def _refuse_other_files(path: Path) -> None:
         )
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+BUSY_WAIT_ENV = "NSIGHT_ANALYZE_BUSY_WAIT"  # seconds a command waits for another one's lock
+BUSY_WAIT_S = 60.0  # for a reader (another process is writing: computing what it reads, likely)
+WRITER_WAIT_S = 5.0  # for a writer (others read): then it computes into its own session
+
+
+def _busy_wait(limit: float) -> float:
+    try:
+        return max(0.0, min(limit, float(os.environ.get(BUSY_WAIT_ENV, limit))))
+    except ValueError:
+        return limit
+
+
+def _connect(path: Path, read_only: bool, wait: float | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection to the workspace file; while another process holds a lock that keeps it out,
+    waits (one line on stderr) up to `wait` seconds (default: BUSY_WAIT_S, or the writer's
+    WRITER_WAIT_S), then raises WorkspaceBusy."""
+    limit = _busy_wait(wait if wait is not None else (BUSY_WAIT_S if read_only else WRITER_WAIT_S))
+    deadline = time.monotonic() + limit
+    said = False
+    while True:
+        try:
+            return _connect_once(path, read_only)
+        except WorkspaceBusy:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                _say(
+                    f"workspace {path_text(path)} is busy (another process has it open): "
+                    f"waiting up to {limit:.0f} s"
+                )
+                said = True
+            time.sleep(0.2)
+
+
+def _connect_once(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     if not utf8_path(path.absolute()):  # DuckDB takes a name as UTF-8 text: it raised UnicodeEncodeError
         raise UserError(
             f"workspace {path_text(path)}: its path is not valid UTF-8, which DuckDB cannot open: "
@@ -240,13 +275,18 @@ def _say(line: str) -> None:
 
 
 def open_workspace(
-    path: str | Path, read_only: bool = False, must_exist: bool = False, analyse: bool = True
+    path: str | Path,
+    read_only: bool = False,
+    must_exist: bool = False,
+    analyse: bool = True,
+    needs: analysis.Wanted = "all",
 ) -> duckdb.DuckDBPyConnection:
     """A connection with the canonical tables, the live views and up-to-date stored results.
 
-    Stale results (the files, settings or queries changed since they were computed) are
-    recomputed once here, with one line on stderr saying why; analyse=False skips that (ingest
-    computes them itself, after loading).
+    `needs`: what the caller reads (stored results or any query names; "all"; None: the first
+    answers). Those results, if missing or stale (the files, settings or queries changed since
+    they were computed), are computed here, once, with one line on stderr saying why, and
+    stored; analyse=False skips that (ingest computes them itself, after loading).
     """
     path = Path(path)
     con = _open(path, read_only, must_exist)
@@ -254,9 +294,9 @@ def open_workspace(
     if not analyse:
         return con
     if not read_only:
-        analysis.refresh(con, say=_say, progress=None)
+        analysis.refresh(con, say=_say, progress=None, wanted=needs)
         return con
-    if not analysis.plan(con).needed:
+    if not analysis.plan(con, needs).needed:
         return con
     con.close()
     try:
@@ -266,7 +306,7 @@ def open_workspace(
             settings_as_variables(writer)
             progress, done = analysis.tty_progress("analysis")
             try:
-                analysis.refresh(writer, say=_say, progress=progress)
+                analysis.refresh(writer, say=_say, progress=progress, wanted=needs)
             finally:
                 done()
         finally:
@@ -277,7 +317,7 @@ def open_workspace(
         con = _connect(path, read_only=True)
         settings_as_variables(con)
         _say("analysis out of date and the workspace cannot be written: computing it for this command only")
-        analysis.compute_in_session(con)
+        analysis.compute_in_session(con, needs)
     return con
 
 

@@ -20,7 +20,10 @@
 --   aten::linear                 input [..., K], weight [N, K]: 2*prod(...)*N*K, + prod(...)*N with a bias
 --   convolution                  2 * N * prod(out spatial) * prod(weight dims)
 --                                (= 2 * N * Cout * Hout*Wout * Cin/groups * kh*kw); out spatial from
---                                stride/padding/dilation (`Concrete Inputs`); transposed: NULL
+--                                stride/padding/dilation (`Concrete Inputs`)
+--   transposed convolution       2 * N * prod(input spatial) * prod(weight dims) (weight [Cin, Cout/groups,
+--                                k...]: 2 * N * Cin * H*W * Cout/groups * kh*kw, as TraceLens); NULL when
+--                                transposed or not is unrecorded
 --   aten::convolution_backward   the forward's FLOPs (out spatial from grad_output) once per gradient
 --                                its output_mask asks for (input, weight)
 --   attention (flash / efficient / cudnn / sdpa)  2*B*H*Lq*Lk*(D_qk + D_v) forward (= 4*B*H*Lq*Lk*D),
@@ -28,7 +31,15 @@
 --                                forward's 2: dQ, dK, dV, dP and the recomputed scores, as
 --                                FlashAttention counts them). The causal flag comes from `Concrete
 --                                Inputs`; without it the FLOPs are NULL (never guessed).
---   A shape the formula cannot read (missing operand, nested lists, varlen attention) gives NULL.
+--   varlen attention (cu_seqlens given; q [T, H, D] or [1, T, H, D])  2 * sum_i(Lq_i * Lk_i) * H * (D_qk +
+--                                D_v), halved when causal: only cu_seqlens' shape [B + 1], T and max_seqlen
+--                                are recorded, so it is known only when T = B * max_seqlen for q and k
+--                                (every sequence max_seqlen long); otherwise NULL, never estimated
+--   paged attention (aiter::mha_batch_prefill, vllm::unified_attention*)  NULL: KV lengths unrecorded
+--   custom GEMMs (table cgemm: aiter::gemm_a16w16 / gemm_a8w8*, vllm::rocm_unquantized_gemm,
+--                                _C::cutlass_scaled_mm)  2*M*N*K (+ M*N bias); other vllm/aiter/sglang/_C/
+--                                flash_attn ops GEMM or attention by name: rows with NULL FLOPs
+--   A shape the formula cannot read (missing operand, nested lists) gives NULL; flops_unknown says why.
 -- bytes = (sum of input tensor elements x their element size) + output elements x the first input's
 --   element size (Input type: BFloat16/Half 2, Float8 1, float 4, double 8; attention backward: the
 --   outputs dq, dk, dv as q, k, v); NULL when an input tensor's type is unknown, and for
@@ -54,11 +65,13 @@
 --   kernel_ns BIGINT ns        their summed duration
 --   first_kernel_ns, last_kernel_end_ns BIGINT ns   first kernel start, last kernel end (GPU timeline)
 --   tflops_per_s DOUBLE        achieved: flops / kernel_ns (TFLOP/s); NULL without kernels or flops
+--   flops_unknown VARCHAR      why flops is NULL (NULL when known), e.g. 'custom op: argument layout not
+--                              known', 'varlen attention: per-sequence lengths not recorded ...'
 --   shape_source VARCHAR       'kineto record_shapes' | 'emit_nvtx' (nsys --pytorch=autograd-shapes-nvtx
 --                              or emit_nvtx(record_shapes=True): the NVTX range's `sizes = [[...]]`; no
 --                              types or scalar arguments, so GEMM FLOPs only: bytes, dtype, attention
 --                              and convolution FLOPs unknown)
--- columns: rank, tid, start_ns, end_ns, op, external_id, kind, input_dims, input_types, dtype, batch, m, n, k, causal, flops, bytes, intensity, kernels, kernel_ns, first_kernel_ns, last_kernel_end_ns, tflops_per_s, shape_source
+-- columns: rank, tid, start_ns, end_ns, op, external_id, kind, input_dims, input_types, dtype, batch, m, n, k, causal, flops, bytes, intensity, kernels, kernel_ns, first_kernel_ns, last_kernel_end_ns, tflops_per_s, shape_source, flops_unknown
 -- stage: rank
 -- result: stored
 -- requires: kineto_op_shapes, nvtx, _op_launches
@@ -70,7 +83,8 @@ WITH src AS (
         from_json(concrete_inputs, '["VARCHAR"]') AS conc,
         'kineto record_shapes' AS shape_source
     FROM kineto_op_shapes
-    WHERE regexp_matches(name, '^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution|convolution_backward|cudnn_convolution|miopen_convolution|cudnn_convolution_transpose|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$')
+    WHERE regexp_matches(name, '^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution|convolution_backward|cudnn_convolution|miopen_convolution|(cudnn|miopen)_convolution_transpose|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$')
+        OR regexp_matches(name, '^(vllm|aiter|sglang|sgl_kernel|_C|_rocm_C|flash_attn|flash_attn_3)::[A-Za-z0-9_]*(gemm|_mm|matmul|attention|attn|mha)')
     UNION ALL
     -- nsys --pytorch=autograd-shapes-nvtx / emit_nvtx(record_shapes=True): 'aten::mm, seq = 3,
     -- op_id = 7, sizes = [[128, 256], [256, 512]], input_op_ids = [...]' (no types, no scalars)
@@ -78,7 +92,8 @@ WITH src AS (
         from_json(regexp_extract(text, 'sizes = (\[.*?\])(, input_op_ids = |$)', 1), '[["BIGINT"]]') AS dims,
         NULL::VARCHAR[] AS types, NULL::VARCHAR[] AS conc, 'emit_nvtx' AS shape_source
     FROM (SELECT *, regexp_extract(text, '^([^,]+)', 1) AS op FROM nvtx WHERE contains(text, ', sizes = ['))
-    WHERE regexp_matches(op, '^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution|convolution_backward|cudnn_convolution|miopen_convolution|cudnn_convolution_transpose|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$')
+    WHERE regexp_matches(op, '^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution|convolution_backward|cudnn_convolution|miopen_convolution|(cudnn|miopen)_convolution_transpose|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$')
+        OR regexp_matches(op, '^(vllm|aiter|sglang|sgl_kernel|_C|_rocm_C|flash_attn|flash_attn_3)::[A-Za-z0-9_]*(gemm|_mm|matmul|attention|attn|mha)')
 ),
 nested AS (  -- ops nest on a thread: the next op in (start, longest first, outer id first) order is
              -- the first child when it lies inside the op
@@ -91,32 +106,65 @@ leaf AS (
     SELECT * EXCLUDE (next_start, next_end) FROM nested
     WHERE NOT coalesce(next_start >= start_ns AND next_end <= end_ns, false)
 ),
--- operands: attention's (q, k, v) positions and layout, its causal flag's position
--- (is_causal, or custom_mask_type for the efficient kernels) and pass
-attn(op, qi, layout, ci, mask, factor) AS (VALUES
-    ('aten::scaled_dot_product_attention', 0, 'bhld', 5, false, 1.0),
-    ('aten::_scaled_dot_product_flash_attention', 0, 'bhld', 4, false, 1.0),
-    ('aten::_scaled_dot_product_efficient_attention', 0, 'bhld', 6, false, 1.0),
-    ('aten::_scaled_dot_product_cudnn_attention', 0, 'bhld', 6, false, 1.0),
-    ('aten::_flash_attention_forward', 0, 'blhd', 8, false, 1.0),
-    ('aten::_efficient_attention_forward', 0, 'blhd', 9, true, 1.0),
-    ('aten::_scaled_dot_product_flash_attention_backward', 1, 'bhld', 11, false, 2.5),
-    ('aten::_scaled_dot_product_efficient_attention_backward', 1, 'bhld', 11, false, 2.5),
-    ('aten::_scaled_dot_product_cudnn_attention_backward', 1, 'bhld', 14, false, 2.5),
-    ('aten::_flash_attention_backward', 1, 'blhd', 11, false, 2.5),
-    ('aten::_efficient_attention_backward', 1, 'blhd', 14, true, 2.5)
+-- attention operands: q's position (k, v follow it), layout, the causal flag's position in Concrete
+-- Inputs (is_causal, or custom_mask_type for the efficient kernels: mask), the pass (backward: 2.5x),
+-- the positions of cu_seqlens_q (cu_seqlens_k next; NULL: no varlen form) and max_seqlen_q
+-- (max_seqlen_k next), and those of arguments that, when given, take the KV lengths from elsewhere
+-- (seqused_k, seqlen_k, block_table, leftpad_k). Layouts: bhld [B, H, L, D]; blhd [B, L, H, D], or
+-- varlen [T, H, D] (flash) / [1, T, H, D] (efficient) when cu_seqlens_q is given; thd [T, H, D], always
+-- varlen; paged: K and V are a KV-cache pool, the per-sequence KV lengths are not in the shapes.
+attn(op, qi, layout, ci, mask, factor, cu, mx, sk) AS (VALUES
+    ('aten::scaled_dot_product_attention', 0, 'bhld', 5, false, 1.0, NULL, NULL, NULL::INTEGER[]),
+    ('aten::_scaled_dot_product_flash_attention', 0, 'bhld', 4, false, 1.0, NULL, NULL, NULL),
+    ('aten::_scaled_dot_product_efficient_attention', 0, 'bhld', 6, false, 1.0, NULL, NULL, NULL),
+    ('aten::_scaled_dot_product_cudnn_attention', 0, 'bhld', 6, false, 1.0, NULL, NULL, NULL),
+    ('aten::_flash_attention_forward', 0, 'blhd', 8, false, 1.0, 3, 5, [13]),
+    ('aten::_efficient_attention_forward', 0, 'blhd', 9, true, 1.0, 4, 6, [12]),
+    ('aten::_scaled_dot_product_flash_attention_backward', 1, 'bhld', 11, false, 2.5, NULL, NULL, NULL),
+    ('aten::_scaled_dot_product_efficient_attention_backward', 1, 'bhld', 11, false, 2.5, NULL, NULL, NULL),
+    ('aten::_scaled_dot_product_cudnn_attention_backward', 1, 'bhld', 14, false, 2.5, NULL, NULL, NULL),
+    ('aten::_flash_attention_backward', 1, 'blhd', 11, false, 2.5, 6, 8, NULL),
+    ('aten::_efficient_attention_backward', 1, 'blhd', 14, true, 2.5, 6, 8, NULL),
+    -- flash-attn 2 (flash_attn_interface.py: flash_attn_func, flash_attn_varlen_func)
+    ('flash_attn::_flash_attn_forward', 0, 'blhd', 5, false, 1.0, NULL, NULL, NULL),
+    ('flash_attn::_flash_attn_backward', 1, 'blhd', 11, false, 2.5, NULL, NULL, NULL),
+    ('flash_attn::_flash_attn_varlen_forward', 0, 'thd', 9, false, 1.0, 3, 5, [15, 16, 17]),
+    ('flash_attn::_flash_attn_varlen_backward', 1, 'thd', 15, false, 2.5, 9, 11, NULL),
+    -- paged: aiter (sglang) batch prefill over the KV pool, vLLM's attention over its KV cache
+    ('aiter::mha_batch_prefill', 0, 'paged', 12, false, 1.0, 3, 6, NULL),
+    ('vllm::unified_attention_with_output', 0, 'paged', NULL, false, 1.0, NULL, NULL, NULL),
+    ('vllm::unified_attention', 0, 'paged', NULL, false, 1.0, NULL, NULL, NULL)
 ),
--- convolution: (input, weight) positions, (stride, padding, dilation, transposed) positions in
--- Concrete Inputs (NULL: not an argument)
-convs(op, si, pi, di, ti) AS (VALUES
-    ('aten::conv1d', 3, 4, 5, NULL), ('aten::conv2d', 3, 4, 5, NULL), ('aten::conv3d', 3, 4, 5, NULL),
-    ('aten::convolution', 3, 4, 5, 6), ('aten::_convolution', 3, 4, 5, 6),
-    ('aten::cudnn_convolution', 3, 2, 4, NULL), ('aten::miopen_convolution', 4, 3, 5, NULL)
+-- convolution: positions in Concrete Inputs of stride, padding, dilation, transposed (NULL: not an
+-- argument), output_padding and groups; tr: always transposed (true), never (false), or from `ti`
+convs(op, si, pi, di, ti, oi, gi, tr) AS (VALUES
+    ('aten::conv1d', 3, 4, 5, NULL, NULL, 6, false), ('aten::conv2d', 3, 4, 5, NULL, NULL, 6, false),
+    ('aten::conv3d', 3, 4, 5, NULL, NULL, 6, false),
+    ('aten::convolution', 3, 4, 5, 6, 7, 8, NULL), ('aten::_convolution', 3, 4, 5, 6, 7, 8, NULL),
+    ('aten::cudnn_convolution', 3, 2, 4, NULL, NULL, 5, false),
+    ('aten::miopen_convolution', 4, 3, 5, NULL, NULL, 6, false),
+    ('aten::conv_transpose1d', 3, 4, 7, NULL, 5, 6, true), ('aten::conv_transpose2d', 3, 4, 7, NULL, 5, 6, true),
+    ('aten::conv_transpose3d', 3, 4, 7, NULL, 5, 6, true),
+    ('aten::cudnn_convolution_transpose', 4, 2, 5, NULL, 3, 6, true),
+    ('aten::miopen_convolution_transpose', 5, 3, 6, NULL, 4, 7, true),
+    ('aten::convolution_backward', 4, 5, 6, 7, 8, 9, NULL)
+),
+-- custom GEMM ops whose argument layout is known: positions of A, B and the bias (NULL: none
+-- counted), B's layout (nk: [N, K] as a linear weight, A [..., K]; kn: A [M, K], B [K, N] with the
+-- output [M, N] the first argument), and whether the output's type is the first input's (bytes)
+cgemm(op, glayout, ai, bi, biasi, same_type) AS (VALUES
+    ('aiter::gemm_a16w16', 'nk', 0, 1, 2, true),               -- (A, B, bias, otype, scales...)
+    ('vllm::rocm_unquantized_gemm', 'nk', 0, 1, 2, true),      -- (x, weight, bias): F.linear
+    ('aiter::gemm_a8w8', 'nk', 0, 1, NULL, false),             -- (XQ, WQ, x_scale, w_scale, ...)
+    ('aiter::gemm_a8w8_CK', 'nk', 0, 1, NULL, false),
+    ('aiter::gemm_a8w8_blockscale', 'nk', 0, 1, NULL, false),
+    ('_C::cutlass_scaled_mm', 'kn', 1, 2, NULL, false)         -- (out, a, b, a_scales, b_scales, bias)
 ),
 typed AS (
     SELECT l.*,
-        CASE WHEN a.op IS NOT NULL THEN 'attention'
-             WHEN contains(l.op, 'conv') THEN 'conv' ELSE 'gemm' END AS kind,
+        CASE WHEN a.op IS NOT NULL OR regexp_matches(l.op, '^[^:]+::[A-Za-z0-9_]*(attention|attn|mha)')
+                 THEN 'attention'
+             WHEN starts_with(l.op, 'aten::') AND contains(l.op, 'conv') THEN 'conv' ELSE 'gemm' END AS kind,
         -- element size of each input, from its type name (NULL when not a tensor type we know)
         list_transform(coalesce(l.types, []), t -> CASE
             WHEN regexp_matches(t, '(?i)float8') THEN 1
@@ -130,10 +178,15 @@ typed AS (
         list_transform(l.dims, d -> CASE WHEN list_bool_or(list_transform(d, x -> x IS NULL)) THEN NULL
                                          WHEN len(d) = 0 THEN 0
                                          ELSE list_product(d) END) AS elems,
-        a.qi, a.layout, a.ci, a.mask, a.factor, c.si, c.pi, c.di, c.ti
+        a.qi, a.layout, a.ci, a.mask, a.factor, a.cu, a.mx, a.sk,
+        c.si, c.pi, c.di, c.ti, c.oi, c.gi, c.tr,
+        cg.glayout, cg.ai, cg.bi, cg.biasi, cg.same_type,
+        -- a custom (non-aten) GEMM whose argument layout this query does not know
+        NOT starts_with(l.op, 'aten::') AND cg.op IS NULL AS custom_unknown
     FROM leaf l
     LEFT JOIN attn a ON a.op = l.op
     LEFT JOIN convs c ON c.op = l.op
+    LEFT JOIN cgemm cg ON cg.op = l.op
 ),
 -- the inputs' bytes: NULL when a tensor's shape or element size is unknown
 sized AS (
@@ -145,18 +198,27 @@ sized AS (
         END AS in_bytes
     FROM typed
 ),
--- GEMM operands: A, B ([..., K, N]; linear: weight [N, K]) and the bias (addmm, baddbmm, linear)
+-- GEMM operands: A, B ([..., K, N]; linear and nk: weight [N, K]) and the bias (addmm, baddbmm,
+-- linear, custom ops with one); ap: A's position
 g AS (
     SELECT *,
-        dims[CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 2 ELSE 1 END] AS a,
-        dims[CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 3 ELSE 2 END] AS b,
-        CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN dims[1]
-             WHEN op = 'aten::linear' THEN dims[3] END AS bias
-    FROM sized
+        dims[ap] AS a,
+        dims[CASE WHEN glayout IS NOT NULL THEN bi + 1
+                  WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 3 ELSE 2 END] AS b,
+        CASE WHEN glayout IS NOT NULL THEN dims[biasi + 1]
+             WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN dims[1]
+             WHEN op = 'aten::linear' THEN dims[3] END AS bias,
+        op = 'aten::linear' OR glayout = 'nk' AS lin
+    FROM (SELECT *, CASE WHEN glayout IS NOT NULL THEN ai + 1
+                         WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 2 ELSE 1 END AS ap FROM sized)
 ),
 gemm AS (
     SELECT *,
-        len(a) >= 2 AND len(b) >= 2 AND NOT list_bool_or(list_transform(a || b, x -> x IS NULL)) AS ok,
+        len(a) >= 2 AND len(b) >= 2 AND NOT list_bool_or(list_transform(a || b, x -> x IS NULL))
+            AND NOT custom_unknown
+            -- custom ops: a 2-D B, and for kn an output [M, N] that agrees with A and B
+            AND (glayout IS NULL OR len(b) = 2)
+            AND (glayout IS DISTINCT FROM 'kn' OR (len(a) = 2 AND dims[1] = [a[1], b[2]])) AS ok,
         coalesce(list_product(list_slice(a, 1, len(a) - 2)), 1) AS a_batch,
         coalesce(list_product(list_slice(b, 1, len(b) - 2)), 1) AS b_batch
     FROM g WHERE kind = 'gemm'
@@ -164,15 +226,15 @@ gemm AS (
 gemm_sized AS (
     SELECT *,
         CASE WHEN NOT ok THEN NULL
-             WHEN op = 'aten::linear' THEN 1
+             WHEN lin THEN 1
              WHEN len(b) = 2 OR list_slice(a, 1, len(a) - 2) = list_slice(b, 1, len(b) - 2) OR b_batch = 1
                  THEN a_batch
              WHEN a_batch = 1 THEN b_batch END AS bt,
         CASE WHEN NOT ok THEN NULL
-             WHEN op = 'aten::linear' THEN list_product(list_slice(a, 1, len(a) - 1))
+             WHEN lin THEN list_product(list_slice(a, 1, len(a) - 1))
              ELSE a[-2] END AS mm,
-        CASE WHEN NOT ok THEN NULL WHEN op = 'aten::linear' THEN b[1] ELSE b[-1] END AS nn,
-        CASE WHEN NOT ok OR a[-1] <> CASE WHEN op = 'aten::linear' THEN b[-1] ELSE b[-2] END THEN NULL
+        CASE WHEN NOT ok THEN NULL WHEN lin THEN b[1] ELSE b[-1] END AS nn,
+        CASE WHEN NOT ok OR a[-1] <> CASE WHEN lin THEN b[-1] ELSE b[-2] END THEN NULL
              ELSE a[-1] END AS kk,
         coalesce(len(bias) > 0, false) AS has_bias
     FROM gemm
@@ -180,58 +242,87 @@ gemm_sized AS (
 gemm_rows AS (
     SELECT *,
         2.0 * bt * mm * nn * kk + CASE WHEN has_bias THEN 1.0 * bt * mm * nn ELSE 0 END AS f,
-        CASE WHEN op <> 'aten::_scaled_mm' THEN
-            in_bytes + 1.0 * bt * mm * nn * es[CASE WHEN op IN ('aten::addmm', 'aten::baddbmm') THEN 2 ELSE 1 END]
+        CASE WHEN op <> 'aten::_scaled_mm' AND coalesce(same_type, true) THEN
+            in_bytes + 1.0 * bt * mm * nn * es[ap]
         END AS byt,
         NULL::BOOLEAN AS causal_flag
     FROM gemm_sized
 ),
--- attention: q, k, v as [B, H, L, D] (bhld) or [B, L, H, D] (blhd); 4-D only
+-- attention: q, k, v; dense 4-D (bhld, blhd) or varlen (per-sequence lengths, see below)
 att AS (
     SELECT *,
-        dims[qi + 1] AS q, dims[qi + 2] AS kt, dims[qi + 3] AS v,
         CASE WHEN mask THEN CASE WHEN conc[ci + 1] = '0' THEN false
                                  WHEN regexp_full_match(conc[ci + 1], '[1-9][0-9]*') THEN true END
-             ELSE CASE conc[ci + 1] WHEN 'True' THEN true WHEN 'False' THEN false END END AS causal_flag
-    FROM g WHERE kind = 'attention'
+             ELSE CASE conc[ci + 1] WHEN 'True' THEN true WHEN 'False' THEN false END END AS causal_flag,
+        -- varlen: a layout that always is, or cu_seqlens_q given (a tensor [B + 1])
+        layout IN ('thd', 'paged') OR coalesce(len(dims[cu + 1]) > 0, false) AS varlen,
+        dims[cu + 1][1] - 1 AS nseq, dims[cu + 2][1] - 1 AS nseq_k,
+        TRY_CAST(conc[mx + 1] AS BIGINT) AS max_q, TRY_CAST(conc[mx + 2] AS BIGINT) AS max_k,
+        coalesce(list_bool_or(list_transform(sk, i -> coalesce(len(dims[i + 1]) > 0, false))), false) AS k_elsewhere
+    FROM (SELECT *, dims[qi + 1] AS q, dims[qi + 2] AS kt, dims[qi + 3] AS v FROM g WHERE kind = 'attention')
+),
+att_n AS (  -- varlen q, k, v as [T, H, D] (efficient: [1, T, H, D])
+    SELECT *,
+        CASE WHEN NOT varlen OR layout = 'paged' THEN NULL
+             WHEN len(q) = 3 AND len(kt) = 3 AND len(v) = 3 THEN [q, kt, v]
+             WHEN layout = 'blhd' AND len(q) = 4 AND len(kt) = 4 AND len(v) = 4 AND q[1] = 1 AND kt[1] = 1
+                  AND v[1] = 1 THEN [list_slice(q, 2, 4), list_slice(kt, 2, 4), list_slice(v, 2, 4)]
+        END AS thd
+    FROM att
 ),
 att_rows AS (
     SELECT *,
-        CASE WHEN len(q) = 4 AND len(kt) = 4 AND len(v) = 4 AND causal_flag IS NOT NULL
+        CASE WHEN causal_flag IS NULL THEN NULL
+             WHEN NOT varlen AND len(q) = 4 AND len(kt) = 4 AND len(v) = 4
                   AND NOT list_bool_or(list_transform(q || kt || v, x -> x IS NULL)) THEN
-            factor * 2.0 * q[1] * CASE layout WHEN 'bhld' THEN q[2] * q[3] * kt[3] ELSE q[3] * q[2] * kt[2] END
-                * (q[4] + v[4]) * CASE WHEN causal_flag THEN 0.5 ELSE 1.0 END
+                 factor * 2.0 * q[1] * CASE layout WHEN 'bhld' THEN q[2] * q[3] * kt[3] ELSE q[3] * q[2] * kt[2] END
+                     * (q[4] + v[4]) * CASE WHEN causal_flag THEN 0.5 ELSE 1.0 END
+             -- varlen: sum_i Lq_i * Lk_i is known only when every sequence is max_seqlen long
+             -- (T = B * max_seqlen: B lengths <= max_seqlen summing to B * max_seqlen), for q and k
+             WHEN thd IS NOT NULL AND NOT k_elsewhere AND nseq >= 1 AND nseq_k = nseq
+                  AND thd[1][1] = nseq * max_q AND thd[2][1] = nseq * max_k AND thd[3][1] = thd[2][1]
+                  AND NOT list_bool_or(list_transform(thd[1] || thd[2] || thd[3], x -> x IS NULL)) THEN
+                 factor * 2.0 * nseq * max_q * max_k * thd[1][2] * (thd[1][3] + thd[3][3])
+                     * CASE WHEN causal_flag THEN 0.5 ELSE 1.0 END
         END AS f,
-        CASE WHEN len(q) = 4 AND len(kt) = 4 AND len(v) = 4 THEN
+        CASE WHEN layout IN ('bhld', 'blhd', 'thd') AND len(q) = len(kt) AND len(kt) = len(v)
+                  AND len(q) IN (3, 4) THEN
             in_bytes + CASE WHEN factor > 1  -- backward: dq, dk, dv as q, k, v
                             THEN 1.0 * elems[qi + 1] * es[qi + 1] + elems[qi + 2] * es[qi + 2]
                                  + elems[qi + 3] * es[qi + 3]
-                            ELSE 1.0 * elems[qi + 1] / q[4] * v[4] * es[qi + 1] END  -- out: q's shape, v's D
+                            ELSE 1.0 * elems[qi + 1] / q[-1] * v[-1] * es[qi + 1] END  -- out: q's shape, v's D
         END AS byt
-    FROM att
+    FROM att_n
 ),
--- convolution: input [N, C, spatial...], weight [Cout, Cin/groups, k...]
+-- convolution: input [N, C, spatial...], weight [Cout, Cin/groups, k...] (transposed: [Cin, Cout/groups, k...])
 conv AS (
     SELECT *,
         CASE WHEN op = 'aten::convolution_backward' THEN dims[2] ELSE dims[1] END AS x,
         dims[3 - (op <> 'aten::convolution_backward')::INT] AS w,
         CASE WHEN op = 'aten::convolution_backward' THEN dims[1] END AS gy,
         CASE WHEN op = 'aten::convolution_backward' THEN conc[11] END AS out_mask,
-        -- stride / padding / dilation: a list '[2, 2]' or one number for every spatial dim
-        list_transform(list_value(si, pi, di), i -> CASE WHEN i IS NULL THEN NULL
+        -- stride / padding / dilation / output_padding: a list '[2, 2]' or one number for every spatial dim
+        list_transform(list_value(si, pi, di, oi), i -> CASE WHEN i IS NULL THEN NULL
             WHEN starts_with(conc[i + 1], '[') THEN TRY_CAST(conc[i + 1] AS BIGINT[])
             ELSE list_transform(range(greatest(len(dims[1]) - 2, 0)), j -> TRY_CAST(conc[i + 1] AS BIGINT)) END)
             AS spd,
-        CASE WHEN ti IS NULL THEN false ELSE conc[ti + 1] IS DISTINCT FROM 'False' END AS transposed
+        TRY_CAST(conc[gi + 1] AS BIGINT) AS groups,
+        CASE WHEN tr IS NOT NULL THEN tr
+             WHEN conc[ti + 1] = 'True' THEN true WHEN conc[ti + 1] = 'False' THEN false END AS transposed
     FROM g WHERE kind = 'conv'
 ),
 conv_out AS (
     SELECT *,
+        len(x) >= 3 AND len(w) = len(x) AND NOT list_bool_or(list_transform(x || w, v -> v IS NULL)) AS xw_ok,
         CASE WHEN op = 'aten::convolution_backward' THEN list_slice(gy, 3, len(gy))
-             WHEN NOT transposed AND len(x) >= 3 AND len(w) = len(x) AND len(spd[1]) = len(x) - 2
-                  AND len(spd[2]) = len(x) - 2 AND len(spd[3]) = len(x) - 2 THEN
+             WHEN transposed IS NULL OR NOT (len(x) >= 3 AND len(w) = len(x) AND len(spd[1]) = len(x) - 2
+                  AND len(spd[2]) = len(x) - 2 AND len(spd[3]) = len(x) - 2) THEN NULL
+             WHEN NOT transposed THEN
                  list_transform(range(1, len(x) - 1), i ->
                      (x[i + 2] + 2 * spd[2][i] - spd[3][i] * (w[i + 2] - 1) - 1) // spd[1][i] + 1)
+             WHEN len(spd[4]) = len(x) - 2 THEN  -- transposed: (H - 1) s - 2 p + d (k - 1) + output_padding + 1
+                 list_transform(range(1, len(x) - 1), i ->
+                     (x[i + 2] - 1) * spd[1][i] - 2 * spd[2][i] + spd[3][i] * (w[i + 2] - 1) + spd[4][i] + 1)
         END AS out_sp,
         CASE WHEN op <> 'aten::convolution_backward' THEN 1
              WHEN out_mask IS NULL THEN NULL
@@ -240,23 +331,49 @@ conv_out AS (
 ),
 conv_rows AS (
     SELECT *,
-        2.0 * x[1] * list_product(out_sp) * list_product(w) * grads AS f,
-        CASE WHEN op <> 'aten::convolution_backward' THEN in_bytes + 1.0 * x[1] * w[1] * list_product(out_sp) * es[1]
+        -- 2 * N * prod(weight dims) * prod(spatial), spatial: the output's, or the input's for a
+        -- transposed convolution (each input element meets Cout/groups * prod(k) weights); the
+        -- backward counts the forward's once per gradient
+        CASE WHEN NOT xw_ok THEN NULL
+             WHEN transposed AND (op <> 'aten::convolution_backward' OR grads IS NOT NULL) THEN
+                 2.0 * x[1] * list_product(list_slice(x, 3, len(x))) * list_product(w) * grads
+             WHEN NOT list_bool_or(list_transform(out_sp, v -> v IS NULL OR v <= 0)) THEN
+                 2.0 * x[1] * list_product(out_sp) * list_product(w) * grads
+        END AS f,
+        CASE WHEN op <> 'aten::convolution_backward' AND transposed IS NOT NULL
+                  AND NOT list_bool_or(list_transform(out_sp, v -> v IS NULL OR v <= 0)) THEN
+            in_bytes + 1.0 * x[1] * CASE WHEN transposed THEN w[2] * groups ELSE w[1] END * list_product(out_sp) * es[1]
         END AS byt
     FROM conv_out
 ),
 allrows AS (
     SELECT rank, tid, start_ns, end_ns, op, external_id, kind, dims, types, bt AS batch, mm AS m, nn AS n,
-           kk AS k, causal_flag, f, byt, shape_source
+           kk AS k, causal_flag, f, byt, shape_source,
+           CASE WHEN f IS NOT NULL THEN NULL
+                WHEN custom_unknown THEN 'custom op: argument layout not known'
+                ELSE 'shapes not readable (operand missing, 1-D, broadcast, or K disagrees)' END AS why
     FROM gemm_rows
     UNION ALL
     SELECT rank, tid, start_ns, end_ns, op, external_id, kind, dims, types, NULL, NULL, NULL, NULL,
-           causal_flag, f, byt, shape_source
+           causal_flag, f, byt, shape_source,
+           CASE WHEN f IS NOT NULL THEN NULL
+                WHEN layout IS NULL THEN 'custom op: argument layout not known'
+                WHEN layout = 'paged' THEN 'paged KV cache: per-sequence KV lengths not recorded'
+                WHEN shape_source = 'emit_nvtx' THEN 'emit_nvtx: no scalar arguments (causal flag) recorded'
+                WHEN causal_flag IS NULL THEN 'causal flag not recorded (Concrete Inputs)'
+                WHEN varlen AND k_elsewhere THEN 'varlen attention: KV lengths from seqused_k / block_table, not recorded'
+                WHEN varlen THEN 'varlen attention: per-sequence lengths not recorded (only total tokens and max seqlen)'
+                ELSE 'shapes not readable' END
     FROM att_rows
     UNION ALL
     SELECT rank, tid, start_ns, end_ns, op, external_id, kind, dims, types, NULL, NULL, NULL, NULL,
-           NULL, CASE WHEN NOT list_bool_or(list_transform(out_sp, v -> v IS NULL OR v <= 0)) THEN f END, byt,
-           shape_source
+           NULL, f, byt, shape_source,
+           CASE WHEN f IS NOT NULL THEN NULL
+                WHEN shape_source = 'emit_nvtx' THEN 'emit_nvtx: no scalar arguments (stride, padding) recorded'
+                WHEN op = 'aten::convolution_backward' AND grads IS NULL THEN 'output_mask not recorded (Concrete Inputs)'
+                WHEN transposed IS NULL THEN 'transposed flag not recorded (Concrete Inputs)'
+                WHEN xw_ok AND NOT transposed AND out_sp IS NULL THEN 'stride / padding / dilation not recorded'
+                ELSE 'shapes not readable' END
     FROM conv_rows
 ),
 launch AS (  -- kernels launched on the threads of the rank's leaf ops
@@ -279,7 +396,7 @@ SELECT r.rank, r.tid, r.start_ns, r.end_ns, r.op, r.external_id, r.kind, r.dims 
     r.byt::DOUBLE AS bytes, (r.f / nullif(r.byt, 0))::DOUBLE AS intensity,
     coalesce(k.kernels, 0) AS kernels, k.kernel_ns::BIGINT AS kernel_ns, k.first_kernel_ns,
     k.last_kernel_end_ns, (r.f / nullif(k.kernel_ns, 0) / 1e3)::DOUBLE AS tflops_per_s,
-    r.shape_source
+    r.shape_source, r.why AS flops_unknown
 FROM allrows r
 LEFT JOIN kern k ON k.rank = r.rank AND k.tid = r.tid AND k.op_start = r.start_ns
     AND k.external_id IS NOT DISTINCT FROM r.external_id;

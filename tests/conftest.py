@@ -73,7 +73,7 @@ def sample_workspace(tmp_path_factory) -> Path:
     from nsight_analyze.ingest import ingest
 
     db = tmp_path_factory.mktemp("sample_workspace") / "sample.duckdb"
-    ingest([ROOT / "sample_traces"], db)
+    ingest([ROOT / "sample_traces"], db, analyze="all")  # tests read any table of it, read-only
     return db
 
 
@@ -140,7 +140,8 @@ def synth_job(tmp_path_factory) -> Callable[..., SynthJob]:
         if key not in cache:
             out = tmp_path_factory.mktemp("synth_job")
             truth = generate(out / "traces", injections=list(injections), **shape)
-            ingest(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb")
+            # shared by tests that read any table with a plain connection: everything computed
+            ingest(sorted((out / "traces").glob("*.sqlite")), out / "ws.duckdb", analyze="all")
             cache[key] = SynthJob(out / "traces", out / "ws.duckdb", truth)
         return cache[key]
 

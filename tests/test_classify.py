@@ -481,7 +481,7 @@ def test_nccl_names_parse_into_collective_redop_dtype_algo_proto(ws):
     _add_kernels(ws, [(0, n[0], i * 10, i * 10 + 5) for i, n in enumerate(NCCL_NAMES)])
     _add_kernels(ws, [(0, "ampere_sgemm_128x64_nn", 1000, 1005)])
     classify_kernels(ws)
-    refresh(ws, force=True)  # nccl_kernels is a stored table: computed over the rows just added
+    refresh(ws, force=True, wanted=["nccl_kernels"])  # a stored table: computed over the rows just added
     got = {
         r[0]: r[1:]
         for r in ws.execute(

@@ -132,7 +132,7 @@ def test_cli_json_and_by_options(legacy):
     runner = CliRunner()
     res = runner.invoke(main, ["comms", "--db", db, "--format", "json"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     for row in doc["rows"]:
         assert row["dimension"] in {"dp", "fsdp", "tp", "pp", "ep", "unknown"}
         assert {"total_ns", "exposed_ns", "bytes", "busbw_gbps", "link"} <= set(row)

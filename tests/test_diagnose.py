@@ -479,12 +479,12 @@ def test_cli_formats_thresholds_and_fail_on(synthetic):
     runner = CliRunner()
     res = runner.invoke(main, ["diagnose", "--db", str(db), "--format", "json"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert doc["schema"] == "nsight-analyze-diagnose/1" and doc["findings"][0]["id"] == "input-stall"
     res = runner.invoke(
         main, ["diagnose", "--db", str(db), "--format", "json", "--threshold", "input_stall_min_pct=99"]
     )
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     assert doc["thresholds"]["input_stall_min_pct"] == 99
     assert "input-stall" not in [f["id"] for f in doc["findings"]]
     res = runner.invoke(main, ["diagnose", "--db", str(db), "--format", "markdown"])

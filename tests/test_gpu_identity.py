@@ -62,7 +62,7 @@ def h100_db(tmp_path_factory) -> str:
 def _gpus_json(db: str, *extra: str) -> list[dict]:
     res = CliRunner().invoke(main, ["gpus", "--db", db, "--format", "json", *extra])
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)["ranks"]
+    return json.loads(res.stdout)["ranks"]
 
 
 @requires_shared
@@ -122,7 +122,7 @@ def test_mfu_command_shows_unknown(h100_db: str) -> None:
     assert "unknown" in res.output and "A100" not in res.output
     res = CliRunner().invoke(main, [*args, "--gpu", "H100 SXM", "--format", "json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["mfu"] is not None and {p["source"] for p in out["peaks"]} == {"given"}
 
 

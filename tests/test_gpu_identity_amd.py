@@ -98,7 +98,7 @@ def test_vllm_mi300x_trace_is_identified_from_its_properties(vllm_db: str) -> No
     assert "roctracer_version" in doc  # the file says it was traced on ROCm
     res = CliRunner().invoke(main, ["gpus", "--db", vllm_db, "--format", "json"])
     assert res.exit_code == 0, res.output
-    (rank,) = json.loads(res.output)["ranks"]
+    (rank,) = json.loads(res.stdout)["ranks"]
     assert rank["source"] == "identified" and rank["model"] == "AMD Instinct MI300X"
     assert rank["peak_tflops"] == pytest.approx(float(csv_row("AMD Instinct MI300X")["bf16"]))
     assert rank["peak_tflops"] == pytest.approx(1307.4)  # gpu-peaks.md §2.1, dense
@@ -115,7 +115,7 @@ def test_hfu_advice_on_an_amd_trace_is_no_nsight_compute_command(vllm_db: str) -
         main, ["mfu", "--db", vllm_db, "--model-flops-per-step", "3e9", "--format", "json"]
     )
     assert res.exit_code == 0, res.output
-    notes = " ".join(json.loads(res.output)["notes"])
+    notes = " ".join(json.loads(res.stdout)["notes"])
     assert "HFU unavailable" in notes and "AMD GPU" in notes and "ncu --metrics" not in notes
 
 

@@ -221,7 +221,7 @@ def test_gpus_command(tmp_path) -> None:
     assert "NVIDIA H100 SXM" in result.output and "assumed" in result.output
     result = CliRunner().invoke(main, ["gpus", "--db", db, "--format", "json", "--peak-tflops", "400"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert [r["source"] for r in out["ranks"]] == ["override"] * 4 and out["ncu_files"] == []
 
 
@@ -306,5 +306,5 @@ def test_rank_peaks_mfu_and_gpus_command_say_fp16_for_a_t4(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "Dense bf16/fp16 peak per rank" in result.output
     listed = CliRunner().invoke(main, ["gpus", "--list-models", "--format", "json"])
-    t4 = next(r for r in json.loads(listed.output) if r["model"] == "Tesla T4")
+    t4 = next(r for r in json.loads(listed.stdout) if r["model"] == "Tesla T4")
     assert t4["bf16_tflops"] is None and t4["fp16_tflops"] == 65.0  # NO_BF16

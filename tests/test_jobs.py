@@ -358,7 +358,7 @@ def test_trace_filter_whatif_is_unknown_for_a_partial_job(trace_filter):
     _, db = trace_filter
     out = CliRunner().invoke(main, ["whatif", "--db", str(db), "--format", "json"])
     assert out.exit_code == 0, out.output
-    doc = json.loads(out.output)
+    doc = json.loads(out.stdout)
     assert doc["scenarios"] == [] and "partial (2 of 128 ranks)" in doc["reason"]
 
 
@@ -453,7 +453,7 @@ def test_trace_filter_diagnose_names_the_exposed_communication(trace_filter):
         ]
     result = CliRunner().invoke(main, ["diagnose", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     findings, mean_step = doc["findings"], doc["job"]["mean_step_ns"]
     performance = [f["id"] for f in findings if f["kind"] == "performance"]
     assert "exposed-comm" in performance[:3], performance

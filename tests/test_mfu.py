@@ -307,7 +307,7 @@ def test_mfu_command(tmp_path: Path) -> None:
         main, ["mfu", "--db", db, "--model-flops-per-step", str(MODEL_PER_STEP), "--format", "json"]
     )
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["hfu_over_mfu"] == pytest.approx(1.0)
     res = CliRunner().invoke(main, ["mfu", "--db", db, "--model-flops-per-step", str(MODEL_PER_STEP)])
     assert res.exit_code == 0, res.output

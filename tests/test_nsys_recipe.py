@@ -66,7 +66,7 @@ def _expected(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def jax_db(tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("recipe") / "jax.duckdb"
-    report = ingest([JAX], db)
+    report = ingest([JAX], db, analyze=["nvtx_projection_compare"])
     assert not report.failed, [o.message for o in report.outcomes]
     return db
 
@@ -138,7 +138,7 @@ def test_recipe_rows_sit_beside_our_projection(jax_db):
 def test_info_lists_what_was_read(jax_db):
     out = CliRunner().invoke(main, ["info", "--db", str(jax_db), "--format", "json"])
     assert out.exit_code == 0, out.output
-    info = json.loads(out.output)
+    info = json.loads(out.stdout)
     by_rank = {r["ranks"][0]: r for r in info["recipe_outputs"]}
     expected = {e["slurm_procid"]: e for e in map(_expected, ZIPS)}
     assert sorted(by_rank) == [0, 1, 2, 3]
@@ -459,7 +459,9 @@ def _beside_checks(db: Path, truth: dict) -> None:
 @pytest.mark.parametrize("jobs", [1, 2])  # 2: mapped on worker processes (the probe travels)
 def test_recipe_output_beside_its_reports_is_read_as_their_side_table(tmp_path, jobs):
     truth = _job_with_recipe(tmp_path / "job")
-    report = ingest([tmp_path / "job"], tmp_path / "ws.duckdb", jobs=jobs)
+    report = ingest(
+        [tmp_path / "job"], tmp_path / "ws.duckdb", jobs=jobs, analyze=["nvtx_projection_compare"]
+    )
     assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"], [o.message for o in report.outcomes]
     _beside_checks(tmp_path / "ws.duckdb", truth)
     res = CliRunner().invoke(main, ["info", "--db", str(tmp_path / "ws.duckdb"), "--format", "json"])

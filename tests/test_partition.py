@@ -231,7 +231,7 @@ def load_trace(con, tr: Trace) -> None:
             con.register("trace_rows", pd.DataFrame(rows, columns=[c.strip() for c in cols.split(",")]))
             con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM trace_rows")
             con.unregister("trace_rows")
-    refresh(con, force=True)  # the stored results of these rows
+    refresh(con, force=True, wanted="all")  # the stored results of these rows, every one
 
 
 def sql_partition(con) -> dict:
@@ -654,7 +654,7 @@ def test_summary_command(tmp_path):
     runner = CliRunner()
     res = runner.invoke(main, ["summary", "--db", str(db), "--format", "json"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)
     (row,) = doc["partition"]
     assert row["rank"] == 0 and row["window_ns"] == 178  # HAND's capture: kernels from 12 to 190
     assert sum(row[c] for c in PARTS) == row["window_ns"]

@@ -58,10 +58,10 @@ def spy(monkeypatch):
         seen["early"].append(early)
         return early
 
-    def rank_step(con, staging=None):
+    def rank_step(con, staging=None, **what):
         if threading.current_thread().name != "rank-pipeline":
             seen["batches_after_load"].append(staging.ranks if staging else None)
-        return step(con, staging)
+        return step(con, staging, **what)
 
     monkeypatch.setattr(rank_pipeline.RankPipeline, "finish", finished)
     monkeypatch.setattr(analysis, "rank_local_step", rank_step)
@@ -84,10 +84,10 @@ def test_the_ranks_computed_while_loading_are_taken_and_equal_a_recompute(tmp_pa
 def test_a_failing_rank_step_while_loading_leaves_refresh_to_compute_every_rank(tmp_path, spy, monkeypatch):
     step = analysis.rank_local_step
 
-    def failing(con, staging=None):
+    def failing(con, staging=None, **what):
         if threading.current_thread().name == "rank-pipeline":
             raise RuntimeError("planted failure in the pipeline")
-        return step(con, staging)
+        return step(con, staging, **what)
 
     monkeypatch.setattr(analysis, "rank_local_step", failing)
     db = tmp_path / "w.duckdb"

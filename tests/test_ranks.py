@@ -444,7 +444,7 @@ def test_ranks_command_on_real_trace(tmp_path):
     _views(open_workspace(db)).close()
     result = CliRunner().invoke(main, ["ranks", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert [r["rank"] for r in out["ranks"]] == [0, 1]
     assert all(r["residual_p50_ns"] > 0 for r in out["ranks"])
     assert out["alignment"][0]["residual_p95_ns"] >= out["alignment"][0]["residual_p50_ns"] > 0

@@ -43,7 +43,7 @@ def series(tmp_path_factory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("series")
     code, out = cli("synth", root / "s", "--scaling", SIZES, *SMALL, "--scaling-straggler", "8:+30")
     assert code == 0, out
-    code, out = cli("ingest", root / "s", "--db", root / "s.duckdb", "-q")
+    code, out = cli("ingest", root / "s", "--db", root / "s.duckdb", "-q", "--analyze", "comm_groups")
     assert code == 0, out
     return root / "s.duckdb", json.loads((root / "s" / "scaling_truth.json").read_text())
 
@@ -274,6 +274,7 @@ def test_hundred_runs_answer_fast(series):
            FROM s.time_partition AS tp JOIN ranks AS r ON r.src = tp.rank, range(25) AS u(c)
            WHERE tp.step IS NOT NULL"""
     )
+    con.execute("CREATE TABLE steps AS SELECT rank, step, FALSE AS one_time FROM time_partition")
     con.execute(
         "CREATE TABLE jobs AS SELECT job, count(*) AS ranks, 8 AS world_size, TRUE AS complete, "
         "'8 of 8 ranks' AS label, NULL::BIGINT AS capture_start_utc_ns FROM ranks GROUP BY job"

@@ -71,7 +71,7 @@ def job(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def single(job, tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("single") / "ws.duckdb"
-    report = ingest([job], db, jobs=1)
+    report = ingest([job], db, jobs=1, analyze="all")
     assert len(report.by_status("ok")) == 8
     return db
 
@@ -88,7 +88,7 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 def test_two_worker_processes_give_the_single_process_tables(job, single, tmp_path):
     db = tmp_path / "ws.duckdb"
-    report = ingest([job], db, jobs=2)
+    report = ingest([job], db, jobs=2, analyze="all")
     assert len(report.by_status("ok")) == 8 and not report.failed
     assert_same(digests(single), digests(db))
     assert digests(single)["gaps"][0] > 0  # a comparison of empty tables would prove nothing
@@ -97,7 +97,7 @@ def test_two_worker_processes_give_the_single_process_tables(job, single, tmp_pa
 
 def test_dask_local_cluster_gives_the_single_process_tables(job, single, tmp_path):
     db = tmp_path / "ws.duckdb"
-    result = _cli("ingest", str(job), "--db", str(db), "--dask", "local:2", "-q")
+    result = _cli("ingest", str(job), "--db", str(db), "--dask", "local:2", "-q", "--analyze", "all")
     assert result.returncode == 0, result.stderr
     assert_same(digests(single), digests(db))
 
@@ -105,9 +105,9 @@ def test_dask_local_cluster_gives_the_single_process_tables(job, single, tmp_pat
 @pytest.mark.skipif(not REAL_NSYS.is_dir(), reason=f"{REAL_NSYS} (shared real traces) is absent")
 def test_real_nsys_traces_in_workers_and_on_dask(tmp_path):
     one, two, dask = tmp_path / "one.duckdb", tmp_path / "two.duckdb", tmp_path / "dask.duckdb"
-    ingest([REAL_NSYS], one, jobs=1)
-    ingest([REAL_NSYS], two, jobs=2)
-    ingest([REAL_NSYS], dask, dask="local:2")
+    ingest([REAL_NSYS], one, jobs=1, analyze="all")
+    ingest([REAL_NSYS], two, jobs=2, analyze="all")
+    ingest([REAL_NSYS], dask, dask="local:2", analyze="all")
     expected = digests(one)
     assert expected["kernels"][0] > 0
     assert_same(expected, digests(two))
@@ -120,7 +120,7 @@ def test_a_worker_dying_once_is_retried(job, single, tmp_path):
     marks.mkdir()
     os.environ[CRASH_ENV] = f"rank3@{marks}"  # read by the client, sent with each task
     try:
-        report = ingest([job], db, jobs=2)
+        report = ingest([job], db, jobs=2, analyze="all")
     finally:
         del os.environ[CRASH_ENV]
     assert (marks / "report_rank3.sqlite.crashed").exists()  # the crash did happen
@@ -130,13 +130,15 @@ def test_a_worker_dying_once_is_retried(job, single, tmp_path):
 
 def test_a_file_whose_worker_dies_twice_fails_alone_and_the_rerun_completes(job, single, tmp_path):
     db = tmp_path / "ws.duckdb"
-    result = _cli("ingest", str(job), "--db", str(db), "--jobs", "2", "-q", env={CRASH_ENV: "rank3"})
+    result = _cli(
+        "ingest", str(job), "--db", str(db), "--jobs", "2", "-q", "--analyze", "all", env={CRASH_ENV: "rank3"}
+    )
     assert result.returncode == 1
     failed = [line for line in result.stderr.splitlines() if line.startswith("failed:")]
     assert len(failed) == 1 and "report_rank3" in failed[0] and "died twice" in failed[0]
     assert "Traceback" not in result.stderr
     assert "7 file(s) ingested" in result.stdout
-    rerun = _cli("ingest", str(job), "--db", str(db), "--jobs", "2", "-q")
+    rerun = _cli("ingest", str(job), "--db", str(db), "--jobs", "2", "-q", "--analyze", "all")
     assert rerun.returncode == 0, rerun.stderr
     assert "1 file(s) ingested, 7 unchanged" in rerun.stdout  # only the missing file was processed
     assert_same(digests(single, BY_LANDING), digests(db, BY_LANDING))
@@ -146,7 +148,20 @@ def test_a_killed_client_leaves_a_workspace_the_rerun_completes(job, single, tmp
     db = tmp_path / "ws.duckdb"
     store = rank_store.store_dir(db)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nsight_analyze", "ingest", str(job), "--db", str(db), "--jobs", "2", "-q"],
+        [
+            sys.executable,
+            "-m",
+            "nsight_analyze",
+            "ingest",
+            str(job),
+            "--db",
+            str(db),
+            "--jobs",
+            "2",
+            "-q",
+            "--analyze",
+            "all",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -161,7 +176,7 @@ def test_a_killed_client_leaves_a_workspace_the_rerun_completes(job, single, tmp
     proc.wait()
     if not killed:
         pytest.skip("the ingest finished before it could be killed (machine too fast for this check)")
-    rerun = _cli("ingest", str(job), "--db", str(db), "--jobs", "2", "-q")
+    rerun = _cli("ingest", str(job), "--db", str(db), "--jobs", "2", "-q", "--analyze", "all")
     assert rerun.returncode == 0, rerun.stderr
     assert_same(digests(single, BY_LANDING), digests(db, BY_LANDING))
     assert not store.exists()

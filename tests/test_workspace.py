@@ -66,7 +66,8 @@ def test_every_query_file_loads_and_documents_itself(tmp_path):
 @requires_shared
 def test_workspace_is_plain_duckdb_with_views(tmp_path):
     db = tmp_path / "w.duckdb"
-    ingest([TRACES / "nsys/nsys-ai/mock.sqlite"], db)
+    # every stored result computed (`ingest --analyze all`): a plain duckdb shell reads them all
+    ingest([TRACES / "nsys/nsys-ai/mock.sqlite"], db, analyze="all")
     con = duckdb.connect(str(db), read_only=True)  # no nsight-analyze code involved
     views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
@@ -94,23 +95,55 @@ def test_sql_command_formats_and_read_only(tmp_path):
     assert out.returncode != 0 and out.stderr.startswith("error: SQL error") and "Traceback" not in out.stderr
 
 
-def test_busy_workspace_is_one_clear_line(tmp_path):
-    db = tmp_path / "w.duckdb"
-    open_workspace(db).close()
+def _hold(db, seconds: float) -> subprocess.Popen:
+    """Another process holding the workspace's write lock for `seconds`."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('ok', flush=True); time.sleep(30)",
+            f"import duckdb, time; c = duckdb.connect({str(db)!r}); print('ok', flush=True); "
+            f"time.sleep({seconds}); c.close()",
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert holder.stdout.readline().strip() == "ok"
+    return holder
+
+
+def test_busy_workspace_is_one_clear_line(tmp_path):
+    """A writer that stays past the bounded wait: one line saying it waits, then the error."""
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    holder = _hold(db, 30)
     try:
-        assert holder.stdout.readline().strip() == "ok"
-        out = subprocess.run([*CLI, "sql", "--db", str(db), "SELECT 1"], capture_output=True, text=True)
+        env = {**os.environ, "NSIGHT_ANALYZE_BUSY_WAIT": "0.5"}
+        out = subprocess.run(
+            [*CLI, "sql", "--db", str(db), "SELECT 1"], capture_output=True, text=True, env=env
+        )
         assert out.returncode == 3
-        assert "busy" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        said = out.stderr.strip().splitlines()
+        assert (
+            len(said) == 2
+            and "waiting up to" in said[0]
+            and said[1].startswith("error: ")
+            and "busy" in said[1]
+        )
+    finally:
+        holder.kill()
+
+
+def test_a_command_waits_for_a_writer_that_finishes(tmp_path):
+    """A writer that lets go within the wait: the command says it waits once, then answers."""
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    holder = _hold(db, 1)
+    try:
+        out = subprocess.run([*CLI, "sql", "--db", str(db), "--format", "csv", "SELECT 41 + 1 AS n"],
+                             capture_output=True, text=True)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == ["n", "42"]
+        assert "waiting up to" in out.stderr and "Traceback" not in out.stderr
     finally:
         holder.kill()
 
@@ -324,9 +357,9 @@ def test_workspace_from_the_template_ingests_like_one_created_directly(tmp_path,
     from conftest import stored_tables
 
     trace = TRACES / "nsys/nsys-ai/mfu_2gpu_before.sqlite"
-    ingest([trace], tmp_path / "copied.duckdb")
+    ingest([trace], tmp_path / "copied.duckdb", analyze="all")
     _without_template(tmp_path, monkeypatch)
-    ingest([trace], tmp_path / "direct.duckdb")
+    ingest([trace], tmp_path / "direct.duckdb", analyze="all")
     tables = []
     for name in ("copied", "direct"):
         con = duckdb.connect(str(tmp_path / f"{name}.duckdb"), read_only=True)

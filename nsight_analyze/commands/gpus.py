@@ -82,7 +82,7 @@ def command(
     from ..gpus import ncu_peaks_sql, rank_peak_rows, validate_gpu
 
     validate_gpu(gpu)
-    with Workspace(db).connect() as con:
+    with Workspace(db).connect(needs=None) as con:
         rows = rank_peak_rows(con, peak_tflops=peak_tflops, precision=precision, gpu=gpu)
         ncu = PlainTable.from_cursor(con.execute(ncu_peaks_sql(precision)))
     cols = COLUMNS + ([f"peak_{p}_tflops" for p in PRECISIONS] if all_precisions or fmt == "json" else [])

@@ -59,6 +59,14 @@ from .summary import periodic_steps_option
     help="A label of the runs these files make (repeatable), e.g. --label batch=32 --label tp=2; "
     "besides those of a run.toml / run.json beside the traces, which must agree (`runs` reads them).",
 )
+@click.option(
+    "--analyze",
+    metavar="WHAT",
+    default=None,
+    help="The analysis computed now: first (the time partition, steps, ranks, collectives: what "
+    "`summary` and `ranks` read), all, or table names (comma-separated) [default: first]. The rest "
+    "is computed the first time a command reads it, and stored.",
+)
 @step_pattern_option
 @periodic_steps_option
 def command(
@@ -70,6 +78,7 @@ def command(
     rules: Path | None,
     quiet: bool,
     label: tuple[str, ...],
+    analyze: str | None,
     step_pattern: str | None,
     periodic_steps: bool | None,
 ):
@@ -98,6 +107,9 @@ def command(
     from ..run_labels import parse_cli_labels
 
     labels = parse_cli_labels(label)  # a malformed or twice-given label is said before anything is read
+    from ..analysis import parse_analyze
+
+    wanted = parse_analyze(analyze)  # an unknown table is said before anything is read
     existed = db.exists()
     with IngestProgress(enabled=not quiet) as progress:
         report = ingest(
@@ -110,6 +122,7 @@ def command(
             progress=progress.update,
             analysis_progress=progress.analysis,
             labels=labels,
+            analyze=wanted,
         )
     # unchanged: already in the workspace; a new workspace with nothing in it is removed by ingest()
     loaded = db.exists() and bool(report.by_status("ok") or report.by_status("unchanged"))
@@ -136,7 +149,7 @@ def command(
 
         apply_step_pattern(str(db), step_pattern)
         apply_periodic_steps(str(db), periodic_steps)
-        open_workspace(db).close()
+        open_workspace(db, needs=None).close()
     _closing_table(db)
     click.echo(f"workspace {clean(db)}: {counts}")
     if report.failed:
@@ -292,7 +305,7 @@ PER_RANK_ROWS = 16  # above this many ranks the closing table has one row per ho
 def _closing_table(db: Path) -> None:
     """What landed, one row per rank, or per host for a larger job (thousands of rank rows are
     noise at the end of an ingest; `nsight-analyze ranks` lists them)."""
-    con = open_workspace(db, read_only=True)
+    con = open_workspace(db, read_only=True, needs=None)  # the first answers: what ingest computed
     try:
         ranks = """
             SELECT r.rank, r.hostname AS host, r.device_id AS dev,

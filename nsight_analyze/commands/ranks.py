@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from .. import whatif
 from ..api import Workspace, rank_report, rank_report_json
 from ..api_frames import column_total
 from ..clihelp import job_option, output_options
@@ -156,7 +157,7 @@ def command(db: str, fmt: str, job: int | None) -> None:
     CSV: the rank rows of the JSON (raw values). Python: nsight_analyze.open(DB).ranks(),
     .rank_report() (the JSON document)."""
     ws = Workspace(db, job=job)
-    with ws.connect() as con:
+    with ws.connect(needs=whatif.READS) as con:
         report = rank_report(con)
     note = ws.scope.note() if ws.scope else None
     rows, verdict, alignment, jobs = (report[k] for k in ("ranks", "verdict", "alignment", "jobs"))

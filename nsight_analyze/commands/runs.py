@@ -14,7 +14,7 @@ from ..render.markdown import markdown_text
 from ..render.output import emit
 from ..render.table import PlainTable
 from ..render.terminal import echo
-from ..runs import LOSS_PARTS, RunsResult, find_run, parse_pairs, regression_pair, runs, scaling_line
+from ..runs import LOSS_PARTS, READS, RunsResult, find_run, parse_pairs, regression_pair, runs, scaling_line
 from ..workspace import open_workspace
 
 _COLUMNS = (
@@ -214,7 +214,12 @@ def command(
     and --fail-on-regression hand two runs to `compare`. docs/runs.md.
     """
     wanted = parse_pairs(where, "--where")
-    con = open_workspace(db, read_only=True, must_exist=True)
+    needs = list(READS)
+    if findings:
+        from ..diagnose import READS as DIAGNOSE_READS
+
+        needs += DIAGNOSE_READS
+    con = open_workspace(db, read_only=True, must_exist=True, needs=needs)
     try:
         pair = bool(compare_runs) or fail_pct is not None  # two runs for `compare`, not a series
         result = runs(

@@ -7,6 +7,7 @@ import click
 from ..api import Workspace
 from ..api_frames import head_sql, stream_sql
 from ..clihelp import output_options
+from ..query_layer import names_in
 from ..render.output import emit, emit_stream
 
 MAX_ROWS = 1000  # rows `--format table|markdown` shows by default (a person reads them)
@@ -30,7 +31,7 @@ def command(db: str, fmt: str, write: bool, max_rows: int, query: str) -> None:
     `--format csv -o FILE` writes a result larger than memory.
 
     Python: nsight_analyze.open(DB).sql(QUERY) (a DataFrame; arrow=True: a pyarrow Table)."""
-    with Workspace(db).connect(read_only=not write) as con:
+    with Workspace(db).connect(read_only=not write, needs=names_in(query)) as con:
         if fmt in ("csv", "json"):  # every row, as it arrives
             chunks = stream_sql(con, query)
             if chunks is not None:  # a statement without a result (CREATE, INSERT, ...) prints nothing

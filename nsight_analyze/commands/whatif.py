@@ -14,7 +14,7 @@ from ..render.output import emit
 from ..render.table import PlainTable
 from ..render.terminal import echo
 from ..render.units import format_duration
-from ..whatif import SCENARIO_TEXT, empty_reason, scenarios, whatif_json
+from ..whatif import READS, SCENARIO_TEXT, empty_reason, scenarios, whatif_json
 
 
 def _table(rows: list[dict], several_jobs: bool) -> PlainTable:
@@ -69,7 +69,7 @@ def command(db: str, fmt: str, per_step: bool, job: int | None) -> None:
     JSON: {"scenarios": [{"scenario", "step" (null = whole job), "actual_step_time_ns", "step_time_ns",
     "gain_ns", ...}]} (docs/whatif.md). CSV: those rows. Every job of the workspace; --job N shows only
     that one."""
-    with Workspace(db, job=job).connect() as con:
+    with Workspace(db, job=job).connect(needs=READS) as con:
         rows = scenarios(con)
         reason = None if rows else empty_reason(con)
     if fmt == "json":

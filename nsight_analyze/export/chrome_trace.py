@@ -48,6 +48,8 @@ from ..duck import out_of_memory
 from ..errors import UserError
 from . import replace_atomically
 
+READS = ("gaps", "collectives", "merge_coll_members")  # computed on first read (analysis.refresh)
+
 STEPS_TID = 2_000_000_000  # the steps and idle tracks: far above any CUDA stream id
 IDLE_TID = STEPS_TID + 1
 BATCH_ROWS = 65_536  # events per Arrow batch written at once

@@ -186,7 +186,8 @@ def collect(
         inp.rank_step = view(
             con,
             "time_partition",
-            f"SELECT * FROM time_partition WHERE {(steps or StepRange()).sql()} ORDER BY rank, step",
+            f"SELECT t.*, coalesce(s.one_time, false) AS one_time FROM time_partition AS t LEFT JOIN steps "
+            f"AS s USING (rank, step) WHERE {(steps or StepRange()).sql('t.step')} ORDER BY rank, step",
         )
         inp.verdict = view(con, "merge_straggler_verdict")
         inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")

@@ -75,9 +75,11 @@ CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in the [memory] events' "Device Ty
 # pattern at once (the ijson path searches with the first, DuckDB with the second).
 COMPUTE_OPS = (
     "^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution"
-    "|convolution_backward|cudnn_convolution|miopen_convolution|cudnn_convolution_transpose"
+    "|convolution_backward|cudnn_convolution|miopen_convolution|(cudnn|miopen)_convolution_transpose"
     "|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)"
     "_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$"
+    # the serving stacks' own GEMM and attention ops (op_flops counts those whose layout it knows)
+    "|^(vllm|aiter|sglang|sgl_kernel|_C|_rocm_C|flash_attn|flash_attn_3)::[A-Za-z0-9_]*(gemm|_mm|matmul|attention|attn|mha)"
 )
 SHAPE_OPS = "(?i)softmax|" + COMPUTE_OPS
 
