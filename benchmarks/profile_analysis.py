@@ -29,14 +29,14 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a DuckDB setting")
     args = ap.parse_args()
     spent: dict[str, float] = collections.defaultdict(float)
-    run = analysis._run
+    run = analysis.steps._run
 
     def timed(con, sql: str, name: str) -> None:
         started = time.perf_counter()
         run(con, sql, name)
         spent[name] += time.perf_counter() - started
 
-    analysis._run = timed  # every query of the layer is created through this one function
+    analysis.steps._run = timed  # every query of the layer is created through this one function
     con = open_workspace(args.workspace, analyse=False)
     for setting in args.set:
         name, _, value = setting.partition("=")

@@ -39,6 +39,8 @@ MAX_OUTPUT_LINES = 60  # of each benchmark's output, the last ones (its result t
 # What each benchmark's ratios are measured against, in the same run (from their docstrings).
 BASELINES = {
     "bench_analysis.py": "each phase's `x scan`: bare DuckDB fetching `SELECT * FROM kernels` to Arrow",
+    "bench_big_rank.py": "`x scan`: a bare sqlite3 scan of the kernel and CUDA API rows' columns; "
+    "`nsys stats -r gpukernsum,cudaapisum` when nsys is installed",
     "bench_ingest.py": "`ratio`: the load against a bare sqlite3 scan of the same columns "
     "(`/narrow`: of a few columns)",
     "bench_kineto.py": "ingest + breakdown against HTA's load + breakdown + overlap, "

@@ -103,9 +103,18 @@ def scope(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | 
     if chosen is None or chosen.n_jobs <= 1:
         return chosen
     main = main_schema(con)
-    temp = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+    # results computed for this session (a file that cannot be written) are TEMP tables, some
+    # with no stored table of the name (not computed in the file yet: analysis.refresh)
+    session = dict(
+        con.execute(
+            "SELECT c.table_name, list(c.column_name ORDER BY c.column_index) FROM duckdb_columns() AS c "
+            "JOIN duckdb_tables() AS t USING (database_name, schema_name, table_name) "
+            "WHERE t.temporary AND NOT starts_with(c.table_name, '_unscoped_') GROUP BY c.table_name"
+        ).fetchall()
+    )
+    temp = set(session)
     ranks = ", ".join(str(r) for r in chosen.ranks) or "NULL"
-    for table, names in sorted(table_columns(con).items()):
+    for table, names in sorted({**table_columns(con), **session}.items()):
         if "rank" in names:
             where = f"rank IN ({ranks})"
         elif "job" in names:

@@ -132,3 +132,34 @@ def test_struct_and_null_keys(con):
     )
     rows = con.execute("SELECT k.stream, start_ns, end_ns FROM interval_union('ks') ORDER BY ALL").fetchall()
     assert rows == [(7, 0, 20), (8, 5, 6), (None, 1, 3)]
+
+
+_BIGINT = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_RANKED = st.lists(st.tuples(st.integers(0, 3), _BIGINT, _BIGINT), max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=_RANKED, b=_RANKED)
+@example(a=[(0, -(2**63), 2**63 - 1)], b=[(1, -(2**63), 2**63 - 1)])  # the extremes of two ranks
+def test_rank_time_overlap_join_pairs_exactly_the_same_rank_overlaps(con, a, b):
+    """queries/_rank_time.sql: "same rank and overlapping" written as two inequalities between
+    _rank_time values (an inequality join) pairs the same rows as the plain predicate (the
+    reference, computed here in Python), for any BIGINT times and several ranks."""
+    a = [(k, min(s, e), max(s, e)) for k, s, e in a]
+    b = [(k, min(s, e), max(s, e)) for k, s, e in b]
+    want = sorted((i, j) for i, (ka, sa, ea) in enumerate(a) for j, (kb, sb, eb) in enumerate(b)
+                  if ka == kb and sa < eb and ea > sb)  # fmt: skip
+    columns = ["i", "rank", "start_ns", "end_ns"]
+    con.register(
+        "ra", pd.DataFrame([(i, *r) for i, r in enumerate(a)] or [(0, 0, 0, 0)], columns=columns)[: len(a)]
+    )
+    con.register(
+        "rb", pd.DataFrame([(j, *r) for j, r in enumerate(b)] or [(0, 0, 0, 0)], columns=columns)[: len(b)]
+    )
+    got = con.execute(
+        """SELECT x.i, y.i FROM ra AS x JOIN rb AS y
+             ON _rank_time(x.rank, x.start_ns) < _rank_time(y.rank, y.end_ns)
+            AND _rank_time(x.rank, x.end_ns) > _rank_time(y.rank, y.start_ns)
+           ORDER BY ALL"""
+    ).fetchall()
+    assert got == want

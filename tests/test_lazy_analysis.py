@@ -274,3 +274,42 @@ def test_declared_reads_cover_what_the_sources_name(module: str, sources: list[s
             named |= query_layer.names_in(path.read_text())
     missing = analysis.targets(named) - analysis.targets(declared)
     assert not missing, f"{module}.READS lacks {sorted(missing)}"
+
+
+def test_a_job_of_a_workspace_computed_for_the_session_is_scoped(tmp_path):
+    """Another process holds the file open, so `diagnose --job N` computes what it reads for its
+    own session (TEMP tables no stored table shadows yet); the job scope must still show job N
+    alone. Oracle: the same command once the file is free (computed and stored)."""
+    from nsight_analyze.synth import generate
+
+    db = tmp_path / "w.duckdb"
+    for seed, inject in ((1, ()), (2, ("straggler=1:+50",))):
+        generate(tmp_path / f"job{seed}", ranks=2, steps=4, kernels_per_step=20, seed=seed, injections=inject)
+        ingest([tmp_path / f"job{seed}"], db)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(db)!r}, read_only=True); "
+         "print('ok', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        busy = [
+            cli(
+                "diagnose",
+                "--db",
+                str(db),
+                "--job",
+                str(j),
+                "--format",
+                "json",
+                env={"NSIGHT_ANALYZE_BUSY_WAIT": "0"},
+            )
+            for j in (1, 2)
+        ]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert all("computing it for this command only" in out.stderr for out in busy)
+    stored = [cli("diagnose", "--db", str(db), "--job", str(j), "--format", "json") for j in (1, 2)]
+    assert [out.stdout for out in busy] == [out.stdout for out in stored]
+    assert busy[0].stdout != busy[1].stdout  # two different jobs: a comparison that can fail

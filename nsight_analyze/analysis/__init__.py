@@ -459,6 +459,9 @@ def compute_in_session(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) ->
     drop_made(con, [m for m in made if m[0] not in tables])
     made, _ = job_step(con, align=False, tables=tables, inputs=inputs)
     drop_made(con, [m for m in made if m[0] not in tables])
+    for q in query_layer.of_stage("job"):  # the macros over them, for this session too
+        if q.kind == "macro" and stored_closure([q.name]) <= tables | inputs:
+            con.execute(q.create("view", temporary=True))
 
 
 def tty_progress(label: str) -> tuple[Progress | None, Callable[[], None]]:

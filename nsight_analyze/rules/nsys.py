@@ -10,6 +10,15 @@ from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 
 
+def _overlapping(a: str, b: str) -> str:
+    """The join condition "same rank, overlapping in time" of aliases `a` and `b`, as the
+    inequality join queries/_rank_time.sql explains (a hash join on the rank tries every pair)."""
+    return (
+        f"_rank_time({a}.rank, {a}.start_ns) < _rank_time({b}.rank, {b}.end_ns) "
+        f"AND _rank_time({a}.rank, {a}.end_ns) > _rank_time({b}.rank, {b}.start_ns)"
+    )
+
+
 def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
     """Worst rank's total overlap of the intervals with its diag windows, per step."""
     if not ctx.has("diag_window_bounds"):
@@ -18,8 +27,7 @@ def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
         f"""SELECT max(t) FROM (
               SELECT i.rank, sum((least(i.end_ns, w.end_ns) - greatest(i.start_ns, w.start_ns)) *
                   {weight}) AS t
-              FROM ({intervals_sql}) i JOIN diag_window_bounds w
-                ON w.rank = i.rank AND i.start_ns < w.end_ns AND i.end_ns > w.start_ns
+              FROM ({intervals_sql}) i JOIN diag_window_bounds w ON {_overlapping("i", "w")}
               GROUP BY i.rank)"""
     )
     return ctx.per_step(float(v or 0))
@@ -37,7 +45,7 @@ def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
         int(s)
         for s in ctx.column(
             f"""SELECT DISTINCT w.step FROM ({intervals_sql}) i JOIN diag_window_bounds w
-            ON w.rank = i.rank AND i.start_ns < w.end_ns AND i.end_ns > w.start_ns ORDER BY 1"""
+            ON {_overlapping("i", "w")} ORDER BY 1"""
         )
     ]
 
@@ -67,9 +75,9 @@ def _cause_mix(ctx: Ctx, intervals_sql: str, where: str, chunked: bool = False) 
             GROUP BY c.cause ORDER BY ns DESC, c.cause"""
     elif ctx.has("gaps"):
         sql = f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
-            FROM gaps g JOIN ({intervals_sql}) s
-              ON s.rank = g.rank AND g.start_ns < s.end_ns AND g.end_ns > s.start_ns
-            WHERE g.step IS NULL GROUP BY g.cause ORDER BY ns DESC, g.cause"""
+            FROM (SELECT * FROM gaps WHERE step IS NULL) g
+            JOIN ({intervals_sql}) s ON {_overlapping("g", "s")}
+            GROUP BY g.cause ORDER BY ns DESC, g.cause"""
     else:
         return []
     return [
