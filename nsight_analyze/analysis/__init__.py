@@ -288,15 +288,7 @@ def _compute(
     todo = batches([r for r in p.ranks if r not in computed], p.sizes, batch_events) or (
         [] if created else [[]]
     )
-    for done, batch in enumerate(todo, 1):
-        made = shadow_ranks(con, batch, tables)
-        try:
-            staging = Staging(main, batch, create=not created and done == 1)
-            made += rank_local_step(con, staging, tables=p.tables)
-        finally:
-            drop_made(con, made)
-        if progress:
-            progress(done, len(todo))
+    _stage_batches(con, main, todo, tables, not created, p.tables, set(), progress)
     _stage_precomputed(con, main, rank_results, read)
     seconds["rank"] = time.perf_counter() - started
     started = time.perf_counter()
@@ -324,6 +316,30 @@ def _compute(
         drop_made(con, made)
     seconds["job"] = time.perf_counter() - started
     return notes
+
+
+def _stage_batches(
+    con: duckdb.DuckDBPyConnection,
+    main: str,
+    todo: list[list[int]],
+    shown: list[str],
+    create: bool,
+    tables: set[str],
+    inputs: set[str],
+    progress: Progress | None,
+) -> None:
+    """The rank-local step of each batch of ranks in `todo` (the canonical tables `shown` filtered
+    to the batch), appended to the staged tables of `tables`; `create`: the first batch creates
+    them. `inputs`: held results read as they are (the batch's rows)."""
+    for done, batch in enumerate(todo, 1):
+        made = shadow_ranks(con, batch, shown)
+        try:
+            staging = Staging(main, batch, create=create and done == 1)
+            made += rank_local_step(con, staging, tables=tables, inputs=inputs)
+        finally:
+            drop_made(con, made)
+        if progress:
+            progress(done, len(todo))
 
 
 def _take_early(
@@ -386,17 +402,7 @@ def _extend(
     try:
         if rank_names:
             todo = batches(sorted(p.fingerprints), p.sizes, batch_events) or [[]]
-            shown_tables = schema.owned_by(con, "rank")
-            for done, batch in enumerate(todo, 1):
-                made = shadow_ranks(con, batch, shown_tables)
-                try:
-                    made += rank_local_step(
-                        con, Staging(main, batch, create=done == 1), tables=p.extend, inputs=have
-                    )
-                finally:
-                    drop_made(con, made)
-                if progress:
-                    progress(done, len(todo))
+            _stage_batches(con, main, todo, schema.owned_by(con, "rank"), True, p.extend, have, progress)
         made = [(n, "VIEW") for n in rank_names]
         for name in rank_names:
             con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {main}."{STAGED}{name}"')
@@ -426,15 +432,17 @@ def _extend(
     _create_job_macros(con, have | p.extend)
 
 
-def _create_job_macros(con: duckdb.DuckDBPyConnection, held: set[str]) -> None:
+def _create_job_macros(con: duckdb.DuckDBPyConnection, held: set[str], temporary: bool = False) -> None:
     """The job stage's macros over stored results, kept in the workspace for users' SQL: those
-    whose results are held (the others are created once `sql` has computed what they read)."""
+    whose results are held (the others are created once `sql` has computed what they read, and
+    dropped from the workspace meanwhile). `temporary`: for this session only, over results
+    computed for it (compute_in_session); the workspace's own are left as they are."""
     for q in query_layer.of_stage("job"):
         if q.kind != "macro":
             continue
         if stored_closure([q.name]) <= held:
-            con.execute(q.create("view", temporary=False))
-        else:
+            con.execute(q.create("view", temporary=temporary))
+        elif not temporary:
             con.execute(f"DROP {q.drop_keyword} IF EXISTS {main_schema(con)}.{q.name}")
 
 
@@ -459,9 +467,7 @@ def compute_in_session(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) ->
     drop_made(con, [m for m in made if m[0] not in tables])
     made, _ = job_step(con, align=False, tables=tables, inputs=inputs)
     drop_made(con, [m for m in made if m[0] not in tables])
-    for q in query_layer.of_stage("job"):  # the macros over them, for this session too
-        if q.kind == "macro" and stored_closure([q.name]) <= tables | inputs:
-            con.execute(q.create("view", temporary=True))
+    _create_job_macros(con, tables | inputs, temporary=True)  # the macros over them too
 
 
 def tty_progress(label: str) -> tuple[Progress | None, Callable[[], None]]:
