@@ -70,18 +70,23 @@ BUSY_WAIT_S = 60.0  # for a reader (another process is writing: computing what i
 WRITER_WAIT_S = 5.0  # for a writer (others read): then it computes into its own session
 
 
-def _busy_wait(limit: float) -> float:
+def _busy_wait(read_only: bool) -> float:
+    """Seconds to wait for a lock: $NSIGHT_ANALYZE_BUSY_WAIT, else BUSY_WAIT_S; a writer waits at
+    most WRITER_WAIT_S (it can compute into its own session instead)."""
+    given = os.environ.get(BUSY_WAIT_ENV, "").strip()
     try:
-        return max(0.0, min(limit, float(os.environ.get(BUSY_WAIT_ENV, limit))))
+        wait = float(given) if given else BUSY_WAIT_S
     except ValueError:
-        return limit
+        wait = -1.0
+    if not wait >= 0:  # also NaN
+        raise UserError(f"{BUSY_WAIT_ENV}={given!r} is not a number of seconds (e.g. 60; 0: do not wait)")
+    return wait if read_only else min(wait, WRITER_WAIT_S)
 
 
-def _connect(path: Path, read_only: bool, wait: float | None = None) -> duckdb.DuckDBPyConnection:
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A connection to the workspace file; while another process holds a lock that keeps it out,
-    waits (one line on stderr) up to `wait` seconds (default: BUSY_WAIT_S, or the writer's
-    WRITER_WAIT_S), then raises WorkspaceBusy."""
-    limit = _busy_wait(wait if wait is not None else (BUSY_WAIT_S if read_only else WRITER_WAIT_S))
+    waits (one line on stderr) up to _busy_wait seconds, then raises WorkspaceBusy."""
+    limit = _busy_wait(read_only)
     deadline = time.monotonic() + limit
     said = False
     while True:

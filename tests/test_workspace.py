@@ -396,3 +396,14 @@ def test_a_workspace_in_a_missing_folder_is_one_clear_line(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip() == f"error: cannot create workspace {db}: folder {db.parent} does not exist"
     assert not db.parent.exists()
+
+
+def test_a_bad_busy_wait_is_one_line(tmp_path):
+    db = tmp_path / "w.duckdb"
+    open_workspace(db).close()
+    env = {**os.environ, "NSIGHT_ANALYZE_BUSY_WAIT": "soon"}
+    out = subprocess.run([*CLI, "sql", "--db", str(db), "SELECT 1"], capture_output=True, text=True, env=env)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: NSIGHT_ANALYZE_BUSY_WAIT='soon' is not a number of seconds (e.g. 60; 0: do not wait)"
+    ]
