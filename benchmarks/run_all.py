@@ -37,6 +37,7 @@ QUICK = {
     "bench_merger.py": ["--ranks", "8", "--kernels", "20000"],
     "bench_refresh.py": [],
     "bench_report.py": ["--ranks", "8", "--kernels", "20000", "--cli-runs", "1"],
+    "bench_runs.py": ["--runs", "10", "--repeat", "2"],
     "bench_scale.py": ["--ranks", "16", "--kernels", "2000", "--growth", "16", "64"],
     "bench_synth.py": ["--ranks", "8", "--steps", "20"],
 }

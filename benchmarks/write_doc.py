@@ -48,6 +48,8 @@ BASELINES = {
     "bench_merger.py": "none: phase times against the whole analysis' 20 s budget",
     "bench_refresh.py": "one changed rank's refresh against a full recompute of the same workspace",
     "bench_report.py": "none: size and `report` time against their budgets (15 MB, 2 s)",
+    "bench_runs.py": "`x scan`: a bare DuckDB median step per run (one GROUP BY of time_partition "
+    "joined to ranks), in process and in a new process; the command against issue 55's 2 s",
     "bench_scale.py": "`map x`, `ingest x`: against one process (jobs=1); "
     "`map x 1 worker`: against `--dask local:1`",
     "bench_synth.py": "none: the generator's time per phase",

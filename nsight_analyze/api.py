@@ -19,7 +19,7 @@ library function the method calls) and only renders what it returns, so `nsight-
 --format json` and `ws.X()` give the same numbers. Units: every `*_ns` value is integer
 nanoseconds (windows, durations, waits; `start_ns`/`end_ns` are timestamps on the aligned
 clock), `*_pct` a percentage (0-100), `*_bytes`/`bytes` bytes; MFU/HFU are fractions (0.42 =
-42 % of the dense peak). Definitions: docs/metrics.md; columns of the views: queries/*.sql.
+42 % of the dense peak). Definitions: docs/metrics.md; columns of the views: queries/*/*.sql.
 
 A `Workspace` holds no connection between calls (each call opens the DuckDB file read-only and
 closes it), so another process may ingest into the same file between two calls; use
@@ -30,7 +30,7 @@ settings or queries changed) are recomputed on the first call, as the CLI does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,80 +40,21 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     import pandas as pd
     import pyarrow as pa
 
-    from .diagnose import Diagnosis, Finding
-    from .ingest import IngestReport
-    from .mfu_options import MfuOptions
-    from .render.table import PlainTable
+    from .ingest_report import IngestReport
 
-from .api_frames import mfu_frame, rank_report, rank_report_json, run_sql
+from .api_findings import FindingsMethods
+from .api_frames import rank_report, rank_report_json, run_sql
+from .api_outputs import OutputMethods
+from .api_tables import PathArg, frame
 
-PathArg = str | PathLike[str]
 By = Literal["rank", "step", "rank-step"]
-
-
-def _frame(rows: Sequence[dict[str, Any]] | pd.DataFrame, arrow: bool, columns: list[str] | None = None):
-    """A DataFrame of JSON-ready rows (the numbers the CLI's JSON prints), or its Arrow table."""
-    import pandas as pd
-
-    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=columns)
-    if not arrow:
-        return df
-    import pyarrow as pa
-
-    return pa.Table.from_pandas(df, preserve_index=False)
-
-
-FINDING_COLUMNS = [
-    "rank",
-    "severity",
-    "id",
-    "title",
-    "recoverable_ns_per_step",
-    "recoverable_pct",
-    "ranks",
-    "steps",
-    "summary",
-    "recoverable_method",
-]
-
-
-def findings_table(findings: Sequence[Finding]) -> PlainTable:
-    """One row per finding, in rank order (the `diagnose` overview, raw values), as plain rows:
-    `diagnose --format csv` prints them without pandas."""
-    from .render.table import PlainTable
-
-    return PlainTable(
-        FINDING_COLUMNS,
-        [
-            (
-                f.rank,
-                f.severity,
-                f.id,
-                f.title,
-                f.recoverable_ns_per_step,
-                f.recoverable_pct,
-                list(f.ranks),
-                list(f.steps),
-                f.summary,
-                f.recoverable_method,
-            )
-            for f in findings
-        ],
-    )
-
-
-def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
-    """`findings_table` as a DataFrame."""
-    import pandas as pd
-
-    return pd.DataFrame(findings_table(findings).rows, columns=FINDING_COLUMNS)
 
 
 # ------------------------------------------------------------------------------------------------
 # The workspace object
 
 
-class Workspace:
+class Workspace(FindingsMethods, OutputMethods):
     """One nsight-analyze workspace (a DuckDB file made by `ingest`).
 
     Every method opens the file, answers and closes it (see the module docstring). Methods
@@ -164,7 +105,7 @@ class Workspace:
     def sql(self, query: str, arrow: bool = False, write: bool = False) -> pd.DataFrame | pa.Table | None:
         """Run one DuckDB SQL statement on the workspace (read-only unless `write`).
 
-        The tables and views are documented in docs/metrics.md and queries/*.sql (integer ns
+        The tables and views are documented in docs/metrics.md and queries/*/*.sql (integer ns
         times). Returns None for a statement without a result (CREATE, INSERT, ...)."""
         from .query_layer import names_in
 
@@ -195,23 +136,25 @@ class Workspace:
         peak `peak_tflops` (TFLOP/s, for `precision`; NaN = unknown), memory bandwidth `mem_bw_gbs`
         (GB/s) and the roofline ridge point (FLOP/byte). `gpu` states the model; `peak_tflops`
         overrides the table."""
-        from .gpus import DEFAULT_PRECISION, rank_peaks, validate_gpu
+        from .gpu_table import DEFAULT_PRECISION, validate_gpu
+        from .gpus import rank_peaks
 
         validate_gpu(gpu)
         with self.connect(needs=None) as con:
             df = rank_peaks(con, peak_tflops=peak_tflops, precision=precision or DEFAULT_PRECISION, gpu=gpu)
-        return _frame(df, arrow)
+        return frame(df, arrow)
 
     def ncu_peaks(self, precision: str | None = None, arrow: bool = False) -> pd.DataFrame | pa.Table:
         """Per hardware-counter file (Nsight Compute, or a Kineto trace with CUPTI range-profiler
         counters): the dense peak (TFLOP/s) and memory bandwidth (GB/s) its roofline ridge points
         use, and where they came from."""
-        from .gpus import DEFAULT_PRECISION, ncu_peaks_sql
+        from .gpu_table import DEFAULT_PRECISION
+        from .gpus import ncu_peaks_sql
 
         sql = ncu_peaks_sql(precision or DEFAULT_PRECISION)
         with self.connect(needs=None) as con:
             df = con.execute(sql).df()
-        return _frame(df, arrow)
+        return frame(df, arrow)
 
     def classify(
         self,
@@ -229,7 +172,7 @@ class Workspace:
             raise ValueError(f"by must be one of {', '.join(COVERAGE_VIEWS)}, not {by!r}")
         with self.connect(read_only=False) as con:
             reclassify_all(con, Path(rules) if rules is not None else None)
-            return _frame(con.execute(f"SELECT * FROM {COVERAGE_VIEWS[by]}").df(), arrow)
+            return frame(con.execute(f"SELECT * FROM {COVERAGE_VIEWS[by]}").df(), arrow)
 
     # -- where the time goes ----------------------------------------------------------------------
 
@@ -260,7 +203,7 @@ class Workspace:
         from .summary import partition
 
         with self.connect(needs=None, scope=True) as con:
-            return _frame(partition(con, by), arrow)
+            return frame(partition(con, by), arrow)
 
     def top_kernels(self, limit: int = 10, arrow: bool = False) -> pd.DataFrame | pa.Table:
         """The kernels with the most GPU time summed over all ranks: instances, total_ns (ns),
@@ -270,7 +213,7 @@ class Workspace:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"limit must be a whole number >= 0, not {limit!r}")
         with self.connect(needs=None, scope=True) as con:
-            return _frame(top_kernels(con, limit), arrow)
+            return frame(top_kernels(con, limit), arrow)
 
     # -- ranks, collectives, stragglers -----------------------------------------------------------
 
@@ -297,10 +240,10 @@ class Workspace:
         ranks), `wait_caused_ns` (GPU time the other ranks waited for it), `times_slowest`
         (imbalanced steps it was slowest in), `times_last` (collectives it arrived last at),
         `cost_ns` (the job's delay it caused, for the straggler) and `straggler`."""
-        return _frame(self.rank_report()["ranks"], arrow)
+        return frame(self.rank_report()["ranks"], arrow)
 
     def collectives(self, arrow: bool = False) -> pd.DataFrame | pa.Table:
-        """One row per NCCL operation instance matched across ranks (queries/collectives.sql):
+        """One row per NCCL operation instance matched across ranks (queries/comms/collectives.sql):
         op, communicator, sequence, participants, bytes, aligned start_ns/end_ns (first arrival,
         last end), start_skew_ns (last arrival - first arrival: what the early ranks wait),
         transfer_ns (the shortest participant's kernel), busbw_gbps (nccl-tests bus bandwidth,
@@ -316,174 +259,6 @@ class Workspace:
 
         with self.connect(needs=READS) as con:
             return comms(con, by)
-
-    # -- findings and efficiency ------------------------------------------------------------------
-
-    def diagnose(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> Diagnosis:
-        """Run every rule: the findings (nsight_analyze.diagnose.Finding), ranked by recoverable
-        time per step (an upper bound, ns), capture notes first, as a Diagnosis (a sequence of
-        the findings, with .thresholds and .job: the job shape, missing views, rule errors).
-        `thresholds` override docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
-        Raises NoData (exit status 4 in the CLI) when the workspace has no GPU operation."""
-        from .diagnose import READS, diagnose, resolve_thresholds
-        from .gpus import stated_gpu
-        from .no_data import require_gpu_data
-
-        resolve_thresholds(thresholds)  # bad input is said before "no data"
-        with self.connect(analyse=False, scope=True) as con:
-            require_gpu_data(con, str(self.path), "diagnose")
-        with self.connect(needs=READS, scope=True) as con, stated_gpu(gpu):
-            return diagnose(con, thresholds)
-
-    def diagnosis(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> dict[str, Any]:
-        """The stable document of `nsight-analyze diagnose --format json` (docs/diagnose.md)."""
-        return self.diagnosis_of(self.diagnose(thresholds, gpu))
-
-    def diagnosis_of(self, findings: Any) -> dict[str, Any]:
-        """The JSON document of findings `diagnose()` returned, with the job they are of
-        (`job.scope`: which job of a workspace of several, job_scope.py)."""
-        from .diagnose import findings_json
-
-        doc = findings_json(findings)
-        doc["job"]["scope"] = self.scope.as_dict() if self.scope else None
-        return doc
-
-    def findings(
-        self, thresholds: dict[str, Any] | None = None, gpu: str | None = None, arrow: bool = False
-    ) -> pd.DataFrame | pa.Table:
-        """One row per finding in rank order: severity, id, title, `recoverable_ns_per_step` (ns
-        of step time it could save per step, an upper bound), `recoverable_pct` (of the mean
-        step), the ranks and steps it concerns, its summary. Evidence, signals and fixes: see
-        `diagnose()` (Finding objects) or `diagnosis()` (JSON)."""
-        return _frame(findings_frame(self.diagnose(thresholds, gpu)), arrow)
-
-    def mfu_summary(self, options: MfuOptions | None = None, **fields: Any) -> dict[str, Any]:
-        """The document of `nsight-analyze mfu --format json`; `options` a `MfuOptions`, or its
-        fields as keywords, as for `mfu`."""
-        from .gpus import validate_gpu
-        from .mfu import READS, MfuOptions, hfu_mfu_summary
-
-        opts = MfuOptions.of(options, **fields)
-        validate_gpu(opts.gpu)
-        with self.connect(needs=READS, scope=True) as con:
-            summary = hfu_mfu_summary(con, opts)
-        return {**summary, "job": self.scope.as_dict() if self.scope else None}  # which job (job_scope.py)
-
-    def mfu(
-        self,
-        model_flops_per_step: float | MfuOptions | None = None,
-        *,
-        arrow: bool = False,
-        **options: Any,
-    ) -> pd.DataFrame | pa.Table:
-        """MFU and HFU per step: `mfu` = model FLOPs / (step time x GPUs x dense peak), `hfu` =
-        counted FLOPs (Nsight Compute) / (window x peak), both fractions (0.42 = 42 %);
-        `window_ns_max` is the step's longest rank window (ns), `coverage_pct` the share of kernel
-        time with counter data.
-
-        MFU needs `model_flops_per_step` (the whole job's, forward + backward) or a model
-        (params + tokens_per_step, or layers/hidden/seq_len[/vocab] with formula='megatron');
-        without either, a trace recorded with shapes gives its own (`op_flops`; attrs
-        ['model_flops']['source'] says "from trace shapes").
-        The keywords are the fields of `nsight_analyze.mfu.MfuOptions` (the options of
-        `nsight-analyze mfu`): model_flops_per_step, params, tokens_per_step, layers, hidden,
-        seq_len, vocab, recompute ('none'), formula ('palm'), gpu, peak_tflops, precision
-        ('bf16'), n_gpus, steps_in_window; or pass one MfuOptions.
-        The whole-capture values (mfu, hfu, hfu_over_mfu, peaks, notes, gap) are in `.attrs` of
-        the DataFrame (the same keys as `mfu --format json`; an Arrow table has the rows only: see
-        `mfu_summary()`); unknown values are None/NaN, with the reason in attrs['notes'].
-        """
-        from .mfu import MfuOptions
-
-        if isinstance(model_flops_per_step, MfuOptions):
-            summary = self.mfu_summary(model_flops_per_step, **options)
-        else:
-            summary = self.mfu_summary(model_flops_per_step=model_flops_per_step, **options)
-        return _frame(mfu_frame(summary), arrow)
-
-    # -- outputs ----------------------------------------------------------------------------------
-
-    def report(
-        self,
-        path: PathArg = "report.html",
-        steps: str | None = None,
-        model_flops_per_step: float | None = None,
-        peak_tflops: float | None = None,
-        gpu: str | None = None,
-    ) -> Path:
-        """Write the self-contained HTML report (as `nsight-analyze report -o PATH`); return its path.
-
-        `steps`: 'A:B' (inclusive), 'A:', ':B' or 'N'; MFU options as for `mfu`."""
-        from .gpus import validate_gpu
-        from .mfu_options import MfuOptions
-        from .render.report import parse_steps, write_report
-
-        step_range = parse_steps(steps)
-        options = MfuOptions(model_flops_per_step=model_flops_per_step, peak_tflops=peak_tflops, gpu=gpu)
-        validate_gpu(gpu)
-        with self.connect(scope=True) as con:
-            note = self.scope.note() if self.scope else None
-            return write_report(con, path, step_range, options, note)
-
-    def export(
-        self,
-        out: PathArg,
-        format: Literal["chrome-trace", "parquet"] = "chrome-trace",  # noqa: A002 - the CLI's --format
-        steps: str | None = None,
-        ranks: str | Sequence[int] | None = None,
-        force: bool = False,
-        while_writing: Callable[[str], contextlib.AbstractContextManager] | None = None,
-    ) -> Any:
-        """What `nsight-analyze export OUT --format F` writes; returns what was written (`.counts`).
-
-        chrome-trace: OUT is one .json (.json.gz) file for the Perfetto UI / chrome://tracing, the
-        aligned timeline (one process per rank, one track per stream, idle gaps by cause, steps,
-        collectives linked across ranks); `steps` 'A:B' keeps those steps only. parquet: OUT is
-        a folder of <table>.parquet files and manifest.json. `ranks`: '0,2-3' or [0, 2, 3].
-        A refused OUT or bad option fails before the workspace is opened (no recompute first);
-        `while_writing(text)` wraps the writing only (the command's spinner)."""
-        from .errors import UserError
-        from .export import parse_ranks, select_ranks
-        from .render.report import parse_steps
-
-        busy = while_writing or (lambda text: contextlib.nullcontext())
-        wanted = parse_ranks(ranks) if ranks is None or isinstance(ranks, str) else _rank_numbers(ranks)
-        out = Path(out)
-        if format == "parquet":
-            from .export.parquet import check_folder, export_parquet
-
-            if steps is not None:
-                raise UserError(
-                    "--steps applies to --format chrome-trace only (parquet exports whole tables)"
-                )
-            check_folder(out, force)
-            with self.connect() as con:
-                select_ranks(con, wanted)
-                with busy(f"exporting Parquet files to {out}"):
-                    return export_parquet(con, out, wanted, force=force, workspace=str(self.path.resolve()))
-        if format != "chrome-trace":
-            raise UserError(f"unknown export format {format!r}: use chrome-trace or parquet")
-        from .export.chrome_trace import READS, check_file, export_chrome_trace
-        from .no_data import require_gpu_data
-
-        step_range = parse_steps(steps)
-        check_file(out, force)
-        with self.connect(needs=READS) as con:
-            chosen = select_ranks(con, wanted)
-            require_gpu_data(con, str(self.path), "export")
-            with busy(f"writing the Chrome trace {out}"):
-                bounds = (step_range.first, step_range.last) if step_range is not None else None
-                return export_chrome_trace(con, out, chosen, bounds, force=force)
-
-
-def _rank_numbers(ranks: Sequence[int]) -> list[int]:
-    """`ranks` given as numbers, sorted and unique; anything else is a ValueError naming them (not
-    int()'s "invalid literal ... 'x'")."""
-    from numbers import Integral
-
-    if not all(isinstance(r, Integral) and not isinstance(r, bool) for r in ranks):
-        raise ValueError(f"ranks must be rank numbers (or a string such as '0,2-3'), not {list(ranks)!r}")
-    return sorted({int(r) for r in ranks})  # numpy's integers too
 
 
 # ------------------------------------------------------------------------------------------------

@@ -291,7 +291,7 @@ def unclassified_note(pct: float, names: int) -> str:
     )
 
 
-# What `classify` shows, by its `by`: documented live views (queries/kernel_category_totals.sql,
+# What `classify` shows, by its `by`: documented live views (queries/kernels/kernel_category_totals.sql,
 # kernel_coverage.sql, kernel_unclassified.sql), so `nsight-analyze sql` reaches them too
 COVERAGE_VIEWS = {
     "category": "kernel_category_totals",

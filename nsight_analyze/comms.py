@@ -1,6 +1,6 @@
 """Communication by parallelism dimension: the stored comm_groups / comm_ops tables as plain data.
 
-The SQL (queries/comm_kernels.sql, _comm_members.sql, comm_groups.sql, comm_ops.sql) names each
+The SQL (queries/comms/comm_kernels.sql, _comm_members.sql, comm_groups.sql, comm_ops.sql) names each
 communicator's dimension and sums its time; this module only aggregates those few rows (one per
 communicator), adds the link's peak from the GPU data and the fixes that fit each dimension's
 exposed collectives (rules/dimensions.py, the one list the findings read too).
@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 
-from . import gpus
+from . import gpu_table
 from .duck import fetch_records
 from .errors import UserError
 from .no_data import require_ranks
@@ -80,10 +80,10 @@ def nvlink_peak_gbps(con: duckdb.DuckDBPyConnection) -> tuple[float | None, str]
     ]
     if len(names) != 1:
         return None, "GPU model unknown" if not names else "ranks have different GPU models"
-    peak = gpus.lookup(names[0])
+    peak = gpu_table.lookup(names[0])
     if peak is None or peak.model is None:
         return None, f"{names[0]!r} is not in the peak table"
-    value = next(r for r in gpus.rows() if r["model"] == peak.model).get("nvlink_gbs")
+    value = next(r for r in gpu_table.rows() if r["model"] == peak.model).get("nvlink_gbs")
     if missing(value):
         return None, f"no NVLink figure for {peak.model}"
     return float(value) / 2, f"{peak.model}: NVLink {float(value):g} GB/s bidirectional, per direction"

@@ -84,7 +84,7 @@ def assign_ranks(cands: list[Candidate], taken: dict[int, str]) -> dict[int, str
     never a bare number), when every unclaimed file has a distinct one; then natural file
     order (rank2 before rank10), device order within a file. `rank` is unique in the
     workspace; `job_rank` is the number the evidence gave. A file claiming a number another
-    file already has belongs to another job (queries/merge_jobs.sql): it keeps the number as
+    file already has belongs to another job (queries/job/merge_jobs.sql): it keeps the number as
     its job_rank, and its ranks get the next free workspace numbers after everyone else's.
     """
     notes: dict[int, str] = {}

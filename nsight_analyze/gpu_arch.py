@@ -15,7 +15,8 @@ from typing import Any
 # Dense FLOP/clk/SM per architecture (gpu-peaks.md §3; FMA = 2). `half` lists the
 # precisions whose FP32-accumulate rate is halved on GeForce fuses (§1.3).
 # Keys: (compute major, minor). Volta and Turing have FP16 but no BF16 (nor TF32) tensor cores, so
-# they list no "bf16": a bf16 peak asked of them is their fp16 one, labelled fp16 (gpus.Peak.precision_of).
+# they list no "bf16": a bf16 peak asked of them is their fp16 one, labelled fp16
+# (gpu_table.Peak.precision_of).
 ARCH_RATES: dict[tuple[int, int], dict[str, Any]] = {
     (7, 0): {"arch": "volta", "fp64": 64, "fp32": 128, "fp16": 1024},
     (7, 5): {

@@ -25,25 +25,38 @@ matching that takes a GH200 for an H200 or an A10G for an A10. So:
 * a user override (``--peak-tflops``) beats everything and is labelled ``override``.
 
 Every result carries `source` and a human `reason`, so the report can say why.
+
+The table is gpu_table.py, the derivation and the identification from hardware properties
+gpu_identify.py, the architectures' rates gpu_arch.py; this module resolves a GPU's peak in the
+order above (`resolve`, `stated_gpu`) and gives the per-rank and per-model rows the commands,
+MFU and the rules read.
 """
 
 from __future__ import annotations
 
-import csv
-import functools
 import math
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from .duck import has_relation, sql_string
-from .errors import UserError, validate_positive
+from .errors import validate_positive
+from .gpu_identify import derive, identify
+from .gpu_table import (
+    DEFAULT_PRECISION,
+    PRECISIONS,
+    Peak,
+    given_peak,
+    lookup,
+    model_peak,
+    rows,
+    validate_gpu,
+    validate_precision,
+)
 from .plain import missing
 
 if TYPE_CHECKING:
@@ -63,263 +76,7 @@ from .gpu_arch import (  # noqa: F401
     infer_arch,
 )
 
-DATA = Path(__file__).with_name("data") / "gpus.csv"
-
-#: Precisions with a dense peak column in data/gpus.csv (TFLOP/s; TOPS for int8).
-PRECISIONS = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-#: Precisions executed on tensor cores: Hopper/Blackwell specs use the lower tensor clock.
-TENSOR_PRECISIONS = ("tf32", "bf16", "fp16", "fp8", "int8")
-DEFAULT_PRECISION = "bf16"
-
-#: How a user finds the names --gpu accepts (said in every error and unknown-peak reason).
-LIST_HINT = "`nsight-analyze gpus --list-models` lists the names --gpu accepts"
-
 ENV_HINT_PATTERN = r"(?i)^PEAK_.*FLOP"
-
-
-@dataclass
-class Peak:
-    """Dense peaks of one GPU and how they were obtained."""
-
-    source: str  # table | derived | given | assumed | override | unknown
-    reason: str
-    model: str | None = None
-    tflops: dict[str, float | None] = field(default_factory=dict)  # precision -> dense TFLOP/s
-    mem_bw_gbs: float | None = None
-    sm_count: int | None = None
-    boost_mhz: float | None = None
-    tensor_mhz: float | None = None
-    confidence: str | None = None
-
-    def precision_of(self, precision: str = DEFAULT_PRECISION) -> str:
-        """The precision whose dense peak `peak_flops(precision)` returns, for every label.
-
-        Why: Volta and Turing (V100, T4: sm_70, sm_75) have FP16 tensor cores but no BF16 ones
-        (gpu-peaks.md §2.1: T4 "65 (FP16, no BF16)"), so the default bf16 asked of them is
-        answered with their dense FP16 tensor peak, and what is shown must say fp16, not bf16.
-        """
-        if precision == "bf16" and self.tflops.get("bf16") is None and self.tflops.get("fp16") is not None:
-            return "fp16"
-        return precision
-
-    def peak_flops(self, precision: str = DEFAULT_PRECISION) -> float | None:
-        """FLOP/s for a precision; bf16 falls back to fp16 on parts without BF16 (V100, T4)."""
-        value = self.tflops.get(self.precision_of(precision))
-        return None if value is None else value * 1e12
-
-    def ridge(self, precision: str = DEFAULT_PRECISION) -> float | None:
-        """FLOP/byte where the memory roof meets the compute roof."""
-        flops = self.peak_flops(precision)
-        if flops is None or not self.mem_bw_gbs:
-            return None
-        return flops / (self.mem_bw_gbs * 1e9)
-
-
-_TEXT_COLUMNS = ("model", "match", "arch", "cc", "confidence", "note")
-
-
-@functools.lru_cache(maxsize=1)
-def rows() -> tuple[dict[str, Any], ...]:
-    """The peak table as shipped, one dict per model: numbers as floats, blanks as None.
-
-    Read with the csv module: resolving a GPU's peak happens in every ingest and must not
-    import pandas (half a second) for a 40-row file."""
-    with open(DATA, newline="", encoding="utf-8") as fh:
-        return tuple(
-            {k: (v or None) if k in _TEXT_COLUMNS else (float(v) if v else None) for k, v in row.items()}
-            for row in csv.DictReader(fh)
-        )
-
-
-@functools.lru_cache(maxsize=1)
-def _aliases() -> list[tuple[str, int]]:
-    """(alias, row index), longest alias first: the most specific name wins."""
-    out = []
-    for idx, row in enumerate(rows()):
-        for alias in str(row["match"]).split("|"):
-            out.append((alias.strip().lower(), idx))
-    return sorted(out, key=lambda a: -len(a[0]))
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[\s_]+", " ", name.strip().lower())
-
-
-def _contains_token(haystack: str, needle: str) -> bool:
-    """`needle` occurs in `haystack` not glued to letters/digits (A10 is not in A100 or A10G)."""
-    pattern = r"(?<![a-z0-9])" + re.escape(needle) + r"(?![a-z0-9])"
-    return re.search(pattern, haystack) is not None
-
-
-def _row_peak(idx: int, source: str, reason: str) -> Peak:
-    row = rows()[idx]
-    number = lambda col: None if row[col] is None else float(row[col])  # noqa: E731
-    return Peak(
-        source=source,
-        reason=reason,
-        model=str(row["model"]),
-        tflops={p: number(p) for p in PRECISIONS},
-        mem_bw_gbs=number("mem_bw_gbs"),
-        sm_count=None if row["sm_count"] is None else int(row["sm_count"]),
-        boost_mhz=number("boost_mhz"),
-        tensor_mhz=number("tensor_mhz"),
-        confidence=str(row["confidence"]),
-    )
-
-
-def model_peak(model: str) -> Peak:
-    """The table row whose `model` is exactly this (used for family guesses and tests)."""
-    for idx, row in enumerate(rows()):
-        if row["model"] == model:
-            return _row_peak(idx, "table", f"table row {model}")
-    raise KeyError(model)
-
-
-def lookup(name: str | None) -> Peak | None:
-    """Table row for an NVML/nsys GPU name, most specific alias first; None if unknown."""
-    if not name:
-        return None
-    norm = _normalise(name)
-    for alias, idx in _aliases():
-        if _contains_token(norm, alias):
-            model = rows()[idx]["model"]
-            return _row_peak(idx, "table", f"name {name!r} matched alias {alias!r} -> {model}")
-    return None
-
-
-#: Reported memory / the vendor's nominal size that still fits a table row: HBM parts report 98.5-100 %
-#: of it (an H100 80GB: 79.2 GiB, an MI300X: 192.0 GiB), GDDR parts with ECC on 1/16 less (a T4's 16 GB:
-#: 14.8 GiB). Properties that fit several rows then identify nothing (`identify`).
-MEMORY_FIT = (0.9, 1.01)
-#: Rows whose peaks agree within this (relative) are one answer: an MI210 and an MI250 GCD are the same
-#: 104 CUs at 1700 MHz, and the datasheets round the halved MI250 figures differently (22.65 vs 22.6).
-SAME_PEAK_REL = 0.01
-
-
-def vendor_of(arch: str | None) -> str:
-    """'amd' for a table row of a CDNA architecture, else 'nvidia'."""
-    return "amd" if str(arch or "").startswith("cdna") else "nvidia"
-
-
-def _same_peaks(a: Peak, b: Peak) -> bool:
-    values = [(a.tflops.get(p), b.tflops.get(p)) for p in PRECISIONS] + [(a.mem_bw_gbs, b.mem_bw_gbs)]
-    return all(
-        (x is None and y is None)
-        or (x is not None and y is not None and math.isclose(x, y, rel_tol=SAME_PEAK_REL))
-        for x, y in values
-    )
-
-
-def identify(
-    sm_count: int | None,
-    compute_major: int | None,
-    compute_minor: int | None,
-    memory_bytes: int | None = None,
-    vendor: str | None = None,
-) -> tuple[Peak | None, str]:
-    """The table model a GPU's hardware properties fit, for a trace that does not name it; else
-    (None, why not).
-
-    Why: ROCm's PyTorch profiler can record a GPU with an empty name (TraceLens's vLLM MI300X
-    traces: 304 CUs, CC 9.4, 192 GiB), and without a name or a clock the peak was unknown although
-    only one GPU has those properties. A row fits when its CC and SM/CU count are the recorded ones,
-    its vendor is the trace's (`vendor`: 'amd' for a ROCm trace, 'nvidia' for a CUDA one, None when
-    the file does not say; ROCm reports gfx90a as CC 9.0 like Hopper) and, where both are known, the
-    recorded memory is MEMORY_FIT of its nominal size. One fitting row, or several whose peaks agree
-    (SAME_PEAK_REL), is the answer; rows of different peaks are never chosen between.
-    """
-    if not sm_count or compute_major is None or compute_minor is None:
-        return None, ""
-    cc = f"{int(compute_major)}.{int(compute_minor)}"
-    gib = float(memory_bytes) / 2**30 if memory_bytes else None
-    fits = []
-    for idx, row in enumerate(rows()):
-        if row["cc"] != cc or row["sm_count"] is None or int(row["sm_count"]) != int(sm_count):
-            continue
-        if vendor is not None and vendor_of(row["arch"]) != vendor:
-            continue
-        nominal = row["memory_gb"]
-        if gib is not None and nominal is not None and not (MEMORY_FIT[0] <= gib / nominal <= MEMORY_FIT[1]):
-            continue
-        fits.append(idx)
-    amd = vendor == "amd" or (bool(fits) and all(vendor_of(rows()[i]["arch"]) == "amd" for i in fits))
-    seen = f"{int(sm_count)} {'CUs' if amd else 'SMs'}, CC {cc}" + ("" if gib is None else f", {gib:.0f} GiB")
-    if not fits:
-        return None, f"no peak-table model has {seen}"
-    peaks = [_row_peak(i, "identified", "") for i in fits]
-    models = [str(p.model) for p in peaks]
-    if not all(_same_peaks(peaks[0], p) for p in peaks[1:]):
-        return None, f"{seen} fit {' and '.join(models)}, whose peaks differ: no guess"
-    reason = f"no GPU name in the trace; identified from {seen} -> {' / '.join(models)}"
-    if len(models) > 1:
-        reason += " (the same hardware and peaks)"
-    return replace(peaks[0], model=" / ".join(models), reason=reason), ""
-
-
-def _is_geforce(name: str) -> bool:
-    """GeForce fuse (half-rate FP32 accumulate), per gpu-peaks.md §3 step 3."""
-    low = name.lower()
-    if "geforce" in low:
-        return True
-    return "rtx" in low and "ada generation" not in low and "pro" not in low and "quadro" not in low
-
-
-def derive(
-    name: str | None,
-    sm_count: int | None,
-    clock_hz: float | None,
-    compute_major: int | None,
-    compute_minor: int | None,
-    mem_bw_bps: float | None = None,
-) -> Peak | None:
-    """SM count x clock x FLOP/clk/SM of the architecture, tensor-clock derated; None if impossible."""
-    if not sm_count or not clock_hz or compute_major is None or compute_minor is None:
-        return None
-    rates = ARCH_RATES.get((int(compute_major), int(compute_minor)))
-    if rates is None:
-        return None
-    name = name or ""
-    ghz = float(clock_hz) / 1e9
-    notes = [
-        f"{sm_count} SMs x {ghz:.3f} GHz x FLOP/clk/SM of {rates['arch']} "
-        f"(CC {compute_major}.{compute_minor})"
-    ]
-    halve: tuple[str, ...] = ()
-    if "half" in rates:
-        geforce = "geforce" in name.lower() if rates.get("half_rule") == "geforce" else _is_geforce(name)
-        if geforce:
-            halve = rates["half"]
-            notes.append("GeForce: half-rate FP32-accumulate tensor math (uncertain)")
-    derate = 1.0
-    if compute_major == 9:
-        derate = HOPPER_DERATE_PCIE if "pcie" in name.lower() else HOPPER_DERATE_SXM
-        notes.append(f"tensor-clock derate {derate:.3f}")
-    elif compute_major == 10:
-        derate = BLACKWELL_DERATE
-        notes.append(f"tensor-clock derate {derate:.3f}")
-    tflops: dict[str, float | None] = {}
-    for p in PRECISIONS:
-        per_sm = rates.get(p)
-        if per_sm is None:
-            tflops[p] = None
-            continue
-        value = sm_count * ghz * per_sm / 1000.0
-        if p in halve:
-            value /= 2
-        if p in TENSOR_PRECISIONS:
-            value *= derate
-        tflops[p] = value
-    return Peak(
-        source="derived",
-        reason="; ".join(notes),
-        model=name or None,
-        tflops=tflops,
-        mem_bw_gbs=None if not mem_bw_bps else float(mem_bw_bps) / 1e9,
-        sm_count=int(sm_count),
-        boost_mhz=ghz * 1000,
-        tensor_mhz=ghz * 1000 * derate if derate != 1.0 else None,
-        confidence="D",
-    )
 
 
 def parse_env_hint(name: str, value: str) -> float | None:
@@ -352,29 +109,6 @@ def with_override(peak: Peak | None, peak_tflops: float, precision: str) -> Peak
         tensor_mhz=base.tensor_mhz,
         confidence="user",
     )
-
-
-def unknown_gpu_message(gpu: str) -> str:
-    """The one-line error for a --gpu name that matches no table row."""
-    return f"unknown GPU {gpu!r} for --gpu: {LIST_HINT} (or give the peak with --peak-tflops)"
-
-
-def validate_gpu(gpu: str | None) -> None:
-    """Raise UserError early for an unknown --gpu, before work whose errors would be swallowed."""
-    if gpu is not None and lookup(gpu) is None:
-        raise UserError(unknown_gpu_message(gpu))
-
-
-def given_peak(gpu: str, traced_name: str | None = None) -> Peak:
-    """The table row of a user-stated model (--gpu); says so when the trace names another GPU."""
-    peak = lookup(gpu)
-    if peak is None:
-        raise UserError(unknown_gpu_message(gpu))
-    reason = f"--gpu {gpu!r} -> table row {peak.model}"
-    traced = lookup(traced_name)
-    if traced_name and (traced is None or traced.model != peak.model):
-        reason += f" (the trace names {traced_name!r})"
-    return replace(peak, source="given", reason=reason)
 
 
 def _env_peak(env_hints: dict[str, str] | None, precision: str) -> Peak | None:
@@ -485,12 +219,6 @@ def model_rows() -> list[dict[str, Any]]:
         }
         for r in rows()
     ]
-
-
-def validate_precision(precision: str) -> None:
-    """A precision of the peak table (PRECISIONS), else one line naming them."""
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
 
 
 def ncu_peaks_sql(precision: str) -> str:
@@ -655,7 +383,7 @@ def peaks_precision_label(precision: str, peaks: Iterable[dict[str, Any]]) -> st
     return precision_label(precision, [p["precision"] for p in peaks if p["peak_tflops"] is not None])
 
 
-def _none(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     """pandas NA/NaT/NaN -> None, numpy scalars -> Python."""
     if missing(value):
         return None

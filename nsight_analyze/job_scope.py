@@ -1,6 +1,6 @@
 """One job of a workspace at a time: what summary, diagnose, report, mfu, whatif and compare read.
 
-Why: a folder may hold captures of unrelated jobs (queries/merge_jobs.sql). The job-level results
+Why: a folder may hold captures of unrelated jobs (queries/job/merge_jobs.sql). The job-level results
 are already computed per job, but a command that sums, ranks or compares over "all ranks" (the
 top kernels, the mean step, the worst rank per step, a finding's ranks, the report's timeline)
 would mix them. So these commands show one job: the one `--job N` names, else the job with the

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from . import gpus
-from .gpus import DEFAULT_PRECISION
+from . import gpu_table, gpus
+from .gpu_table import DEFAULT_PRECISION
 
 if TYPE_CHECKING:  # DataFrames only where DCGM samples are (`mfu` of a trace without imports no pandas)
     import pandas as pd
@@ -123,8 +123,8 @@ def dcgm_summary(
            ORDER BY host NULLS LAST, gpu_id, gpu_instance NULLS FIRST"""
     ).df()
     for rec in per_gpu.to_dict("records"):  # one row per GPU (an aggregate), not per sample
-        rec = {k: gpus._none(v) for k, v in rec.items()}
-        peak = gpus.given_peak(gpu) if gpu else gpus.lookup(rec["gpu_name"])
+        rec = {k: gpus.plain_value(v) for k, v in rec.items()}
+        peak = gpu_table.given_peak(gpu) if gpu else gpu_table.lookup(rec["gpu_name"])
         flops = peak.peak_flops(precision) if peak is not None and rec["gpu_instance"] is None else None
         ref = None if peak is None else (peak.tensor_mhz or peak.boost_mhz)
         scale = rec["sm_mhz"] / ref if rec["sm_mhz"] and ref else 1.0

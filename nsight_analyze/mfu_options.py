@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import validate_positive
 from .flops import FORMULAS, RECOMPUTE, ModelFlops, model_flops
-from .gpus import DEFAULT_PRECISION, PRECISIONS
+from .gpu_table import DEFAULT_PRECISION, PRECISIONS
 
 
 def _cli(
@@ -35,7 +35,7 @@ class MfuOptions:
 
     MFU needs `model_flops_per_step` or a model description (`params` + `tokens_per_step`, with
     `layers`/`hidden`/`seq_len` for the attention term, or `formula='megatron'`), else takes the
-    trace's own FLOPs where it recorded shapes (queries/op_flops.sql); the peak comes
+    trace's own FLOPs where it recorded shapes (queries/hfu/op_flops.sql); the peak comes
     from the trace's GPU unless `gpu` or `peak_tflops` states it. None means "not given".
     """
 

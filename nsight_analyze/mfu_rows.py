@@ -22,7 +22,7 @@ import duckdb
 from . import gpus
 from .duck import has_relation, sql_rows, sql_value
 from .flops import ModelFlops
-from .gpus import DEFAULT_PRECISION
+from .gpu_table import DEFAULT_PRECISION
 from .plain import jsonable
 
 if TYPE_CHECKING:
@@ -34,11 +34,10 @@ Peaks = list[dict[str, Any]]
 _CAPTURE_WINDOWS = """(SELECT rank, NULL::BIGINT AS step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
     FROM (SELECT rank, start_ns, end_ns FROM kernels UNION ALL SELECT rank, start_ns, end_ns FROM memops)
     GROUP BY rank)"""
-# the steady steps: one-time work (a compilation, a graph capture: steps.one_time) left out unless
-# every step is one (as summary.step_stats and diagnose's mean step)
+# the windows of the steady steps (queries/steps/job_steps.sql); the whole-capture window (step NULL) too
 _STEP_WINDOWS = (
-    "(SELECT rank, step, start_ns, end_ns FROM steps "
-    "WHERE NOT one_time OR NOT EXISTS (SELECT 1 FROM steps WHERE NOT one_time))"
+    "(SELECT s.rank, s.step, s.start_ns, s.end_ns FROM steps AS s JOIN ranks AS r USING (rank) "
+    "LEFT JOIN job_steps AS j ON j.job = r.job AND j.step = s.step WHERE coalesce(j.steady, true))"
 )
 
 

@@ -1,6 +1,9 @@
 """The declared query layer: every file of queries/ with the stage it runs in and what it reads.
 
-Each file defines one view or macro and states, in its header,
+The files sit in domain folders that show the pipeline (queries/timeline, steps, partition,
+kernels, comms, job, hfu, diagnose, whatif); a query's name is its file's stem, unique over
+all folders, and the folder plays no part in the order. Each file defines one view or macro
+and states, in its header,
     -- stage: rank | job | live
     -- result: stored | step | view        (rank and job stages only)
     -- requires: name, name, ...            (other queries and canonical tables it reads)
@@ -39,6 +42,7 @@ class Query:
     result: str  # stored | step | view (live queries: view)
     requires: tuple[str, ...]
     sql: str
+    path: str = ""  # queries/DOMAIN/NAME.sql, for messages
 
     @property
     def drop_keyword(self) -> str:
@@ -78,21 +82,40 @@ def queries_dir() -> Path:
 
 
 def query_files() -> list[Path]:
-    return sorted(queries_dir().glob("*.sql"))
+    """Every query file, in the order of their names (the folders do not change the load order)."""
+    files = sorted(queries_dir().rglob("*.sql"), key=lambda p: p.name)
+    seen: dict[str, Path] = {}
+    for f in files:
+        if f.stem in seen:
+            raise UserError(f"queries/: two queries named {f.stem} ({_shown(seen[f.stem])}, {_shown(f)})")
+        seen[f.stem] = f
+    return files
+
+
+def query_path(name: str) -> Path:
+    """The file of query `name` (queries/DOMAIN/NAME.sql)."""
+    for f in query_files():
+        if f.stem == name:
+            return f
+    raise UserError(f"queries/: no query named {name}")
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(queries_dir().parent))
 
 
 def parse(path: Path) -> Query:
     text = path.read_text()
     create = _CREATE.search(text)
     if create is None or create.group(2) != path.stem:
-        raise UserError(f"queries/{path.name} must create a view or macro named {path.stem}")
+        raise UserError(f"{_shown(path)} must create a view or macro named {path.stem}")
     decl = {key: value for key, value in _HEADER.findall(text, 0, create.start())}  # the header
     stage = decl.get("stage", "")
     result = decl.get("result", "view")
     if stage not in STAGES or result not in RESULTS or "requires" not in decl:
-        raise UserError(f"queries/{path.name}: its header must declare stage, (result) and requires")
+        raise UserError(f"{_shown(path)}: its header must declare stage, (result) and requires")
     requires = tuple(r.strip() for r in decl["requires"].split(",") if r.strip() and r.strip() != "(nothing)")
-    return Query(path.stem, create.group(1).lower(), stage, result, requires, text)
+    return Query(path.stem, create.group(1).lower(), stage, result, requires, text, _shown(path))
 
 
 @functools.lru_cache(maxsize=4)
@@ -103,9 +126,7 @@ def _layer(stamp: tuple[tuple[str, float], ...]) -> tuple[Query, ...]:
         deps = {r for r in q.requires if r in queries}
         for dep in deps:
             if q.kind != "macro" and STAGES.index(queries[dep].stage) > STAGES.index(q.stage):
-                raise UserError(
-                    f"queries/{q.name}.sql ({q.stage}) reads {dep}, computed later ({queries[dep].stage})"
-                )
+                raise UserError(f"{q.path} ({q.stage}) reads {dep}, computed later ({queries[dep].stage})")
         graph[q.name] = deps
     try:
         order = list(graphlib.TopologicalSorter(graph).static_order())

@@ -1,7 +1,7 @@
 """Rank merger: job identity, then clock alignment across hosts from matched NCCL collectives.
 
 Why this exists: a workspace may hold unrelated captures, and nsys does not synchronise
-clocks across hosts. First each rank gets its job (queries/merge_jobs.sql: capture starts far
+clocks across hosts. First each rank gets its job (queries/job/merge_jobs.sql: capture starts far
 apart, different world sizes, a rank number named twice); nothing below crosses a job. Each
 file is then placed by its session start relative to its job's earliest (one UTC reading per
 report, NTP/PTP quality: often off by milliseconds). Matched collectives finish within

@@ -8,7 +8,7 @@ ranks. Why between two queries and not a DuckDB Python function: DuckDB imports 
 pyarrow to call any Python function (0.2-0.3 s and 100 MB of the sample job's 3 s ingest, which
 needs neither); the inputs are read with `fetchnumpy` and the few step times written back as
 literals. Everything the recurrence reads (offsets, queue gaps, transfers, tails) is computed by
-queries/_whatif_inputs.sql; this only runs the recurrence of docs/whatif.md ("Replay"):
+queries/whatif/_whatif_inputs.sql; this only runs the recurrence of docs/whatif.md ("Replay"):
 
     collective j, participant r: arrival_r = max(anchor_r + off_r, previous end_r + fifo_r)
                                  end_r = max over participants of arrival + x_r

@@ -3,7 +3,7 @@ scaling efficiency of a series against a baseline run with where the loss goes.
 
 Why: a performance engineer scales a job from 8 to 64 GPUs, sweeps the batch size or the
 parallel layout, and asks which run is best and why efficiency fell; `compare` answers for two
-runs. Each run is a job of the workspace (queries/merge_jobs.sql); its labels are the user's
+runs. Each run is a job of the workspace (queries/job/merge_jobs.sql); its labels are the user's
 (run.toml / run.json, `ingest --label`: run_labels.py) and what the traces carry (world size,
 GPU, ranks, capture time). Every metric is one SQL aggregate over all jobs of the stored tables
 (time_partition, jobs, ranks, merge_straggler_verdict), so 100 runs answer as fast as one; the
@@ -51,7 +51,7 @@ LOWER_IS_BETTER = {
 #   step = busy + exposed_comms + imbalance + idle, with
 #   busy = compute + memory + other, imbalance = (step - mean window) + w,
 #   exposed_comms = exposed - w, w = min(exposed, max compute - mean compute): the wait the
-#   faster ranks spend in collectives for the slowest rank's compute (queries/imbalance.sql).
+#   faster ranks spend in collectives for the slowest rank's compute (queries/job/imbalance.sql).
 _METRICS_SQL = """
 WITH rj AS (SELECT rank, job FROM ranks WHERE job IS NOT NULL),
 nr AS (SELECT job, count(*) AS n FROM rj GROUP BY job),
@@ -70,17 +70,10 @@ st AS (
            sum(comms_hidden_ns) AS ch, sum(memory_kernels_ns) AS mk, sum(copies_ns) AS cp
     FROM tp WHERE step IS NOT NULL GROUP BY job, step
 ),
--- steps of one-time work (a compilation, a graph capture: steps.one_time) are not the steady state;
--- left out unless every step of the run is one
-once AS (
-    SELECT r.job, s.step, bool_or(s.one_time) AS one_time
-    FROM steps AS s JOIN ranks AS r USING (rank) WHERE s.step IS NOT NULL GROUP BY ALL
-),
+-- the steady steps of the run (queries/steps/job_steps.sql) that every rank of it has
 full_steps AS (
-    SELECT st.* FROM st JOIN nr USING (job) LEFT JOIN once AS o USING (job, step)
-    WHERE st.have = nr.n
-    QUALIFY NOT coalesce(o.one_time, false)
-         OR NOT bool_or(NOT coalesce(o.one_time, false)) OVER (PARTITION BY st.job)
+    SELECT st.* FROM st JOIN nr USING (job) LEFT JOIN job_steps AS j USING (job, step)
+    WHERE st.have = nr.n AND coalesce(j.steady, true)
 ),
 per_step AS (
     SELECT job, count(*) AS steps,
@@ -136,7 +129,7 @@ LEFT JOIN merge_straggler_verdict AS v ON v.job = j.job
 ORDER BY j.job
 """
 
-# Per run and parallelism dimension (comm_groups: queries/comm_groups.sql): its collective time
+# Per run and parallelism dimension (comm_groups: queries/comms/comm_groups.sql): its collective time
 # and exposed time (sums over the run's ranks and the whole capture) per rank present, its share
 # of the run's exposed collective time, and the bus bandwidth (time-weighted over the
 # communicators that have one; unknown without payload sizes). Which collectives: `ops`.
@@ -182,6 +175,15 @@ class RunsResult:
     notes: list[str] = field(default_factory=list)
     over: str | None = None
     metric: str | None = None
+
+
+def common_labels(result: RunsResult) -> dict[str, Any]:
+    """The user labels every run shown has with the same value (of two runs or more): a table
+    says them once, above it, and shows each run's other labels (the ones that vary)."""
+    if len(result.rows) < 2:
+        return {}
+    first, *others = (r["user_labels"] for r in result.rows)
+    return {k: v for k, v in first.items() if k != "name" and all(k in o and o[k] == v for o in others)}
 
 
 def _number(text: Any) -> float | None:
@@ -341,16 +343,36 @@ def _dimensions(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> N
         )
 
 
-def _history(rows: list[dict[str, Any]], over: str, metric: str, notes: list[str]) -> list[dict[str, Any]]:
-    """The runs in time order (`date` label when every run has one, else capture start, else
-    run number, with a note) with `best` marking the run of the best `metric` (lowest step
-    time, highest throughput or MFU: HIGHER_IS_BETTER / LOWER_IS_BETTER); runs without the
-    metric are never best."""
-    if over != "time":
-        raise UserError(f"--over {over}: only 'time' (a metric against the runs' date or capture time)")
+def _sweep_metric(rows: list[dict[str, Any]]) -> str:
+    """The metric a sweep's best run is by when none is given: the work rate the labels allow
+    (samples/s, else tokens/s: a larger batch takes longer per step and may still be the best),
+    else the median step time."""
+    for metric in ("samples_per_s", "tokens_per_s"):
+        if rows and all(r.get(metric) is not None for r in rows):
+            return metric
+    return "step_median_ns"
+
+
+def _mark_best(rows: list[dict[str, Any]], metric: str, notes: list[str]) -> None:
+    """`best` marks the run of the best `metric` (lowest step time, highest throughput or MFU:
+    HIGHER_IS_BETTER / LOWER_IS_BETTER); runs without the metric are never best."""
     if metric not in HIGHER_IS_BETTER | LOWER_IS_BETTER:
         choices = ", ".join(sorted(HIGHER_IS_BETTER | LOWER_IS_BETTER))
         raise UserError(f"--metric {metric}: choose one of {choices}")
+    have = [r for r in rows if r.get(metric) is not None]
+    sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
+    best = min(have, key=lambda r: (sign * r[metric], r["job"])) if have else None
+    for r in rows:
+        r["best"] = r is best
+    if not have:
+        notes.append(f"--metric {metric}: no run has it: no best run")
+
+
+def _history(rows: list[dict[str, Any]], over: str, metric: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The runs in time order (`date` label when every run has one, else capture start, else
+    run number, with a note), the best by `metric` marked (_mark_best)."""
+    if over != "time":
+        raise UserError(f"--over {over}: only 'time' (a metric against the runs' date or capture time)")
     if rows and all("date" in r["user_labels"] for r in rows):
         key = lambda r: (str(r["user_labels"]["date"]), r["job"])  # noqa: E731
         for r in rows:
@@ -360,13 +382,7 @@ def _history(rows: list[dict[str, Any]], over: str, metric: str, notes: list[str
         for r in rows:
             r["when"] = r["labels"].get("captured")
     ordered = sorted(rows, key=key)
-    have = [r for r in ordered if r.get(metric) is not None]
-    sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
-    best = min(have, key=lambda r: (sign * r[metric], r["job"])) if have else None
-    for r in ordered:
-        r["best"] = r is best
-    if not have:
-        notes.append(f"--metric {metric}: no run has it: no best run")
+    _mark_best(ordered, metric, notes)
     return ordered
 
 
@@ -406,14 +422,15 @@ def runs(
     findings: bool = False,
     series: bool = True,
     over: str | None = None,
-    metric: str = "step_median_ns",
+    metric: str | None = None,
 ) -> RunsResult:
     """Every run (job) of the workspace with its labels and numbers (docs/runs.md); `where`
     keeps the runs whose labels have those values, `by` sorts by a label (numerically when its
     values are numbers); `scaling` ('strong' | 'weak', else the runs' `scaling` label) adds the
     efficiency of each run against `baseline` (a run number or name) and where the loss goes
     (series=False: none, for `--compare` and the gate, which compare two runs of any labels);
-    `over` ('time') orders the runs by date (`_history`) and marks the best by `metric`."""
+    `over` ('time') orders the runs by date (`_history`) and marks the best by `metric` (default:
+    the median step time); a sweep (`by`) marks its best by `metric` (default: _sweep_metric)."""
     notes: list[str] = []
     try:
         columns, data, _ = plain_rows(con, _METRICS_SQL)
@@ -463,11 +480,17 @@ def runs(
     _throughput(rows, notes)
     _dimensions(con, rows)
     if over is not None:
+        metric = metric or "step_median_ns"
         rows = _history(rows, over, metric, notes)
+    elif by is not None:
+        metric = metric or _sweep_metric(rows)
+        _mark_best(rows, metric, notes)
+    else:
+        metric = None
     if findings:
         _findings(con, rows)
     scaled = _scaling(rows, scaling, baseline, notes) if series else None
-    return RunsResult(rows, scaled, by, notes, over=over, metric=metric if over else None)
+    return RunsResult(rows, scaled, by, notes, over=over, metric=metric)
 
 
 def _mode(rows: list[dict[str, Any]], scaling: str | None) -> str | None:

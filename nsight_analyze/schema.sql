@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS ranks (
     local_rank            INTEGER,
     world_size            INTEGER,     -- ranks of the job the file says it belongs to (NULL: unknown)
     alignment_method      VARCHAR,     -- session-start | collectives | none
-    job                   INTEGER,     -- 1-based job id, set by the job step (queries/merge_jobs.sql)
+    job                   INTEGER,     -- 1-based job id, set by the job step (queries/job/merge_jobs.sql)
     job_rank              INTEGER      -- rank within its job (= rank unless another job claimed the number)
 );
 -- Columns added after the first release (a workspace made before gets them here).

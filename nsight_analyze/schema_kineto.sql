@@ -57,8 +57,8 @@ CREATE TABLE IF NOT EXISTS kineto_gpu_annotations (
 -- (sm__inst_executed_pipe_tensor.sum: `kineto__tensor_core_insts`); NULL when the trace did not
 -- record that metric. range_id is the range's
 -- 0-based position in the file (time order). The range profiler replays and serialises kernels,
--- so start_ns/end_ns are not the kernel's unperturbed time: queries/kernel_flops.sql turns the
--- counters into FLOPs and queries/cupti_range_joins.sql places them on the rank's kernels
+-- so start_ns/end_ns are not the kernel's unperturbed time: queries/hfu/kernel_flops.sql turns the
+-- counters into FLOPs and queries/timeline/cupti_range_joins.sql places them on the rank's kernels
 -- (same name, same order).
 CREATE TABLE IF NOT EXISTS kineto_profiler_ranges (
     rank      INTEGER,
@@ -81,7 +81,7 @@ ALTER TABLE kineto_profiler_ranges ADD COLUMN IF NOT EXISTS tensor_inst BIGINT;
 -- c10d process groups, newer PyTorch): which global ranks communicate together. Process-group
 -- names match kineto_collectives.pg_name, so each NCCL kernel finds its group's members even
 -- when only one rank's trace is present (the analysis of communication by parallelism
--- dimension, queries/comm_kernels.sql, reads it). Empty when the trace has no pg_config.
+-- dimension, queries/comms/comm_kernels.sql, reads it). Empty when the trace has no pg_config.
 CREATE TABLE IF NOT EXISTS kineto_process_groups (
     rank            INTEGER,     -- the workspace rank whose trace lists the group
     pg_name         VARCHAR,     -- "pg_name" (e.g. '0'), = kineto_collectives.pg_name
@@ -109,8 +109,8 @@ CREATE TABLE IF NOT EXISTS kineto_versions (
 -- attention score matrix b x h x n x n, and the matmul / convolution / attention ops of
 -- duck_json.COMPUTE_OPS, whose FLOPs and bytes follow from their shapes). A kernel the op launched
 -- carries the op's "External id" and its launch (cuda_runtime, same thread) lies inside the op's
--- span; queries/attention_scores.sql finds the op around the launch of an unfused softmax kernel,
--- queries/op_flops.sql the kernels of each matmul / conv / attention op.
+-- span; queries/kernels/attention_scores.sql finds the op around the launch of an unfused softmax kernel,
+-- queries/hfu/op_flops.sql the kernels of each matmul / conv / attention op.
 CREATE TABLE IF NOT EXISTS kineto_op_shapes (
     rank         INTEGER,
     tid          BIGINT,       -- host thread (= cuda_api.tid of the launches inside it)

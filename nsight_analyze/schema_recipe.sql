@@ -2,7 +2,7 @@
 -- beside Parquet files; also read from a .zip holding such folders, e.g. nsys-jax archives).
 -- Read by nsight_analyze/sources/nsys_recipe.py; described in docs/nsys-recipes.md.
 -- The recipe's numbers are stored as NVIDIA's tool computed them, never recomputed; where
--- our own analysis answers the same question, queries/nvtx_projection_compare.sql puts the
+-- our own analysis answers the same question, queries/steps/nvtx_projection_compare.sql puts the
 -- two side by side. Columns are only ever added.
 
 -- One row per recipe output folder found in an ingested input, read or not.

@@ -113,24 +113,15 @@ def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> lis
     return records(PlainTable.from_cursor(cur))
 
 
-_ONE_TIME_SQL = """SELECT step, bool_or(one_time) AS one_time FROM steps
-    WHERE step IS NOT NULL GROUP BY step"""
-
-
-def _has_one_time(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `steps` has its one_time column (a workspace stored before it has not)."""
-    return has_relation(con, "steps") and bool(
-        con.execute(
-            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'steps' AND column_name = 'one_time'"
-        ).fetchone()[0]
-    )
-
-
 def _mark_one_time(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    """Per-step rows get `one_time`: the step holds one-time work on some rank (steps.one_time)."""
+    """Per-step rows get `one_time`: the step holds one-time work on some rank (job_steps)."""
     if not rows or "step" not in rows[0]:
         return
-    flags = dict(con.execute(_ONE_TIME_SQL).fetchall()) if _has_one_time(con) else {}
+    flags = (
+        dict(con.execute("SELECT step, bool_or(one_time) FROM job_steps GROUP BY step").fetchall())
+        if has_relation(con, "job_steps")
+        else {}
+    )
     for row in rows:
         row["one_time"] = bool(flags.get(row["step"], False))
 
@@ -139,28 +130,27 @@ def step_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     """The job step time over the steps (docs/metrics.md "Steps"), None without steps.
 
     A step's job step time is its longest window over the ranks (the slowest rank's). Steps that
-    hold one-time work (steps.one_time: a torch.compile compilation, a CUDA/HIP graph capture) are
-    start-up cost, not the steady state: `mean_step_ns`, `median_step_ns`, `min_step_ns` and
-    `max_step_ns` are over the other steps (`steady_steps`), and `one_time_steps` lists them.
-    When every step holds one-time work they are over all steps (`steady_steps` = 0 says so)."""
-    if not has_relation(con, "steps"):
+    hold one-time work (a torch.compile compilation, a CUDA/HIP graph capture) are start-up cost,
+    not the steady state: `mean_step_ns`, `median_step_ns`, `min_step_ns` and `max_step_ns` are
+    over the steady steps (queries/steps/job_steps.sql, the one definition), and `one_time_steps` lists
+    the others. When every step holds one-time work they are over all steps (`steady_steps` = 0
+    says so)."""
+    if not has_relation(con, "job_steps"):
         return None
-    one_time = "bool_or(one_time)" if _has_one_time(con) else "false"
     rows = con.execute(
-        f"SELECT step, max(end_ns - start_ns) AS job_step_ns, {one_time} AS one_time FROM steps "
-        "WHERE step IS NOT NULL GROUP BY step ORDER BY step"
+        "SELECT step, max(job_step_ns), bool_or(one_time), bool_and(steady) FROM job_steps "
+        "GROUP BY step ORDER BY step"
     ).fetchall()
     if not rows:
         return None
-    steady = [ns for _, ns, once in rows if not once]
-    over = steady or [ns for _, ns, _ in rows]
+    over = [ns for _, ns, _, steady in rows if steady]
     ordered = sorted(over)
     mid = len(ordered) // 2
     median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
     return {
         "steps": len(rows),
-        "steady_steps": len(steady),
-        "one_time_steps": [step for step, _, once in rows if once],
+        "steady_steps": sum(1 for _, _, once, _ in rows if not once),
+        "one_time_steps": [step for step, _, once, _ in rows if once],
         "mean_step_ns": sum(over) / len(over),
         "median_step_ns": median,
         "min_step_ns": min(over),
@@ -204,7 +194,7 @@ def step_stats_line(stats: dict[str, Any] | None) -> str:
 
 def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     """How each rank's steps were found: nvtx | detected | periodic | graph replay | annotation |
-    capture (queries/steps.sql), every source of its steps, comma-separated, when they differ (a
+    capture (queries/steps/steps.sql), every source of its steps, comma-separated, when they differ (a
     periodic rank some of whose steps were merged at a graph replay: 'graph replay, periodic')."""
     rows = con.execute(
         "SELECT rank, string_agg(DISTINCT source, ', ' ORDER BY source) FROM steps "

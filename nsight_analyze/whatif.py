@@ -1,6 +1,6 @@
 """Why a rank is slow (attribution) and what fixing each cause would buy (what-if), as plain data.
 
-Both are SQL (queries/rank_attribution.sql, queries/whatif.sql, computed once per refresh); this
+Both are SQL (queries/job/rank_attribution.sql, queries/whatif/whatif.sql, computed once per refresh); this
 module only reads their small result tables and shapes them: the JSON documents of
 docs/whatif.md and one line of evidence per blamed rank. Python loops over result rows only.
 """
@@ -56,7 +56,7 @@ def scenarios(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def empty_reason(con: duckdb.DuckDBPyConnection) -> str:
-    """Why the what-if table has no rows, from the conditions of queries/whatif.sql (docs/whatif.md).
+    """Why the what-if table has no rows, from the conditions of queries/whatif/whatif.sql (docs/whatif.md).
 
     Why: an empty replay must read as "unknown, because ...", never as "nothing to gain"."""
 

@@ -149,7 +149,7 @@ def load_live_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -
         except duckdb.Error as exc:
             if no_room(exc):  # the workspace's disk, not the query
                 raise
-            raise UserError(f"queries/{q.name}.sql does not load: {str(exc).splitlines()[0]}") from None
+            raise UserError(f"{q.path} does not load: {str(exc).splitlines()[0]}") from None
 
 
 def _drop_stale_objects(con: duckdb.DuckDBPyConnection) -> None:

@@ -40,7 +40,7 @@ def _share(s: np.ndarray, e: np.ndarray, lo: np.ndarray | float, hi: np.ndarray 
 
 def test_stored_shares_equal_shares_of_the_raw_kernels(job):
     # Ground truth: the raw kernels and steps of the workspace, the shares computed in numpy with
-    # the definition of queries/kernel_window_shares.sql's header (span = first step start to last
+    # the definition of queries/kernels/kernel_window_shares.sql's header (span = first step start to last
     # step end; cut points span start + length x frac, span end - length x frac).
     con = duckdb.connect(str(job), read_only=True)
     try:

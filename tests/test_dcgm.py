@@ -19,7 +19,7 @@ from conftest import TRACES, requires_shared
 
 from nsight_analyze import mfu
 from nsight_analyze.ingest import ingest
-from nsight_analyze.sources import dcgm, registry
+from nsight_analyze.sources import dcgm, dcgm_formats, registry
 from nsight_analyze.sources.base import BadInput
 from nsight_analyze.synth import dcgm as synth_dcgm
 from nsight_analyze.workspace import open_workspace
@@ -287,13 +287,13 @@ def test_malformed_dmon_row_and_json_are_bad_input(tmp_path: Path) -> None:
     dmon_file = tmp_path / "d.txt"
     dmon_file.write_text("# Entity  GPUTL  SMACT\n    GPU 0   10  0.5\n    GPU 0   10\n")
     with pytest.raises(BadInput, match="line 3: 1 values for 2 columns"):
-        dcgm.read(dmon_file, dcgm.FORMAT_DMON)
+        dcgm_formats.read(dmon_file, dcgm_formats.FORMAT_DMON)
     js = tmp_path / "q.json"
     js.write_text(
         '{"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}, "x": "DCGM_FI_"}'
     )
     with pytest.raises(BadInput, match="resultType 'scalar'"):
-        dcgm.read(js, dcgm.FORMAT_JSON)
+        dcgm_formats.read(js, dcgm_formats.FORMAT_JSON)
 
 
 def test_samples_not_stored_are_counted(tmp_path: Path) -> None:
@@ -365,10 +365,10 @@ def test_registry_suffixes_equal_the_reader() -> None:
 
 
 def test_time_comments_and_iso_times() -> None:
-    assert dcgm.parse_time("2025-12-01T12:00:00.250Z") == synth_dcgm.UTC_BASE_NS + 250_000_000
-    assert dcgm.parse_time("1764590400") == synth_dcgm.UTC_BASE_NS  # epoch seconds
-    assert dcgm.parse_time("1764590400250") == synth_dcgm.UTC_BASE_NS + 250_000_000  # epoch ms
-    assert dcgm.parse_time("hello") is None
+    assert dcgm_formats.parse_time("2025-12-01T12:00:00.250Z") == synth_dcgm.UTC_BASE_NS + 250_000_000
+    assert dcgm_formats.parse_time("1764590400") == synth_dcgm.UTC_BASE_NS  # epoch seconds
+    assert dcgm_formats.parse_time("1764590400250") == synth_dcgm.UTC_BASE_NS + 250_000_000  # epoch ms
+    assert dcgm_formats.parse_time("hello") is None
 
 
 # --------------------------------------------------------------------------- ranks by host and GPU
@@ -449,7 +449,7 @@ def test_synth_cli_writes_dcgm_series(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     path = out / "dcgm_h100-node00.prom"
     assert "DCGM samples of 2 GPUs (prom-ts)" in res.output and registry.source_for(path) is dcgm
-    rows = dcgm.read(path, dcgm.FORMAT_PROM)
+    rows = dcgm_formats.read(path, dcgm_formats.FORMAT_PROM)
     assert rows.n > 0 and all(t is not None for t in rows.data["utc_ns"])
 
 

@@ -21,6 +21,7 @@ from conftest import TRACES, ingested, nsys_traces, oracle_dir, requires_shared,
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from nsight_analyze import query_layer
 from nsight_analyze.diagnose import THRESHOLDS, diagnose, findings_json
 from nsight_analyze.errors import UserError
 
@@ -181,7 +182,7 @@ def test_gpu_idle_gaps_pair_ends_and_starts_as_nsys_does(ops, min_ns):
     con.execute("CREATE TABLE gpu_ops (rank INTEGER, device_id INTEGER, start_ns BIGINT, end_ns BIGINT)")
     if ops:
         con.executemany("INSERT INTO gpu_ops VALUES (?, ?, ?, ?)", [list(o) for o in ops])
-    con.execute((ROOT / "queries" / "_diag_gpu_gaps.sql").read_text())
+    con.execute(query_layer.query_path("_diag_gpu_gaps").read_text())
     got = con.execute(
         f"SELECT rank, device_id, start_ns, end_ns, duration_ns FROM _diag_gpu_gaps({min_ns})"
     ).fetchall()

@@ -445,7 +445,7 @@ def test_chrome_trace_labels_copies_apart_from_memory_kernels(db, tmp_path):
     kernels stay `memory` (README export paragraph): per rank, the exported copies not under a
     compute or memory kernel and the memory kernels not under a compute kernel are exactly the
     stored partition's copies_ns and memory_kernels_ns of the whole capture (time_partition,
-    step IS NULL: the oracle, computed by queries/tp_breakdown.sql, not by the export)."""
+    step IS NULL: the oracle, computed by queries/partition/tp_breakdown.sql, not by the export)."""
     out = tmp_path / "trace.json"
     _export(db, str(out), "--format", "chrome-trace")
     with open(out, encoding="utf-8") as fh:  # Decimal: exact ns even for epoch-based clocks

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED, TRACES, requires_shared
 
-from nsight_analyze import gpus
+from nsight_analyze import gpu_identify, gpu_table, gpus
 from nsight_analyze.cli import main
 from nsight_analyze.workspace import open_workspace
 
@@ -88,7 +88,7 @@ def test_dense_peaks_equal_the_datasheet_numbers(name: str) -> None:
     expected = doc_row(DOC_ROWS[name]) if DOC.exists() else STATED[name]
     if "Tesla V100" in name:  # the doc's 16b column holds the FP16 figure (no BF16 on Volta)
         expected["fp16"] = expected.pop("bf16", STATED[name]["fp16"])
-    peak = gpus.lookup(name)
+    peak = gpu_table.lookup(name)
     assert peak is not None and peak.source == "table"
     for col, value in expected.items():
         if col == "mem":
@@ -128,17 +128,17 @@ def test_doc_and_stated_numbers_agree() -> None:
     ],
 )
 def test_most_specific_name_wins(name: str, model: str) -> None:
-    peak = gpus.lookup(name)
+    peak = gpu_table.lookup(name)
     assert peak is not None and peak.model == model
 
 
 def test_specific_values_that_substring_matching_gets_wrong() -> None:
     # gpu-peaks.md §1.4: GB200 2.5 PF vs B200 2.25 PF; A10G 70 (flagged) vs A10 125.
-    assert gpus.lookup("NVIDIA GB200").tflops["bf16"] == 2500
-    assert gpus.lookup("NVIDIA B200").tflops["bf16"] == 2250
-    assert gpus.lookup("NVIDIA A10G").tflops["bf16"] == 70
-    assert gpus.lookup("NVIDIA A10").tflops["bf16"] == 125
-    assert gpus.lookup("NVIDIA GeForce RTX 3080") is None
+    assert gpu_table.lookup("NVIDIA GB200").tflops["bf16"] == 2500
+    assert gpu_table.lookup("NVIDIA B200").tflops["bf16"] == 2250
+    assert gpu_table.lookup("NVIDIA A10G").tflops["bf16"] == 70
+    assert gpu_table.lookup("NVIDIA A10").tflops["bf16"] == 125
+    assert gpu_table.lookup("NVIDIA GeForce RTX 3080") is None
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_specific_values_that_substring_matching_gets_wrong() -> None:
     ],
 )
 def test_derivation_reproduces_published_values(name, sms, clock_hz, cc, precision, expected) -> None:
-    peak = gpus.derive(name, sms, clock_hz, *cc)
+    peak = gpu_identify.derive(name, sms, clock_hz, *cc)
     assert peak is not None and peak.source == "derived"
     assert peak.tflops[precision] == pytest.approx(expected, abs=0.1)
 
@@ -261,7 +261,7 @@ def test_gpus_without_bf16_tensor_cores_label_their_peak_fp16(name: str) -> None
     prefix, stated = NO_BF16[name]
     fp16 = doc_row(prefix)["bf16"] if DOC.exists() else stated  # the doc's 16b column is FP16 here
     assert fp16 == pytest.approx(stated)
-    peak = gpus.lookup(name)
+    peak = gpu_table.lookup(name)
     assert peak.tflops["bf16"] is None  # no BF16 tensor cores: no bf16 number in the table
     assert peak.precision_of("bf16") == "fp16" and peak.peak_flops("bf16") == pytest.approx(fp16 * 1e12)
     row = gpus.peak_row(peak, "bf16")
@@ -274,16 +274,16 @@ def test_gpus_without_bf16_tensor_cores_label_their_peak_fp16(name: str) -> None
 def test_derived_turing_and_volta_peaks_say_fp16_and_ampere_bf16() -> None:
     # gpu_arch.ARCH_RATES: Volta (7.0) and Turing (7.5) list fp16 but no bf16 FLOP/clk/SM; the
     # Quadro RTX 6000 derivation (gpu-peaks.md §2.2: 130.5 FP16, no BF16) is then labelled fp16
-    quadro = gpus.derive("Quadro RTX 6000", 72, 1.77e9, 7, 5)
+    quadro = gpu_identify.derive("Quadro RTX 6000", 72, 1.77e9, 7, 5)
     assert quadro.precision_of("bf16") == "fp16" and quadro.peak_flops("bf16") == pytest.approx(
         130.5e12, rel=1e-3
     )
-    volta = gpus.derive("Tesla V100-SXM2-16GB", 80, 1.53e9, 7, 0)
+    volta = gpu_identify.derive("Tesla V100-SXM2-16GB", 80, 1.53e9, 7, 0)
     assert volta.precision_of("bf16") == "fp16"
-    a100 = gpus.derive("NVIDIA A100-SXM4-80GB", 108, 1.41e9, 8, 0)
+    a100 = gpu_identify.derive("NVIDIA A100-SXM4-80GB", 108, 1.41e9, 8, 0)
     assert a100.precision_of("bf16") == "bf16" and gpus.peak_row(a100, "bf16")["precision"] == "bf16"
     # a user's --peak-tflops for bf16 is a bf16 peak, whatever the GPU
-    assert gpus.with_override(gpus.lookup("Tesla T4"), 50, "bf16").precision_of("bf16") == "bf16"
+    assert gpus.with_override(gpu_table.lookup("Tesla T4"), 50, "bf16").precision_of("bf16") == "bf16"
 
 
 def test_rank_peaks_mfu_and_gpus_command_say_fp16_for_a_t4(tmp_path) -> None:

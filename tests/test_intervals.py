@@ -142,7 +142,7 @@ _RANKED = st.lists(st.tuples(st.integers(0, 3), _BIGINT, _BIGINT), max_size=12)
 @given(a=_RANKED, b=_RANKED)
 @example(a=[(0, -(2**63), 2**63 - 1)], b=[(1, -(2**63), 2**63 - 1)])  # the extremes of two ranks
 def test_rank_time_overlap_join_pairs_exactly_the_same_rank_overlaps(con, a, b):
-    """queries/_rank_time.sql: "same rank and overlapping" written as two inequalities between
+    """queries/timeline/_rank_time.sql: "same rank and overlapping" written as two inequalities between
     _rank_time values (an inequality join) pairs the same rows as the plain predicate (the
     reference, computed here in Python), for any BIGINT times and several ranks."""
     a = [(k, min(s, e), max(s, e)) for k, s, e in a]

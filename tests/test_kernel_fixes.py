@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, ingested, requires_shared, synth_cases
 
-from nsight_analyze import gpus
+from nsight_analyze import gpu_table, gpus
 from nsight_analyze.diagnose import diagnose
 from nsight_analyze.errors import UserError
 
@@ -81,7 +81,7 @@ def test_fp32_gemms_get_a_precision_finding_bounded_by_the_dense_peaks(synthetic
     rows = truth["kernel_faults"]["fp32_gemm"]
     f = _finding(findings, "gemm-precision")
     # the synthetic GPU is an H100 80GB HBM3 -> table row H100 SXM: FP32 66.9, BF16 989.4 dense TFLOP/s
-    peak = gpus.model_peak("NVIDIA H100 SXM").tflops
+    peak = gpu_table.model_peak("NVIDIA H100 SXM").tflops
     factor = 1 - peak["fp32"] / peak["bf16"]
     assert f.metrics["gpu_models"] == ["NVIDIA H100 SXM"]
     assert f.metrics["gain_factor_fp32"] == pytest.approx(factor, abs=1e-4)
@@ -110,7 +110,7 @@ def test_a_gpu_without_bf16_is_bounded_by_its_fp16_peak(synthetic):
             f = _finding(diagnose(con), "gemm-precision")
     finally:
         con.close()
-    peak = gpus.model_peak("Tesla V100-SXM2").tflops  # the table's row: FP32 15.7, FP16 125
+    peak = gpu_table.model_peak("Tesla V100-SXM2").tflops  # the table's row: FP32 15.7, FP16 125
     assert peak.get("bf16") is None
     assert f.metrics["gpu_models"] == ["Tesla V100-SXM2"] and f.metrics["peak_source"] == "table"
     assert f.metrics["gain_factor_fp32"] == pytest.approx(1 - peak["fp32"] / peak["fp16"], abs=1e-4)

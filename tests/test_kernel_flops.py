@@ -1,4 +1,4 @@
-"""kernel_flops: counted FLOPs of every counter source in one view (queries/kernel_flops.sql).
+"""kernel_flops: counted FLOPs of every counter source in one view (queries/hfu/kernel_flops.sql).
 
 Expected values are computed here by hand from the raw inputs (the trace's JSON read with
 json.load, the ncu CSV with the csv module), never with nsight_analyze's readers, using the
@@ -284,7 +284,7 @@ def test_real_cupti_trace_has_flops_but_no_roofline_points(tmp_path: Path) -> No
 
 def test_tensor_instructions_on_volta_count_512_flops_each(tmp_path: Path) -> None:
     """kineto__tensor_core_insts on CC 7.x: 512 FLOP per tensor instruction, the rule hfu_ncu_flops
-    applies to ncu's sm__inst_executed_pipe_tensor.sum (queries/hfu_ncu_flops.sql header)."""
+    applies to ncu's sm__inst_executed_pipe_tensor.sum (queries/hfu/hfu_ncu_flops.sql header)."""
     event = json.loads(_range_event(10, "volta_h884gemm", fadd=3))
     event["args"]["sm__inst_executed_pipe_tensor.sum"] = 10
     props = [{"id": 0, "name": "Tesla V100-SXM2-32GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80}]

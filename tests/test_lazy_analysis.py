@@ -260,6 +260,7 @@ PACKAGE = ROOT / "nsight_analyze"
         ("mfu", ["mfu.py", "mfu_rows.py", "mfu_dcgm.py", "flops.py"]),
         ("runs", ["runs.py"]),
         ("export.chrome_trace", ["export/chrome_trace.py"]),
+        ("render.report.collect", ["render/report/*.py"]),
     ],
 )
 def test_declared_reads_cover_what_the_sources_name(module: str, sources: list[str]):

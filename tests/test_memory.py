@@ -1,5 +1,5 @@
 """Device memory: memory_usage (Kineto [memory] events, nsys CUDA_GPU_MEMORY_USAGE_EVENTS), the
-per-rank peak and headroom (queries/memory_peak.sql), and whether memory-hungry fixes fit.
+per-rank peak and headroom (queries/partition/memory_peak.sql), and whether memory-hungry fixes fit.
 
 Expected values come from the raw inputs: the TraceLens traces read with json.load, the generator's
 ground truth (synth/memory.py replays its own rows in numpy) and the rows it wrote, read back with

@@ -43,8 +43,9 @@ def _groups(rows) -> set[frozenset]:
     return {frozenset(v) for v in out.values()}
 
 
-def _truth_groups(truth: dict, copy_engine: bool) -> set[frozenset]:
-    ops = [o for o in truth["parallel"]["operations"] if o["copy_engine"] == copy_engine]
+def _truth_groups(truth: dict, copy_engine: bool | None = None) -> set[frozenset]:
+    """The truth's instances as member sets: kernels' (False), copy-engine ones (True) or all (None)."""
+    ops = [o for o in truth["parallel"]["operations"] if copy_engine in (None, o["copy_engine"])]
     return {frozenset((r, c) for r, c in o["members"]) for o in ops}
 
 
@@ -62,20 +63,26 @@ def _matched(db: str) -> tuple[list, list]:
 
 
 def test_api_id_matches_the_truths_instances(modern):
-    """Every NCCL kernel is grouped with exactly the truth's partners. The kernel's launch lies in
-    NCCL's KernelLaunch range, which names only its group (apiGroupId): the apiId comes from the
-    group's API range (_merge_nccl_payload); without that step the kernels fell back to stream
-    ordinals (key_source 'stream-ordinal')."""
+    """Every NCCL kernel (and copy-engine collective: nccl_ce_ops) is grouped with exactly the truth's
+    partners. The kernel's launch lies in NCCL's KernelLaunch range, which names only its group
+    (apiGroupId): the apiId comes from the group's API range (_merge_nccl_payload); without that step
+    the kernels fell back to stream ordinals (key_source 'stream-ordinal')."""
     db, truth = modern
     rows, keys = _matched(db)
-    assert _groups(rows) == _truth_groups(truth, copy_engine=False)
+    assert _groups(rows) == _truth_groups(truth)
     # truth: every all-reduce instance has the 2 kernels of its TP pair (2 steps x 2 pairs x 16 =
     # 64 instances); the send/recv kernels (2 steps x 4 ranks x 4) are paired by peer (apiId is not
     # used for point-to-point)
     n_ar = sum(1 for o in truth["parallel"]["operations"] if o["op"] == "AllReduce")
     n_p2p = sum(len(o["members"]) for o in truth["parallel"]["operations"] if o["op"] in ("Send", "Recv"))
-    assert (n_ar, n_p2p) == (64, 32)
-    assert keys == [("AllReduce", "nccl-api-id", 2 * n_ar, True), ("SendRecv", "peer", n_p2p, True)]
+    # and one copy-engine AllGather per forward micro-batch and TP pair (2 steps x 2 pairs x 2)
+    n_ag = sum(1 for o in truth["parallel"]["operations"] if o["op"] == "AllGather")
+    assert (n_ar, n_p2p, n_ag) == (64, 32, 8)
+    assert keys == [
+        ("AllGather", "nccl-api-id", 2 * n_ag, True),
+        ("AllReduce", "nccl-api-id", 2 * n_ar, True),
+        ("SendRecv", "peer", n_p2p, True),
+    ]
     con = duckdb.connect(db, read_only=True)
     try:
         got = dict(
@@ -114,7 +121,7 @@ def test_api_id_holds_when_timestamps_mislead(modern, tmp_path):
     con = open_workspace(str(copy))  # recomputes
     con.close()
     rows, keys = _matched(str(copy))
-    want = _truth_groups(truth, copy_engine=False)
+    want = _truth_groups(truth)
     assert _groups(rows) == want
     # the edit does mislead an ordinal: by start time rank 0's first all-reduce is now c2, whose
     # truth partner on rank 1 is not rank 1's first all-reduce

@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from conftest import ROOT
 
 from nsight_analyze import ingest as ingest_module
+from nsight_analyze import ingest_inputs
 from nsight_analyze.cli import main
 from nsight_analyze.errors import NO_DATA_EXIT, UserError
 from nsight_analyze.ingest import ingest
@@ -143,7 +144,7 @@ def test_an_error_during_ingest_removes_the_new_workspace(tmp_path, monkeypatch)
     def refuse(con, ready):
         raise UserError("refused for the test")
 
-    monkeypatch.setattr(ingest_module, "_refuse_mixed_formats", refuse)
+    monkeypatch.setattr(ingest_module, "refuse_mixed_formats", refuse)
     db = tmp_path / "ws.duckdb"
     with pytest.raises(UserError):
         ingest([RANK0], db)
@@ -156,7 +157,7 @@ def test_an_error_during_ingest_removes_the_new_workspace(tmp_path, monkeypatch)
 def test_an_error_during_ingest_leaves_an_existing_workspace(tmp_path, monkeypatch):
     db = loaded_one_rank(tmp_path)
     monkeypatch.setattr(
-        ingest_module, "_refuse_mixed_formats", lambda con, ready: (_ for _ in ()).throw(UserError("no"))
+        ingest_module, "refuse_mixed_formats", lambda con, ready: (_ for _ in ()).throw(UserError("no"))
     )
     with pytest.raises(UserError):
         ingest([RANK1], db)
@@ -576,8 +577,8 @@ def test_a_file_name_that_is_not_utf8_fails_alone(tmp_path):
     result = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stderr  # a file failed
     shown = f"{folder}/rank\\xff1.sqlite"
-    line = f"failed: {shown}: {ingest_module.NOT_UTF8}"
-    assert ingest_module.NOT_UTF8.startswith("its path is not valid UTF-8, which DuckDB cannot open")
+    line = f"failed: {shown}: {ingest_inputs.NOT_UTF8}"
+    assert ingest_inputs.NOT_UTF8.startswith("its path is not valid UTF-8, which DuckDB cannot open")
     assert line in result.stderr.splitlines(), result.stderr
     assert query(db, "SELECT path, status FROM files ORDER BY ALL") == [
         (str(folder / "rank0.sqlite"), "ok"),

@@ -1,4 +1,4 @@
-"""FLOPs from shapes (queries/op_flops.sql) and the model FLOPs MFU reads from them.
+"""FLOPs from shapes (queries/hfu/op_flops.sql) and the model FLOPs MFU reads from them.
 
 Expected values come from two independent places:
 * hand counts (2*M*N*K and the other formulas of docs/metrics.md "FLOPs from shapes", written out

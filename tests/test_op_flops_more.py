@@ -1,4 +1,4 @@
-"""FLOPs from shapes (queries/op_flops.sql) for transposed convolution, variable-length attention and
+"""FLOPs from shapes (queries/hfu/op_flops.sql) for transposed convolution, variable-length attention and
 custom (vLLM / aiter / sglang / flash-attn) GEMM and attention ops, and the reason op_flops gives
 (`flops_unknown`) where the recorded shapes cannot say.
 
@@ -6,9 +6,8 @@ Expected values: hand counts on small Kineto traces written here (the arithmetic
 and AMD TraceLens's stored reference outputs (`oracles/tracelens/tracelens__inference__*/perf_csvs/
 GEMM.csv`, `InferenceAttention_fwd.csv`) for the custom ops of its inference traces.
 
-The custom ops reach `kineto_op_shapes` only when the ingest keeps their shapes
-(sources/kineto/duck_json.COMPUTE_OPS); `custom_ops_kept` widens that filter for a test with the
-custom-op pattern op_flops.sql reads, and changes nothing once COMPUTE_OPS already holds it.
+The custom ops reach `kineto_op_shapes` because the ingest keeps their shapes
+(sources/kineto/duck_json.COMPUTE_OPS holds op_flops.sql's custom-op pattern: a test checks it).
 """
 
 from __future__ import annotations
@@ -21,32 +20,25 @@ import pytest
 from conftest import TRACES, ingested, requires_shared
 from test_kineto import kernel_dict, launch_dict, write_trace
 
+from nsight_analyze import query_layer
+
 BF16 = "c10::BFloat16"
 KERNEL_US = 10
 VARLEN_UNKNOWN = "varlen attention: per-sequence lengths not recorded (only total tokens and max seqlen)"
 PAGED_UNKNOWN = "paged KV cache: per-sequence KV lengths not recorded"
-OP_FLOPS_SQL = Path(__file__).resolve().parents[1] / "queries" / "op_flops.sql"
+OP_FLOPS_SQL = query_layer.query_path("op_flops")
 
 
-@pytest.fixture
-def custom_ops_kept(monkeypatch):
-    """Keep the shapes of the custom ops op_flops.sql reads at ingest (both parse paths)."""
-    from nsight_analyze.sources.kineto import duck_json, events, pieces
+def test_the_ingest_keeps_the_shapes_of_every_op_op_flops_reads() -> None:
+    """op_flops.sql's custom-op pattern is part of the ingest's filter (duck_json.COMPUTE_OPS): the
+    shapes of an op op_flops counts are never dropped at ingest (the two are written apart: one is
+    SQL, the other the filter both parse paths apply)."""
+    from nsight_analyze.sources.kineto import duck_json
 
-    custom = re.search(r"OR regexp_matches\(name, '([^']*)'\)", OP_FLOPS_SQL.read_text()).group(1)
-    if re.search(duck_json.SHAPE_OPS, "aiter::gemm_a16w16"):
-        yield  # the ingest keeps them already
-        return
-    wider = duck_json.SHAPE_OPS + "|" + custom
-    sql = duck_json.EVENTS_SQL.replace(duck_json._sql_str(duck_json.SHAPE_OPS), duck_json._sql_str(wider))
-    assert sql != duck_json.EVENTS_SQL
-    monkeypatch.setattr(duck_json, "EVENTS_SQL", sql)
-    monkeypatch.setattr(duck_json, "SHAPE_OPS", wider)
-    monkeypatch.setattr(events, "_SHAPE_NAME", re.compile(wider))
-    monkeypatch.setattr(pieces, "_parser", None)  # the process's parser holds the SQL it was made with
-    yield
-    if pieces._parser is not None:
-        pieces._parser.close()
+    sql = OP_FLOPS_SQL.read_text()
+    for column in ("name", "op"):
+        custom = re.search(rf"OR regexp_matches\({column}, '([^']*)'\)", sql).group(1)
+        assert custom.removeprefix("^") in duck_json.COMPUTE_OPS, column
 
 
 def _trace(path: Path, ops: list[tuple]) -> Path:
@@ -163,7 +155,7 @@ def test_varlen_attention(tmp_path: Path, fast_path) -> None:
 # ---------------------------------------------------------------------------------------------
 # custom ops
 # ---------------------------------------------------------------------------------------------
-def test_custom_gemm_and_attention_ops(tmp_path: Path, fast_path, custom_ops_kept) -> None:
+def test_custom_gemm_and_attention_ops(tmp_path: Path, fast_path) -> None:
     ops = [
         # aiter::gemm_a8w8(XQ [M, K], WQ [N, K], x_scale, w_scale, bias, dtype, splitK): 2 * 64 * 128 * 256;
         # bytes unknown (the output's dtype is an argument, not an input type)
@@ -228,7 +220,7 @@ def _oracle_rows(case: str, name: str, csv_name: str = "GEMM.csv") -> list[dict]
     ("case", "name"),
     [("sglang_prefilldecode", "aiter::gemm_a16w16"), ("vllm_decode_full", "vllm::rocm_unquantized_gemm")],
 )
-def test_custom_gemm_equals_tracelens(tmp_path: Path, custom_ops_kept, case: str, name: str) -> None:
+def test_custom_gemm_equals_tracelens(tmp_path: Path, case: str, name: str) -> None:
     """In the real traces these ops wrap aten::linear -> aten::mm / addmm, which count instead (next
     test); as a leaf (their kernel launched directly) they get TraceLens's GEMM.csv numbers from the
     same `Input Dims` / `Input type` / `Concrete Inputs` (GFLOPS_first, Data Moved (MB)_first, MiB)."""
@@ -250,7 +242,7 @@ def test_custom_gemm_equals_tracelens(tmp_path: Path, custom_ops_kept, case: str
 
 
 @requires_shared
-def test_real_sglang_trace_custom_ops(tmp_path: Path, custom_ops_kept) -> None:
+def test_real_sglang_trace_custom_ops(tmp_path: Path) -> None:
     """sglang Qwen3-8B prefill (MI300X): aiter::gemm_a16w16 wraps aten::linear -> aten::mm, so only
     the mm counts (no FLOPs twice); aiter::mha_batch_prefill is a leaf whose FLOPs are unknown:
     q [15360, 32, 128] with cu_seqlens_q [16] and max_seqlen_q 1024 gives 15 sequences of 1024
@@ -275,7 +267,7 @@ def test_real_sglang_trace_custom_ops(tmp_path: Path, custom_ops_kept) -> None:
 
 
 @requires_shared
-def test_real_vllm_capture_attention_is_unknown(tmp_path: Path, custom_ops_kept) -> None:
+def test_real_vllm_capture_attention_is_unknown(tmp_path: Path) -> None:
     """vLLM GPT-OSS decode capture: vllm::unified_attention_with_output's q [32, 64, 64] and the new
     token's k, v [32, 8, 64] are its only shapes; the context lengths (TraceLens's N_KV 55086, from
     outside these shapes) are not recorded, so the FLOPs are unknown. vllm::rocm_unquantized_gemm wraps

@@ -1,4 +1,4 @@
-"""Time partition, steps and gaps (queries/time_partition.sql and helpers) against docs/metrics.md.
+"""Time partition, steps and gaps (queries/partition/time_partition.sql and helpers) against docs/metrics.md.
 
 Why: the partition is the tool's headline number. Three independent checks:
 1. a brute-force reference of docs/metrics.md (every integer time unit classified one by one)

@@ -375,7 +375,7 @@ B200 = KINETO / "tracelens" / "b200" / "eager_trace.json.gz"
 
 @requires_shared
 def test_b200_nvjet_gemms_take_their_ops_dtype(tmp_path):
-    from nsight_analyze.rules.precision import _op_gemms
+    from nsight_analyze.rules._gemm_ops import op_gemms
 
     # oracle: each nvjet kernel's External id names the cpu_op that launched it; its `Input type`
     ev = _events(B200)
@@ -391,7 +391,7 @@ def test_b200_nvjet_gemms_take_their_ops_dtype(tmp_path):
     want = sorted((o["name"], o["args"]["Input type"][o["name"] == "aten::addmm"]) for o in launched)
     assert len(want) == 109 and {t for _o, t in want} == {"c10::BFloat16"}
     con = ingested([B200], tmp_path / "ws.duckdb")
-    nvjet = _op_gemms("k.name LIKE 'nvjet%'")
+    nvjet = op_gemms("k.name LIKE 'nvjet%'")
     try:
         got = sorted(con.execute(f"SELECT op, dtype FROM ({nvjet})").fetchall())
         d = diagnose(con)

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from nsight_analyze import query_layer
 from nsight_analyze.analysis import refresh
 from nsight_analyze.workspace import open_workspace
 from tests.conftest import TRACES, requires_shared
@@ -384,7 +385,7 @@ def _verdict_with(con: duckdb.DuckDBPyConnection, k: pd.DataFrame) -> pd.DataFra
     """merge_straggler_verdict over a hand-made partition (shadowing `imbalance` in this session)."""
     _partition(con, k)
     con.execute("CREATE OR REPLACE TEMP VIEW imbalance AS SELECT * FROM merge_imbalance_of('tp')")
-    sql = (Path(__file__).parents[1] / "queries" / "merge_straggler_verdict.sql").read_text()
+    sql = query_layer.query_path("merge_straggler_verdict").read_text()
     con.execute(sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMP VIEW"))
     return con.sql("SELECT * FROM merge_straggler_verdict").df()
 

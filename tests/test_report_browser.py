@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +46,40 @@ pytestmark = [
 ]
 
 
+def chromium(p):
+    """Debian's chromium, headless, in a fresh profile (p: a started sync_playwright)."""
+    return p.chromium.launch_persistent_context(
+        tempfile.mkdtemp(prefix="chromium-"),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=ARGS,
+        viewport={"width": 1400, "height": 1000},
+    )
+
+
+def load_offline(ctx, path: Path) -> tuple:
+    """Open path in a new page of ctx, every non-file request aborted (and recorded), until every
+    figure has drawn (a page that never finishes drawing fails here, at 120 s): (Page, what the
+    browser reported while loading it: errors, dialogs, requests)."""
+    pg = ctx.new_page()
+    seen: dict[str, list] = {"errors": [], "dialogs": [], "requests": []}
+    pg.on("pageerror", lambda e: seen["errors"].append(f"pageerror: {e}"))
+    pg.on("console", lambda m: seen["errors"].append(f"console: {m.text}") if m.type == "error" else None)
+    pg.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+
+    def offline(route):
+        seen["requests"].append(route.request.url)
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            route.abort()
+
+    pg.route("**/*", offline)
+    pg.goto(path.as_uri())
+    pg.wait_for_function("document.body.dataset.figuresRendered", timeout=120_000)
+    return pg, seen
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
@@ -60,36 +93,10 @@ def report(tmp_path_factory):
 def page(report):
     """The loaded report page plus what the browser reported while loading it."""
     _, path = report
-    seen = {"errors": [], "dialogs": [], "requests": []}
     with sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="chromium-"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=ARGS,
-            viewport={"width": 1400, "height": 1000},
-        )
+        ctx = chromium(p)
         try:
-            pg = ctx.new_page()
-            pg.on("pageerror", lambda e: seen["errors"].append(f"pageerror: {e}"))
-            pg.on(
-                "console",
-                lambda m: seen["errors"].append(f"console: {m.text}") if m.type == "error" else None,
-            )
-            pg.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
-
-            def offline(route):
-                seen["requests"].append(route.request.url)
-                if route.request.url.startswith("file:"):
-                    route.continue_()
-                else:
-                    route.abort()
-
-            pg.route("**/*", offline)
-            t0 = time.perf_counter()
-            pg.goto(path.as_uri())
-            pg.wait_for_function("document.body.dataset.figuresRendered", timeout=120_000)
-            seen["load_s"] = time.perf_counter() - t0
+            pg, seen = load_offline(ctx, path)
             ARTIFACTS.mkdir(exist_ok=True)
             pg.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
             yield pg, seen
@@ -179,8 +186,3 @@ def test_hostile_text_is_shown_as_text_and_never_runs(page):
     pg.wait_for_timeout(300)
     assert seen["dialogs"] == []
     assert SECRET not in pg.content()
-
-
-def test_opens_quickly(page):
-    _, seen = page
-    assert seen["load_s"] < 30, seen["load_s"]  # generous: CI machines are slow and shared

@@ -249,11 +249,10 @@ def test_compare_and_regression_gate(tmp_path):
     assert code == 2 and "--compare zz: no such run" in out
 
 
-def test_hundred_runs_answer_fast(series):
+def test_hundred_runs_of_eight_ranks(series):
     """100 runs x 8 ranks x 100 steps (the series' 8-GPU run copied): every run's numbers equal
-    the copied run's, in one query per metric, within the issue's 2 s."""
-    import time
-
+    the copied run's, in one query per metric. How fast (the issue's 2 s) is measured by
+    benchmarks/bench_runs.py, not asserted here (no wall-clock asserts in tests)."""
     import duckdb
 
     from nsight_analyze.runs import runs
@@ -274,7 +273,10 @@ def test_hundred_runs_answer_fast(series):
            FROM s.time_partition AS tp JOIN ranks AS r ON r.src = tp.rank, range(25) AS u(c)
            WHERE tp.step IS NOT NULL"""
     )
-    con.execute("CREATE TABLE steps AS SELECT rank, step, FALSE AS one_time FROM time_partition")
+    con.execute(  # every step steady (the copied run has no one-time work: queries/steps/job_steps.sql)
+        "CREATE TABLE job_steps AS SELECT job, step, count(*) AS ranks, max(window_ns) AS job_step_ns, "
+        "FALSE AS one_time, TRUE AS steady FROM time_partition JOIN ranks USING (rank) GROUP BY ALL"
+    )
     con.execute(
         "CREATE TABLE jobs AS SELECT job, count(*) AS ranks, 8 AS world_size, TRUE AS complete, "
         "'8 of 8 ranks' AS label, NULL::BIGINT AS capture_start_utc_ns FROM ranks GROUP BY job"
@@ -292,9 +294,7 @@ def test_hundred_runs_answer_fast(series):
         "SELECT file_id, 'batch' AS key, (job % 7)::VARCHAR AS value, 'cli' AS source FROM ranks "
         "UNION ALL SELECT file_id, 'global_batch', '64', 'cli' FROM ranks"
     )
-    started = time.perf_counter()
     result = runs(con, by="batch", scaling="strong")
-    seconds = time.perf_counter() - started
     assert len(result.rows) == 100
     original = runs_json(db, "--where", "world_size=8")["runs"][0]
     for r in result.rows:
@@ -306,7 +306,6 @@ def test_hundred_runs_answer_fast(series):
         assert dim["dimension"] == want["dimension"]
         assert dim["exposed_per_rank_ns"] == pytest.approx(want["exposed_per_rank_ns"])
     assert all(e["efficiency"] == pytest.approx(1.0) for e in result.scaling["runs"])
-    assert seconds < 2.0, seconds
 
 
 def test_top_finding_is_diagnose_of_that_run(series):

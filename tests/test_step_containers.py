@@ -1,5 +1,5 @@
 """One annotation's GPU work is one step unit (issue 52: "steps must not split a single
-annotation"): queries/_tp_detected_steps.sql never puts a boundary inside it, unless the
+annotation"): queries/steps/_tp_detected_steps.sql never puts a boundary inside it, unless the
 annotation repeats (then each instance is a step) or child annotations delimit the steps.
 
 Not done, on purpose: a single, unrepeated range around several periods (a "train" range around

@@ -1,7 +1,7 @@
 """Where a detected step came from, and annotations that wrap a loop (issue 52).
 
 * A detected step whose end moved to the end of a graph replay or an annotation (the detected
-  steps inside it merged: queries/_tp_detected_steps.sql "Indivisible work") says so:
+  steps inside it merged: queries/steps/_tp_detected_steps.sql "Indivisible work") says so:
   `steps.source` 'graph replay' / 'annotation', and `summary`'s "steps from:" line names it.
 * One annotation around a whole loop ("train" around ten steps) does not merge the steps when
   annotations nested in it delimit the repetitions (a "backward" range per step), nor ever on a

@@ -504,7 +504,13 @@ def test_storage_classes_match_real_rows(tmp_path, version):
 @requires_shared
 def test_enum_rows_are_real():
     """The ENUM rows written are a subset of a real 2025.1 export's (same ids, names and labels)."""
-    from nsight_analyze.synth.writer import EVENT_CLASSES, EVENT_TYPES, LAUNCH_TYPES, MEM_KIND, MEM_KIND_LABEL
+    from nsight_analyze.synth.export_meta import (
+        EVENT_CLASSES,
+        EVENT_TYPES,
+        LAUNCH_TYPES,
+        MEM_KIND,
+        MEM_KIND_LABEL,
+    )
 
     real = sqlite3.connect(f"file:{SHARED / SOURCES['2025.1'][0]}?mode=ro", uri=True)
 

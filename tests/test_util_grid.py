@@ -1,4 +1,4 @@
-"""nsys `gpu-low-util`'s chunk grid (queries/_diag_util_grid.sql) against a brute-force reference.
+"""nsys `gpu-low-util`'s chunk grid (queries/diagnose/_diag_util_grid.sql) against a brute-force reference.
 
 Why: the macro takes a short path for the operations inside one chunk and cuts only those that
 cross a chunk boundary; a slip at a boundary, a zero-length operation or one without an end

@@ -40,10 +40,11 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from .. import query_layer, schema
-from ..duck import bound_memory, checkpoints_held, main_schema, rollback, sql_rows
+from ..duck import bound_memory, checkpoints_held, has_relation, main_schema, rollback, sql_rows
 from .plan import (
     COUNTED,
     FIRST_ANSWERS,
+    MANY_RUNS_ANSWERS,
     SCHEMA_VERSION,
     STATE_TABLE,
     TABLES_KEY,
@@ -85,8 +86,9 @@ EARLY = f"{STAGED}early_"  # rank_pipeline's tables (staged too: a leftover is d
 ALIGNED = ("job", "clock_offset_ns", "alignment_method")  # what the job step sets in `ranks`
 
 __all__ = [
-    "ALIGNMENT_READS", "BATCH_EVENTS", "COUNTED", "EARLY", "FIRST_ANSWERS", "SCHEMA_VERSION", "STAGED",
-    "STATE_TABLE", "TABLES_KEY", "Made", "Plan", "Staging", "Wanted", "all_stored", "batches", "computed",
+    "ALIGNMENT_READS", "BATCH_EVENTS", "COUNTED", "EARLY", "FIRST_ANSWERS", "MANY_RUNS_ANSWERS",
+    "SCHEMA_VERSION", "STAGED", "STATE_TABLE", "TABLES_KEY", "Made", "Plan", "Staging", "Wanted",
+    "all_stored", "batches", "computed",
     "compute_in_session", "drop_made", "global_stamp", "job_step", "last_readers", "layer_hash",
     "parse_analyze", "plan", "rank_list", "rank_local_step", "rank_queries", "rank_results", "refresh",
     "shadow_ranks", "stored_closure", "targets", "tty_progress", "_run",
@@ -143,7 +145,16 @@ def refresh(
             _drop_staged(con)
         if p.extend:
             _extend(con, p, say, batch_events, progress)
+        if wanted is None and _many_runs(con):  # `runs` is this workspace's first answer
+            more = plan(con, MANY_RUNS_ANSWERS)
+            if more.extend:
+                _extend(con, more, say, batch_events, progress)
     return notes
+
+
+def _many_runs(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the workspace holds more than one run (job)."""
+    return has_relation(con, "jobs") and con.execute("SELECT count(*) > 1 FROM jobs").fetchone()[0]
 
 
 def _recompute(

@@ -27,9 +27,12 @@ TABLES_KEY = "analysis_tables"  # meta: the stored results computed under the cu
 # computes these (and their closure); every other stored result is computed the first time a
 # command, `sql`, the API or an export reads it (`refresh(wanted=...)`), then stored.
 FIRST_ANSWERS = (
-    "time_partition", "kernel_summary", "steps", "diag_rank_kernels", "rank_rollup", "collectives",
-    "alignment_quality", "imbalance", "merge_straggler_verdict", *ALIGNMENT_READS,
+    "time_partition", "kernel_summary", "steps", "job_steps", "diag_rank_kernels", "rank_rollup",
+    "collectives", "alignment_quality", "imbalance", "merge_straggler_verdict", *ALIGNMENT_READS,
 )  # fmt: skip
+# A workspace of several runs (jobs) is read first by `runs`: its first answers also hold what
+# `runs` reads beyond FIRST_ANSWERS (runs.READS; tests/test_lazy_analysis.py checks the two agree).
+MANY_RUNS_ANSWERS = ("comm_groups",)
 # what a reader asks computed: stored results (or any query names), "all", None: the first answers
 Wanted = Iterable[str] | str | None
 

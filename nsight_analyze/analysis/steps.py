@@ -1,7 +1,7 @@
 """The two analysis steps: the rank-local step over a batch of ranks' canonical rows, and the
 job-level step over every rank's stored results (docs/architecture.md, "The two analysis steps").
 
-Each creates its queries (queries/*.sql, in the query layer's order) as TEMP objects of the
+Each creates its queries (queries/*/*.sql, in the query layer's order) as TEMP objects of the
 connection, or appends a batch's stored results to the staged tables; the caller (the package's
 `refresh`, a worker's `rank_task.map_batch`, `rank_pipeline`) decides where they go.
 """

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..clihelp import db_option, gpu_option, job_option, step_pattern_option
-from ..gpus import validate_gpu
+from ..gpu_table import validate_gpu
 from ..job_scope import scope
 from ..render.terminal import echo
 from ..workspace import open_workspace
@@ -78,7 +78,9 @@ def command(
 
     apply_step_pattern(db, step_pattern)
     validate_gpu(gpu)  # here: the report turns a failed MFU section into "unknown", hiding the typo
-    con = open_workspace(db, read_only=True)  # draws its own bar when it recomputes the analysis
+    from ..render.report.collect import READS
+
+    con = open_workspace(db, read_only=True, needs=READS)  # draws its own bar when it computes
     try:
         shown = scope(con, job)
         note = shown.note() if shown else None
@@ -94,9 +96,9 @@ def command(
 def _write_runs_page(db: str, output: Path) -> None:
     """`report --runs`: the runs page of every run (runs.runs() with its defaults)."""
     from ..render.report.runs_page import write_runs_page
-    from ..runs import runs
+    from ..runs import READS, runs
 
-    con = open_workspace(db, read_only=True, must_exist=True)
+    con = open_workspace(db, read_only=True, must_exist=True, needs=READS)
     try:
         result = runs(con)
     finally:

@@ -8,13 +8,24 @@ from typing import Any
 import click
 
 from ..clihelp import output_options
+from ..errors import UserError
 from ..render.data import to_json
 from ..render.escape import clean
 from ..render.markdown import markdown_text
 from ..render.output import emit
 from ..render.table import PlainTable
 from ..render.terminal import echo
-from ..runs import LOSS_PARTS, READS, RunsResult, find_run, parse_pairs, regression_pair, runs, scaling_line
+from ..runs import (
+    LOSS_PARTS,
+    READS,
+    RunsResult,
+    common_labels,
+    find_run,
+    parse_pairs,
+    regression_pair,
+    runs,
+    scaling_line,
+)
 from ..workspace import open_workspace
 
 _COLUMNS = (
@@ -29,11 +40,12 @@ def _pct(value: Any) -> float | None:
     return None if value is None else 100.0 * value
 
 
-def _records(result: RunsResult) -> list[dict[str, Any]]:
-    """The table's rows: user labels as 'k=v' text (trace labels have their own columns)."""
+def _records(result: RunsResult, common: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The table's rows: user labels as 'k=v' text (trace labels have their own columns), less
+    the `common` ones."""
     out = []
     for r in result.rows:
-        shown = {k: v for k, v in r["user_labels"].items() if k != "name"}
+        shown = {k: v for k, v in r["user_labels"].items() if k != "name" and k not in (common or {})}
         verdict = r["straggler_verdict"]
         out.append(
             {
@@ -60,7 +72,8 @@ def _records(result: RunsResult) -> list[dict[str, Any]]:
                 "straggler_delay_ns": r["straggler_delay_ns"],
                 "top_finding": r["top_finding"],
             }
-            | ({"when": r.get("when"), "best": "best" if r.get("best") else ""} if result.over else {})
+            | ({"when": r.get("when")} if result.over else {})
+            | ({"best": "best" if r.get("best") else ""} if result.metric else {})
         )
     return out
 
@@ -177,10 +190,10 @@ def _json(result: RunsResult) -> dict[str, Any]:
 )
 @click.option(
     "--metric",
-    default="step_median_ns",
-    show_default=True,
-    help="With --over time: the metric whose best run is marked (step_median_ns, steps_per_s, "
-    "samples_per_s, tokens_per_s, mfu, ...).",
+    default=None,
+    help="With --over time or --by KEY: the metric whose best run is marked (step_median_ns, "
+    "steps_per_s, samples_per_s, tokens_per_s, mfu, ...) [default: --over: step_median_ns; --by: "
+    "samples_per_s, else tokens_per_s when every run has it, else step_median_ns].",
 )
 @click.option(
     "--html",
@@ -201,7 +214,7 @@ def command(
     compare_runs: tuple[str, str] | None,
     fail_pct: float | None,
     over: str | None,
-    metric: str,
+    metric: str | None,
     html_path: Path | None,
 ) -> None:
     """One row per run (job) of the workspace: its labels (run.toml / run.json beside the traces,
@@ -213,6 +226,8 @@ def command(
     gives each run's scaling efficiency against a baseline and where the loss goes; --compare
     and --fail-on-regression hand two runs to `compare`. docs/runs.md.
     """
+    if metric is not None and over is None and by is None:
+        raise UserError("--metric goes with --over time or --by KEY (the run it marks best)")
     wanted = parse_pairs(where, "--where")
     needs = list(READS)
     if findings:
@@ -250,22 +265,27 @@ def command(
     if fmt == "csv":  # one rectangular table: the series' columns beside each run's
         series = {e["run"]: e for e in _scaling_records(result.scaling)} if result.scaling else {}
         merged = [r | {k: v for k, v in series.get(r["run"], {}).items() if k not in r} for r in records]
-        extra = [k for k in ("when", "best") if result.over]
+        extra = (["when"] if result.over else []) + (["best"] if result.metric else [])
         columns = list(_COLUMNS) + extra + [k for k in (next(iter(series.values()), {})) if k not in _COLUMNS]
         emit(PlainTable.from_records(merged, columns), fmt)
         for note in result.notes:
             echo(f"note: {clean(note)}", err=True)
         return
+    common = common_labels(result)
+    records = _records(result, common)
     drop = {
         c
         for c in ("name", "labels", "samples_per_s", "tokens_per_s", "mfu_pct", "top_finding")
         if all(not r[c] for r in records)
     }
-    shown = [c for c in _COLUMNS if c not in drop] + (["when", "best"] if result.over else [])
+    shown = [c for c in _COLUMNS if c not in drop] + (["when"] if result.over else [])
+    shown += ["best"] if result.metric else []
     table = PlainTable.from_records(records, shown)
-    title = f"runs by {result.by}" if result.by else "runs"
+    title = f"runs by {result.by} (best: {result.metric})" if result.by else "runs"
     if result.over:
         title = f"runs over time (best: {result.metric})"
+    if common:
+        title += " · every run: " + clean(" ".join(f"{k}={v}" for k, v in sorted(common.items())))
     emit(table, fmt, title)
     dims = _dimension_records(result)
     if dims:

@@ -123,13 +123,35 @@ from ..synth.parallel import parse_parallel
     default=None,
     help="With --scaling: rank 1 computes PCT % slower in the runs of at least FROM GPUs.",
 )
+@click.option(
+    "--sweep",
+    "sweep",
+    metavar="batch=B1,B2,...",
+    default=None,
+    help="A batch-size sweep instead of one job: one run per batch size (samples per GPU) in OUT_DIR/bB/ "
+    "with a run.json label file, compute and memory time growing with the batch, the same all-reduce, "
+    "and sweep_truth.json (each run's step time, samples/s, partition shares, the best run).",
+)
 def command(
     out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step, workload, inject, no_truth,
     parallel, nccl_trace, ce_collectives, dcgm_format, dcgm_interval_ms, recipe_output,
-    scaling=None, weak=False, scaling_straggler=None,
+    scaling=None, weak=False, scaling_straggler=None, sweep=None,
 ):  # fmt: skip
     """Write report_rank{R}.sqlite per rank into OUT_DIR, plus ground_truth.json."""
     t0 = time.perf_counter()
+    if sweep is not None:
+        given = {
+            "--scaling": scaling is not None, "--weak": weak,
+            "--scaling-straggler": bool(scaling_straggler), "--parallel": parallel is not None,
+            "--nccl-trace": nccl_trace, "--ce-collectives": ce_collectives, "--no-truth": no_truth,
+            "--dcgm": dcgm_format is not None, "--recipe-output": recipe_output,
+            "--workload gemm": workload != "transformer",
+        }  # fmt: skip
+        clash = [name for name, on in given.items() if on]
+        if clash:
+            raise UserError(f"--sweep cannot be combined with {clash[0]}")
+        _sweep(out_dir, sweep, ranks or 8, gpus_per_node, steps, seed, schema, kernels_per_step, list(inject))
+        return
     if scaling is not None:
         _series(
             out_dir, scaling, weak, scaling_straggler, gpus_per_node, steps, seed, schema, kernels_per_step
@@ -210,4 +232,32 @@ def _series(
     click.echo(
         f"wrote a {truth['mode']}-scaling series of {len(sizes)} runs ({effs}) and {SERIES_TRUTH} "
         f"to {out_dir} in {time.perf_counter() - t0:.1f} s"
+    )
+
+
+def _sweep(
+    out_dir: str,
+    text: str,
+    ranks: int,
+    gpus_per_node: int,
+    steps: int,
+    seed: int,
+    schema: str,
+    kernels_per_step: int | None,
+    inject: list[str],
+) -> None:
+    """`synth OUT --sweep batch=8,16,32`: the runs of a batch-size sweep and its truth (synth/sweep.py)."""
+    from ..synth.sweep import TRUTH_FILE as SWEEP_TRUTH
+    from ..synth.sweep import generate_sweep, parse_sweep
+
+    t0 = time.perf_counter()
+    _, batches = parse_sweep(text)
+    truth = generate_sweep(
+        out_dir, batches, ranks=ranks, gpus_per_node=gpus_per_node, steps=steps, seed=seed, schema=schema,
+        kernels_per_step=kernels_per_step, injections=inject,
+    )  # fmt: skip
+    rates = ", ".join(f"{r['name']} {r['samples_per_s']:,.0f}" for r in truth["runs"])
+    click.echo(
+        f"wrote a batch sweep of {len(batches)} runs on {ranks} GPUs (samples/s: {rates}; best "
+        f"{truth['best']['run']}) and {SWEEP_TRUTH} to {out_dir} in {time.perf_counter() - t0:.1f} s"
     )

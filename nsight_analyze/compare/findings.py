@@ -182,7 +182,7 @@ def _measures(con: duckdb.DuckDBPyConnection, side: str, cat: str) -> dict[str, 
 
     Same definitions as the rules (all ranks, diagnose's windows: the steps, else the capture):
     idle causes = sum over steps of the worst rank's value / steps (diag_step_causes); memory
-    share = 100 x memory / busy time (rules/kernels.py); dominant share = the largest kernel
+    share = 100 x memory / busy time (rules/memory_bound.py); dominant share = the largest kernel
     name's share of kernel_summary time.
     """
     w = (

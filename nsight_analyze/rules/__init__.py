@@ -1,36 +1,59 @@
-"""Diagnosis rules, one module per family. Each rule takes a `base.Ctx` and returns findings
-(`base.Rule`); this list is the registry `diagnose()` runs.
+"""Diagnosis rules, one module per finding (named after it; a family's shared helpers in `_private`
+modules beside them: `_idle`, `_window_steps`, `_gemm_ops`, `_common`, `_whatif`; what precisions
+a GPU takes in `precision`). Each rule takes a `base.Ctx` and returns findings (`base.Rule`);
+this list is the registry `diagnose()` runs.
 
 The order of RULES does not matter: `diagnose()` ranks the findings by recoverable time.
 """
 
 from __future__ import annotations
 
-from . import capture, comms, dimensions, efficiency, idle, kernel_fixes, kernels, nsys, precision, slow_rank
+from . import (
+    clock_skew,
+    comms,
+    corrupt_timing,
+    cuda_graphs,
+    dimensions,
+    dominant_kernel,
+    efficiency,
+    gemm_precision,
+    graph_capture,
+    host_device_copies,
+    input_stall,
+    kernel_fixes,
+    launch_bound,
+    low_occupancy,
+    memory_bound,
+    nsys,
+    slow_rank,
+    synchronisation,
+    unaligned_gemm,
+    unclassified_kernels,
+)
 
 RULES = [
-    idle.input_stall,
-    idle.synchronisation,
-    idle.launch_bound,
+    input_stall.input_stall,
+    synchronisation.synchronisation,
+    launch_bound.launch_bound,
     comms.exposed_comm,
     dimensions.comm_by_dimension,
     comms.imbalance,
-    kernels.low_occupancy,
-    kernels.memory_bound,
-    kernels.dominant_kernel,
-    kernels.host_device_copies,
+    low_occupancy.low_occupancy,
+    memory_bound.memory_bound,
+    dominant_kernel.dominant_kernel,
+    host_device_copies.host_device_copies,
     nsys.gpu_starvation,
     nsys.low_utilisation,
-    capture.corrupt_timing,
-    capture.clock_skew,
-    capture.cuda_graphs,
-    capture.graph_capture,
-    capture.unclassified_kernels,
+    corrupt_timing.corrupt_timing,
+    clock_skew.clock_skew,
+    cuda_graphs.cuda_graphs,
+    graph_capture.graph_capture,
+    unclassified_kernels.unclassified_kernels,
     efficiency.compute_efficiency,
     kernel_fixes.fusion_candidates,
     kernel_fixes.unfused_attention,
-    precision.gemm_precision,
-    precision.unaligned_gemm,
+    gemm_precision.gemm_precision,
+    unaligned_gemm.unaligned_gemm,
     kernel_fixes.cuda_graph_candidates,
     slow_rank.slow_rank,
 ]

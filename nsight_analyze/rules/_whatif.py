@@ -2,7 +2,7 @@
 time uses these numbers").
 
 Why: a rule measures its cause on the worst rank (or, for exposed communication, on the critical
-rank), an upper bound; the what-if replay (queries/whatif.sql, docs/whatif.md) removes the cause
+rank), an upper bound; the what-if replay (queries/whatif/whatif.sql, docs/whatif.md) removes the cause
 from the measured dependencies, so time that other ranks' waits hide is not counted. A rule marked
 `@bounded_by(SCENARIO)` reports min(its own bound, the scenario's whole-job gain) and says which one
 holds; without what-if rows it keeps its own bound and says why the replay is unknown.

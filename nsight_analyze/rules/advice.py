@@ -21,7 +21,7 @@ Families (from the kernel name rules' category / subcategory, data/kernel_rules.
 A fix that advises a precision (bf16, TF32, FP8, autocast) is offered only where the GPU takes it:
 the rules pass `rules/precision.gpu_support` (gpu_arch.ARCH_PRECISIONS, the one table of
 capabilities); where the GPU is unknown the fix says what it needs. A kernel's precision is its
-`gemm_precision` (queries/gemm_precision.sql), the one reading of a name's type tokens.
+`gemm_precision` (queries/kernels/gemm_precision.sql), the one reading of a name's type tokens.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def _macro_connection() -> duckdb.DuckDBPyConnection:
 
 def precision_of(name: str, precision: str | None = "") -> str:
     """'low' (bf16/fp16/fp8/int8), 'tf32', 'fp32', 'fp64' or 'unknown' for a kernel: its
-    `gemm_precision` (queries/gemm_precision.sql, the one reading of a name's type tokens; pass it
+    `gemm_precision` (queries/kernels/gemm_precision.sql, the one reading of a name's type tokens; pass it
     when the caller's workspace computed it, None meaning the name states none), else evaluated
     here on the name."""
     if precision == "":
@@ -370,7 +370,7 @@ _GIB = float(1 << 30)
 
 def memory_fit(con) -> str:
     """Whether memory-hungry fixes fit: the fullest rank's peak device memory against its GPU's
-    capacity (queries/memory_peak.sql), or why that is unknown. Never guesses a capacity."""
+    capacity (queries/partition/memory_peak.sql), or why that is unknown. Never guesses a capacity."""
     try:
         row = con.execute(
             """SELECT rank, peak_bytes_in_use, peak_bytes_reserved, capacity_bytes, capacity_source,

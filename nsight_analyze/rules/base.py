@@ -126,14 +126,12 @@ class Ctx:
             self.has_steps = bool(job["has_steps"])
             self.n_steps = int(job["steps"]) if self.has_steps else 1
             self.n_ranks = int(job["ranks"])
-            # the job step time over the steady steps: one-time work (a compilation, a graph
-            # capture: steps.one_time) left out unless every step is one (summary.step_stats)
+            # the job step time over the steady steps (queries/steps/job_steps.sql)
             self.mean_step_ns = float(
                 self.scalar(
-                    "SELECT coalesce(avg(w) FILTER (WHERE NOT once), avg(w)) FROM ("
-                    "SELECT d.step, max(d.window_ns) AS w, coalesce(bool_or(s.one_time), false) AS once "
-                    "FROM diag_windows AS d LEFT JOIN steps AS s ON s.rank = d.rank AND s.step = d.step "
-                    "GROUP BY d.step)"
+                    "SELECT avg(w) FILTER (WHERE steady) FROM (SELECT d.step, max(d.window_ns) AS w, "
+                    "coalesce(bool_and(j.steady), true) AS steady FROM diag_windows AS d "
+                    "LEFT JOIN job_steps AS j ON j.step = d.step GROUP BY d.step)"
                 )
                 or 0.0
             )

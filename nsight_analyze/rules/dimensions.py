@@ -4,7 +4,7 @@ Why children, not a second finding: `exposed-comm` (rules/comms.py) says how muc
 could recover; which dimension's communication that is decides the fix (TP: keep it inside a node
 or overlap it; DP: buckets; PP: more micro-batches). Both measure the same time, so a dimension is
 reported only when `exposed-comm` is (same gate, same overlap-recoverable measure split by the
-dimension of each NCCL kernel: queries/diag_comm_dimension.sql), and only in a job with several
+dimension of each NCCL kernel: queries/diagnose/diag_comm_dimension.sql), and only in a job with several
 dimensions: with one, `exposed-comm` already is that dimension's finding and carries the
 breakdown as evidence (`breakdown_evidence`). A child names its parent in `metrics.parent`; the
 dimensions' own parts add up to at most the parent's own measure, each child is at most the parent
@@ -13,7 +13,7 @@ dimensions' own parts add up to at most the parent's own measure, each child is 
 The fixes of `exposed-comm` and of each child come from one helper, `comm_fixes`: the families
 (a known dimension, else the collective) that hold most of the finding's exposed time, so a
 pipeline job's exposed send/recv gets its schedule's fixes, never DDP bucketing (issue 52).
-`FIXES` is the one list of communication fixes: `dominant-kernel` (rules/kernels.py, through
+`FIXES` is the one list of communication fixes: `dominant-kernel` (rules/dominant_kernel.py, through
 `kernel_comm_fixes`), `advice.comms_fixes` and the `comms` command's advice (comms.py) pick from it
 with `family_fixes` too.
 """

@@ -167,7 +167,8 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
 
 def _score_matrix(ctx: Ctx):
     """(evidence, largest score-matrix bytes, its rank's GPU memory bytes, shape sources) when the
-    trace has the softmaxes' shapes (queries/attention_scores.sql: Kineto record_shapes or emit_nvtx)."""
+    trace has the softmaxes' shapes (queries/kernels/attention_scores.sql: Kineto record_shapes or
+    emit_nvtx)."""
     if not ctx.has("attention_scores"):
         return None, None, None, []
     row = ctx.row(

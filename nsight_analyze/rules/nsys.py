@@ -12,7 +12,7 @@ from .base import Ctx, Finding, Fix, Signal
 
 def _overlapping(a: str, b: str) -> str:
     """The join condition "same rank, overlapping in time" of aliases `a` and `b`, as the
-    inequality join queries/_rank_time.sql explains (a hash join on the rank tries every pair)."""
+    inequality join queries/timeline/_rank_time.sql explains (a hash join on the rank tries every pair)."""
     return (
         f"_rank_time({a}.rank, {a}.start_ns) < _rank_time({b}.rank, {b}.end_ns) "
         f"AND _rank_time({a}.rank, {a}.end_ns) > _rank_time({b}.rank, {b}.start_ns)"

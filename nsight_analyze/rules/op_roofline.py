@@ -1,4 +1,4 @@
-"""Roofline evidence from recorded shapes: the PyTorch ops (queries/op_flops.sql) that launched a
+"""Roofline evidence from recorded shapes: the PyTorch ops (queries/hfu/op_flops.sql) that launched a
 finding's kernels, with their achieved TFLOP/s against the GPU's dense peak for their dtype and
 their arithmetic intensity against the GPU's ridge point.
 
@@ -9,9 +9,9 @@ fused kernel, one near it is not. The shapes (Kineto record_shapes) give that wo
 memory bandwidth come from the peaks table (gpus.rank_peak_rows). Where the trace recorded no
 shapes, or the GPU or the dtype's peak is unknown, the numbers are NULL, never guessed.
 
-Used by the low-occupancy (rules/kernels.py), dominant-kernel (rules/kernels.py) and
+Used by the low-occupancy (rules/low_occupancy.py), dominant-kernel (rules/dominant_kernel.py) and
 unfused-attention (rules/kernel_fixes.py) findings; gemm-precision and unaligned-gemm read
-op_flops themselves (rules/precision.py).
+op_flops themselves (rules/gemm_precision.py, rules/unaligned_gemm.py).
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ def peak_rows(file_id: int, peak: Any) -> list[tuple]:
     """`ncu_peaks` rows (one per precision) of the GPU a hardware-counter file was captured on.
 
     Why here: Nsight Compute files and Kineto traces with CUPTI range-profiler counters both
-    place their kernels on a roofline (queries/roofline.sql), which joins these rows by file_id."""
-    from .. import gpus
+    place their kernels on a roofline (queries/hfu/roofline.sql), which joins these rows by file_id."""
+    from .. import gpu_table
 
     bw = None if peak.mem_bw_gbs is None else peak.mem_bw_gbs * 1e9
     return [
@@ -83,5 +83,5 @@ def peak_rows(file_id: int, peak: Any) -> list[tuple]:
             peak.source,
             peak.reason,
         )
-        for p in gpus.PRECISIONS
+        for p in gpu_table.PRECISIONS
     ]

@@ -5,7 +5,7 @@ Nsight Compute is where those counters come from. Its exports are awkward (progr
 output before the header, quoted values with locale-dependent thousands separators,
 `n/a`, unit prefixes, a units row in the raw page, rates instead of totals in some
 reports), so this reader only normalises values and stores every metric as it was
-measured (`ncu_metrics`); the FLOP arithmetic is SQL (queries/hfu_ncu_flops.sql) so it
+measured (`ncu_metrics`); the FLOP arithmetic is SQL (queries/hfu/hfu_ncu_flops.sql) so it
 is visible and testable. `.ncu-rep` files need NVIDIA's `ncu_report` module, an optional
 extra (`pip install ncu-report`); without it they fail with one clear line.
 

@@ -20,8 +20,8 @@ Beside its reports (`attach`, `resolve`, called by the ingest around the rank nu
 recipe output whose every (Rank, PID) names a process of an nsys report in the same ingest (or
 the workspace) gets no ranks of its own; its rows go to those reports' ranks.
 
-The recipe's numbers are stored as NVIDIA computed them; queries/nvtx_projection_compare.sql
-puts them beside our own projection (queries/nvtx_gpu_projection.sql).
+The recipe's numbers are stored as NVIDIA computed them; queries/steps/nvtx_projection_compare.sql
+puts them beside our own projection (queries/steps/nvtx_gpu_projection.sql).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def walk(root: Path) -> list[Path]:
             outer.append(b)
     inside = set(outer)
     # every entry but real folders: links (dangling ones too) and named pipes, sockets and
-    # devices are listed, for the ingest to report (a FIFO is never opened: ingest._special_file)
+    # devices are listed, for the ingest to report (a FIFO is never opened: ingest_inputs._special_file)
     files = [
         p for p in entries if (p.is_symlink() or not p.is_dir()) and not any(q in inside for q in p.parents)
     ]

@@ -29,7 +29,8 @@ range (`apiGroupId` only) around the launch call, so the kernel's innermost rang
 not its operation. With `ce_collectives`, every forward micro-batch of a tensor-parallel rank starts
 with a copy-engine AllGather (NCCL >= 2.28/2.29 `ce-coll`): its transfer is a device-to-device memcpy
 issued inside a `CE Batch` range after a `CE Sync` range, no kernel; the truth counts it as
-communication (its catalog category is comms) but not in `by_dimension` (NCCL kernels only).
+communication (its catalog category is comms) but not in `by_dimension` (NCCL kernels only; the
+per-instance truth and `comms_by_dimension_with_ce` count it: synth/nccl_instances.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 
 from ..errors import UserError
 from . import kernels as K
+from . import nccl_instances as _instances
 from . import workload as W
 from .job import UTC_BASE_NS, Job, RankEvents
 
@@ -397,7 +399,7 @@ def build(cfg: W.Config, par: Parallel, advanced: bool, ce_colls: bool = False) 
                     inst = operations.setdefault(
                         op.api_id,
                         {"api_id": op.api_id, "op": op.name, "comm": str(g.comm_text(advanced)),
-                         "copy_engine": copy, "members": []},
+                         "copy_engine": copy, "bytes": op.nbytes, "members": []},
                     )  # fmt: skip
                     inst["members"].append([r, c])
 
@@ -440,7 +442,8 @@ def build(cfg: W.Config, par: Parallel, advanced: bool, ce_colls: bool = False) 
         "ce_collectives": ce_colls,
         "operations_definition": "every NCCL operation instance (collective, send or recv): NCCL's apiId "
         "(written only in the advanced form), operation, communicator as written, copy_engine (its "
-        "transfer is a memcpy, no kernel) and its members [rank, correlation id of the kernel or memcpy]",
+        "transfer is a memcpy, no kernel), bytes (the payload's message size) and its members [rank, "
+        "correlation id of the kernel or memcpy]",
         "operations": [operations[k] for k in sorted(operations)],
         "communicators": [
             {
@@ -452,6 +455,7 @@ def build(cfg: W.Config, par: Parallel, advanced: bool, ce_colls: bool = False) 
             for g in groups
         ],
     }
+    truth.update(_instances.truth(ranks, session, kinds, truth))  # per instance, CE collectives too
     return job, truth
 
 

@@ -2,12 +2,12 @@
 
 Small tables go through sqlite3; the four bulk tables are inserted by DuckDB's SQLite writer from
 Arrow columns (several times faster than `executemany` over tuples). Files are deterministic:
-fixed page size, no clock readings, row order fixed, optional VACUUM.
+fixed page size, no clock readings, row order fixed, optional VACUUM. The fixed tables around the
+events (enums, export and capture metadata) are export_meta.py's.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..duck import load_sqlite_reader, offline
 from . import memory as _memory
 from . import workload as W
+from .export_meta import env_text, utc_text, write_enums, write_meta
 from .job import Job, RankEvents
 from .schemas import VERSIONS, columns, ddl
 
@@ -34,66 +35,7 @@ BUS = [
     "0000:ba:00.0",
     "0000:db:00.0",
 ]
-MEM_KIND = ["PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN"]
-MEM_KIND_LABEL = [
-    "Pageable",
-    "Pinned",
-    "Device",
-    "Array",
-    "Managed",
-    "Device Static",
-    "Managed Static",
-    "Unknown",
-]
-MEMCPY_OPER = [
-    ("UNKNOWN", "Unknown"),
-    ("HTOD", "Host-to-Device"),
-    ("DTOH", "Device-to-Host"),
-    ("HTOA", "Host-to-Array"),
-    ("ATOH", "Array-to-Host"),
-    ("ATOA", "Array-to-Array"),
-    ("ATOD", "Array-to-Device"),
-    ("DTOA", "Device-to-Array"),
-    ("DTOD", "Device-to-Device"),
-    ("HTOH", "Host-to-Host"),
-    ("PTOP", "Peer-to-Peer"),
-    ("UVM_HTOD", "Unified Host-to-Device"),
-    ("UVM_DTOH", "Unified Device-to-Host"),
-    ("UVM_DTOD", "Unified Device-to-Device"),
-]
 COPY_KIND = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "PtoP": 10}
-EVENT_TYPES = [
-    (33, "NvtxCategory"),
-    (34, "NvtxMark"),
-    (35, "NvtxPushRange"),
-    (36, "NvtxPopRange"),
-    (37, "NvtxStartRange"),
-    (38, "NvtxEndRange"),
-    (39, "NvtxThread"),
-    (48, "TraceFunctions"),
-    (59, "NvtxPushPopRange"),
-    (60, "NvtxStartEndRange"),
-    (70, "NvtxtPushPopRange"),
-    (71, "NvtxtStartEndRange"),
-    (75, "NvtxDomainCreate"),
-    (76, "NvtxDomainDestroy"),
-]
-EVENT_CLASSES = [
-    (0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"),
-    (1, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver"),
-    (13, "TRACE_PROCESS_EVENT_CUDA_EGL_DRIVER", "CUDA EGL driver"),
-    (27, "TRACE_PROCESS_EVENT_OS_RUNTIME", "OSRT runtime"),
-    (77, "TRACE_PROCESS_EVENT_CUDA_GRAPH_NODE_CREATION", "CUDA graph node creation"),
-    (94, "TRACE_PROCESS_EVENT_CUDA_GRAPHEXEC_CREATION", "CUDA graph exec creation"),
-    (95, "TRACE_PROCESS_EVENT_CUDA_GRAPH_CREATION", "CUDA graph creation"),
-    (96, "TRACE_PROCESS_EVENT_CUDA_GRAPH_CLONE", "CUDA graph clone"),
-]
-LAUNCH_TYPES = [
-    (0, "UNKNOWN", "Unknown"),
-    (1, "REGULAR", "Regular"),
-    (2, "COOPERATIVE_SINGLE_DEVICE", "Coop Single Device"),
-    (3, "COOPERATIVE_MULTI_DEVICE", "Coop Multi Device"),
-]
 
 
 def rank_identity(job: Job, rank: int) -> dict:
@@ -115,34 +57,6 @@ def rank_identity(job: Job, rank: int) -> dict:
 
 def _mangle(name: str, short: str) -> str:
     return name if "(" not in name else f"_Z{len(short)}{short}v"
-
-
-def _utc_text(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns // 1_000_000_000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _env(job: Job, rank: int, ident: dict) -> str:
-    cfg = job.cfg
-    pairs = [
-        ("SHELL", "/bin/bash"),
-        ("HOSTNAME", ident["hostname"]),
-        ("HOME", "/home/trainer"),
-        ("PATH", "/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin"),
-        ("LS_COLORS", "rs=0:di=01;34:ln=01;36:mh=00:pi=40;33"),
-        ("CUDA_DEVICE_MAX_CONNECTIONS", "1"),
-        ("NCCL_DEBUG", "WARN"),
-        ("NCCL_IB_HCA", "mlx5"),
-        ("OMP_NUM_THREADS", "8"),
-        ("MASTER_ADDR", "h100-node00"),
-        ("MASTER_PORT", "29500"),
-        ("TORCHELASTIC_RUN_ID", "synthetic-job"),
-        ("GROUP_RANK", str(ident["node"])),
-        ("LOCAL_WORLD_SIZE", str(cfg.gpus_per_node)),
-        ("WORLD_SIZE", str(cfg.ranks)),
-        ("LOCAL_RANK", str(ident["local_rank"])),
-        ("RANK", str(rank)),
-    ]
-    return ";".join(f"{k}={v}" for k, v in pairs)
 
 
 def _gpu_rows(job: Job, ident: dict) -> list[dict]:
@@ -260,8 +174,8 @@ def write_rank(
     utc = int(job.utc_start[node])
     sess_row = {
         "utcEpochNs": utc,
-        "utcTime": _utc_text(utc),
-        "localTime": _utc_text(utc),
+        "utcTime": utc_text(utc),
+        "localTime": utc_text(utc),
         "systemClockNs": 1_204_000_000_000 + node * 977_000_000 + session,
     }
     _insert_rows(con, "TARGET_INFO_SESSION_START_TIME", schema["TARGET_INFO_SESSION_START_TIME"], [sess_row])
@@ -298,7 +212,7 @@ def write_rank(
         ("OsDescription", "Ubuntu 22.04.4 LTS"),
         ("NvDriverVersion", "570.124.06"),
         ("CudaDriverVersion", "12080"),
-        ("DeviceEnvironment", _env(job, ev.rank, ident)),
+        ("DeviceEnvironment", env_text(job, ev.rank, ident)),
     ]
     _insert_rows(
         con,
@@ -318,8 +232,8 @@ def write_rank(
         schema["ThreadNames"],
         [{"nameId": n, "priority": 20, "globalTid": int(t)} for n, t in zip(thread_names, gtid, strict=True)],
     )
-    _write_meta(con, job, ev, version, ident, schema)
-    _write_enums(con, v.launch_type_enum)
+    write_meta(con, job, ev, version, ident, schema)
+    write_enums(con, v.launch_type_enum)
 
     # NVTX: push/pop rows carry literal text; NCCL's ranges use registered strings (textId)
     texts = job.nvtx_texts
@@ -473,95 +387,3 @@ def _arrow_cols(cols: list[str], data: dict, n: int) -> pa.Table:
         else:
             out[c] = pa.array(np.full(n, val, np.int64))
     return pa.table(out)
-
-
-def _write_meta(con, job: Job, ev: RankEvents, version: str, ident: dict, schema: dict) -> None:
-    v = VERSIONS[version]
-    major, minor, micro = v.schema_version.split(".")
-    utc = int(job.utc_start[ident["node"]]) + 180_000_000_000
-    stem = ident["file"].rsplit(".", 1)[0]
-    rows = [
-        ("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"),
-        ("EXPORT_PRODUCT_VERSION", v.product_version),
-        ("EXPORT_PRODUCT_DATE", v.key),
-        ("EXPORT_SCHEMA_VERSION", v.schema_version),
-        ("EXPORT_SCHEMA_VERSION_MAJOR", major),
-        ("EXPORT_SCHEMA_VERSION_MINOR", minor),
-        ("EXPORT_SCHEMA_VERSION_MICRO", micro),
-        ("EXPORT_PLATFORM", "linux-desktop"),
-        ("EXPORT_ARCH", "x64"),
-        ("EXPORT_TIME_UTC", _utc_text(utc)),
-        ("EXPORT_TIME_LOCAL", _utc_text(utc) + " +0000 UTC"),
-        ("EXPORT_HOST", ident["hostname"]),
-        ("EXPORT_USER", ""),
-    ]
-    if v.newer_than_2022:
-        p = "EXPORT_PARAM_"
-        rows += [
-            (p + "INPUT_FILE", f"{stem}.nsys-rep"),
-            (p + "OUTPUT_FILE", f"{stem}.sqlite"),
-            (p + "INPUT_PATH", f"/scratch/job/{stem}.nsys-rep"),
-            (p + "OUTPUT_PATH", f"/scratch/job/{stem}.sqlite"),
-            (p + "INPUT_PATH_ABS", f"/scratch/job/{stem}.nsys-rep"),
-            (p + "OUTPUT_PATH_ABS", f"/scratch/job/{stem}.sqlite"),
-            (p + "OVERWRITE", "true"),
-            (p + "APPEND", "false"),
-            (p + "LAZY", "true"),
-            (p + "TIME_NORMALIZE", "false"),
-            (p + "TIME_SHIFT", "0"),
-            (p + "TABLES_TO_EXPORT", ""),
-            (p + "TIMES_TO_EXPORT", ""),
-            ("EXPORT_CONFIG_TIME_SHIFT", "0"),
-            ("EXPORT_TIME", "1.02 sec"),
-        ]
-    else:
-        rows += [
-            ("EXPORT_INPUT_FILE", f"{stem}.nsys-rep"),
-            ("EXPORT_OUTUPT_FILE", f"{stem}.sqlite"),
-            ("EXPORT_INPUT_PATH", f"{stem}.nsys-rep"),
-            ("EXPORT_OUTUPT_PATH", f"{stem}.sqlite"),
-            ("EXPORT_INPUT_PATH_ABS", f"/scratch/job/{stem}.nsys-rep"),
-            ("EXPORT_OUTUPT_PATH_ABS", f"/scratch/job/{stem}.sqlite"),
-            ("EXPORT_OVERWRITE", "false"),
-            ("EXPORT_LAZY", "true"),
-            ("EXPORT_TIME", "1.02"),
-        ]
-    con.executemany(f'INSERT INTO "{v.meta_table}" (name, value) VALUES (?, ?)', rows)
-    if v.has_capture_meta:
-        env = _env(job, ev.rank, ident).split(";")
-        cap = [
-            ("DEVICE_ID", "Local (CLI)"),
-            ("CAPTURE_EVENT_TYPE", "NvtxEvents"),
-            ("CAPTURE_EVENT_TYPE", "Cuda"),
-            ("PROCESS_0:COMMAND", "python3"),
-            ("PROCESS_0:ARGUMENT_0", "train.py"),
-            ("PROCESS_0:ARGUMENT_1", "--steps"),
-            ("PROCESS_0:ARGUMENT_2", str(job.cfg.steps)),
-            ("PROCESS_0:WORKING_DIR", "/scratch/job"),
-            ("PROCESS_0:PID", "0"),
-            ("PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE", "Node" if job.cfg.injections.cuda_graph else "Graph"),
-        ]
-        cap += [
-            ("PROCESS_0:ENVIRONMENT_VARIABLE", '{}="{}"'.format(*e.split("=", 1))) for e in env if "=" in e
-        ]
-        con.executemany("INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)", cap)
-
-
-def _write_enums(con, launch_enum: str) -> None:
-    con.executemany(
-        "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)",
-        [(i, f"CUDA_MEMCPY_KIND_{n}", lab) for i, (n, lab) in enumerate(MEMCPY_OPER)],
-    )
-    con.executemany(
-        "INSERT INTO ENUM_CUDA_MEM_KIND VALUES (?, ?, ?)",
-        [
-            (i, f"CUDA_MEMOPR_MEMORY_KIND_{n}", lab)
-            for i, (n, lab) in enumerate(zip(MEM_KIND, MEM_KIND_LABEL, strict=False))
-        ],
-    )
-    con.executemany("INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (?, ?, ?)", [(i, n, n) for i, n in EVENT_TYPES])
-    con.executemany("INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES (?, ?, ?)", EVENT_CLASSES)
-    con.executemany(
-        f"INSERT INTO {launch_enum} VALUES (?, ?, ?)",
-        [(i, f"CUDA_KERNEL_LAUNCH_TYPE_{n}", lab) for i, n, lab in LAUNCH_TYPES],
-    )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ... import comms, diagnose, mfu, whatif
 from ...errors import UserError
 
 if TYPE_CHECKING:
@@ -29,6 +30,14 @@ SECRET_NAME = re.compile(
     r"(?i)(?:key|token|secret|passw|pwd|credential|auth|cookie|session|private|cert|sig)"
 )
 SECRET_VALUE = re.compile(r"(?i)^(?:sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
+
+# What the report reads: the library's documents it shows (diagnose, what-if, communication per
+# dimension, MFU) and the stored tables its sections name; computed on first read, nothing more
+# (tests/test_lazy_analysis.py checks it covers every name render/report/ mentions).
+READS = (
+    *diagnose.READS, *whatif.READS, *comms.READS, *mfu.READS, "collective_waits", "comm_overlap_by_op",
+    "idle_by_cause", "launch_stats", "longest_gaps", "memop_summary",
+)  # fmt: skip
 
 TOP_KERNELS = 20
 # The partition table's columns: memory (the total) is followed by its two parts, memory-bound
@@ -186,8 +195,10 @@ def collect(
         inp.rank_step = view(
             con,
             "time_partition",
-            f"SELECT t.*, coalesce(s.one_time, false) AS one_time FROM time_partition AS t LEFT JOIN steps "
-            f"AS s USING (rank, step) WHERE {(steps or StepRange()).sql('t.step')} ORDER BY rank, step",
+            "SELECT t.*, coalesce(j.steady, true) AS steady "
+            "FROM time_partition AS t JOIN ranks AS r USING (rank) LEFT JOIN job_steps AS j "
+            f"ON j.job = r.job AND j.step = t.step WHERE {(steps or StepRange()).sql('t.step')} "
+            "ORDER BY rank, step",
         )
         inp.verdict = view(con, "merge_straggler_verdict")
         inp.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")

@@ -18,9 +18,9 @@ from typing import Any
 from ... import __version__
 from ...errors import UserError
 from ...export import write_atomically
-from ...runs import LOSS_PARTS, RunsResult, scaling_line
+from ...runs import LOSS_PARTS, RunsResult, common_labels, scaling_line
 from .. import palette
-from .figures import _axis, _figure, plotly_js
+from .figures import _axis, _figure, escape, plotly_js
 from .html import esc, notes, page, section
 
 # Colours of the loss parts: the partition's colours for the same time (compute blue, comms
@@ -31,6 +31,9 @@ _LOSS_COLOUR = {
     "imbalance": palette.WAIT_SUFFERED,
     "idle": palette.CATEGORY["launch_gap"],
 }
+# A figure's height in pixels: without one plotly fills the 200 px of the .figure box, where the
+# legend below the plot overlaps the axis' tick labels (seen in chromium: tests/test_runs_browser.py).
+_HEIGHT = 380
 _SECTIONS = [
     ("runs", "Runs"),
     ("scaling", "Scaling efficiency"),
@@ -41,31 +44,43 @@ _SECTIONS = [
 
 
 def _x(result: RunsResult, r: dict[str, Any]) -> str:
-    """A run's place on the x axis: its `--by` label value, else its name, else 'run N'."""
+    """A run's place on the x axis: its `--by` label value, else its name, else 'run N' (user
+    text, made inert for plotly's HTML-like labels)."""
     if result.by and result.by in r["labels"]:
-        return f"{result.by}={r['labels'][result.by]}"
-    return r["name"] or f"run {r['job']}"
+        return escape(f"{result.by}={r['labels'][result.by]}")
+    return _run_name(r)
+
+
+def _run_name(r: dict[str, Any]) -> str:
+    """The run's name (inert for plotly), else 'run N'."""
+    return escape(r["name"]) if r["name"] else f"run {r['job']}"
 
 
 def _ms(ns: Any) -> float | None:
     return None if ns is None else ns / 1e6
 
 
-def _cell(value: Any, text: str | None = None) -> str:
-    """A cell with the exact value in data-value (tests and scripts read it, not the text)."""
+def _cell(value: Any, text: str | None = None, nowrap: bool = False) -> str:
+    """A cell with the exact value in data-value (tests and scripts read it, not the text).
+    Numbers (and `nowrap` cells) stay on one line: the wide labels column squeezed the others
+    until "54.8 %" broke before its "%" (seen in chromium: tests/test_runs_browser.py)."""
     shown = "–" if value is None else (text if text is not None else str(value))
     num = isinstance(value, (int, float)) and not isinstance(value, bool)
     cls = ' class="num"' if num else ""
-    return f'<td{cls} data-value="{esc("" if value is None else value)}">{esc(shown)}</td>'
+    style = ' style="white-space:nowrap"' if num or nowrap else ""
+    return f'<td{cls}{style} data-value="{esc("" if value is None else value)}">{esc(shown)}</td>'
 
 
 def _runs_table(result: RunsResult) -> str:
     head = ["run", "name", "labels", "ranks", "GPU", "step median", "steps/s", "samples/s", "tokens/s", "MFU"]
-    if result.over:
-        head += ["when", "best"]
+    head += ["when"] if result.over else []
+    head += [f"best ({result.metric})"] if result.metric else []
+    common = common_labels(result)  # said once, above the table
     rows = []
     for r in result.rows:
-        shown = " ".join(f"{k}={v}" for k, v in sorted(r["user_labels"].items()) if k != "name")
+        shown = " ".join(
+            f"{k}={v}" for k, v in sorted(r["user_labels"].items()) if k != "name" and k not in common
+        )
         cells = [
             _cell(r["job"]),
             _cell(r["name"]),
@@ -82,13 +97,21 @@ def _runs_table(result: RunsResult) -> str:
             _cell(r["mfu"], None if r["mfu"] is None else f"{100 * r['mfu']:.1f} %"),
         ]
         if result.over:
-            cells += [_cell(r.get("when")), _cell("best" if r.get("best") else None)]
+            cells.append(_cell(r.get("when"), nowrap=True))
+        if result.metric:
+            cells.append(_cell("best" if r.get("best") else None))
         rows.append(f'<tr data-run="{esc(r["job"])}">{"".join(cells)}</tr>')
     header = "".join(f"<th>{esc(h)}</th>" for h in head)
     return (
         f'<div class="tablewrap"><table class="data" id="runs-table"><thead><tr>{header}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _common_intro(result: RunsResult) -> str:
+    """The labels every run has alike (section() escapes them), said once above the table."""
+    common = common_labels(result)
+    return "Every run: " + " ".join(f"{k}={v}" for k, v in sorted(common.items())) if common else ""
 
 
 def _scaling(result: RunsResult, figs: dict[str, Any]) -> str:
@@ -103,7 +126,7 @@ def _scaling(result: RunsResult, figs: dict[str, Any]) -> str:
         )
     known = [e for e in s["runs"] if e["efficiency"] is not None]
     known.sort(key=lambda e: (e["gpus"], e["job"]))
-    x = [f"{e['gpus']} GPUs · {e['name'] or 'run ' + str(e['job'])}" for e in known]
+    x = [f"{e['gpus']} GPUs · {escape(e['name']) if e['name'] else 'run ' + str(e['job'])}" for e in known]
     data: list[dict[str, Any]] = [
         {
             "type": "scatter",
@@ -175,8 +198,20 @@ def _sweep(result: RunsResult, figs: dict[str, Any]) -> str:
             }
         )
         layout["yaxis2"] = _axis("MFU %", overlaying="y", side="right")
+    best = [i for i, r in enumerate(have) if r.get("best")]
+    if result.by and best:  # a sweep's best run (runs._mark_best, by result.metric)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"best ({result.metric})",
+                "x": [x[i] for i in best],
+                "y": [_ms(have[i]["step_median_ns"]) for i in best],
+                "marker": {"size": 14, "symbol": "star", "color": palette.BETTER},
+            }
+        )
     title = f"against {result.by}" if result.by else "per run"
-    figs["runs-sweep"] = _figure(data, f"step time and MFU {title}", **layout)
+    figs["runs-sweep"] = _figure(data, f"step time and MFU {title}", height=_HEIGHT, **layout)
     return section("sweep", "Step time and MFU", '<div class="figure" id="fig-runs-sweep"></div>')
 
 
@@ -194,7 +229,7 @@ def _history(result: RunsResult, figs: dict[str, Any]) -> str:
         else 1.0
     )
     unit = " (ms)" if metric.endswith("_ns") else " %" if scale == 100.0 else ""
-    x = [r.get("when") or f"run {r['job']}" for r in have]
+    x = [escape(r["when"]) if r.get("when") else f"run {r['job']}" for r in have]
     best = [r for r in have if r.get("best")]
     data = [
         {
@@ -203,19 +238,19 @@ def _history(result: RunsResult, figs: dict[str, Any]) -> str:
             "name": metric,
             "x": x,
             "y": [r[metric] * scale for r in have],
-            "text": [r["name"] or f"run {r['job']}" for r in have],
+            "text": [_run_name(r) for r in have],
             "line": {"color": palette.CATEGORY["compute"]},
         },
         {
             "type": "scatter",
             "mode": "markers",
             "name": "best",
-            "x": [r.get("when") or f"run {r['job']}" for r in best],
+            "x": [x[have.index(r)] for r in best],
             "y": [r[metric] * scale for r in best],
             "marker": {"size": 14, "symbol": "star", "color": palette.BETTER},
         },
     ]
-    figs["runs-history"] = _figure(data, f"{metric} over time", yaxis=_axis(metric + unit))
+    figs["runs-history"] = _figure(data, f"{metric} over time", height=_HEIGHT, yaxis=_axis(metric + unit))
     return section("history", "Over time", '<div class="figure" id="fig-runs-history"></div>')
 
 
@@ -233,7 +268,9 @@ def _dimensions(result: RunsResult, figs: dict[str, Any]) -> str:
             d = next((d for d in r["comms_by_dimension"] if d["dimension"] == dim), None)
             y.append(None if d is None else _ms(d["exposed_per_rank_ns"]))
         data.append({"type": "scatter", "mode": "lines+markers", "name": dim, "x": x, "y": y})
-    figs["runs-dims"] = _figure(data, "exposed collective time per rank", yaxis=_axis("ms per rank"))
+    figs["runs-dims"] = _figure(
+        data, "exposed collective time per rank", height=_HEIGHT, yaxis=_axis("ms per rank")
+    )
     return section(
         "comms-dims",
         "Communication per dimension",
@@ -250,7 +287,7 @@ def render_runs_page(result: RunsResult) -> str:
     figs: dict[str, Any] = {}
     body = "".join(
         [
-            section("runs", "Runs", _runs_table(result) + notes(result.notes)),
+            section("runs", "Runs", _runs_table(result) + notes(result.notes), intro=_common_intro(result)),
             _scaling(result, figs),
             _sweep(result, figs),
             _history(result, figs),

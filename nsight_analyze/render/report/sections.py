@@ -79,8 +79,8 @@ def headline_numbers(part: pd.DataFrame, rank_step: pd.DataFrame | None) -> dict
     total = float(part["comms_total_ns"].sum())
     out["overlap_pct"] = 100.0 * float(part["comms_hidden_ns"].sum()) / total if total > 0 else None
     if rank_step is not None and len(rank_step):
-        if "one_time" in rank_step.columns:  # one-time work (compilation, graph capture) left out
-            steady = rank_step[~rank_step.groupby("step")["one_time"].transform("any").astype(bool)]
+        if "steady" in rank_step.columns:  # the steady steps (queries/steps/job_steps.sql)
+            steady = rank_step[rank_step["steady"].astype(bool)]
             rank_step = steady if len(steady) else rank_step
         per_step = rank_step.groupby("step")["window_ns"].max()
         out.update(

@@ -71,7 +71,7 @@ CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA in the [memory] events' "Device Ty
 # cpu_op events whose `Input Dims` / `Input type` / `Concrete Inputs` (record_shapes=True) are
 # kept, in kineto_op_shapes: the softmax ops, whose input is the attention score matrix, and the
 # matmul, convolution and attention ops whose FLOPs and bytes follow from their shapes
-# (queries/op_flops.sql; COMPUTE_OPS is that query's list, anchored). A Python `re` and an RE2
+# (queries/hfu/op_flops.sql; COMPUTE_OPS is that query's list, anchored). A Python `re` and an RE2
 # pattern at once (the ijson path searches with the first, DuckDB with the second).
 COMPUTE_OPS = (
     "^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_mm|conv[123]d|convolution|_convolution"
@@ -79,7 +79,8 @@ COMPUTE_OPS = (
     "|conv_transpose[123]d|scaled_dot_product_attention|_scaled_dot_product_(flash|efficient|cudnn)"
     "_attention(_backward)?|_(flash|efficient)_attention_(forward|backward))$"
     # the serving stacks' own GEMM and attention ops (op_flops counts those whose layout it knows)
-    "|^(vllm|aiter|sglang|sgl_kernel|_C|_rocm_C|flash_attn|flash_attn_3)::[A-Za-z0-9_]*(gemm|_mm|matmul|attention|attn|mha)"
+    "|^(vllm|aiter|sglang|sgl_kernel|_C|_rocm_C|flash_attn|flash_attn_3)::[A-Za-z0-9_]*"
+    "(gemm|_mm|matmul|attention|attn|mha|moe_forward)|^_vllm_fa[23]_C::[A-Za-z0-9_]*fwd"
 )
 SHAPE_OPS = "(?i)softmax|" + COMPUTE_OPS
 

@@ -143,7 +143,7 @@ class Loader:
 
     def _profiler_ranges(self) -> None:
         """CUPTI range-profiler kernels in time order (range_id), and whether they can be placed
-        on this trace's kernels (queries/cupti_range_joins.sql does it: same name, same order)."""
+        on this trace's kernels (queries/timeline/cupti_range_joins.sql does it: same name, same order)."""
         r = int(self.rank)
         ops = ", ".join(c for c, _ in RANGE_COLUMNS)
         self.con.execute(
@@ -292,7 +292,7 @@ class Loader:
 
     def _counter_peaks(self) -> None:
         """A trace with CUPTI range-profiler counters gets `ncu_peaks` rows for its rank's GPU, as an
-        Nsight Compute file does: the roofline (queries/roofline.sql) places its kernels with them."""
+        Nsight Compute file does: the roofline (queries/hfu/roofline.sql) places its kernels with them."""
         if self.file_id is None or not self.rows.ranges.total:
             return
         props = self.meta.device_properties()

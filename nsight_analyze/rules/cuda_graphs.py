@@ -1,0 +1,147 @@
+"""The `cuda-graphs` capture finding: how much kernel time replays from CUDA/HIP graphs (per-kernel
+launch attribution is lost there).
+
+Why a module of its own: its fix fits what recorded the trace (`_graph_trace_fixes`: nsys per graph
+or per node, the PyTorch profiler on CUDA or on ROCm), a choice no other rule makes. A capture
+finding is a fact about the trace that changes how every other finding must be read: it has no
+recoverable time and is listed before the performance findings.
+"""
+
+from __future__ import annotations
+
+from ..gpus import VENDOR_SQL
+from .base import Ctx, Finding, Fix, Signal, mean
+
+
+def cuda_graphs(ctx: Ctx) -> list[Finding]:
+    """How much kernel time replays from CUDA graphs (per-kernel launch attribution is lost there)."""
+    th = ctx.th["graph_min_pct"]
+    if not ctx.has("diag_rank_kernels"):
+        return []
+    per_rank = ctx.rows(
+        """SELECT rank, kernels, graph_kernels, 100.0 * graph_kernel_ns / nullif(kernel_ns, 0) AS graph_pct
+           FROM diag_rank_kernels ORDER BY rank"""
+    )
+    covered = [r for r in per_rank if (r["graph_pct"] or 0) >= th]
+    if not covered:
+        return []
+    launches = (
+        ctx.scalar("SELECT coalesce(sum(calls), 0) FROM api_summary WHERE is_graph_launch(name)")
+        if ctx.has("api_summary")
+        else 0
+    ) or 0
+    ev = [
+        ctx.evidence(
+            "CUDA-graph coverage per rank",
+            "Kernels replayed from CUDA/HIP graphs (a graph node, or launched by a graph launch call: "
+            "cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch) and their share of kernel time.",
+            """SELECT rank, kernels, graph_kernels, graphs,
+                      round(100.0 * graph_kernel_ns / nullif(kernel_ns, 0), 2) AS graph_time_pct
+               FROM diag_rank_kernels ORDER BY rank""",
+        )
+    ]
+    steps: list[int] = []
+    if ctx.has_steps and ctx.has("diag_window_bounds", "graph_coverage"):
+        steps = [
+            int(s)
+            for s in ctx.column(
+                """SELECT DISTINCT w.step FROM graph_coverage g JOIN diag_window_bounds w
+                     ON w.rank = g.rank AND w.step IS NOT DISTINCT FROM g.step
+                   WHERE g.graph_kernels > 0 ORDER BY 1"""
+            )
+        ]
+    pct = mean(r["graph_pct"] for r in covered)
+    return [
+        ctx.finding(
+            id="cuda-graphs",
+            title=f"CUDA graphs replay {pct:.0f} % of kernel time",
+            kind="capture",
+            summary=f"{pct:.1f} % of kernel time on {len(covered)} rank(s) comes from {launches} "
+            f"graph launches: "
+            "launch gaps inside a graph are not host launch cost, and per-kernel launch attribution "
+            "(which API call issued which kernel) is the graph launch's.",
+            ranks=[int(r["rank"]) for r in covered],
+            steps=steps,
+            recoverable_ns_per_step=None,
+            recoverable_method="not a performance problem: no recoverable time",
+            metrics={"graph_time_pct": pct, "graph_launches": launches},
+            evidence=ev,
+            signals=[
+                Signal(
+                    "graph launches",
+                    launches,
+                    "calls",
+                    "neutral",
+                    "each replays many kernels for one host call",
+                )
+            ],
+            fixes=_graph_trace_fixes(ctx, [int(r["rank"]) for r in covered]),
+        )
+    ]
+
+
+# What a graph replay hides and how to see it depends on what recorded the trace.
+_GRAPH_FIXES = {
+    # an Nsight Systems capture whose graph kernels carry no node id: traced per graph
+    "nsys": Fix(
+        "For per-kernel detail inside the graphs, capture again with nsys --cuda-graph-trace=node "
+        "(the default traces each graph launch as one range)",
+        "higher tracing overhead: node-level tracing adds a record per kernel of every replay",
+    ),
+    # an Nsight Systems capture whose graph kernels carry graph and node ids: already node level
+    "nsys-node": Fix(
+        "Nothing to change in the capture: it is already traced per graph node (each kernel with its "
+        "graph and node id); to attribute a node to the code that recorded it, profile the capture "
+        "phase too (NVTX ranges around the captured region) or one step with graphs off",
+        "an eager step pays the launch cost the graph hides: time it apart from the replay",
+    ),
+    # PyTorch profiler on CUDA: CUPTI records every replayed kernel, correlated to the graph launch
+    "kineto": Fix(
+        "Nothing to change for per-kernel times: the PyTorch profiler already records every kernel a "
+        "graph replays, linked to its cudaGraphLaunch by correlation id (nsys --cuda-graph-trace=node "
+        "does not add kernels it lacks). To see which op issued each kernel, profile one step with "
+        "graphs off (torch.compile without mode='reduce-overhead', vLLM --enforce-eager) or the capture",
+        "an eager step pays the launch cost the graph hides: time it apart from the replay",
+    ),
+    # PyTorch profiler on ROCm (roctracer): the same, and nsys's flag does not exist there
+    "kineto-rocm": Fix(
+        "Nothing to change for per-kernel times: the ROCm tracer already records every kernel a "
+        "hipGraphLaunch replays (nsys --cuda-graph-trace=node does not apply to AMD GPUs). To see "
+        "which op issued each kernel, profile the capture (hipStreamBeginCapture to EndCapture) or one "
+        "step with graphs off (vLLM --enforce-eager)",
+        "an eager step pays the launch cost the graph hides: time it apart from the replay",
+    ),
+}
+
+
+def _graph_trace_fixes(ctx: Ctx, ranks: list[int]) -> list[Fix]:
+    """The fix that fits what recorded the graph-covered ranks: nsys (traced per graph or already per
+    node), the PyTorch profiler on CUDA, or on ROCm (its tracer, gpus.VENDOR_SQL, or HIP graph
+    launches). Why: `--cuda-graph-trace=node` is an nsys flag; a Kineto trace already holds each
+    replayed kernel and a ROCm one has no such flag, so offering it there sends the engineer to a
+    capture that changes nothing."""
+    if not ranks or not ctx.has("ranks", "files"):
+        return []
+    hip = (
+        "(SELECT DISTINCT rank FROM api_summary WHERE is_graph_launch(name) AND name LIKE 'hip%')"
+        if ctx.has("api_summary", "is_graph_launch")
+        else "(SELECT NULL::INTEGER AS rank WHERE FALSE)"
+    )
+    node = (
+        "(SELECT DISTINCT rank FROM kernels WHERE graph_node_id IS NOT NULL)"
+        if ctx.has("kernels")
+        else "(SELECT NULL::INTEGER AS rank WHERE FALSE)"
+    )
+    kinds = ctx.column(
+        f"""SELECT DISTINCT CASE
+                   WHEN f.source_format IN ('nsys-sqlite', 'nsys-recipe')
+                       THEN CASE WHEN r.rank IN {node} THEN 'nsys-node' ELSE 'nsys' END
+                   WHEN f.source_format = 'kineto-json'
+                       THEN CASE WHEN ({VENDOR_SQL}) = 'amd' OR r.rank IN {hip} THEN 'kineto-rocm'
+                                 ELSE 'kineto' END
+                   END AS kind
+            FROM ranks r JOIN files f ON f.file_id = r.file_id
+            WHERE r.rank IN ({", ".join(str(int(x)) for x in ranks)})
+            ORDER BY kind"""
+    )
+    return [_GRAPH_FIXES[k] for k in kinds if k in _GRAPH_FIXES]

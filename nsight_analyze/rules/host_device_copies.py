@@ -1,0 +1,111 @@
+"""The `host-device-copies` finding: HtoD/DtoH copies take a large share of the step.
+
+Why a module of its own: its bound is the time with a copy in flight (the union over streams)
+inside the step windows, and its signals (pageable copies, bytes per copy, achieved bandwidth) and
+fixes (pinned memory, batching, overlap: advice's transfer family) are about copies alone.
+"""
+
+from __future__ import annotations
+
+from . import advice
+from ._common import step_metrics
+from ._window_steps import steps_of
+from .base import Ctx, Finding, Fix, Signal
+
+_IN_WINDOWS = (
+    """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
+)
+
+
+def host_device_copies(ctx: Ctx) -> list[Finding]:
+    """Host<->device copies take a large share of the step (bytes, pageable memory, bandwidth)."""
+    if not ctx.has("diag_window_bounds"):
+        return []
+    th = ctx.th["copy_min_pct"]
+    base = f"""SELECT k.rank, w.step, k.kind, k.bytes, k.src_kind, k.dst_kind, k.end_ns - k.start_ns AS
+                   duration_ns
+               FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')"""
+    # time with a copy in flight per window (union: copies on several streams overlap), clipped to it
+    per_window = f"""WITH c AS (SELECT {{'rank': k.rank, 'step': w.step}} AS k,
+                                   greatest(k.start_ns, w.start_ns) AS start_ns,
+                                   least(k.end_ns, w.end_ns) AS end_ns
+                            FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')),
+                     u AS (SELECT k.rank AS rank, k.step AS step, sum(end_ns - start_ns) AS t
+                           FROM interval_union('c') GROUP BY ALL)
+                SELECT u.rank, u.step, u.t, w.end_ns - w.start_ns AS window_ns
+                FROM u JOIN diag_window_bounds w ON w.rank = u.rank AND w.step IS NOT DISTINCT FROM u.step"""
+    per_rank = ctx.rows(f"SELECT rank, sum(t) AS t FROM ({per_window}) GROUP BY rank")
+    if not per_rank:
+        return []
+    total = float(max(r["t"] for r in per_rank))
+    rec = ctx.per_step(total)
+    if (ctx.pct(rec) or 0) < th:
+        return []
+    ev = [
+        ctx.evidence(
+            "host-device copies",
+            "HtoD/DtoH copies inside the step windows: count, bytes, time, achieved bandwidth, "
+            "pageable share.",
+            f"""SELECT rank, kind, count(*) AS copies, sum(bytes) AS bytes, sum(duration_ns) AS total_ns,
+                   round(sum(bytes) / nullif(sum(duration_ns), 0), 2) AS gb_per_s,
+                   count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable
+            FROM ({base}) GROUP BY rank, kind ORDER BY total_ns DESC, rank, kind""",
+        )
+    ]
+    stats = ctx.row(f"""SELECT count(*) AS n, avg(bytes) AS avg_b,
+                              count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable,
+                              sum(bytes) / nullif(sum(duration_ns), 0) AS gbps FROM ({base})""")
+    n, avg_b, pageable, gbps = (stats[c] for c in ("n", "avg_b", "pageable", "gbps"))
+    ranks = [
+        r["rank"] for r in per_rank if 100.0 * r["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th
+    ]
+    steps = steps_of(ctx, per_window, th)
+    return [
+        ctx.finding(
+            id="host-device-copies",
+            title="Heavy host<->device copy traffic",
+            kind="performance",
+            summary=f"HtoD/DtoH copies take {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean step).",
+            ranks=sorted(int(r) for r in ranks),
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_method="worst rank's time with an HtoD/DtoH copy in flight (union over "
+            "streams) inside the step windows / steps (upper bound: fully overlapped or avoided "
+            "copies); steps listed when >= copy_min_pct of the step",
+            metrics={
+                "copies": int(n),
+                "avg_bytes": float(avg_b or 0),
+                "pageable": int(pageable or 0),
+                "achieved_gb_per_s": float(gbps or 0),
+                **step_metrics(ctx, steps, rec),
+            },
+            evidence=ev,
+            signals=[
+                Signal(
+                    "pageable copies",
+                    int(pageable or 0),
+                    "copies",
+                    "supports" if pageable else "neutral",
+                    "pageable copies are staged and synchronous: pinned memory roughly doubles bandwidth",
+                ),
+                Signal(
+                    "mean bytes per copy",
+                    float(avg_b or 0),
+                    "B",
+                    "supports" if (avg_b or 0) < 65536 else "neutral",
+                    "many small copies are latency bound: batch them",
+                ),
+                Signal(
+                    "achieved bandwidth",
+                    round(float(gbps or 0), 2),
+                    "GB/s",
+                    "neutral",
+                    "compare with the link (PCIe Gen4 x16 ~25 GB/s, Gen5 ~50 GB/s per direction)",
+                ),
+            ],
+            fixes=[
+                *advice.kernel_fixes("transfer"),
+                Fix("Batch small copies into one buffer", "extra packing code and a staging buffer"),
+            ],
+        )
+    ]

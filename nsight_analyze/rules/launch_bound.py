@@ -1,0 +1,295 @@
+"""The `launch-bound` finding: the GPU idled between operations while the host issued launches
+(launch-bound) or ran other code (host-bound).
+
+Why a module of its own: one finding, one home; it splits the worst rank's attributed idle into
+launch gaps and host-bound idle, reads it over the steady-state windows when the trace holds graph
+capture or compilation (rules/_idle.py), and chooses its fixes (warm-up, CUDA graphs, fusion, more
+work per kernel, profiling the host code) from that split and the kernel lengths.
+"""
+
+from __future__ import annotations
+
+from ._common import step_metrics
+from ._idle import STEADY_WINDOWS, cause_totals, gap_evidence, has_capture, per_step_evidence
+from ._whatif import bounded_by
+from .base import Ctx, Finding, Fix, Signal
+
+# Per step, the worst rank's (by launch_gap_ns + host_bound_ns, as diag_step_causes) attributed idle:
+# the rows whose sum is the recoverable time, split into launch gaps and host-bound idle.
+_LAUNCH_SPLIT = """SELECT c.step, c.worst_rank AS rank, d.launch_gap_ns, d.host_bound_ns,
+           c.max_ns AS launch_and_host_ns, c.step_ns,
+           round(100.0 * d.launch_gap_ns / nullif(c.max_ns, 0), 2) AS launch_gap_pct
+    FROM diag_step_causes c JOIN diag_windows d
+      ON d.rank = c.worst_rank AND d.step IS NOT DISTINCT FROM c.step
+    WHERE c.cause = 'launch' AND c.max_ns > 0"""
+
+# The same split over the steady-state windows (STEADY_WINDOWS) when a window holds graph capture.
+_STEADY_SPLIT = f"""SELECT step, rank, launch_gap_ns, host_bound_ns,
+           launch_gap_ns + host_bound_ns AS launch_and_host_ns, step_ns,
+           round(100.0 * launch_gap_ns / nullif(launch_gap_ns + host_bound_ns, 0), 2) AS launch_gap_pct
+    FROM (SELECT *, max(window_ns) OVER (PARTITION BY step) AS step_ns FROM ({STEADY_WINDOWS}))
+    WHERE launch_gap_ns + host_bound_ns > 0
+    QUALIFY row_number() OVER (PARTITION BY step ORDER BY launch_gap_ns + host_bound_ns DESC, rank) = 1"""
+
+
+@bounded_by("no-launch-gaps")  # recoverable time <= the what-if gain (rules/_whatif.py)
+def launch_bound(ctx: Ctx) -> list[Finding]:
+    """The GPU idled between operations while the host issued launches (launch-bound) or ran other
+    code (host-bound).
+
+    Which of the two is decided from the attributed idle (time_partition / gaps): of the worst rank's
+    launch_gap_ns + host_bound_ns per step (the recoverable time), the launch-gap share. A launch gap
+    is GPU idle while the launch call of the next operation ran; host-bound idle is GPU idle before
+    that call was even issued.
+    """
+    if not ctx.has("diag_step_causes", "diag_windows"):
+        return []
+    th = ctx.th["launch_min_pct"]
+    total, steps, ranks = cause_totals(ctx, "launch", th)
+    if not steps and not (not ctx.has_steps and ranks):
+        return []
+    rec = ctx.per_step(total)
+    short_ns = int(ctx.th["short_kernel_us"] * 1000)
+    capture = has_capture(ctx)
+    split_sql = _STEADY_SPLIT if capture else _LAUNCH_SPLIT
+    split = ctx.row(
+        f"SELECT coalesce(sum(launch_gap_ns), 0) AS lg, coalesce(sum(host_bound_ns), 0) AS hb "
+        f"FROM ({split_sql})"
+    )
+    lg, hb = int(split["lg"]), int(split["hb"])
+    explained = 100.0 * lg / (lg + hb) if lg + hb else 0.0
+    is_launch = explained >= ctx.th["launch_explained_min_pct"]
+    ev = [
+        per_step_evidence(ctx, "launch", "launch gap + host-bound idle"),
+        ctx.evidence(
+            "launch gap vs host-bound idle",
+            "Per step, the worst rank's attributed idle split into launch gaps (GPU idle while the next "
+            "launch call ran) and host-bound idle (before it was issued) (time_partition via "
+            "diag_step_causes); the launch-bound / host-bound verdict is the launch-gap share of their sum.",
+            f"{split_sql} ORDER BY launch_and_host_ns DESC, step",
+        ),
+    ]
+    if capture:
+        ev.append(
+            ctx.evidence(
+                "graph capture and compilation left out",
+                "GPU idle inside CUDA/HIP-graph capture and instantiation and torch.compile compilation "
+                "(capture_idle): one-time work, "
+                "not counted in the steady-state numbers above.",
+                "SELECT rank, step, idle_ns, phase_ns FROM capture_idle ORDER BY rank, step",
+            )
+        )
+    if ctx.has("gaps"):
+        ev.append(gap_evidence(ctx, "'launch_gap', 'host_bound'", "launch-gap and host-bound"))
+    signals = [
+        Signal(
+            "idle attributed to launch calls",
+            round(explained, 1),
+            "% of launch + host-bound idle",
+            "supports" if is_launch else "against",
+            f"launch gaps {lg / 1e6:.3f} ms, host-bound idle {hb / 1e6:.3f} ms (worst rank per step, "
+            "gaps view causes launch_gap / host_bound): "
+            + (
+                "the GPU mostly waits inside launch calls (launch-bound)"
+                if is_launch
+                else "the GPU mostly waits before the next launch is issued: the host is busy with other "
+                "work (host-bound)"
+            ),
+        )
+    ]
+    if ctx.has_steps and ctx.has("tp_step_ops"):
+        step_list = ", ".join(str(s) for s in steps) or "NULL"
+        ev.append(
+            ctx.evidence(
+                "kernels per step",
+                "GPU operations per rank and step, their median duration and how many are short.",
+                f"""SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS median_ns,
+                       count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short_ops,
+                       step IN ({step_list}) AS launch_bound
+                FROM tp_step_ops GROUP BY rank, step ORDER BY launch_bound DESC, step, rank""",
+            )
+        )
+        cmp = {
+            r["lb"]: r
+            for r in ctx.rows(
+                f"""SELECT step IN ({step_list}) AS lb, avg(ops) AS ops, avg(short) AS short
+                    FROM (SELECT rank, step, count(*) AS ops,
+                                 count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short
+                          FROM tp_step_ops GROUP BY rank, step) GROUP BY 1"""
+            )
+        }
+        if True in cmp:
+            ops_lb = float(cmp[True]["ops"])
+            ops_ok = float(cmp[False]["ops"]) if False in cmp else None
+            signals.append(
+                Signal(
+                    "operations per launch-bound step",
+                    round(ops_lb, 1),
+                    "ops",
+                    "supports" if ops_ok is None or ops_lb > 1.2 * ops_ok else "neutral",
+                    f"other steps: {round(ops_ok, 1) if ops_ok is not None else 'n/a'}",
+                )
+            )
+            signals.append(
+                Signal(
+                    "short operations per launch-bound step",
+                    round(float(cmp[True]["short"]), 1),
+                    "ops",
+                    "supports" if float(cmp[True]["short"]) > 0.5 * ops_lb else "neutral",
+                    f"operations shorter than {ctx.th['short_kernel_us']} us: shorter than a launch, "
+                    "so the host cannot keep the queue full",
+                )
+            )
+    concentrated = False
+    if ctx.has("gaps"):
+        where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+        top = ctx.row(
+            f"""SELECT count(*) AS n, coalesce(max(duration_ns), 0) AS longest,
+                       coalesce(sum(duration_ns), 0) AS total
+                FROM gaps WHERE {where} AND cause = 'launch_gap'"""
+        )
+        n, longest, lg_all = int(top["n"]), int(top["longest"]), int(top["total"])
+        if lg_all:
+            top_pct = 100.0 * longest / lg_all
+            concentrated = top_pct >= 50.0
+            signals.append(
+                Signal(
+                    "longest launch gap",
+                    round(top_pct, 1),
+                    "% of launch-gap time",
+                    "against" if concentrated else "neutral",
+                    f"{longest / 1e6:.3f} ms of {lg_all / 1e6:.3f} ms in {n} launch gaps (all ranks): "
+                    + (
+                        "one slow launch call, not per-kernel overhead: a first launch loads modules "
+                        "(lazy loading), compiles or autotunes"
+                        if concentrated
+                        else "spread over many launches: per-launch overhead"
+                    ),
+                )
+            )
+    launch_med = (
+        ctx.scalar(
+            "SELECT median(a.end_ns - a.start_ns) FROM cuda_api a JOIN gpu_ops g "
+            "ON g.rank = a.rank AND g.correlation_id = a.correlation_id"
+        )
+        if ctx.has("gpu_ops")
+        else None
+    )
+    if launch_med is not None:
+        signals.append(
+            Signal(
+                "median launch call",
+                launch_med,
+                "ns",
+                "neutral",
+                "launch calls overlap GPU work while the queue is full, so their total is not idle time: "
+                "the verdict uses the idle attributed to them (launch gaps), not calls x duration",
+            )
+        )
+    graph_pct = (
+        ctx.scalar("SELECT 100.0 * sum(graph_kernel_ns) / nullif(sum(kernel_ns), 0) FROM diag_rank_kernels")
+        if ctx.has("diag_rank_kernels")
+        else None
+    )
+    signals.append(
+        Signal(
+            "kernel time launched from CUDA graphs",
+            round(graph_pct or 0.0, 2),
+            "%",
+            "against" if (graph_pct or 0) > 50 else "supports",
+            "graphs already amortise launches"
+            if (graph_pct or 0) > 50
+            else "little or no CUDA-graph use: graphs would remove per-kernel launch cost",
+        )
+    )
+    method = (
+        "sum over steps of the worst rank's launch_gap_ns + host_bound_ns (time_partition) / steps: the "
+        "idle time between operations while the host was issuing them or running other code"
+    )
+    metrics = {
+        "launch_gap_ns_total": lg,
+        "host_bound_ns_total": hb,
+        "threshold_pct": th,
+        "launch_explained_pct": round(explained, 1),
+        **step_metrics(ctx, steps, rec),
+    }
+    warm_up = Fix(
+        "Warm up before the profiled range (run a few steps, or start the capture after them with "
+        "nsys --capture-range=cudaProfilerApi): first launches load modules lazily, compile and autotune",
+        "a longer start-up; CUDA_MODULE_LOADING=EAGER instead costs memory and start-up time",
+    )
+    if not is_launch:
+        return [
+            ctx.finding(
+                id="host-bound",
+                title="Host-bound: the GPU waits while the host runs other code",
+                kind="performance",
+                summary=f"The GPU idles {rec / 1e6:.3f} ms per step ({ctx.pct(rec)} % of the mean "
+                f"step) between operations; {100 - explained:.0f} % of it before the next launch was "
+                "issued, while the host was busy elsewhere (Python, compilation, I/O).",
+                ranks=ranks,
+                steps=steps,
+                recoverable_ns_per_step=rec,
+                recoverable_method=method,
+                metrics={"host_idle_ns_total": total, **metrics},
+                evidence=ev,
+                signals=signals,
+                fixes=[
+                    Fix(
+                        "Profile the host (nsys --sample=cpu, py-spy) in the gaps and move that work off the "
+                        "critical path (async checkpointing, cached compilation, background threads)",
+                        "more threads/memory; asynchronous work needs care with ordering",
+                    ),
+                    warm_up,
+                    Fix(
+                        "CUDA graphs or torch.compile to shorten the host's per-step work",
+                        "static shapes, compile time",
+                    ),
+                ],
+            )
+        ]
+    fixes = [
+        Fix(
+            "Capture the step (or its static part) in a CUDA graph (torch.cuda.graphs / CUDA Graph Trees)",
+            "static shapes and addresses, capture cost, a private memory pool, no host sync inside",
+        ),
+        Fix(
+            "Fuse small kernels: torch.compile, fused optimizers (foreach/fused=True), fused layers",
+            "compile time, recompilation on new shapes, harder debugging",
+        ),
+        Fix(
+            "Give each kernel more work (larger micro-batch, horizontal fusion)",
+            "more activation memory; a larger batch changes convergence (re-tune the learning rate)",
+        ),
+    ]
+    if concentrated:
+        fixes.insert(0, warm_up)
+    scope = (
+        f"In {len(steps)} {'steps' if len(steps) != 1 else 'step'}"
+        if ctx.has_steps
+        else "In the capture (no steps found)"
+    )
+    return [
+        ctx.finding(
+            id="launch-bound",
+            title="Launch-bound: a few slow launch calls leave the GPU idle"
+            if concentrated
+            else "Launch-bound steps: many short kernels, GPU waits for launches",
+            kind="performance",
+            summary=f"{scope} the GPU idles between launches: {rec / 1e6:.3f} ms per step "
+            f"({ctx.pct(rec)} % of the mean step), "
+            f"{explained:.0f} % of it inside launch calls.",
+            ranks=ranks,
+            steps=steps,
+            recoverable_ns_per_step=rec,
+            recoverable_method=method,
+            metrics={
+                "launch_idle_ns_total": total,
+                "launch_bound_steps": metrics["affected_steps"],
+                **metrics,
+            },
+            evidence=ev,
+            signals=signals,
+            fixes=fixes,
+        )
+    ]

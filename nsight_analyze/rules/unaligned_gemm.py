@@ -1,0 +1,157 @@
+"""The `unaligned-gemm` finding: GEMM kernels built for unaligned operands (CUTLASS `_align1` /
+`_align2`) take a real share of GEMM time.
+
+Why a module of its own: it reads `kernel_summary` with the `gemm_alignment` and `gemm_precision`
+name macros (alignment in elements x the element size, against the 16 bytes the fast kernels need)
+and, where the trace recorded shapes, the M, N, K of the ops that launched the kernels
+(rules/_gemm_ops.py): the dimension to pad. What padding saves is not in the trace, so it bounds no
+time.
+"""
+
+from __future__ import annotations
+
+from ._gemm_ops import op_gemms
+from .base import Ctx, Finding, Fix, Signal
+from .op_roofline import has_shapes
+
+#: Bytes per element of each GEMM input precision; a name with no type counts as 8 (the widest), so
+#: only what is unaligned for every type is flagged (align1: 8 bytes at most).
+_ELEM_BYTES_SQL = (
+    "CASE gemm_precision(name) WHEN 'fp8' THEN 1 WHEN 'int8' THEN 1 WHEN 'bf16' THEN 2 WHEN 'fp16' THEN 2 "
+    "WHEN 'tf32' THEN 4 WHEN 'fp32' THEN 4 ELSE 8 END"
+)
+#: The operand alignment, in bytes, that the fast (vectorised 128-bit) GEMM kernels need.
+ALIGNED_BYTES = 16
+_UNALIGNED = f"gemm_alignment(name) * {_ELEM_BYTES_SQL} < {ALIGNED_BYTES}"
+
+
+def unaligned_gemm(ctx: Ctx) -> list[Finding]:
+    """GEMM kernels built for unaligned operands (CUTLASS `_align1` / `_align2`) taking a real share
+    of GEMM time: a dimension is not a multiple of 16 bytes and the GEMM runs with narrow loads."""
+    if not ctx.has("kernel_summary", "gemm_precision", "gemm_alignment"):
+        return []
+    tot = ctx.row(
+        f"""SELECT sum(total_ns) AS gemm_ns, sum(total_ns) FILTER (WHERE {_UNALIGNED}) AS bad_ns,
+                   sum(instances) FILTER (WHERE {_UNALIGNED}) AS launches,
+                   count(DISTINCT name) FILTER (WHERE {_UNALIGNED}) AS names
+            FROM kernel_summary WHERE subcategory = 'gemm'"""
+    )
+    gemm_ns, bad_ns = float(tot.get("gemm_ns") or 0), float(tot.get("bad_ns") or 0)
+    if not gemm_ns or not bad_ns:
+        return []
+    share = round(100.0 * bad_ns / gemm_ns, 1)
+    if share < ctx.th["unaligned_gemm_min_pct"]:
+        return []
+    per_rank = ctx.rows(
+        f"""SELECT rank, sum(total_ns) AS ns FROM kernel_summary
+            WHERE subcategory = 'gemm' AND {_UNALIGNED} GROUP BY rank ORDER BY rank"""
+    )
+    worst = ctx.per_step(max(float(r["ns"]) for r in per_rank))
+    # the precision that takes most of the unaligned time, and the element multiple it needs
+    main = ctx.row(
+        f"""SELECT gemm_precision(name) AS p, {_ELEM_BYTES_SQL} AS b FROM kernel_summary
+            WHERE subcategory = 'gemm' AND {_UNALIGNED} GROUP BY ALL ORDER BY sum(total_ns) DESC, p LIMIT 1"""
+    )
+    label = {"tf32": "FP32/TF32", "fp32": "FP32"}.get(main.get("p"), str(main.get("p") or "wide").upper())
+    multiple = ALIGNED_BYTES // int(main.get("b") or 8)
+    ev = [
+        ctx.evidence(
+            "unaligned GEMM kernels",
+            "GEMM kernels (name rules: subcategory gemm) whose name says they were built for operands "
+            f"aligned to fewer than {ALIGNED_BYTES} bytes: alignment in elements (gemm_alignment, the "
+            "`_alignN` token) x the input's element size (gemm_precision), all ranks (kernel_summary).",
+            f"""SELECT name, gemm_precision(name) AS precision, gemm_alignment(name) AS align_elems,
+                       gemm_alignment(name) * {_ELEM_BYTES_SQL} AS align_bytes, sum(instances) AS launches,
+                       sum(total_ns) AS total_ns,
+                       round(100.0 * sum(total_ns) / {gemm_ns}, 1) AS pct_of_gemm_time,
+                       list(DISTINCT rank ORDER BY rank) AS ranks
+                FROM kernel_summary WHERE subcategory = 'gemm' AND {_UNALIGNED}
+                GROUP BY 1, 2, 3, 4 ORDER BY total_ns DESC, name""",
+        )
+    ]
+    signals = [
+        Signal(
+            "unaligned share of GEMM time",
+            share,
+            "%",
+            "supports",
+            f"{int(tot['names'])} kernel name(s), {int(tot['launches'])} launches; aligned GEMMs of the "
+            f"job take the other {100 - share:.1f} %",
+        )
+    ]
+    if has_shapes(ctx, "kernels", "cuda_api"):
+        shapes_sql = f"""SELECT op, dtype, batch, m, n, k, count(*) AS launches,
+                                sum(duration_ns) AS kernel_ns, arg_max(name, (duration_ns, name)) AS kernel
+                         FROM ({op_gemms(_UNALIGNED.replace("name", "k.name"))})
+                         WHERE op IS NOT NULL GROUP BY ALL
+                         ORDER BY kernel_ns DESC, op, dtype, batch, m, n, k"""
+        shaped = ctx.rows(shapes_sql)
+        if shaped:
+            ev.append(
+                ctx.evidence(
+                    "shapes of the unaligned GEMMs",
+                    "The PyTorch op that launched each unaligned GEMM kernel (Kineto record_shapes: "
+                    "op_flops, the op around the launch on its thread), with its M, N, K: the "
+                    "dimension that is not a multiple of 16 bytes is the one to pad.",
+                    shapes_sql,
+                )
+            )
+            odd = sorted(
+                {
+                    f"{d}={r[d]}"
+                    for r in shaped
+                    for d in ("m", "n", "k")
+                    if r[d] is not None and int(r[d]) % 8 != 0
+                }
+            )
+            signals.append(
+                Signal(
+                    "dimensions not a multiple of 8",
+                    ", ".join(odd[:8]) or "none",
+                    "",
+                    "supports" if odd else "neutral",
+                    "from the ops' recorded shapes; only the leading dimensions matter (which ones "
+                    "depends on the layout): a GEMM with an odd M can still run aligned kernels",
+                )
+            )
+    return [
+        ctx.finding(
+            id="unaligned-gemm",
+            title="GEMMs run unaligned kernels (operands not a multiple of 16 bytes)",
+            kind="performance",
+            summary=f"{share} % of GEMM time ({bad_ns / 1e6:.3f} ms over all ranks) runs in kernels built "
+            f"for operands aligned to fewer than {ALIGNED_BYTES} bytes (CUTLASS align1/align2): a leading "
+            f"dimension is not a multiple of {multiple} {label} elements, so the GEMM cannot use 128-bit "
+            "loads. What padding saves is not in the trace (the aligned kernels of other shapes are no "
+            f"yardstick): up to the {worst / 1e6:.3f} ms per step these kernels take.",
+            ranks=[int(r["rank"]) for r in per_rank],
+            steps=[],
+            recoverable_ns_per_step=None,
+            recoverable_method="unknown: an aligned kernel for the same shape was not run, so its "
+            "time is not in the trace; metrics.unaligned_gemm_ns_per_step (worst rank's unaligned GEMM "
+            "time / steps) is the most it could save",
+            metrics={
+                "unaligned_gemm_ns_total": int(bad_ns),
+                "gemm_ns_total": int(gemm_ns),
+                "unaligned_share_of_gemm_pct": share,
+                "unaligned_gemm_ns_per_step": worst,
+                "unaligned_kernel_names": int(tot["names"]),
+                "aligned_bytes": ALIGNED_BYTES,
+                "unaligned_precision": main.get("p"),
+                "pad_to_multiple_of": multiple,
+            },
+            evidence=ev,
+            signals=signals,
+            fixes=[
+                Fix(
+                    f"Pad the GEMM dimensions to multiples of {multiple} {label} elements ({ALIGNED_BYTES} "
+                    "bytes; 8 for bf16/fp16, 16 for FP8): the vocabulary (e.g. 30522 -> 30528: "
+                    "pad_vocab_size_to_multiple_of / a resized embedding), hidden and head sizes, and the "
+                    "tokens per batch; keep leading dimensions contiguous (no odd-stride slices fed to "
+                    "matmul)",
+                    "padded rows/columns cost memory and some FLOPs; padded logits must be masked (or "
+                    "sliced off) before the softmax/loss; a padded vocabulary changes checkpoint shapes",
+                ),
+            ],
+        )
+    ]

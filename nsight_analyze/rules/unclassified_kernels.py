@@ -1,0 +1,64 @@
+"""The `unclassified-kernels` capture finding: much kernel time no kernel name rule matched.
+
+Why a module of its own: one finding, one home; its share and note are `classify`'s
+(classify.unclassified_share / unclassified_note), so the finding and the `classify` command say
+the same. A capture finding is a fact about the trace that changes how every other finding must be read:
+it has no recoverable time and is listed before the performance findings.
+"""
+
+from __future__ import annotations
+
+from ..classify import unclassified_note, unclassified_share
+from .base import Ctx, Finding, Fix
+
+
+def unclassified_kernels(ctx: Ctx) -> list[Finding]:
+    """More than `unclassified_max_pct` % of kernel time in category 'other' (no kernel rule
+    matched): the partition's compute and memory columns are the rules' verdicts, so the
+    memory-bound, compute-efficiency and fusion findings read a split that much time is missing
+    from. Kernel time over all ranks (kernel_summary), as `classify` shows it."""
+    if not ctx.has("kernel_summary"):
+        return []
+    share = unclassified_share(ctx.con)
+    if share is None or share[0] <= ctx.th["unclassified_max_pct"]:
+        return []
+    pct, names = share
+    ranks = [
+        int(r)
+        for r in ctx.column("SELECT DISTINCT rank FROM kernel_summary WHERE category = 'other' ORDER BY rank")
+    ]
+    return [
+        ctx.finding(
+            id="unclassified-kernels",
+            title=f"{pct:.0f} % of kernel time is unclassified: the compute/memory split is uncertain",
+            kind="capture",
+            severity="medium",
+            summary=unclassified_note(pct, names) + ".",
+            ranks=ranks,
+            steps=[],
+            recoverable_ns_per_step=None,
+            recoverable_method="not a performance problem: no recoverable time",
+            metrics={"unclassified_pct": round(pct, 2), "unclassified_names": names},
+            evidence=[
+                ctx.evidence(
+                    "unclassified kernels",
+                    "Kernel names no rule of data/kernel_rules.csv (or the stored --rules) matches, "
+                    "largest first, all ranks (kernel_summary, as `classify --list-other`).",
+                    """SELECT name, sum(instances) AS instances, count(DISTINCT rank) AS ranks,
+                              sum(total_ns) AS total_ns,
+                              round(100.0 * sum(total_ns)
+                                    / (SELECT sum(total_ns) FROM kernel_summary), 2) AS pct
+                       FROM kernel_summary WHERE category = 'other'
+                       GROUP BY name ORDER BY total_ns DESC, name""",
+                )
+            ],
+            signals=[],
+            fixes=[
+                Fix(
+                    "Classify them: `nsight-analyze classify --rules FILE` with a line per kernel "
+                    "family (priority,pattern,category,subcategory,note); later ingests keep the rules",
+                    "a regex per family; the rules are the user's claim of what each kernel does",
+                )
+            ],
+        )
+    ]

@@ -1,0 +1,403 @@
+"""One Nsight Systems export's event tables -> canonical tables, one INSERT ... SELECT each.
+
+Why its own module: nsys_sqlite.py is the source interface (sniff, probe, load, release); this is
+what its load() runs inside the file's transaction. Each table's rows are streamed by DuckDB from
+the attached export into the workspace, never through Python, and what is not loaded is counted
+in the file's `skipped` list or said in its warnings.
+"""
+
+from __future__ import annotations
+
+from .. import classify
+from ..duck import sql_rows, sql_value
+from . import nsys_meta, nvtx_binary
+from .base import CORRUPT_TIMING
+from .nsys_meta import KERNEL_NAME_IDS, PID_DIVISOR
+from .nsys_query import (
+    ABI_SUFFIX,
+    API_CLASSES,
+    DEVICE_MEM_KINDS,
+    MEM_KINDS,
+    MEMCPY_KINDS,
+    NVTX_TYPES,
+    SYNC_TYPES,
+    ExportQuery,
+)
+
+# Tables that are read elsewhere or deliberately not loaded; their row counts are reported.
+REPORTED_UNUSED = (
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "OSRT_API",
+    "MPI_P2P_EVENTS",
+    "MPI_COLLECTIVES_EVENTS",
+    "CUDNN_EVENTS",
+    "CUBLAS_EVENTS",
+    "CUDA_GRAPH_EVENTS",
+    "CUDA_GRAPH_NODE_EVENTS",
+    "CUPTI_ACTIVITY_KIND_OPENACC_LAUNCH",
+    "CUPTI_ACTIVITY_KIND_OPENMP",
+)
+
+
+class Loader(ExportQuery):
+    """One file's INSERT ... SELECT statements, built from the columns the file has."""
+
+    # -- tables --------------------------------------------------------------------
+    def load_all(self) -> None:
+        self.con.execute(f"CREATE TEMP TABLE {self.rank_map} (global_pid BIGINT, rank INTEGER)")
+        try:
+            if self.ranks:
+                self.con.execute(f"INSERT INTO {self.rank_map} VALUES {sql_rows(list(self.ranks.items()))}")
+            self.load_kernels()
+            self.load_memcpy()
+            self.load_memset()
+            self.load_api()
+            self.load_sync()
+            self.load_nvtx()
+            self.load_threads()
+            self.load_gpu_metrics()
+            self.load_memory_usage()
+            self.load_gpus_env()
+            self.report_unused()
+            self.report_past_capture()
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {self.rank_map}")
+
+    def load_kernels(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_KERNEL"
+        if not self.meta.has(table):
+            return
+        names = self.kernel_names(table)
+        graph_id = self.col(table, "graphId", cast="BIGINT")
+        dn, sn = (self.col(table, c, "-1") for c in KERNEL_NAME_IDS)
+        try:
+            sql = f"""
+                SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                       CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                       c.name, c.short_name, CAST(x.correlationId AS BIGINT),
+                       x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
+                       {self.col(table, "registersPerThread", cast="INTEGER")},
+                       {self.col(table, "staticSharedMemory", cast="BIGINT")},
+                       {self.col(table, "dynamicSharedMemory", cast="BIGINT")},
+                       {graph_id}, {self.col(table, "graphNodeId", cast="BIGINT")}, c.category, c.subcategory
+                {self.ranked(table)}
+                LEFT JOIN {names} c ON c.dn = coalesce({dn}, -1) AND c.sn = coalesce({sn}, -1)"""
+            self.insert("kernels", sql)
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {names}")
+
+    def kernel_names(self, table: str) -> str:
+        """A temp table of the file's distinct kernel name id pairs with their text and category.
+
+        Names are resolved and classified once per distinct (demangled, short) id pair, so
+        the insert of millions of kernels needs one small join instead of three.
+        """
+        names = f"kernel_names_{self.alias}"
+        name, j1 = self.string(table, "demangledName")
+        short, j2 = self.string(table, "shortName")
+        dn, sn = (self.col(table, c, "-1") for c in KERNEL_NAME_IDS)
+        pairs = self.meta.kernel_name_ids  # found by the probe's census of the kernels
+        self.con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE {names} AS
+                SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
+                       COALESCE({name}, {short}) AS name, {short} AS short_name
+                FROM (SELECT unnest({sql_value([p[0] for p in pairs])}::BIGINT[]) AS demangledName,
+                             unnest({sql_value([p[1] for p in pairs])}::BIGINT[]) AS shortName) x
+                {j1}{j2}"""
+        )
+        classify.build_name_map(self.con, f"SELECT name FROM {names}", f"{names}_map")
+        self.con.execute(
+            f"""CREATE OR REPLACE TEMP TABLE {names} AS
+                SELECT n.*, m.category, m.subcategory FROM {names} n LEFT JOIN {names}_map m USING (name)"""
+        )
+        self.con.execute(f"DROP TABLE {names}_map")
+        return names
+
+    def load_memcpy(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_MEMCPY"
+        if not self.meta.has(table):
+            return
+        kind, jk = self.enum_map("ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS, "x.copyKind", "ek")
+        src, js = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.srcKind", "es")
+        dst, jd = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.dstKind", "ed")
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   {kind}, CAST(x.bytes AS BIGINT), {src}, {dst}, CAST(x.correlationId AS BIGINT),
+                   {self.col(table, "graphNodeId", cast="BIGINT")}
+            {self.ranked(table)}{jk}{js}{jd}"""
+        self.insert("memops", sql)
+
+    def load_memset(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_MEMSET"
+        if not self.meta.has(table):
+            return
+        if self.meta.has(table, "memKind"):
+            mem, jm = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.memKind", "em")
+        else:
+            mem, jm = "NULL", ""
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   'memset', CAST(x.bytes AS BIGINT), NULL, {mem}, CAST(x.correlationId AS BIGINT),
+                   {self.col(table, "graphNodeId", cast="BIGINT")}
+            {self.ranked(table)}{jm}"""
+        self.insert("memops", sql)
+
+    def load_api(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        if not self.meta.has(table):
+            return
+        api_class = self.col(table, "eventClass", "NULL")
+        class_case = (
+            "CASE "
+            + " ".join(f"WHEN {api_class} = {k} THEN '{v}'" for k, v in API_CLASSES.items())
+            + " ELSE 'other' END"
+        )
+        if self.meta.has(table, "nameId"):
+            # the ABI suffix is cut once per string (far fewer than calls), not once per call
+            names = f"SELECT id, regexp_replace(value, {ABI_SUFFIX}, '') AS name FROM {self.t('StringIds')}"
+            name, join = "n.name", f" LEFT JOIN ({names}) n ON n.id = x.nameId"
+        elif self.meta.has(table, "name"):
+            name, join = f"regexp_replace(x.\"name\", {ABI_SUFFIX}, '')", ""
+        else:
+            name, join = "NULL", ""
+        sql = f"""
+            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   {name}, CAST(x.correlationId AS BIGINT),
+                   {self.col(table, "returnValue", cast="BIGINT")}, {class_case}
+            {self.ranked(table, "globalTid")}{join}"""
+        if self.meta.row_counts.get(table, 0) > self.insert("cuda_api", sql):
+            self.report_api_only(table)
+
+    def report_api_only(self, table: str) -> None:
+        """Calls of processes that ran no GPU work (launchers) are not ranks: count them."""
+        pid = self.pid_expr("globalTid")
+        rows = self.con.execute(
+            f"""SELECT {pid} AS gpid, count(*) FROM {self.t(table)} x
+                WHERE gpid IS NULL OR gpid NOT IN (SELECT global_pid FROM {self.rank_map})
+                GROUP BY 1 ORDER BY 1"""
+        ).fetchall()
+        self.result.skipped.append(
+            f"cuda_api: {sum(n for _, n in rows)} rows of processes without GPU activity"
+        )
+        pids = ", ".join("?" if p is None else str(p // PID_DIVISOR % PID_DIVISOR) for p, _ in rows)
+        self.result.warnings.append(f"process(es) {pids} made CUDA API calls but ran no GPU work: not ranks")
+
+    def load_sync(self) -> None:
+        table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+        if not self.meta.has(table):
+            return
+        stype = self.col(table, "syncType", "0")
+        case = (
+            "CASE "
+            + " ".join(f"WHEN {stype} = {k} THEN '{v}'" for k, v in SYNC_TYPES.items())
+            + " ELSE 'unknown' END"
+        )
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
+                   {case}, {self.col(table, "eventId", cast="BIGINT")}, CAST(x.correlationId AS BIGINT)
+            {self.ranked(table)}"""
+        self.insert("sync", sql)
+
+    def load_nvtx(self) -> None:
+        table = "NVTX_EVENTS"
+        if not self.meta.has(table):
+            return
+        text_id, jt = self.string(table, "textId")
+        text = f"COALESCE({text_id}, {self.col(table, 'text')})"
+        json_id, jj = self.string(table, "jsonTextId")
+        # an export without --include-json: the payload decoded from binaryData (nvtx_binary)
+        binary, jb = nvtx_binary.payload_join(self.alias, self.meta)
+        payload = f"COALESCE({json_id}, {self.col(table, 'jsonText')}, {binary})"
+        pid = self.pid_expr("globalTid")
+        domain_col = self.col(table, "domainId", "0")
+        type_case = (
+            "CASE " + " ".join(f"WHEN x.eventType = {k} THEN '{v}'" for k, v in NVTX_TYPES.items()) + " END"
+        )
+        types = ", ".join(str(k) for k in NVTX_TYPES)
+        # Domain names come from the domain-create rows (eventType 75) of the same process.
+        domains = f"""
+            (SELECT {pid} AS gpid, {domain_col} AS domain_id,
+                    COALESCE({text_id}, {self.col(table, "text")}) AS name
+             FROM {self.t(table)} x{jt} WHERE x.eventType = 75)"""
+        sql = f"""
+            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
+                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), {text}, d.name, {type_case}, {payload}
+            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {pid}{jt}{jj}{jb}
+            LEFT JOIN {domains} d ON d.gpid = {pid} AND d.domain_id = {domain_col}
+            WHERE x.eventType IN ({types})"""
+        self.insert("nvtx", sql)
+        other = self.count(table, f"WHERE x.eventType NOT IN ({types}) OR x.eventType IS NULL")
+        if other:
+            self.result.skipped.append(f"NVTX_EVENTS: {other} naming/domain rows (metadata, not ranges)")
+        undecoded = nvtx_binary.undecoded(self.con, self.alias, self.meta)
+        if undecoded:
+            self.result.skipped.append(
+                f"NVTX_EVENTS: {undecoded} binary payloads with no known schema (not decoded)"
+            )
+        self._report_unmapped_where(table, types)
+
+    def _report_unmapped_where(self, table: str, types: str) -> None:
+        total = self.count(table, f"WHERE x.eventType IN ({types})")
+        loaded = self.result.counts.get("nvtx", 0)
+        if total != loaded:
+            self.result.skipped.append(f"nvtx: {total - loaded} ranges of processes without GPU activity")
+
+    def load_threads(self) -> None:
+        table = "ThreadNames"
+        if not self.meta.has(table, "globalTid"):
+            return
+        name, jn = self.string(table, "nameId")
+        sql = f"""
+            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT), {name}
+            {self.ranked(table, "globalTid")}{jn}"""
+        self.insert("threads", sql)
+
+    def load_gpu_metrics(self) -> None:
+        if not (
+            self.meta.has("GPU_METRICS", "metricId")
+            and self.meta.has("TARGET_INFO_GPU_METRICS", "metricName")
+        ):
+            return
+        single_rank = next(iter(self.ranks.values())) if len(self.ranks) == 1 else None
+        rank = "NULL" if single_rank is None else str(single_rank)
+        # source/host/GPU identity as DCGM rows have them (schema.sql: gpu_metrics is shared)
+        host = "NULL" if self.meta.hostname is None else "'" + self.meta.hostname.replace("'", "''") + "'"
+        utc0 = self.meta.session_start_utc_ns
+        utc = "NULL" if utc0 is None else f"CAST(x.timestamp AS BIGINT) + {int(utc0)}"
+        has_gpu = self.meta.has("TARGET_INFO_GPU", "id") and self.meta.has("TARGET_INFO_GPU", "uuid")
+        uuid, name, jg = "NULL", "NULL", ""
+        if has_gpu:
+            uuid = "g.uuid"
+            name = "g.name" if self.meta.has("TARGET_INFO_GPU", "name") else "NULL"
+            jg = (
+                f" LEFT JOIN (SELECT DISTINCT ON (id) * FROM {self.t('TARGET_INFO_GPU')} ORDER BY ALL) g"
+                " ON g.id = x.typeId % 256"
+            )
+        sql = f"""
+            SELECT {rank}, CAST(x.typeId % 256 AS INTEGER), CAST(x.timestamp AS BIGINT), t.metricName,
+                   CAST(x.value AS DOUBLE), 'nsys', {int(self.file_id)}, {host}, CAST({uuid} AS VARCHAR),
+                   CAST({name} AS VARCHAR), {utc}
+            FROM {self.t("GPU_METRICS")} x JOIN {self.t("TARGET_INFO_GPU_METRICS")} t
+              ON t.typeId = x.typeId AND t.metricId = x.metricId{jg}"""
+        cols = "rank, gpu_id, timestamp_ns, metric_name, value, source, file_id, host, gpu_uuid, gpu_name, "
+        cols += "utc_ns"
+        n = self.con.execute(f"INSERT INTO gpu_metrics ({cols}) {sql}").fetchone()[0]
+        self.result.counts["gpu_metrics"] = self.result.counts.get("gpu_metrics", 0) + n
+
+    def load_memory_usage(self) -> None:
+        """nsys --cuda-memory-usage rows -> memory_usage: per process and device, the running sum of
+        Device / Device Static allocations minus frees, in time order (frees first at one ns).
+        Host (pageable, pinned) and managed memory is not device capacity: counted, not loaded."""
+        table = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+        needed = ("start", "globalPid", "deviceId", "bytes", "memKind", "memoryOperationType")
+        if not all(self.meta.has(table, c) for c in needed):
+            return
+        device = f"x.memKind IN ({', '.join(str(k) for k in DEVICE_MEM_KINDS)})"
+        # a total order of what the running sum reads (rows tied on it add the same bytes)
+        order = (
+            "x.start, x.memoryOperationType DESC"
+            + (", x.address" if self.meta.has(table, "address") else "")
+            + ", x.bytes"
+        )
+        sql = f"""
+            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.start AS BIGINT),
+                   CAST(sum(CASE WHEN x.memoryOperationType = 0 THEN x.bytes ELSE -x.bytes END)
+                        OVER (PARTITION BY x.globalPid, x.deviceId ORDER BY {order}
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS BIGINT),
+                   NULL, 'nsys'
+            {self.ranked(table)} WHERE {device}"""
+        n = self.insert("memory_usage", sql)
+        other = self.count(table, f"WHERE NOT ({device})")
+        if other:
+            self.result.skipped.append(f"{table}: {other} rows of host or managed memory (not device memory)")
+        if n:
+            low = self.con.execute(
+                "SELECT count(*) FROM memory_usage WHERE source = 'nsys' AND bytes_in_use < 0 "
+                f"AND rank IN (SELECT rank FROM {self.rank_map})"
+            ).fetchone()[0]
+            if low:
+                self.result.warnings.append(
+                    f"{table}: memory freed that was allocated before the capture started ({low} rows below "
+                    "zero): bytes in use count only the capture's allocations, so the peak is a lower bound"
+                )
+
+    def load_gpus_env(self) -> None:
+        rows = []
+        for gpid, rank in self.ranks.items():
+            dev = self.meta.gpu_processes.get(gpid)
+            g = self.meta.gpus.get((gpid, dev)) or nsys_meta.GpuInfo()
+            rows.append(
+                (
+                    rank,
+                    dev,
+                    g.name,
+                    g.sm_count,
+                    g.clock_hz,
+                    g.memory_bandwidth_bps,
+                    g.memory_bytes,
+                    g.compute_major,
+                    g.compute_minor,
+                    g.uuid,
+                    g.bus_location,
+                    g.source,
+                )
+            )
+        if rows:
+            self.con.execute(f"INSERT INTO gpus VALUES {sql_rows(rows)}")
+        env_rows = [(self.file_id, k, v) for k, v in sorted(self.meta.env.items()) if nsys_meta.keep_env(k)]
+        if env_rows:
+            self.con.execute(f"INSERT INTO env VALUES {sql_rows(env_rows)}")
+
+    def report_past_capture(self) -> None:
+        """GPU work that ends long after the capture stopped has a corrupt end (a garbled
+        timestamp): it stretches its rank's window, and every share of the partition with it
+        (one kernel 1,000 s long read as "memory 100 %"). Said, with the count and how far."""
+        if not self.meta.has("ANALYSIS_DETAILS", "stopTime") or not self.ranks:
+            return
+        for table, n, past in self.con.execute(_past_capture_sql(self.alias, self.rank_map)).fetchall():
+            self.result.warnings.append(
+                f"{CORRUPT_TIMING}{n:,} row(s) of {table} end more than 1 s after the capture stopped "
+                f"(by up to {past / 1e9:,.1f} s: a corrupt timestamp); the time partition's window "
+                "stretches to them, so its shares of that rank are not the run's"
+            )
+
+    def report_unused(self) -> None:
+        for table in REPORTED_UNUSED:
+            if self.meta.has(table):
+                n = self.count(table)
+                if n:
+                    why = (
+                        "CUDA-graph launches traced at graph level: no per-kernel rows for them"
+                        if table == "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+                        else "not used by nsight-analyze"
+                    )
+                    self.result.skipped.append(f"{table}: {n} rows ({why})")
+                    if table == "CUPTI_ACTIVITY_KIND_GRAPH_TRACE":
+                        self.result.warnings.append(
+                            f"{n} CUDA-graph launches have no per-kernel rows (graph-level trace)"
+                        )
+        if self.meta.has("DIAGNOSTIC_EVENT", "severity"):
+            n = self.count("DIAGNOSTIC_EVENT", "WHERE x.severity >= 2")
+            if n:
+                self.result.warnings.append(
+                    f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)"
+                )
+
+
+PAST_CAPTURE_NS = 1_000_000_000  # an end this far past the capture's stop is not in-flight work
+
+
+def _past_capture_sql(alias: str, rank_map: str) -> str:
+    """Per GPU table: rows of the file's ranks that end more than PAST_CAPTURE_NS after the
+    capture stopped (ANALYSIS_DETAILS.stopTime, the events' own time base), and by how much."""
+    parts = " UNION ALL ".join(
+        f"SELECT '{t}' AS t, end_ns FROM {t} WHERE rank IN (SELECT rank FROM {rank_map})"
+        for t in ("kernels", "memops")
+    )
+    return f"""SELECT t, count(*), max(end_ns) - any_value(stop)
+        FROM ({parts}) CROSS JOIN (SELECT max(stopTime) AS stop FROM {alias}."ANALYSIS_DETAILS")
+        WHERE end_ns > stop + {PAST_CAPTURE_NS} GROUP BY t ORDER BY t"""
