@@ -13,6 +13,7 @@ with the file. A run (a job, queries/job/merge_jobs.sql) has the labels of its f
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import date, datetime, time
 from pathlib import Path
@@ -145,3 +146,18 @@ def labels_for(paths: list[Path], roots: list[Path], cli: dict[str, str]) -> dic
         labels += [(k, v, "cli") for k, v in sorted(cli.items()) if k not in merged]
         out[path] = labels
     return out
+
+
+def label_number(text: Any) -> float | None:
+    """A label value as a number when it is one (batch=32, lr=3e-4), else None."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def same_label(a: Any, b: Any) -> bool:
+    """Label values equal as numbers when both are (32 = 32.0), else as text."""
+    x, y = label_number(a), label_number(b)
+    return x == y if x is not None and y is not None else str(a) == str(b)

@@ -12,8 +12,9 @@ scaling arithmetic runs on those few rows. Definitions: docs/runs.md.
 
 from __future__ import annotations
 
-import math
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -22,27 +23,16 @@ import duckdb
 
 from .duck import plain_rows
 from .errors import UserError
+from .run_labels import label_number, same_label
+from .runs_scaling import DOMINANT_SHARE, scaling_series
+from .runs_select import history, mark_best, sweep_metric
 
 # Labels the traces carry (source 'trace'); a user label of the same key wins, with a note.
 TRACE_KEYS = ("ranks", "world_size", "gpu", "captured")
-# The step time above ideal, split into these parts (docs/runs.md "Where the loss goes").
-LOSS_PARTS = ("compute", "exposed_comms", "imbalance", "idle")
-IDLE_CAUSES = ("launch_gap", "input_stall", "sync_stall", "host_bound", "idle_other")
-SCALING_MODES = ("strong", "weak")
 # Throughput labels: samples per step (`samples_per_step`, or its synonym `global_batch`) and
 # tokens per step of the whole job; each x steps/s (median step) is a column, unknown otherwise.
 THROUGHPUT = (("samples_per_s", ("samples_per_step", "global_batch")), ("tokens_per_s", ("tokens_per_step",)))
-# A dimension named in the scaling line when it holds at least this share of the run's exposed
-# collective time (comm_groups).
-DOMINANT_SHARE = 0.8
-# `--over time` / `--best`: which way is better for each metric a history can show.
 READS = ("comm_groups", "kernel_summary")  # beyond the first answers; --findings: diagnose's too
-HIGHER_IS_BETTER = {"steps_per_s", "samples_per_s", "tokens_per_s", "mfu", "overlap", "compute_share"}
-LOWER_IS_BETTER = {
-    "step_median_ns", "step_p95_ns", "step_mean_ns", "exposed_comms_share", "idle_share", "memory_share",
-    "memory_kernels_share", "copies_share",
-    "straggler_delay_ns", "straggler_cost_ns",
-}  # fmt: skip
 
 # One row per job: the step statistics over the steps every rank of the job has, and the
 # partition shares (over those steps, else the whole capture). A step's job step time is its
@@ -186,21 +176,6 @@ def common_labels(result: RunsResult) -> dict[str, Any]:
     return {k: v for k, v in first.items() if k != "name" and all(k in o and o[k] == v for o in others)}
 
 
-def _number(text: Any) -> float | None:
-    """A label value as a number when it is one (batch=32, lr=3e-4), else None."""
-    try:
-        value = float(str(text))
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Label values equal as numbers when both are (32 = 32.0), else as text."""
-    x, y = _number(a), _number(b)
-    return x == y if x is not None and y is not None else str(a) == str(b)
-
-
 def parse_pairs(specs: tuple[str, ...] | list[str], option: str) -> dict[str, str]:
     """`--where key=value` options as {key: value} (keys lower case, as stored)."""
     out: dict[str, str] = {}
@@ -251,12 +226,12 @@ def _trace_labels(row: dict[str, Any]) -> dict[str, str]:
 def _mfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], notes: list[str]) -> None:
     """MFU where a run's label `model_flops_per_step` (model FLOPs of one step of the whole job)
     and every rank's dense peak are known: flops / (median step time x sum of the peaks); else
-    unknown with the reason. HFU needs counted FLOPs, which `mfu --job N` reads per job."""
+    unknown with the reason. HFU needs counted FLOPs, read per run on request (_hfu)."""
     for r in rows:
         r["mfu"] = None
         r["mfu_unknown"] = "no model_flops_per_step label"
         r["hfu"] = None
-        r["hfu_unknown"] = "counted FLOPs are read per job: `nsight-analyze mfu --job N`"
+        r["hfu_unknown"] = "counted FLOPs are read per run on request: `nsight-analyze runs --hfu`"
     wanted = [r for r in rows if "model_flops_per_step" in r["labels"]]
     if not wanted:
         return
@@ -273,7 +248,7 @@ def _mfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], notes: list
         else:
             total[job] = total.get(job, 0.0) + float(p["peak_flops"])
     for r in wanted:
-        flops = _number(r["labels"]["model_flops_per_step"])
+        flops = label_number(r["labels"]["model_flops_per_step"])
         if flops is None or flops <= 0:
             r["mfu_unknown"] = f"model_flops_per_step={r['labels']['model_flops_per_step']} is not a number"
         elif r["step_median_ns"] is None:
@@ -295,7 +270,7 @@ def _throughput(rows: list[dict[str, Any]], notes: list[str]) -> None:
         for column, keys in THROUGHPUT:
             r[column], why = None, f"no {' or '.join(keys)} label"
             given = {k: r["user_labels"][k] for k in keys if k in r["user_labels"]}
-            values = {k: _number(v) for k, v in given.items()}
+            values = {k: label_number(v) for k, v in given.items()}
             if any(v is None or v <= 0 for v in values.values()):
                 why = ", ".join(f"{k}={given[k]}" for k, v in values.items() if v is None or v <= 0)
                 why += " is not a positive number"
@@ -343,74 +318,56 @@ def _dimensions(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> N
         )
 
 
-def _sweep_metric(rows: list[dict[str, Any]]) -> str:
-    """The metric a sweep's best run is by when none is given: the work rate the labels allow
-    (samples/s, else tokens/s: a larger batch takes longer per step and may still be the best),
-    else the median step time."""
-    for metric in ("samples_per_s", "tokens_per_s"):
-        if rows and all(r.get(metric) is not None for r in rows):
-            return metric
-    return "step_median_ns"
-
-
-def _mark_best(rows: list[dict[str, Any]], metric: str, notes: list[str]) -> None:
-    """`best` marks the run of the best `metric` (lowest step time, highest throughput or MFU:
-    HIGHER_IS_BETTER / LOWER_IS_BETTER); runs without the metric are never best."""
-    if metric not in HIGHER_IS_BETTER | LOWER_IS_BETTER:
-        choices = ", ".join(sorted(HIGHER_IS_BETTER | LOWER_IS_BETTER))
-        raise UserError(f"--metric {metric}: choose one of {choices}")
-    have = [r for r in rows if r.get(metric) is not None]
-    sign = -1.0 if metric in HIGHER_IS_BETTER else 1.0
-    best = min(have, key=lambda r: (sign * r[metric], r["job"])) if have else None
-    for r in rows:
-        r["best"] = r is best
-    if not have:
-        notes.append(f"--metric {metric}: no run has it: no best run")
-
-
-def _history(rows: list[dict[str, Any]], over: str, metric: str, notes: list[str]) -> list[dict[str, Any]]:
-    """The runs in time order (`date` label when every run has one, else capture start, else
-    run number, with a note), the best by `metric` marked (_mark_best)."""
-    if over != "time":
-        raise UserError(f"--over {over}: only 'time' (a metric against the runs' date or capture time)")
-    if rows and all("date" in r["user_labels"] for r in rows):
-        key = lambda r: (str(r["user_labels"]["date"]), r["job"])  # noqa: E731
-        for r in rows:
-            r["when"] = str(r["user_labels"]["date"])
-    else:
-        key = _newest_key(rows, notes) if rows else (lambda r: r["job"])
-        for r in rows:
-            r["when"] = r["labels"].get("captured")
-    ordered = sorted(rows, key=key)
-    _mark_best(ordered, metric, notes)
-    return ordered
-
-
-def _findings(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
-    """The top finding of each run (diagnose on that job alone, as `diagnose --job N`): one
-    diagnosis per run, so only on request (`--findings`). Each job's scope (job_scope's TEMP
-    views) is undone before the next, so every diagnosis sees the workspace's own results."""
+@contextlib.contextmanager
+def _one_job(con: duckdb.DuckDBPyConnection, job: int) -> Iterator[None]:
+    """The connection shows job `job` alone (job_scope, as `--job N`) until the block ends; then
+    its scope (TEMP views) is undone, so the next job's reader sees the workspace's own results."""
     from . import job_scope
-    from .diagnose import diagnose
 
     def views() -> set[str]:
         return {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
 
     before = views()
+    job_scope.scope(con, job)
+    try:
+        yield
+    finally:
+        for name in views() - before:
+            con.execute(f'DROP VIEW temp.main."{name}"')
+        moved = (
+            "SELECT table_name FROM duckdb_tables() WHERE temporary AND starts_with(table_name, '_unscoped_')"
+        )
+        for (name,) in con.execute(moved).fetchall():  # computed for this session: back under their names
+            con.execute(f'ALTER TABLE temp.main."{name}" RENAME TO "{name[len("_unscoped_") :]}"')
+
+
+def _findings(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """The top finding of each run (diagnose on that job alone, as `diagnose --job N`): one
+    diagnosis per run, so only on request (`--findings`)."""
+    from .diagnose import diagnose
+
     for r in rows:
-        job_scope.scope(con, r["job"])
-        try:
+        with _one_job(con, r["job"]):
             found = diagnose(con).findings
-        finally:
-            for name in views() - before:
-                con.execute(f'DROP VIEW temp.main."{name}"')
-            moved = (
-                "SELECT table_name FROM duckdb_tables() "
-                "WHERE temporary AND starts_with(table_name, '_unscoped_')"
-            )
-            for (name,) in con.execute(moved).fetchall():  # computed for this session: back under their names
-                con.execute(f'ALTER TABLE temp.main."{name}" RENAME TO "{name[len("_unscoped_") :]}"')
         r["top_finding"] = found[0].id if found else None
+
+
+def _hfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    """Each run's HFU (counted FLOPs: Nsight Compute counters on the timeline's kernels) as
+    `mfu --job N` computes it (mfu.hfu_mfu_summary, the one definition), on that job alone: one
+    MFU/HFU computation per run, so only on request (`--hfu`)."""
+    from .mfu import hfu_mfu_summary
+
+    for r in rows:
+        with _one_job(con, r["job"]):
+            doc = hfu_mfu_summary(con, detail=False)
+        r["hfu"] = doc["hfu"]
+        r["hfu_unknown"] = (
+            None
+            if doc["hfu"] is not None
+            else "no counted FLOPs (Nsight Compute counters) or GPU peak unknown: "
+            f"`nsight-analyze mfu --job {r['job']}` says which"
+        )
 
 
 def runs(
@@ -423,14 +380,17 @@ def runs(
     series: bool = True,
     over: str | None = None,
     metric: str | None = None,
+    hfu: bool = False,
 ) -> RunsResult:
     """Every run (job) of the workspace with its labels and numbers (docs/runs.md); `where`
     keeps the runs whose labels have those values, `by` sorts by a label (numerically when its
     values are numbers); `scaling` ('strong' | 'weak', else the runs' `scaling` label) adds the
     efficiency of each run against `baseline` (a run number or name) and where the loss goes
     (series=False: none, for `--compare` and the gate, which compare two runs of any labels);
-    `over` ('time') orders the runs by date (`_history`) and marks the best by `metric` (default:
-    the median step time); a sweep (`by`) marks its best by `metric` (default: _sweep_metric)."""
+    `over` ('time') orders the runs by date (`runs_select.history`) and marks the best by
+    `metric` (default: the median step time); a sweep (`by`) marks its best by `metric`
+    (default: runs_select.sweep_metric); `findings` and `hfu` add each run's top finding and HFU
+    (one computation per run)."""
     notes: list[str] = []
     try:
         columns, data, _ = plain_rows(con, _METRICS_SQL)
@@ -447,7 +407,7 @@ def runs(
         trace = _trace_labels(row)
         merged = {**trace, **{k: v for k, (v, _) in user.items()}}
         for key in sorted(set(trace) & set(user)):
-            if not _same(trace[key], user[key][0]):
+            if not same_label(trace[key], user[key][0]):
                 notes.append(
                     f"run {job}: label {key}={user[key][0]} ({user[key][1]}) but the traces say {trace[key]}"
                 )
@@ -458,15 +418,15 @@ def runs(
         row["top_finding"] = None
         rows.append(row)
     for key, value in (where or {}).items():
-        rows = [r for r in rows if key in r["labels"] and _same(r["labels"][key], value)]
+        rows = [r for r in rows if key in r["labels"] and same_label(r["labels"][key], value)]
     if by is not None:
         by = by.lower()
         have = [r for r in rows if by in r["labels"]]
         if not have:
             raise UserError(f"--by {by}: no run has label {by} (`nsight-analyze runs` lists the labels)")
-        numeric = all(_number(r["labels"][by]) is not None for r in have)
+        numeric = all(label_number(r["labels"][by]) is not None for r in have)
         key = (
-            (lambda r: (_number(r["labels"][by]), r["job"]))
+            (lambda r: (label_number(r["labels"][by]), r["job"]))
             if numeric
             else (lambda r: (r["labels"][by], r["job"]))
         )
@@ -481,213 +441,15 @@ def runs(
     _dimensions(con, rows)
     if over is not None:
         metric = metric or "step_median_ns"
-        rows = _history(rows, over, metric, notes)
+        rows = history(rows, over, metric, notes)
     elif by is not None:
-        metric = metric or _sweep_metric(rows)
-        _mark_best(rows, metric, notes)
+        metric = metric or sweep_metric(rows)
+        mark_best(rows, metric, notes)
     else:
         metric = None
     if findings:
         _findings(con, rows)
-    scaled = _scaling(rows, scaling, baseline, notes) if series else None
+    if hfu:
+        _hfu(con, rows)
+    scaled = scaling_series(rows, scaling, baseline, notes) if series else None
     return RunsResult(rows, scaled, by, notes, over=over, metric=metric)
-
-
-def _mode(rows: list[dict[str, Any]], scaling: str | None) -> str | None:
-    """The scaling mode: given, else the runs' `scaling` label when they agree; None: no series
-    (runs without such labels are never called a scaling series)."""
-    if scaling is not None:
-        if scaling not in SCALING_MODES:
-            raise UserError(f"--scaling {scaling}: choose strong or weak")
-        return scaling
-    said = {r["user_labels"].get("scaling") for r in rows} - {None}
-    if not said:
-        return None
-    if len(said) > 1:
-        raise UserError(
-            f"the runs' scaling labels disagree ({', '.join(sorted(said))}): select one series with "
-            "--where scaling=..., or say --scaling strong|weak"
-        )
-    mode = said.pop().lower()
-    if mode not in SCALING_MODES:
-        raise UserError(f"label scaling={mode}: say strong or weak")
-    return mode
-
-
-def _gpus_of(r: dict[str, Any]) -> tuple[int | None, str | None]:
-    """(N, why unknown): the run's GPU count: a `world_size` label (user's, else the trace's),
-    else the ranks present when there are several."""
-    if r["complete"] is False:
-        return None, f"only {r['ranks_label']} captured"
-    size = _number(r["labels"].get("world_size"))
-    if size is not None and size >= 1 and size == int(size):
-        return int(size), None
-    if r["ranks"] > 1:
-        return int(r["ranks"]), None
-    return None, "one rank captured and no world size (label world_size=N, or the trace's distributedInfo)"
-
-
-def _scaling(
-    rows: list[dict[str, Any]], scaling: str | None, baseline: str | None, notes: list[str]
-) -> dict[str, Any] | None:
-    """Efficiency of each run against the baseline and the split of its loss (docs/runs.md)."""
-    mode = _mode(rows, scaling)
-    if mode is None:
-        if baseline is not None:
-            raise UserError("--baseline needs --scaling strong|weak (or runs labelled scaling=...)")
-        return None
-    if not rows:
-        raise UserError("no run to scale (check --where)")
-    if baseline is not None:
-        base = find_run(rows, baseline, "--baseline")
-    else:  # the smallest run (fewest GPUs), then the first
-        base = min(rows, key=lambda r: (_gpus_of(r)[0] or math.inf, r["job"]))
-    n_base, why_base = _gpus_of(base)
-    if why_base is None and not base["steps"]:
-        why_base = "no steps present on all its ranks"
-    if len(rows) == 1:
-        notes.append("one run: a scaling series needs at least two")
-    out_runs = []
-    for r in rows:
-        n, why = _gpus_of(r)
-        if why_base is not None:
-            why = f"baseline run {base['job']}: {why_base}"
-        elif why is None and not r["steps"]:
-            why = "no steps present on all its ranks"
-        elif why is None:
-            for key in ("model",):
-                a, b = r["user_labels"].get(key), base["user_labels"].get(key)
-                if a is not None and b is not None and not _same(a, b):
-                    why = f"{key} {a}, the baseline's is {b}: not one series"
-            if why is None and r["gpu"] != base["gpu"]:  # a GPU one trace names and the other does not too
-                mine, theirs = r["gpu"] or "unknown", base["gpu"] or "unknown"
-                why = f"GPU {mine}, the baseline's is {theirs}: not one series"
-        entry: dict[str, Any] = {
-            "job": r["job"],
-            "name": r["name"],
-            "gpus": n,
-            "baseline": r is base,
-            "exposed_comms_dimension": r.get("dominant_dimension"),
-        }
-        if why is not None:
-            entry.update(efficiency=None, unknown=why)
-            out_runs.append(entry)
-            continue
-        scale = n_base / n if mode == "strong" else 1.0
-        t, t_base = r["step_mean_ns"], base["step_mean_ns"]
-        ideal = t_base * scale
-        loss = t - ideal
-        parts = {p: r[f"{p}_step_ns"] - base[f"{p}_step_ns"] * scale for p in LOSS_PARTS}
-        idle = {c: r[f"{c}_step_ns"] - base[f"{c}_step_ns"] * scale for c in IDLE_CAUSES}
-        entry.update(
-            efficiency=ideal / t if t else None,
-            unknown=None,
-            step_ns=t,
-            ideal_step_ns=ideal,
-            loss_ns=loss,
-            loss={
-                p: {
-                    "ns": v,
-                    "points": 100.0 * v / t if t else None,
-                    "share": v / loss if abs(loss) > 0 else None,
-                }
-                for p, v in parts.items()
-            },
-            idle_by_cause_ns=idle,
-        )
-        out_runs.append(entry)
-    return {
-        "mode": mode,
-        "baseline": base["job"],
-        "definition": "strong: T_base*N_base/(T*N); weak: T_base/T; T = mean job step time over the steps "
-        "every rank has, N = GPUs (world size); loss = T - ideal, split by docs/runs.md",
-        "runs": out_runs,
-    }
-
-
-def scaling_line(entry: dict[str, Any]) -> str:
-    """One line per run of a series: 'run 3, 32 GPUs: efficiency 71.0 %; of the 29.0 points lost:
-    15.0 points exposed all-reduce on the dp group (5.10 ms), ...' (the largest parts first; the
-    dimension named when one holds DOMINANT_SHARE of the run's exposed collective time)."""
-    head = f"run {entry['job']}" + (f" ({entry['name']})" if entry["name"] else "")
-    if entry["efficiency"] is None:
-        return f"{head}: efficiency unknown: {entry['unknown']}"
-    gpus = f"{entry['gpus']} GPU" + ("" if entry["gpus"] == 1 else "s")
-    text = f"{head}, {gpus}: efficiency {100 * entry['efficiency']:.1f} %"
-    if entry["baseline"]:
-        return text + " (baseline)"
-    parts = sorted(entry["loss"].items(), key=lambda kv: -abs(kv[1]["ns"]))
-    dim = entry.get("exposed_comms_dimension")
-
-    def what(part: str) -> str:
-        if part == "exposed_comms" and dim is not None:  # one dimension holds most exposed time
-            if dim["dimension"] == "unknown":  # never name a group the traces do not identify
-                return f"exposed {dim['ops']} (dimension unknown: `nsight-analyze comms`)"
-            return f"exposed {dim['ops']} on the {dim['dimension']} group"
-        return part.replace("_", " ")
-
-    said = ", ".join(
-        f"{v['points']:.1f} points {what(p)} ({v['ns'] / 1e6:.2f} ms)"
-        for p, v in parts
-        if v["points"] is not None and abs(v["points"]) >= 0.05  # what rounds to 0.0 says nothing
-    )
-    return f"{text}; of the {100 - 100 * entry['efficiency']:.1f} points lost: {said}"
-
-
-# Labels that name or date a run rather than say what it ran: ignored when `--fail-on-regression`
-# looks for the runs "of the same labels".
-IDENTITY_KEYS = ("name", "date", "captured")
-
-
-def find_run(rows: list[dict[str, Any]], ref: str, option: str) -> dict[str, Any]:
-    """The run `ref` names: its number, else its name label; a name two runs share or a run that
-    is not there is one clear line."""
-    by_number = [r for r in rows if str(r["job"]) == ref.strip()]
-    if by_number:
-        return by_number[0]
-    named = [r for r in rows if r["name"] == ref]
-    if len(named) > 1:
-        raise UserError(
-            f"{option} {ref}: runs {', '.join(str(r['job']) for r in named)} share that name; give a number"
-        )
-    if not named:
-        raise UserError(
-            f"{option} {ref}: no such run (a run number or name; `nsight-analyze runs` lists them)"
-        )
-    return named[0]
-
-
-def _newest_key(rows: list[dict[str, Any]], notes: list[str]):
-    """How runs are ordered in time: capture start when every run has one, else the `date`
-    label when every run has one, else the run number (ingest order), said in a note."""
-    if all(r["capture_start_utc_ns"] is not None for r in rows):
-        return lambda r: (r["capture_start_utc_ns"], r["job"])
-    if all("date" in r["user_labels"] for r in rows):
-        return lambda r: (str(r["user_labels"]["date"]), r["job"])
-    notes.append("some runs have no capture time nor date label: the newest is the highest run number")
-    return lambda r: (r["job"],)
-
-
-def regression_pair(
-    rows: list[dict[str, Any]], notes: list[str]
-) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
-    """(newest run, best earlier run of the same labels or None, why none): the pair a CI gate
-    compares. Same labels: every label but name, date and capture time equal (GPU, ranks, world
-    size and the user's batch, tp, ... included). Best: the lowest median step time."""
-    if not rows:
-        raise UserError("--fail-on-regression: no run (check --where)")
-    key = _newest_key(rows, notes)
-    newest = max(rows, key=key)
-    mine = {k: v for k, v in newest["labels"].items() if k not in IDENTITY_KEYS}
-
-    def same(r: dict[str, Any]) -> bool:
-        theirs = {k: v for k, v in r["labels"].items() if k not in IDENTITY_KEYS}
-        return theirs.keys() == mine.keys() and all(_same(theirs[k], mine[k]) for k in mine)
-
-    peers = [r for r in rows if r is not newest and same(r)]
-    if not peers:
-        return newest, None, "no earlier run has the same labels"
-    timed = [r for r in peers if r["step_median_ns"] is not None]
-    if not timed:
-        return newest, None, "no earlier run of the same labels has steps"
-    return newest, min(timed, key=lambda r: (r["step_median_ns"], r["job"])), ""

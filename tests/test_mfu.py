@@ -518,3 +518,29 @@ def test_per_step_and_per_rank_rows_sum_the_table(tmp_path: Path) -> None:
         assert row["mfu"] == pytest.approx(total(g, "model_flops"), rel=1e-12)
         assert row["hfu"] == pytest.approx(total(g, "counted_flops"), rel=1e-12)
     con.close()
+
+
+def test_runs_hfu_is_mfu_commands(tmp_path: Path) -> None:
+    """`runs --hfu` gives each run the HFU `mfu --job N` computes (the same definition, per job);
+    without --hfu it is unknown and says how to get it. Oracle: the mfu command's JSON, itself
+    checked against the analytic counted FLOPs above."""
+    import json
+
+    from click.testing import CliRunner
+
+    from nsight_analyze.cli import main
+
+    build(tmp_path).close()
+    db = str(tmp_path / "ws.duckdb")
+    runner = CliRunner()
+    got = runner.invoke(main, ["mfu", "--db", db, "--format", "json"])  # one job: the workspace's
+    assert got.exit_code == 0, got.output
+    want = json.loads(got.stdout)["hfu"]
+    assert want is not None and want > 0  # ncu counters on every GEMM: HFU is known
+    out = runner.invoke(main, ["runs", "--db", db, "--hfu", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (run,) = json.loads(out.stdout)["runs"]
+    assert run["hfu"] == pytest.approx(want, rel=1e-12) and run["hfu_unknown"] is None
+    plain = runner.invoke(main, ["runs", "--db", db, "--format", "json"])
+    (run,) = json.loads(plain.stdout)["runs"]
+    assert run["hfu"] is None and "runs --hfu" in run["hfu_unknown"]

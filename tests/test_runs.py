@@ -343,7 +343,7 @@ def test_mfu_from_the_model_flops_label(tmp_path):
     )
     (run,) = runs_json(db)["runs"]
     assert run["mfu"] == pytest.approx(expected, rel=1e-9) and run["mfu_unknown"] is None
-    assert run["hfu"] is None and "mfu --job" in run["hfu_unknown"]
+    assert run["hfu"] is None and "runs --hfu" in run["hfu_unknown"]
     db2 = tmp_path / "m2.duckdb"
     assert cli("ingest", tmp_path / "m", "--db", db2, "-q")[0] == 0
     (run,) = runs_json(db2)["runs"]

@@ -15,22 +15,14 @@ from ..render.markdown import markdown_text
 from ..render.output import emit
 from ..render.table import PlainTable
 from ..render.terminal import echo
-from ..runs import (
-    LOSS_PARTS,
-    READS,
-    RunsResult,
-    common_labels,
-    find_run,
-    parse_pairs,
-    regression_pair,
-    runs,
-    scaling_line,
-)
+from ..runs import READS, RunsResult, common_labels, parse_pairs, runs
+from ..runs_scaling import LOSS_PARTS, scaling_line
+from ..runs_select import find_run, regression_pair
 from ..workspace import open_workspace
 
 _COLUMNS = (
     "run", "name", "labels", "ranks", "gpu", "steps", "step_median_ns", "step_p95_ns", "steps_per_s",
-    "samples_per_s", "tokens_per_s", "mfu_pct", "compute_pct", "memory_pct",
+    "samples_per_s", "tokens_per_s", "mfu_pct", "hfu_pct", "compute_pct", "memory_pct",
     "memory_kernels_pct", "copies_pct", "exposed_comms_pct", "idle_pct", "overlap_pct",
     "straggler", "straggler_delay_ns", "top_finding",
 )  # fmt: skip
@@ -61,6 +53,7 @@ def _records(result: RunsResult, common: dict[str, Any] | None = None) -> list[d
                 "samples_per_s": r["samples_per_s"],
                 "tokens_per_s": r["tokens_per_s"],
                 "mfu_pct": _pct(r["mfu"]),
+                "hfu_pct": _pct(r["hfu"]),
                 "compute_pct": _pct(r["compute_share"]),
                 "memory_pct": _pct(r["memory_share"]),
                 "memory_kernels_pct": _pct(r["memory_kernels_share"]),
@@ -182,6 +175,12 @@ def _json(result: RunsResult) -> dict[str, Any]:
     help="Add each run's top diagnose finding (runs diagnose once per run: slower).",
 )
 @click.option(
+    "--hfu",
+    is_flag=True,
+    help="Add each run's HFU from counted FLOPs (Nsight Compute counters), as `mfu --job N` "
+    "computes it (once per run: slower).",
+)
+@click.option(
     "--over",
     type=click.Choice(["time"]),
     default=None,
@@ -211,6 +210,7 @@ def command(
     scaling: str | None,
     baseline: str | None,
     findings: bool,
+    hfu: bool,
     compare_runs: tuple[str, str] | None,
     fail_pct: float | None,
     over: str | None,
@@ -234,6 +234,10 @@ def command(
         from ..diagnose import READS as DIAGNOSE_READS
 
         needs += DIAGNOSE_READS
+    if hfu:
+        from ..mfu import READS as MFU_READS
+
+        needs += MFU_READS
     con = open_workspace(db, read_only=True, must_exist=True, needs=needs)
     try:
         pair = bool(compare_runs) or fail_pct is not None  # two runs for `compare`, not a series
@@ -247,6 +251,7 @@ def command(
             series=not pair,
             over=over,
             metric=metric,
+            hfu=hfu and not pair,
         )
     finally:
         con.close()
@@ -275,7 +280,7 @@ def command(
     records = _records(result, common)
     drop = {
         c
-        for c in ("name", "labels", "samples_per_s", "tokens_per_s", "mfu_pct", "top_finding")
+        for c in ("name", "labels", "samples_per_s", "tokens_per_s", "mfu_pct", "hfu_pct", "top_finding")
         if all(not r[c] for r in records)
     }
     shown = [c for c in _COLUMNS if c not in drop] + (["when"] if result.over else [])
