@@ -3,7 +3,7 @@
 The SQL (queries/comms/comm_kernels.sql, _comm_members.sql, comm_groups.sql, comm_ops.sql) names each
 communicator's dimension and sums its time; this module only aggregates those few rows (one per
 communicator), adds the link's peak from the GPU data and the fixes that fit each dimension's
-exposed collectives (rules/dimensions.py, the one list the findings read too).
+exposed collectives (rules/comm_families.py, the one list the findings read too).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "unknown")
 def _advice(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per job and exposed dimension: the fixes of the collectives that hold most of its exposed time.
 
-    Why not a text per dimension: the fixes have one home, rules/dimensions.py (FIXES, FAMILY_SQL,
+    Why not a text per dimension: the fixes have one home, rules/comm_families.py (FIXES, FAMILY_SQL,
     `family_fixes`), which the `exposed-comm` findings and `dominant-kernel` read too; a dimension
     that is unknown gets its collectives' fixes (send/recv: the pipeline schedule, never DDP
     bucketing) and how to make the dimension known, instead of nothing. The families are summed in
     SQL over comm_ops (one row per communicator and collective)."""
-    from .rules.dimensions import FAMILY_SQL, family_fixes  # rules import this module: import late
+    from .rules.comm_families import FAMILY_SQL, family_fixes  # rules import this module: import late
 
     fams = _fetch(
         con,

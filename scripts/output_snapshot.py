@@ -67,7 +67,7 @@ def _rounded(value: object) -> object:
 
 def fingerprint(output: str, work: Path) -> str:
     """SHA-256 (16 hex digits) of a command's output, paths and float noise normalised."""
-    text = output.replace(str(work), "<WORK>")
+    text = output.replace(str(work), "<WORK>").replace(str(ROOT), "<ROOT>")  # the checkout's path
     try:
         text = json.dumps(_rounded(json.loads(text)))
     except ValueError:  # an error line or a partial output: hashed as text

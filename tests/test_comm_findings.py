@@ -185,7 +185,7 @@ def test_fix_families_by_hand_counted_shares():
 
     from nsight_analyze.diagnose import THRESHOLDS
     from nsight_analyze.rules.base import Ctx
-    from nsight_analyze.rules.dimensions import FIXES, comm_fixes
+    from nsight_analyze.rules.comm_families import FIXES, comm_fixes
 
     con = duckdb.connect()
     con.execute("CREATE TABLE diag_comm_exposure (op VARCHAR, dimension VARCHAR, exposed_ns BIGINT)")

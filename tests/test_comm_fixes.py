@@ -1,7 +1,7 @@
-"""Communication fixes have one home (issue 52): rules/dimensions.py.
+"""Communication fixes have one home (issue 52): rules/comm_families.py.
 
 The `dominant-kernel` finding, the `exposed-comm` findings and the `comms` command's advice all pick
-from `dimensions.FIXES` by the collective / dimension of the communication they are about, so a
+from `comm_families.FIXES` by the collective / dimension of the communication they are about, so a
 rank dominated by NCCL send/recv gets point-to-point (pipeline schedule, batched transfers) fixes,
 never DDP gradient bucketing, and an all-reduce kernel still gets bucketing.
 
@@ -24,7 +24,7 @@ from nsight_analyze.comms import comms
 from nsight_analyze.diagnose import diagnose
 from nsight_analyze.rules import advice
 from nsight_analyze.rules.base import Ctx
-from nsight_analyze.rules.dimensions import FIXES, kernel_comm_fixes
+from nsight_analyze.rules.comm_families import FIXES, kernel_comm_fixes
 
 HTA = TRACES / "kineto" / "hta"
 FILTER = HTA / "trace_filter"

@@ -167,10 +167,10 @@ def test_launch_bound_region_outside_graphs_is_a_graph_candidate(synthetic):
         graph, total = graph + g, total + n
     assert 0 < graph < total
     # graph_coverage counts the kernels of the step windows only: not the generator's prologue
-    # kernels (synth/workload.prologue: the GPU items it runs on each rank before the first step)
-    from nsight_analyze.synth import workload
+    # kernels (synth/programs.prologue: the GPU items it runs on each rank before the first step)
+    from nsight_analyze.synth import programs, workload
 
-    prologue = int(workload.prologue(workload.Catalog()).has_gpu.sum()) * SYN["ranks"]
+    prologue = int(programs.prologue(workload.Catalog()).has_gpu.sum()) * SYN["ranks"]
     assert f.metrics["graph_launch_pct"] == round(100.0 * graph / (total - prologue), 2)
     assert f.metrics["graph_launches"] > 0
     assert any("static shapes" in x.trade_off and "memory pool" in x.trade_off for x in f.fixes)

@@ -201,7 +201,7 @@ def test_copy_engine_copies_are_not_copy_findings(modern, tmp_path):
         ).fetchall()
     finally:
         con.close()
-    # truth: the CE copies are DtoD memcpys (synth/parallel.py: K.memcpy("DtoD", ...))
+    # truth: the CE copies are DtoD memcpys (synth/parallel_program.py: K.memcpy("DtoD", ...))
     assert summary == [(r, "DtoD", len(ce[r]), True) for r in sorted(ce)]
 
     copy = tmp_path / "ws.duckdb"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, requires_shared
 
-from nsight_analyze.sources import ncu
+from nsight_analyze.sources import ncu, ncu_read
 from nsight_analyze.workspace import open_workspace
 
 LELEUCAS = TRACES / "ncu" / "leleucas"
@@ -243,7 +243,7 @@ def test_rep_without_module_is_one_clear_line(tmp_path: Path, monkeypatch) -> No
     rep.write_bytes(b"NVR\x00" + b"\x00" * 64)
     assert ncu.sniff(rep)
     with pytest.raises(ncu.BadInput, match="pip install"):
-        ncu.read_rep(rep)
+        ncu_read.read_rep(rep)
 
 
 LONG_HEADER = (

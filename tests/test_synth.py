@@ -356,7 +356,7 @@ def test_exposed_comm_hides_nothing(tmp_path):
 
 
 def test_gemm_workload_mfu_is_analytic(tmp_path):
-    from nsight_analyze.synth.workload import GEMM_SHAPES
+    from nsight_analyze.synth.programs import GEMM_SHAPES
 
     truth = generate(tmp_path, ranks=2, gpus_per_node=2, steps=3, workload="gemm", kernels_per_step=4)
     flops = sum(2 * m * n * k for m, n, k in GEMM_SHAPES)

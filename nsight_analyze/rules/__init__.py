@@ -1,7 +1,8 @@
 """Diagnosis rules, one module per finding (named after it; a family's shared helpers in `_private`
 modules beside them: `_idle`, `_window_steps`, `_gemm_ops`, `_common`, `_whatif`; what precisions
-a GPU takes in `precision`). Each rule takes a `base.Ctx` and returns findings (`base.Rule`);
-this list is the registry `diagnose()` runs.
+a GPU takes in `precision`; the one list of communication fixes in `comm_families`). Each rule
+takes a `base.Ctx` and returns findings (`base.Rule`); this list is the registry `diagnose()`
+runs.
 
 The order of RULES does not matter: `diagnose()` ranks the findings by recoverable time.
 """

@@ -14,7 +14,7 @@ Families (from the kernel name rules' category / subcategory, data/kernel_rules.
   copy (device copies, memsets)  -> avoid layout/dtype copies;
   transfer (host<->device memcpy)  -> keep data on the GPU, pinned memory and async copies;
   comms (NCCL and custom collectives)  -> the fixes of the collective's dimension or family
-      (rules/dimensions.py, the one list: bucketing for gradient all-reduce, the schedule for
+      (rules/comm_families.py, the one list: bucketing for gradient all-reduce, the schedule for
       send/recv, dispatch/combine for all-to-all), then NCCL settings and topology;
   other  -> measure first (Nsight Compute).
 
@@ -35,7 +35,7 @@ import duckdb
 from ..duck import sql_string
 from ..gpu_arch import NEEDS
 from .base import Fix
-from .dimensions import subcategory_fixes
+from .comm_families import subcategory_fixes
 from .precision import fp8_fix, precision_fixes
 
 _LOCK = threading.Lock()
@@ -247,7 +247,7 @@ def _pinned_async() -> Fix:
 def comms_fixes(subcategory: str | None = None) -> list[Fix]:
     """The fixes of a comms kernel known only by its name-rule subcategory.
 
-    Why a delegate: communication fixes have one home, rules/dimensions.py (`FIXES` by dimension or
+    Why a delegate: communication fixes have one home, rules/comm_families.py (`FIXES` by dimension or
     collective, picked by `comm_fixes` / `kernel_comm_fixes`), so a send/recv kernel gets its
     point-to-point fixes here too, never DDP bucketing (issue 52)."""
     return subcategory_fixes(subcategory)

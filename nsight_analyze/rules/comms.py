@@ -11,7 +11,8 @@ import math
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
-from .dimensions import FAMILY_NAMES, breakdown_evidence, comm_fixes, family_signal
+from .comm_families import FAMILY_NAMES, comm_fixes, family_signal
+from .dimensions import breakdown_evidence
 
 
 @bounded_by("comms-hidden")  # recoverable time <= the what-if gain (rules/_whatif.py)

@@ -2,7 +2,7 @@
 
 Why a module of its own: its signals and fixes depend on the kernel's family (advice.family): a
 GEMM gets tiling and precision (only what the GPU takes: rules/precision.gpu_support), attention a
-fused kernel, an NCCL kernel its collective's fixes (rules/dimensions.py), never the other way round;
+fused kernel, an NCCL kernel its collective's fixes (rules/comm_families.py), never the other way round;
 where the trace recorded shapes, its ops' achieved share of the roofline (op_roofline) says whether
 the kernel itself is the lever. It bounds no time: that needs Nsight Compute.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import advice
 from .base import Ctx, Finding, Signal
-from .dimensions import kernel_comm_fixes
+from .comm_families import kernel_comm_fixes
 from .op_roofline import op_evidence, roofline_share, roofline_signal
 from .precision import gpu_support
 
@@ -20,7 +20,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
     """One kernel takes most of the GPU time: every optimisation question is about that kernel.
 
     The fixes are those of the kernel's family (advice.family): a GEMM gets tiling and precision,
-    attention fused attention, an NCCL kernel its collective's fixes (rules/dimensions.py: a
+    attention fused attention, an NCCL kernel its collective's fixes (rules/comm_families.py: a
     send/recv kernel the pipeline / point-to-point ones, never DDP bucketing), never the
     other way round.
     """
@@ -114,7 +114,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
             )
     if fam in ("gemm", "attention", "conv"):  # its ops' shapes: achieved vs the roofline
         signals.extend(_dominant_shapes(ctx, ev, safe, fam))
-    if fam == "comms":  # its collective's / dimension's fixes, from the one list (rules/dimensions.py)
+    if fam == "comms":  # its collective's / dimension's fixes, from the one list (rules/comm_families.py)
         fixes, comm_fams = kernel_comm_fixes(ctx, name, sub)
         if comm_fams:
             top_fam = comm_fams[0]
@@ -127,7 +127,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                     f"its collective and communicator dimension ({top_fam['ops']}; dimension "
                     f"{top_fam['dimensions']}) by its time in diag_comm_exposure: "
                     + ", ".join(f"{f['family']} {100.0 * float(f['share'] or 0):.1f} %" for f in comm_fams)
-                    + "; the fixes are that family's (rules/dimensions.py)",
+                    + "; the fixes are that family's (rules/comm_families.py)",
                 )
             )
     else:

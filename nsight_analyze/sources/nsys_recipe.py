@@ -7,14 +7,14 @@ stripped). A recipe output folder holds NAME.nsys-analysis (JSON: RecipeName, In
 folders beside nsys-jax's `device-metadata.parquet`, or a `.zip` of either; it becomes one
 `files` row and one rank per process the recipe output covers.
 
-What is read (docs/nsys-recipes.md): `nvtx_gpu_proj_trace` (trace.parquet, columns below) into
-`recipe_nvtx_gpu_proj`, and its files.parquet (which report each recipe Rank is); nsys-jax's
-device-/system-metadata.parquet for the GPU, host name and rank variables of a single-process
-archive. Every recipe output found is listed in `recipe_outputs`, read or not: recipes whose
-Parquet layout NVIDIA does not document (nccl_gpu_overlap_trace, cuda_gpu_kern_sum: the user
-guide names them and what they compute, never their files or columns) are listed as not read
-with the reason, and every other file of the input is counted in `files.skipped`. Nothing is
-dropped silently.
+What is read (docs/nsys-recipes.md; nsys_recipe_bundle.py reads the files):
+`nvtx_gpu_proj_trace` (trace.parquet, columns below) into `recipe_nvtx_gpu_proj`, and its
+files.parquet (which report each recipe Rank is); nsys-jax's device-/system-metadata.parquet
+for the GPU, host name and rank variables of a single-process archive. Every recipe output
+found is listed in `recipe_outputs`, read or not: recipes whose Parquet layout NVIDIA does not
+document (nccl_gpu_overlap_trace, cuda_gpu_kern_sum: the user guide names them and what they
+compute, never their files or columns) are listed as not read with the reason, and every other
+file of the input is counted in `files.skipped`. Nothing is dropped silently.
 
 Beside its reports (`attach`, `resolve`, called by the ingest around the rank numbering): a
 recipe output whose every (Rank, PID) names a process of an nsys report in the same ingest (or
@@ -26,34 +26,26 @@ puts them beside our own projection (queries/steps/nvtx_gpu_projection.sql).
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
-import zlib
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..duck import sql_string
 from .base import BadInput, LoadResult, Probe, Process
+from .nsys_recipe_bundle import (
+    ANALYSIS_SUFFIX,
+    JAX_DEVICE_META,
+    Bundle,
+    Context,
+    analysis_outputs,
+    folder_of,
+    jax_metadata,
+    read_output,
+    report_name,
+)
 
 FORMAT = "nsys-recipe"
-ANALYSIS_SUFFIX = ".nsys-analysis"
-JAX_DEVICE_META = "device-metadata.parquet"
-JAX_SYSTEM_META = "system-metadata.parquet"
-
-# nvtx_gpu_proj_trace/trace.parquet, as the recipe writes it (nsys 2024.4; README of the traces).
-NVTX_PROJ_COLUMNS = (
-    "Name", "Projected Start", "Projected Duration", "Orig Start", "Orig Duration", "Style",
-    "PID", "TID", "NumGPUOps", "Lvl", "NumChild", "RangeId", "ParentId", "RangeStack", "Rank",
-)  # fmt: skip
-READ_RECIPES = {"nvtx_gpu_proj_trace": "trace.parquet"}
-# Recipes we recognise but do not read: their Parquet layouts are not documented by NVIDIA
-# (the user guide lists the recipes, not their output columns), so any reading would be a guess.
-UNDOCUMENTED = {
-    "nccl_gpu_overlap_trace": "its Parquet layout is not documented by NVIDIA (docs/nsys-recipes.md)",
-    "cuda_gpu_kern_sum": "its Parquet layout is not documented by NVIDIA (docs/nsys-recipes.md)",
-}
 
 
 # ---------------------------------------------------------------------------- discovery
@@ -111,150 +103,6 @@ def sniff(path: Path) -> bool:
         return False
 
 
-# ---------------------------------------------------------------------------- one input
-
-
-class _Bundle:
-    """The files of one input, by POSIX path relative to it (a folder or a zip)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._zip: zipfile.ZipFile | None = None
-        if path.is_dir():
-            self.names = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
-        else:
-            try:
-                self._zip = zipfile.ZipFile(path)
-            except (OSError, zipfile.BadZipFile) as exc:
-                raise BadInput(f"not a readable zip ({exc})") from None
-            self.names = sorted(i.filename for i in self._zip.infolist() if not i.is_dir())
-
-    def read(self, name: str) -> bytes:
-        try:
-            if self._zip is not None:
-                return self._zip.read(name)
-            return (self.path / name).read_bytes()
-        except (OSError, KeyError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
-            raise BadInput(f"{name}: unreadable ({exc})") from None
-
-    def close(self) -> None:
-        if self._zip is not None:
-            self._zip.close()
-
-
-@dataclass
-class _Output:
-    folder: str  # POSIX path inside the input ('.' for its root)
-    member: str  # its .nsys-analysis file
-    analysis: dict
-    recipe: str
-    table: object = None  # pyarrow Table of the read Parquet file
-    reason: str | None = None  # why not read
-    reports: list[str] | None = None  # files.parquet: the report (name without suffix) of each recipe Rank
-
-    @property
-    def read(self) -> bool:
-        return self.table is not None
-
-
-@dataclass
-class _Context:
-    outputs: list[_Output]
-    keys: dict[tuple[int, int], int]  # (recipe Rank, PID) -> Process.key
-    gpu: dict | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    used: set[str] = field(default_factory=set)  # files of the input that were read
-    names: list[str] = field(default_factory=list)
-    # Read beside its reports (attach()): (recipe Rank, PID) -> the report's process, as
-    # (candidate, Process.key) until the ingest numbers the ranks, then our rank (resolve()).
-    beside: dict[tuple[int, int], object] | None = None
-
-
-def _folder(name: str) -> str:
-    parent = PurePosixPath(name).parent.as_posix()
-    return parent if parent else "."
-
-
-def _parquet(bundle: _Bundle, name: str):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(pa.BufferReader(bundle.read(name)))
-    except pa.ArrowException as exc:
-        raise BadInput(f"{name}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
-
-
-def _outputs(bundle: _Bundle) -> list[_Output]:
-    outputs = []
-    for name in (n for n in bundle.names if n.endswith(ANALYSIS_SUFFIX)):
-        try:
-            analysis = json.loads(bundle.read(name).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BadInput(f"{name}: not a recipe analysis file (invalid JSON: {exc})") from None
-        recipe = analysis.get("RecipeName") if isinstance(analysis, dict) else None
-        if not isinstance(recipe, str) or not recipe:
-            raise BadInput(f"{name}: not a recipe analysis file (no RecipeName)")
-        outputs.append(_Output(_folder(name), name, analysis, recipe))
-    return outputs
-
-
-def _read_output(bundle: _Bundle, out: _Output, used: set[str]) -> None:
-    if out.recipe not in READ_RECIPES:
-        out.reason = UNDOCUMENTED.get(
-            out.recipe, f"recipe not read by nsight-analyze (it reads {', '.join(READ_RECIPES)})"
-        )
-        return
-    member = READ_RECIPES[out.recipe] if out.folder == "." else f"{out.folder}/{READ_RECIPES[out.recipe]}"
-    if member not in bundle.names:
-        raise BadInput(f"{out.folder}: {out.recipe} output without its {READ_RECIPES[out.recipe]}")
-    table = _parquet(bundle, member)
-    missing = [c for c in NVTX_PROJ_COLUMNS if c not in table.column_names]
-    if missing:
-        raise BadInput(f"{member}: not an {out.recipe} trace (missing columns: {', '.join(missing)})")
-    out.table = table
-    used.add(member)
-    files = "files.parquet" if out.folder == "." else f"{out.folder}/files.parquet"
-    if files in bundle.names:  # Rank -> report: column File, row i (or column Rank) = Rank i
-        listed = _parquet(bundle, files)
-        if "File" in listed.column_names:
-            names = [_report_name(f) for f in listed.column("File").to_pylist()]
-            if "Rank" in listed.column_names:
-                ranks = listed.column("Rank").to_pylist()
-                whole = all(isinstance(r, int) for r in ranks) and sorted(ranks) == list(range(len(ranks)))
-                names = [n for _, n in sorted(zip(ranks, names))] if whole else []
-            out.reports = names or None
-            used.add(files)
-    elif len(out.analysis.get("InputFiles") or []) == 1:  # one report: every row is its Rank 0
-        out.reports = [_report_name(out.analysis["InputFiles"][0])]
-
-
-def _jax_metadata(bundle: _Bundle, ctx: _Context) -> None:
-    """nsys-jax's metadata files at the input's root: GPU (TARGET_INFO_GPU) and environment."""
-    from .nsys_meta import parse_environment
-
-    if JAX_DEVICE_META in bundle.names:
-        table = _parquet(bundle, JAX_DEVICE_META)
-        ctx.used.add(JAX_DEVICE_META)
-        rows = table.to_pylist()
-        if len(rows) == 1:  # columns are a two-level header written as "('TABLE', 'column')"
-            flat = {}
-            for key, value in rows[0].items():
-                m = re.match(r"^\('(\w+)', '(\w+)'\)$", key)
-                flat[(m.group(1), m.group(2)) if m else ("", key)] = value
-            ctx.gpu = flat
-    if JAX_SYSTEM_META in bundle.names:
-        table = _parquet(bundle, JAX_SYSTEM_META)
-        ctx.used.add(JAX_SYSTEM_META)
-        values = {}
-        if {"name", "value"} <= set(table.column_names):
-            values = dict(zip(table.column("name").to_pylist(), table.column("value").to_pylist()))
-        env = parse_environment(values.get("DeviceEnvironment") or "")
-        if values.get("Hostname"):
-            env.setdefault("HOSTNAME", values["Hostname"])
-        ctx.env = env
-
-
 def _int(value) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -265,19 +113,19 @@ def _int(value) -> int | None:
 def probe(path: Path) -> Probe:
     from .nsys_meta import LOCAL_RANK_VARIABLES, RANK_VARIABLES, WORLD_SIZE_VARIABLES
 
-    bundle = _Bundle(Path(path))
+    bundle = Bundle(Path(path))
     try:
-        outputs = _outputs(bundle)
+        outputs = analysis_outputs(bundle)
         if not outputs:
             raise BadInput(f"no {ANALYSIS_SUFFIX} file: not a recipe output")
-        ctx = _Context(outputs, {}, names=bundle.names)
+        ctx = Context(outputs, {}, names=bundle.names)
         for out in outputs:
             ctx.used.add(out.member)
-            _read_output(bundle, out, ctx.used)
+            read_output(bundle, out, ctx.used)
         if not any(o.read for o in outputs):
             found = ", ".join(sorted({f"{o.recipe} ({o.reason})" for o in outputs}))
             raise BadInput(f"no recipe output nsight-analyze reads: found {found}")
-        _jax_metadata(bundle, ctx)
+        jax_metadata(bundle, ctx)
     finally:
         bundle.close()
     pairs: set[tuple[int, int]] = set()
@@ -333,7 +181,7 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
 
     from .nsys_meta import keep_env
 
-    ctx: _Context = probe.context
+    ctx: Context = probe.context
     result = LoadResult()
     beside = ctx.beside is not None  # rows of reports' ranks (resolve()), not ranks of its own
     owner = {pair: int(rank) for pair, rank in ctx.beside.items()} if beside else {
@@ -398,14 +246,14 @@ def _insert_gpu(con, rank: int, gpu: dict) -> None:
     )  # fmt: skip
 
 
-def _count_unread(ctx: _Context, result: LoadResult) -> None:
+def _count_unread(ctx: Context, result: LoadResult) -> None:
     """Every file of the input that was not read, counted by its top folder (or its own name)."""
     groups: Counter[str] = Counter()
     read_folders = {o.folder for o in ctx.outputs}
     for name in ctx.names:
         if name in ctx.used:
             continue
-        folder = _folder(name)
+        folder = folder_of(name)
         if folder in read_folders:  # the rest of a recipe folder (notebooks, plots, other tables)
             groups[f"{folder}/"] += 1
         else:
@@ -421,20 +269,10 @@ def _count_unread(ctx: _Context, result: LoadResult) -> None:
 
 # ---------------------------------------------------------------------------- beside its reports
 
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite", ".sqlite3")
 NSYS = "nsys-sqlite"  # nsys_sqlite.FORMAT (sources import no other source but base)
 
 
-def _report_name(value: object) -> str:
-    """A report as files.parquet / InputFiles name it, without folder or suffix (/x/r0.nsys-rep: r0)."""
-    name = PurePosixPath(str(value).replace("\\", "/")).name
-    for suffix in REPORT_SUFFIXES:
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def _names(ctx: _Context) -> dict[int, str] | None:
+def _names(ctx: Context) -> dict[int, str] | None:
     """recipe Rank -> report name over the read outputs; None when unknown or contradictory."""
     names: dict[int, str] = {}
     for out in ctx.outputs:
@@ -462,7 +300,7 @@ def attach(con, ready: list) -> None:
     reports: dict[str, list] = {}
     for cand in ready:
         if cand.probe.format == NSYS:
-            reports.setdefault(_report_name(cand.path.name), []).append(cand)
+            reports.setdefault(report_name(cand.path.name), []).append(cand)
     replaced = {fid for c in ready for fid in c.replaces}
     known: dict[tuple[str, int], list[int]] = {}
     for path, pid, rank, fid in con.execute(
@@ -470,11 +308,11 @@ def attach(con, ready: list) -> None:
         f"WHERE f.source_format = {sql_string(NSYS)}"
     ).fetchall():
         if fid not in replaced and pid is not None:
-            known.setdefault((_report_name(path), int(pid)), []).append(int(rank))
+            known.setdefault((report_name(path), int(pid)), []).append(int(rank))
     for cand in ready:
         if cand.probe.format != FORMAT or not cand.probe.processes:
             continue
-        ctx: _Context = cand.probe.context
+        ctx: Context = cand.probe.context
         names = _names(ctx)
         if names is None:
             continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import workload as W
+from .programs import gemm_step, prologue, transformer_step
 
 UTC_BASE_NS = 1_793_613_600_000_000_000  # 2026-11-02T14:40:00Z: fixed, never the wall clock
 HOST_START_NS = 350_000_000  # first host activity, ns after the earliest session start
@@ -83,14 +84,14 @@ def build(cfg: W.Config) -> Job:
     cat = W.Catalog()
     sim = W.Simulator(cfg, rng, host0)
     sim.catalog = cat
-    results: list[W.StepResult] = [sim.run(W.prologue(cat), None)]
+    results: list[W.StepResult] = [sim.run(prologue(cat), None)]
     cache: dict[tuple[bool, bool], W.Program] = {}
     step_ranges: list[tuple[int, np.ndarray, np.ndarray]] = []
     for i in range(cfg.steps):
         step = cfg.first_step + i
         lb = (cfg.injections.is_launch_bound(step), cfg.injections.is_unfused_elementwise(step))
         if lb not in cache:
-            cache[lb] = W.gemm_step(cfg, cat) if cfg.workload == "gemm" else W.transformer_step(cfg, cat, *lb)
+            cache[lb] = gemm_step(cfg, cat) if cfg.workload == "gemm" else transformer_step(cfg, cat, *lb)
         push = W.advance_host(sim, 20_000, 45_000)
         res = sim.run(cache[lb], step, cfg.injections.input_stall_ns(step))
         pop = W.advance_host(sim, 8_000, 20_000)

@@ -19,7 +19,7 @@ def truth(ranks: list[RankEvents], session: list[int], kinds: list, doc: dict) -
 
     ranks: the job's events (file clock; true time = file time + session[node]); kinds: the
     catalog's kernel kinds (category comms = communication)."""
-    from .parallel import _uncovered  # parallel imports this module
+    from .parallel import uncovered  # parallel imports this module
 
     dim_of = {c["comm"]: c["dimension"] for c in doc["communicators"]}
     span: dict[tuple[int, int], tuple[int, int]] = {}
@@ -58,7 +58,7 @@ def truth(ranks: list[RankEvents], session: list[int], kinds: list, doc: dict) -
     comms = {
         dim: {
             "total_ns": sum(e - s for spans in per_rank.values() for s, e in spans),
-            "exposed_ns": sum(_uncovered(spans, busy[r]) for r, spans in per_rank.items()),
+            "exposed_ns": sum(uncovered(spans, busy[r]) for r, spans in per_rank.items()),
         }
         for dim, per_rank in sorted(by_dim.items())
     }

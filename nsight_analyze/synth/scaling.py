@@ -5,7 +5,7 @@ only a series whose every run is known exactly can check that. Each run is one `
 job in its own folder (`n{N}/`, with a `run.json` label file: name, scaling, model,
 world_size), so one ingest of the series' folder holds every run. What changes with N:
 - the gradient all-reduce takes a ring's time, 2(N-1)/N x bytes / bus bandwidth (+ a fixed
-  latency; synth/workload.py: 200 GB/s inside a node, 150 GB/s across nodes), so it grows
+  latency; synth/programs.py: 200 GB/s inside a node, 150 GB/s across nodes), so it grows
   with N and with the step to more than one node;
 - strong scaling (same global work): every other GPU operation takes N1/N of its time
   (`work_scale`); weak scaling (same work per GPU): unchanged;

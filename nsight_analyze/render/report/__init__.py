@@ -17,7 +17,7 @@ import duckdb
 from ... import __version__
 from ...errors import UserError
 from ...export import write_atomically
-from . import comms_section, figures, sections, timeline, whatif_section
+from . import comms_section, figures, headline_section, sections, timeline, whatif_section
 from .collect import StepRange, collect
 from .html import page
 
@@ -70,7 +70,7 @@ def render_report(
     part = sections.partition_frame(inp)
     body = "".join(
         [
-            sections.headline(inp, part, figs),
+            headline_section.headline(inp, part, figs),
             sections.partition(part, figs, steps),
             sections.timeline(tl, figs),
             sections.heatmap(inp, figs),

@@ -6,10 +6,10 @@ whole events (`PIECE_BYTES` each, so memory stays bounded for any file size), ea
 into a file of the parser's private temporary folder, which `read_json` of a private
 in-memory DuckDB reads (C++ parse); one SELECT maps every event to one row of a wide Arrow
 table (`target` says which canonical row set it feeds, or `skipped` why none), which pyarrow
-splits into the row sets of batches.py. Two pieces are parsed at once while pieces.py cuts
-the next one and the loader inserts the last. Parse errors stay in the private database, so
-they never abort the ingest's transaction: the caller falls back to the ijson path
-(events.py), which loads the file or reports the exact reason.
+splits into the row sets of batches.py. Two pieces are parsed at once (duck_parser.py runs
+this SQL) while pieces.py cuts the next one and the loader inserts the last. Parse errors stay
+in the private database, so they never abort the ingest's transaction: the caller falls back
+to the ijson path (events.py), which loads the file or reports the exact reason.
 
 Exact times: DuckDB's JSON reader keeps a number as a double, and a fractional epoch-µs
 value (1.7e15 µs = 19 digits in ns) does not fit in one. Integer literals are exact, and
@@ -31,29 +31,18 @@ The meaning of each field is events.py's (`EventStream.on_*`), and the SQL follo
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import queue
-import shutil
-import tempfile
-import threading
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...duck import OFFLINE_CONFIG, offline
+from ...duck import OFFLINE_CONFIG
 
 PIECE_BYTES = 32 << 20  # JSON text per DuckDB parse: bounds memory, amortises per-query cost
-WORKERS = 2  # pieces parsed at once (read_json of one JSON array runs on one core)
-THREADS = 1  # DuckDB threads per parse (one array is read by one thread anyway)
-PARSE_MEMORY_LIMIT = "1GB"
 
 # CUPTI range-profiler FLOP counters (thread instructions) kept per profiled kernel.
 RANGE_OPS = ("dadd", "dmul", "dfma", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma")
@@ -167,18 +156,18 @@ MACROS = [
 ]
 
 
-def _sql_str(text: str) -> str:
+def sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
 _COLUMNS = (
     "{"
-    + ", ".join(f'"{k}": {_sql_str(t)}' for k, t in EVENT_FIELDS)
+    + ", ".join(f'"{k}": {sql_str(t)}' for k, t in EVENT_FIELDS)
     + ", args: "
-    + _sql_str("STRUCT(" + ", ".join(f'"{k}" {t}' for k, t in ARG_FIELDS) + ")")
+    + sql_str("STRUCT(" + ", ".join(f'"{k}" {t}' for k, t in ARG_FIELDS) + ")")
     + "}"
 )
-_STRUCTURE = _sql_str(
+_STRUCTURE = sql_str(
     "{"
     + ", ".join(f'"{k}": "{t}"' for k, t in EVENT_FIELDS)
     + ', "args": {'
@@ -205,7 +194,7 @@ SOURCE_RAW = f"""
 # Targets (row sets of batches.RowSets) an event feeds; an NCCL kernel also feeds `comm`.
 KERNEL, MEMOP, API, SYNC, NVTX, GPU_ANN, THREAD, COMM_OP, MEMORY, RANGE, SHAPE = range(1, 12)
 _STEP = "starts_with(name, 'ProfilerStep#') AND regexp_matches(name, '^ProfilerStep#[0-9]')"
-_HANDLED = "(" + ", ".join(_sql_str(c) for c in HANDLED) + ")"
+_HANDLED = "(" + ", ".join(sql_str(c) for c in HANDLED) + ")"
 _COUNTERS = ", ".join(
     f'CASE WHEN target = {RANGE} THEN k_int(a."{metric}"::VARCHAR) END AS {column}'
     for column, metric in RANGE_COLUMNS
@@ -228,7 +217,7 @@ k AS (
              WHEN cat = 'gpu_user_annotation' THEN {GPU_ANN}
              WHEN cat = 'cpu_op' THEN CASE WHEN name = 'record_param_comms'
                                              AND a."Collective name" IS NOT NULL THEN {COMM_OP}
-                                        WHEN regexp_matches(name, {_sql_str(SHAPE_OPS)})
+                                        WHEN regexp_matches(name, {sql_str(SHAPE_OPS)})
                                              AND a."Input Dims" IS NOT NULL AND ts_ns IS NOT NULL
                                              AND dur_ns IS NOT NULL THEN {SHAPE} END
              WHEN ph = 'M' AND name = 'thread_name' THEN {THREAD}
@@ -421,97 +410,3 @@ def _counts(values: pa.ChunkedArray) -> dict:
     """value -> count, non-null values only, in the order of first occurrence."""
     counts = pc.value_counts(values.drop_null()) if len(values) else []
     return {c["values"].as_py(): c["counts"].as_py() for c in counts}
-
-
-class Parser:
-    """Private in-memory DuckDB cursors that parse the pieces (files) of the traceEvents array.
-
-    `dir` is the parser's private temporary folder: the pieces are written there (EventText)
-    and each is deleted once parsed, or when reading stops before it is parsed; the folder
-    goes at close()."""
-
-    def __init__(self, sync_kinds: dict[str, str], workers: int = WORKERS):
-        self.dir = Path(tempfile.mkdtemp(prefix="nsight_analyze_kineto_"))
-        self.slots: queue.Queue[duckdb.DuckDBPyConnection] = queue.Queue()
-        self.con = offline(duckdb.connect(":memory:", config=dict(OFFLINE_CONFIG)))
-        try:
-            self._setup(sync_kinds, workers)
-        except BaseException:
-            self.close()
-            raise
-        self.workers = workers
-
-    def _setup(self, sync_kinds: dict[str, str], workers: int) -> None:
-        self.con.execute(f"SET memory_limit = '{PARSE_MEMORY_LIMIT}'")
-        self.con.execute("SET preserve_insertion_order = true")  # rows in the file's order
-        self.con.execute(f"SET threads = {THREADS}")
-        for macro in MACROS:
-            self.con.execute(f"CREATE MACRO {macro}")
-        cases = " ".join(f"WHEN {_sql_str(k)} THEN {_sql_str(v)}" for k, v in sync_kinds.items())
-        self.sql = EVENTS_SQL.replace("{sync_kinds}", cases)
-        for _ in range(workers):
-            self.slots.put(self.con.cursor())
-
-    def close(self) -> None:
-        while not self.slots.empty():
-            self.slots.get_nowait().close()
-        self.con.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def parse_all(self, pieces: Iterator[Path]) -> Iterator[Piece]:
-        """Parse pieces, `workers` at a time, while the next ones are read; results in order.
-
-        Raises duckdb.Error (a piece DuckDB cannot read) and whatever reading the pieces raises."""
-        pending: queue.Queue[Future | BaseException | None] = queue.Queue(maxsize=self.workers)
-        stop = threading.Event()
-        with ThreadPoolExecutor(self.workers) as pool:
-            reader = threading.Thread(target=self._read, args=(pieces, pool, pending, stop), daemon=True)
-            reader.start()
-            try:
-                while (item := pending.get()) is not None:
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item.result()
-            finally:
-                stop.set()
-                while reader.is_alive():  # let a reader blocked on a full queue see `stop`
-                    with contextlib.suppress(queue.Empty):
-                        pending.get(timeout=0.05)
-                reader.join()
-
-    def _read(
-        self, pieces: Iterator[Path], pool: ThreadPoolExecutor, pending: queue.Queue, stop: threading.Event
-    ) -> None:
-        try:
-            for piece in pieces:
-                if stop.is_set():  # the folder is shared by every file: leave nothing behind
-                    piece.unlink(missing_ok=True)
-                    return
-                pending.put(pool.submit(self.parse, piece))
-            pending.put(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-            pending.put(exc)
-        finally:
-            pieces.close()
-
-    def parse(self, piece: Path) -> Piece:
-        """Events of one piece: a file holding `[` whole events `]`, deleted once parsed."""
-        cur = self.slots.get()
-        try:
-            try:
-                wide = self._query(cur, piece, SOURCE_FAST)
-                if pc.any(wide["lossy"]).as_py():
-                    wide = self._query(cur, piece, SOURCE_RAW)
-            except duckdb.Error:  # e.g. a non-object entry: the raw reader takes any JSON value
-                try:
-                    wide = self._query(cur, piece, SOURCE_RAW)
-                except duckdb.Error as exc:
-                    raise NoFastPath(str(exc).splitlines()[0]) from None
-            return split(wide)
-        finally:
-            self.slots.put(cur)
-            piece.unlink(missing_ok=True)
-
-    def _query(self, cur: duckdb.DuckDBPyConnection, piece: Path, source: str) -> pa.Table:
-        sql = self.sql.replace("{source}", source).replace("{src}", _sql_str(str(piece)))
-        return cur.execute(sql).to_arrow_table()

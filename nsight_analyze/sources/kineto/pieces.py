@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO
 
 from .batches import SYNC_KINDS
-from .duck_json import NoFastPath, Parser, Piece
+from .duck_json import NoFastPath, Piece
+from .duck_parser import Parser
 from .meta import READ_CHUNK, SNIFF_BYTES, TAIL_BYTES, head_meta, object_members, open_text, tail_meta
 
 BLOCK_BYTES = 4 << 20  # decompressed text read at once by EventText
@@ -191,7 +192,7 @@ def shared_parser() -> Parser:
 
     Why shared: a fresh in-memory DuckDB per file cost ~0.1 CPU-s of warm-up (allocator, page
     faults) per file. Files parsed at once (the read-ahead) share its cursors, so at most
-    duck_json.WORKERS pieces are parsed at a time, whatever the number of files."""
+    duck_parser.WORKERS pieces are parsed at a time, whatever the number of files."""
     global _parser
     with _parser_lock:
         if _parser is None:
