@@ -180,3 +180,11 @@ def synth_cases(synth_diagnosis, cases: dict[str, Sequence[str]], shape: dict) -
         return findings, job.truth, job
 
     return get
+
+
+@pytest.fixture(params=[True, False], ids=["duckdb", "ijson"])
+def fast_path(request, monkeypatch):
+    """Each Kineto parse path in turn: the DuckDB fast path and the ijson fallback."""
+    from nsight_analyze.sources import kineto
+
+    monkeypatch.setattr(kineto, "FAST_PATH", request.param)

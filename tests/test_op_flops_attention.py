@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from conftest import TRACES, ingested, requires_shared
-from test_kineto import kernel_dict, launch_dict, write_trace
+from test_op_flops_more import _rows
 
 from nsight_analyze import query_layer
 
@@ -33,37 +32,6 @@ UNMODELED = (
 )
 VARLEN_ELSEWHERE = "varlen attention: KV lengths from seqused_k / block_table, not recorded"
 PAGED = "paged KV cache: per-sequence KV lengths not recorded"
-
-
-@pytest.fixture(params=[True, False], ids=["duckdb", "ijson"])
-def fast_path(request, monkeypatch):
-    from nsight_analyze.sources import kineto
-
-    monkeypatch.setattr(kineto, "FAST_PATH", request.param)
-
-
-def _rows(tmp_path: Path, ops: list[tuple]) -> list[tuple]:
-    """One leaf op per entry (name, dims, types, concrete), 20 µs apart on one thread, each launching
-    one 10 µs kernel inside a ProfilerStep; returns (op, kind, flops, bytes, causal, kernels,
-    flops_unknown) per op in order."""
-    evs = []
-    for i, (name, dims, types, concrete) in enumerate(ops):
-        ts, ext, corr = 1000 + 20 * i, 1 + i, 100 + i
-        args = {"External id": ext, "Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}
-        evs.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 9, "tid": 9, "ts": ts, "dur": 12,
-                    "args": args})  # fmt: skip
-        evs.append(launch_dict(ts + 1, corr, ext))
-        evs.append(kernel_dict(f"kernel_{i}", ts + 5, 10, corr, ext))
-    step = {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 9, "tid": 9, "ts": 990,
-            "dur": 20 * len(ops) + 30, "args": {"External id": 999}}  # fmt: skip
-    trace = write_trace(tmp_path / "rank0.pt.trace.json", [step, *evs])
-    con = ingested([trace], tmp_path / "ws.duckdb")
-    try:
-        return con.execute(
-            "SELECT op, kind, flops, bytes, causal, kernels, flops_unknown FROM op_flops ORDER BY start_ns"
-        ).fetchall()
-    finally:
-        con.close()
 
 
 def _conc(n: int, **at: str) -> list[str]:

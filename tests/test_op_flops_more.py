@@ -69,13 +69,6 @@ def _rows(tmp_path: Path, ops: list[tuple]) -> list[tuple]:
         con.close()
 
 
-@pytest.fixture(params=[True, False], ids=["duckdb", "ijson"])
-def fast_path(request, monkeypatch):
-    from nsight_analyze.sources import kineto
-
-    monkeypatch.setattr(kineto, "FAST_PATH", request.param)
-
-
 # ---------------------------------------------------------------------------------------------
 # transposed convolution
 # ---------------------------------------------------------------------------------------------
