@@ -120,7 +120,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
         `span` rows: per rank, first_ns/last_ns, the earliest start and latest end of a GPU
         operation on the rank's own (unaligned) clock."""
-        from .commands.info import workspace_info
+        from .workspace_info import workspace_info
 
         with self.connect(analyse=False) as con:  # the tables only: no stored results needed
             return workspace_info(con)

@@ -201,7 +201,7 @@ def test_prometheus_query_json_from_the_aicr_document(tmp_path: Path) -> None:
 
 @requires_shared
 def test_info_lists_dcgm_files_and_sample_counts(tmp_path: Path) -> None:
-    from nsight_analyze.commands.info import workspace_info
+    from nsight_analyze.workspace_info import workspace_info
 
     con, _ = _ws(tmp_path, DCGM)
     rows = {Path(r["path"]).name: r for r in workspace_info(con)["gpu_metric_files"]}

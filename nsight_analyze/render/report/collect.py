@@ -168,7 +168,6 @@ def collect(
     mfu_options: MfuOptions | dict[str, Any] | None = None,
 ) -> ReportInputs:
     """Read every stored analysis the report shows (and MFU/HFU where the data supports them)."""
-    from ...commands.info import workspace_info
     from ...diagnose import diagnose
     from ...duck import on_own_cursor
     from ...gpus import stated_gpu
@@ -176,6 +175,7 @@ def collect(
     from ...mfu_rows import shared_peaks
     from ...no_data import has_gpu_operations, held_instead
     from ...summary import summary, top_kernels
+    from ...workspace_info import workspace_info
 
     mfu_options = MfuOptions.of(mfu_options)
     stated = stated_gpu(mfu_options.gpu) if mfu_options.gpu else contextlib.nullcontext()
