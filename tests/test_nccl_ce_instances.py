@@ -124,33 +124,50 @@ def test_communication_by_dimension_counts_copy_engine_collectives(ce_job):
     )
 
 
+NEW_CORR = 1_000_000  # a correlation id no rank uses (the generator's are per-rank counters < 1000)
+
+
+def _edited(ce_job, tmp_path, edit) -> tuple:
+    """A copy of the job's workspace in which `edit(con, copy_corr)` changed rank 0's first
+    copy-engine collective (its memcpy's correlation id copy_corr), its ranks marked changed and
+    recomputed: (path, truth, that instance, copy_corr)."""
+    db, truth = ce_job
+    first = min(_ce_instances(truth), key=lambda i: i["api_id"])
+    (copy_corr,) = [c for r, c in first["members"] if r == 0]
+    path = tmp_path / "ws.duckdb"
+    path.write_bytes(open(db, "rb").read())
+    con = duckdb.connect(str(path))
+    edit(con, copy_corr)
+    con.execute("UPDATE files SET sha256 = 'edited-' || sha256")  # mark the ranks changed
+    con.close()
+    con = open_workspace(str(path))  # recomputes
+    con.close()
+    return str(path), truth, first, copy_corr
+
+
 def test_a_collective_with_a_kernel_is_counted_once(ce_job, tmp_path):
     """Edited copy: rank 0's first copy-engine AllGather also launches an NCCL AllGather kernel (a
     cudaLaunchKernel call inside the same CE Batch range, so the same API range and apiId). The
     operation is then the kernel's: one row for it on rank 0, no copy-engine row, and the instance
     still has the truth's two members (rank 0's kernel instead of its memcpy)."""
-    db, truth = ce_job
-    first = min(_ce_instances(truth), key=lambda i: i["api_id"])
-    (copy_corr,) = [c for r, c in first["members"] if r == 0]
-    new = 1_000_000  # a correlation id no rank uses (the generator's are per-rank counters < 1000)
-    path = tmp_path / "ws.duckdb"
-    path.write_bytes(open(db, "rb").read())
-    con = duckdb.connect(str(path))
-    con.execute(
-        f"INSERT INTO cuda_api SELECT * REPLACE ({new} AS correlation_id, 'cudaLaunchKernel' AS name) "
-        f"FROM cuda_api WHERE rank = 0 AND correlation_id = {copy_corr}"
-    )
-    con.execute(
-        "INSERT INTO kernels SELECT k.* REPLACE ("
-        f"{new} AS correlation_id, m.start_ns AS start_ns, m.end_ns AS end_ns, m.duration_ns AS duration_ns, "
-        "'ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)' AS name) "
-        "FROM (SELECT * FROM kernels WHERE rank = 0 AND name LIKE 'ncclDevKernel_AllReduce%' LIMIT 1) AS k, "
-        f"(SELECT * FROM memops WHERE rank = 0 AND correlation_id = {copy_corr}) AS m"
-    )
-    con.execute("UPDATE files SET sha256 = 'edited-' || sha256")  # mark the ranks changed
-    con.close()
-    con = open_workspace(str(path))  # recomputes
-    con.close()
+    new = NEW_CORR
+
+    def edit(con, copy_corr):
+        con.execute(
+            f"INSERT INTO cuda_api SELECT * REPLACE ({new} AS correlation_id, 'cudaLaunchKernel' AS name) "
+            f"FROM cuda_api WHERE rank = 0 AND correlation_id = {copy_corr}"
+        )
+        con.execute(
+            "INSERT INTO kernels SELECT k.* REPLACE ("
+            f"{new} AS correlation_id, m.start_ns AS start_ns, m.end_ns AS end_ns, "
+            "m.duration_ns AS duration_ns, "
+            "'ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)' AS name) "
+            "FROM (SELECT * FROM kernels WHERE rank = 0 AND name LIKE 'ncclDevKernel_AllReduce%' "
+            "LIMIT 1) AS k, "
+            f"(SELECT * FROM memops WHERE rank = 0 AND correlation_id = {copy_corr}) AS m"
+        )
+
+    path, truth, first, _ = _edited(ce_job, tmp_path, edit)
     got = _query(
         str(path),
         "SELECT rank, correlation_id, engine FROM merge_nccl_kernels WHERE op = 'AllGather' "
@@ -172,29 +189,24 @@ def test_copies_of_one_api_range_are_one_operation(ce_job, tmp_path):
     3 us after the first copy's end, same stream). Its copies are one operation: still one row on
     rank 0 (the truth's count), spanning the first copy's start to the second's end, with the first
     copy's correlation id, and still one complete instance with the truth's partner."""
-    db, truth = ce_job
-    first = min(_ce_instances(truth), key=lambda i: i["api_id"])
-    (copy_corr,) = [c for r, c in first["members"] if r == 0]
-    new = 1_000_000  # a correlation id no rank uses (the generator's are per-rank counters < 1000)
-    path = tmp_path / "ws.duckdb"
-    path.write_bytes(open(db, "rb").read())
-    con = duckdb.connect(str(path))
-    con.execute(
-        f"INSERT INTO cuda_api SELECT * REPLACE ({new} AS correlation_id, start_ns + 10 AS start_ns) "
-        f"FROM cuda_api WHERE rank = 0 AND correlation_id = {copy_corr}"
-    )
-    con.execute(
-        f"INSERT INTO memops SELECT * REPLACE ({new} AS correlation_id, end_ns + 1000 AS start_ns, "
-        "end_ns + 3000 AS end_ns, 2000 AS duration_ns) "
-        f"FROM memops WHERE rank = 0 AND correlation_id = {copy_corr}"
-    )
-    (s, e) = con.execute(
-        f"SELECT start_ns, end_ns FROM memops WHERE rank = 0 AND correlation_id = {copy_corr}"
-    ).fetchone()
-    con.execute("UPDATE files SET sha256 = 'edited-' || sha256")  # mark the ranks changed
-    con.close()
-    con = open_workspace(str(path))  # recomputes
-    con.close()
+    new, first_copy = NEW_CORR, {}
+
+    def edit(con, copy_corr):
+        con.execute(
+            f"INSERT INTO cuda_api SELECT * REPLACE ({new} AS correlation_id, start_ns + 10 AS start_ns) "
+            f"FROM cuda_api WHERE rank = 0 AND correlation_id = {copy_corr}"
+        )
+        con.execute(
+            f"INSERT INTO memops SELECT * REPLACE ({new} AS correlation_id, end_ns + 1000 AS start_ns, "
+            "end_ns + 3000 AS end_ns, 2000 AS duration_ns) "
+            f"FROM memops WHERE rank = 0 AND correlation_id = {copy_corr}"
+        )
+        first_copy["span"] = con.execute(
+            f"SELECT start_ns, end_ns FROM memops WHERE rank = 0 AND correlation_id = {copy_corr}"
+        ).fetchone()
+
+    path, truth, first, copy_corr = _edited(ce_job, tmp_path, edit)
+    (s, e) = first_copy["span"]
     n_rank0 = sum(1 for i in _ce_instances(truth) for r, _ in i["members"] if r == 0)
     got = _query(
         str(path),

@@ -266,8 +266,8 @@ def command(
     if fmt == "json":
         print(to_json(_json(result)))
         return
-    records = _records(result)
-    if fmt == "csv":  # one rectangular table: the series' columns beside each run's
+    if fmt == "csv":  # one rectangular table (every label kept): the series' columns beside each run's
+        records = _records(result)
         series = {e["run"]: e for e in _scaling_records(result.scaling)} if result.scaling else {}
         merged = [r | {k: v for k, v in series.get(r["run"], {}).items() if k not in r} for r in records]
         extra = (["when"] if result.over else []) + (["best"] if result.metric else [])

@@ -231,7 +231,7 @@ def _history(result: RunsResult, figs: dict[str, Any]) -> str:
     )
     unit = " (ms)" if metric.endswith("_ns") else " %" if scale == 100.0 else ""
     x = [escape(r["when"]) if r.get("when") else f"run {r['job']}" for r in have]
-    best = [r for r in have if r.get("best")]
+    best = [i for i, r in enumerate(have) if r.get("best")]
     data = [
         {
             "type": "scatter",
@@ -246,8 +246,8 @@ def _history(result: RunsResult, figs: dict[str, Any]) -> str:
             "type": "scatter",
             "mode": "markers",
             "name": "best",
-            "x": [x[have.index(r)] for r in best],
-            "y": [r[metric] * scale for r in best],
+            "x": [x[i] for i in best],
+            "y": [have[i][metric] * scale for i in best],
             "marker": {"size": 14, "symbol": "star", "color": palette.BETTER},
         },
     ]
