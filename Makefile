@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench lint format venv clean
+.PHONY: demo test test-fast bench lint format docs venv clean
 
 demo: $(STAMP)
 	$(BIN)/nsight-analyze demo
@@ -28,6 +28,10 @@ lint: $(STAMP)
 
 format: $(STAMP)
 	$(BIN)/ruff format .
+
+# docs/diagnose.md's Rules and Thresholds tables, written from the findings' @finding declarations.
+docs: $(STAMP)
+	$(BIN)/python -m nsight_analyze.rules.doc_tables
 
 venv: $(STAMP)
 

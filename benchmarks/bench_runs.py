@@ -23,6 +23,12 @@ ingest does (analysis.refresh). Timed, each the median of `--repeat` runs unless
 
 `x scan` is each time over the bare scan of the same kind (in process / new process).
 
+Then one more run (`--ranks` ranks, another seed, its own job: merge_jobs) is ingested by
+`nsight-analyze ingest -q` in a new process into a copy of that workspace, against the same folder
+into an empty workspace (issue 55: adding one run recomputes only that run's results); `x alone`
+is each over the latter. Once each in this process (nsight_analyze.ingest), the analysis' own
+seconds: the rank-local step and the job step (IngestReport.seconds).
+
     .venv/bin/python benchmarks/bench_runs.py                        # 100 runs x 8 ranks
     .venv/bin/python benchmarks/bench_runs.py --runs 20 --repeat 3   # smaller
 """
@@ -30,6 +36,8 @@ ingest does (analysis.refresh). Timed, each the median of `--repeat` runs unless
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +48,7 @@ from pathlib import Path
 import duckdb
 
 from nsight_analyze.analysis import refresh
+from nsight_analyze.ingest import ingest
 from nsight_analyze.runs import READS, runs
 from nsight_analyze.schema import owned_by
 from nsight_analyze.synth import generate
@@ -132,6 +141,52 @@ def in_new_process(argv: list[str], said: list[str] | None = None) -> None:
         said.append(done.stderr.strip())
 
 
+def add_one_run(workspace: Path, tmp: Path, a: argparse.Namespace) -> None:
+    """Time the ingest of one more run into a copy of `workspace` against the same run into an empty
+    workspace (both a new process, `--repeat` times, each on a fresh copy), and print both."""
+    extra = tmp / "extra"
+    n = a.runs + 1
+    generate(extra, ranks=a.ranks, steps=a.steps, kernels_per_step=a.kernels_per_step, seed=2, truth=False)
+    labels = {"name": f"run{n}", "batch": str(n % 7), "global_batch": "64"}  # as replicate labels them
+    (extra / "run.json").write_text(json.dumps(labels))
+    copies: list[Path] = []
+
+    def fresh(into: bool) -> Path:
+        db = tmp / f"add{len(copies)}.duckdb"
+        if into:
+            shutil.copyfile(workspace, db)  # not timed
+        copies.append(db)
+        return db
+
+    def command(db: Path) -> list[str]:
+        return ["-c", CLI, "ingest", str(extra), "--db", str(db), "-q"]
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(a.repeat):
+        for into in (False, True):
+            db = fresh(into)
+            times[into] += timed(lambda db=db: in_new_process(command(db)), 1)
+    seconds = {into: ingest([extra], fresh(into)).seconds for into in (False, True)}
+    con = duckdb.connect(str(copies[-1]), read_only=True)
+    jobs, largest = con.execute("SELECT count(*), max(ranks) FROM jobs").fetchone()
+    con.close()
+    assert (jobs, largest) == (n, a.ranks), (jobs, largest)  # the new run is a job of its own
+    for db in copies:
+        db.unlink()
+    alone = statistics.median(times[False])
+    print(
+        f"{'add one run (new process)':<32} {'median s':>9} {'runs':>5} {'x alone':>8}  "
+        "analysis s (rank, job) times"
+    )
+    for into, what in ((False, "ingest 1 run, empty workspace"), (True, f"ingest 1 run into {a.runs} runs")):
+        median = statistics.median(times[into])
+        steps = f"{seconds[into].get('analysis_rank', 0):.3f}, {seconds[into].get('analysis_job', 0):.3f}"
+        print(
+            f"{what:<32} {median:>9.3f} {len(times[into]):>5} {median / alone:>8.1f}  {steps:<14} "
+            f"{', '.join(f'{t:.3f}' for t in times[into])}"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100)
@@ -194,6 +249,7 @@ def main() -> int:
     for i, text in enumerate(said):
         for line in text.splitlines():
             print(f"  {'first' if i == 0 else f'run {i}'} said: {line}")
+    add_one_run(workspace, tmp, a)
     median = statistics.median(command_s)
     met = max(first[0], median) <= TARGET_S
     print(

@@ -42,7 +42,7 @@ class FindingsMethods:
         resolve_thresholds(thresholds)  # bad input is said before "no data"
         with self.connect(analyse=False, scope=True) as con:
             require_gpu_data(con, str(self.path), "diagnose")
-        with self.connect(needs=READS, scope=True) as con, stated_gpu(gpu):
+        with stated_gpu(gpu), self.connect(needs=READS, scope=True) as con:  # a bad --gpu before any work
             return diagnose(con, thresholds)
 
     def diagnosis(self, thresholds: dict[str, Any] | None = None, gpu: str | None = None) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Why its own module: these methods check their output path and options before the workspace is
 opened (no recompute for a refused OUT) and hand a connection to the writers; api.Workspace
-inherits them, so `ws.report()` and `ws.export()` are called as before.
+inherits them, so `ws.report()` and `ws.export()` are called as before. The report is the library's
+document (report_doc) rendered (render.report): `write_report`, which the command calls too.
 """
 
 from __future__ import annotations
@@ -10,9 +11,44 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .api_tables import PathArg
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from .mfu_options import MfuOptions
+    from .report_doc import StepRange
+
+
+def render_report(
+    con: duckdb.DuckDBPyConnection,
+    steps: StepRange | str | None = None,
+    mfu_options: MfuOptions | dict[str, Any] | None = None,
+    job_note: str | None = None,
+) -> str:
+    """The HTML report of an open workspace as one string: its document (report_doc), rendered."""
+    from .render.report import render_html
+    from .report_doc import report_document
+
+    return render_html(report_document(con, steps, mfu_options, job_note=job_note))
+
+
+def write_report(
+    con: duckdb.DuckDBPyConnection,
+    out_path: PathArg,
+    steps: StepRange | str | None = None,
+    mfu_options: MfuOptions | dict[str, Any] | None = None,
+    job_note: str | None = None,
+) -> Path:
+    """Write the self-contained HTML report of an open workspace; return its path. A refused
+    path fails before the document is read; `job_note` (job_scope.JobScope.note) names the job."""
+    from .render.report import check_output, write_html
+    from .report_doc import report_document
+
+    out = check_output(out_path)
+    return write_html(report_document(con, steps, mfu_options, job_note=job_note), out)
 
 
 class OutputMethods:
@@ -35,8 +71,7 @@ class OutputMethods:
         `steps`: 'A:B' (inclusive), 'A:', ':B' or 'N'; MFU options as for `mfu`."""
         from .gpu_table import validate_gpu
         from .mfu_options import MfuOptions
-        from .render.report import parse_steps, write_report
-        from .render.report.collect import READS
+        from .report_doc import READS, parse_steps
 
         step_range = parse_steps(steps)
         options = MfuOptions(model_flops_per_step=model_flops_per_step, peak_tflops=peak_tflops, gpu=gpu)
@@ -64,7 +99,7 @@ class OutputMethods:
         `while_writing(text)` wraps the writing only (the command's spinner)."""
         from .errors import UserError
         from .export import parse_ranks, select_ranks
-        from .render.report import parse_steps
+        from .report_doc import parse_steps
 
         busy = while_writing or (lambda text: contextlib.nullcontext())
         wanted = parse_ranks(ranks) if ranks is None or isinstance(ranks, str) else _rank_numbers(ranks)

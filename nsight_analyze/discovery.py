@@ -14,8 +14,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import UserError
-from .rank_task import export_cache
-from .sources import nsys_recipe
+from .sources import registry
 from .sources.base import Probe
 
 WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
@@ -53,6 +52,12 @@ def natural_key(path: Path) -> list:
     return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", str(path))]
 
 
+def export_cache(db: Path) -> Path:
+    """The folder beside the workspace that holds the SQLite exports of its .nsys-rep reports
+    (rank_task writes them): never an input itself."""
+    return db.with_name(db.name + ".exports")
+
+
 def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
     """Every file below the inputs, naturally sorted; never the workspace or its export cache."""
     files: list[Path] = []
@@ -60,8 +65,8 @@ def discover(inputs: Iterable[Path], db: Path) -> list[Path]:
         if not item.exists():
             raise UserError(f"{item}: no such file or directory")
         if item.is_dir():
-            # every file (dangling links: reported); an nsys recipe output folder is one input
-            files.extend(nsys_recipe.walk(item))
+            # every file (dangling links: reported); a folder a reader reads whole is one input
+            files.extend(registry.walk(item))
         else:
             files.append(item)
     workspace = {db.resolve(), Path(f"{db.resolve()}.wal")}

@@ -32,7 +32,7 @@ from .ingest_workers import input_bytes, map_and_land, prepare_all, use_workers,
 from .landing import FileOutcome, load_one
 from .rank_pipeline import Early, RankPipeline
 from .rank_task import export_cache
-from .sources import nsys_recipe, registry
+from .sources import registry
 
 INGEST_MEMORY_LIMIT = "512MB"
 # The rank-local step runs beside the load (rank_pipeline) for inputs of at least this much in
@@ -141,10 +141,10 @@ def _ingest(
             if rules is not None:
                 classify.store_user_rules(con, rules)
             ready = dedupe(con, candidates, replace, report)
-            nsys_recipe.attach(con, ready)  # recipe outputs of these reports: read beside their ranks
+            registry.attach(con, ready)  # inputs read beside these files' ranks (recipe outputs)
             refuse_mixed_formats(con, ready)
             number_ranks(con, ready, report)
-            nsys_recipe.resolve(ready)
+            registry.resolve(ready)
             to_load = [c for c in ready if c.file_id is not None]
             # what the rank-local step of the new files computes: what is asked for, and what the
             # workspace holds already (recomputed for the new ranks: analysis.plan)

@@ -23,7 +23,7 @@ from .errors import UserError
 from .ingest_report import IngestReport
 from .landing import FileOutcome
 from .rank_task import NSYS_REPORT_SUFFIXES
-from .sources import nsys_recipe, registry
+from .sources import registry
 from .workspace import open_workspace
 
 
@@ -216,7 +216,7 @@ def refuse_mixed_formats(con: duckdb.DuckDBPyConnection, ready: list[Candidate])
         ).fetchall()
     }
     if len(formats) > 1:
-        advice = nsys_recipe.unmatched_hint(ready) or "ingest each profiler's traces into its own workspace"
+        advice = registry.unmatched_hint(ready) or "ingest each profiler's traces into its own workspace"
         mixed = ", ".join(sorted(formats))
         raise UserError(f"these traces mix formats ({mixed}) for the ranks of one job; {advice} (--db)")
 

@@ -25,7 +25,7 @@ from .executors import Executor, WorkerDied
 from .ingest_report import IngestReport
 from .landing import FileOutcome, land_batch
 from .rank_task import BatchMapped, MapBatch, MapSpec, Prepared, map_batch, prepare
-from .sources import nsys_recipe
+from .sources import registry
 from .workspace import open_workspace
 
 # Inputs smaller than this in all load in this process when the number of workers is left to
@@ -198,7 +198,7 @@ def _batches(cands: list[Candidate], workers: int) -> list[list[Candidate]]:
     """Consecutive files grouped into tasks: at least TASKS_PER_WORKER per worker (so a slow
     task does not leave the others idle at the end) and at most BATCH_BYTES of input each (a
     worker holds its batch in memory); a larger file is a task alone."""
-    sizes = [nsys_recipe.input_size(c.readable) or 0 for c in cands]
+    sizes = [registry.input_size(c.readable) or 0 for c in cands]
     per_task = -(-len(cands) // (workers * TASKS_PER_WORKER)) if cands else 1
     out: list[list[Candidate]] = []
     total = 0

@@ -16,7 +16,7 @@ from . import classify, rank_store, schema
 from .discovery import Candidate
 from .duck import no_room, rollback, sql_row, sql_value
 from .rank_task import Mapped, backwards_warnings, insert_ranks
-from .sources import nsys_recipe
+from .sources import registry
 from .sources.base import BadInput
 
 
@@ -73,10 +73,11 @@ def delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
     """Every row a file owns: its ranks' rows, and its own (schema.owned_by)."""
     ranks = [r[0] for r in con.execute("SELECT rank FROM ranks WHERE file_id = ?", [file_id]).fetchall()]
     if ranks:
+        by_file = registry.rank_tables_owned_by_file()
         for table in schema.owned_by(con, "rank"):
             # DCGM samples matched to these ranks belong to their own file (match_ranks re-matches them)
             own = " AND source IS DISTINCT FROM 'dcgm'" if table == "gpu_metrics" else ""
-            if table == "recipe_nvtx_gpu_proj":  # a recipe output read beside reports owns its rows
+            if table in by_file:  # rows an input read beside these ranks owns (sources/base.py)
                 own = f" AND file_id = {int(file_id)}"
             con.execute(f"DELETE FROM {table} WHERE rank IN (SELECT unnest(?::INTEGER[])){own}", [ranks])
     for table in [*schema.owned_by(con, "file_id"), "files"]:
@@ -131,7 +132,7 @@ def insert_file_row(
         cand.file_id,
         str(cand.path.resolve()),
         cand.sha256,
-        nsys_recipe.input_size(cand.path),  # a recipe output folder: its files' total
+        registry.input_size(cand.path, cand.source),  # a folder input: its files' total
         probe.format,
         probe.version,
         probe.schema_version,

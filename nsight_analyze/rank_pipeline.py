@@ -23,26 +23,14 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass, field
 
 import duckdb
 
 from . import analysis, query_layer, schema
 from .analysis import EARLY
 from .duck import bound_memory, main_schema
-
-
-@dataclass
-class Early:
-    """What the pipeline computed: its ranks' stored rank results, in `EARLY` tables."""
-
-    stamp: str  # analysis.global_stamp when it started
-    names: list[str] = field(default_factory=list)  # the stored rank results it computes
-    ranks: list[int] = field(default_factory=list)
-    failed: bool = False  # a batch failed or was interrupted: nothing here may be used
-
-    def tables(self) -> list[str]:
-        return [f"{EARLY}{name}" for name in self.names] if self.ranks else []
+from .live_layer import settings_as_variables
+from .rank_early import Early
 
 
 class RankPipeline:
@@ -58,10 +46,8 @@ class RankPipeline:
         tables: set[str] | None = None,
     ):
         """`tables`: the stored results to compute (None: every one)."""
-        from .workspace import settings_as_variables
-
         names = [n for n in query_layer.stored("rank") if tables is None or n in tables]
-        self.early = Early(analysis.global_stamp(con), names)
+        self.early = Early(analysis.global_stamp(con), EARLY, names)
         self._wanted = tables
         self.batch_events = batch_events
         self._cur = con.cursor()

@@ -21,8 +21,10 @@ from pathlib import Path
 import duckdb
 
 from . import analysis, classify, rank_store, schema
+from .discovery import export_cache
 from .duck import OFFLINE_CONFIG, bound_memory, offline, rollback, sql_rows
 from .errors import UserError
+from .live_layer import ensure_layer, settings_as_variables
 from .sources import registry
 from .sources.base import CORRUPT_TIMING, BadInput, Probe
 
@@ -45,7 +47,7 @@ class Prepared:
 
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
-    if path.is_dir():  # a recipe output folder (sources/nsys_recipe.py): its files' names and contents
+    if path.is_dir():  # a folder input (sources/registry.walk): its files' names and contents
         for sub in sorted(p for p in path.rglob("*") if p.is_file()):
             digest.update(sub.relative_to(path).as_posix().encode() + b"\0" + sha256_of(sub).encode())
         return digest.hexdigest()
@@ -53,10 +55,6 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def export_cache(db: Path) -> Path:
-    return db.with_name(db.name + ".exports")
 
 
 def export_nsys_report(report: Path, db: Path, sha: str) -> Path:
@@ -191,8 +189,6 @@ def map_batch(batch: MapBatch) -> BatchMapped:
     made: analysis.Made = []
     out = BatchMapped(batch.entry)
     try:
-        from .workspace import settings_as_variables
-
         if batch.settings:
             con.executemany("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", batch.settings)
         settings_as_variables(con)
@@ -256,12 +252,10 @@ def _fresh_database() -> duckdb.DuckDBPyConnection:
     """
     global _database
     if _database is None:
-        from .workspace import _ensure_schema
-
         con = offline(duckdb.connect(config=OFFLINE_CONFIG))
         con.execute("SET threads = 1")  # one worker process per core
         bound_memory(con)
-        _ensure_schema(con)
+        ensure_layer(con, analysis.layer_hash(), analysis.SCHEMA_VERSION)
         _database = con
     return _database
 

@@ -32,7 +32,9 @@ TRACE_KEYS = ("ranks", "world_size", "gpu", "captured")
 # Throughput labels: samples per step (`samples_per_step`, or its synonym `global_batch`) and
 # tokens per step of the whole job; each x steps/s (median step) is a column, unknown otherwise.
 THROUGHPUT = (("samples_per_s", ("samples_per_step", "global_batch")), ("tokens_per_s", ("tokens_per_step",)))
-READS = ("comm_groups", "kernel_summary")  # beyond the first answers; --findings: diagnose's too
+# beyond the first answers; --findings: diagnose's too
+READS = ("comm_groups", "kernel_summary", "memory_peak")
+GIB = 1 << 30
 
 # One row per job: the step statistics over the steps every rank of the job has, and the
 # partition shares (over those steps, else the whole capture). A step's job step time is its
@@ -143,6 +145,18 @@ SELECT d.job, d.dimension, o.ops, d.communicators, d.link,
        d.busbw_gbps
 FROM d JOIN nr USING (job) JOIN o USING (job, dimension)
 ORDER BY d.job, d.exposed_ns DESC, d.dimension
+"""
+
+# Per run: the device-memory peak (memory_peak: one row per rank, device and source of the
+# memory_usage rows, queries/partition/memory_peak.sql) as its largest over the run's ranks, the
+# rank that holds it (the lowest of equal ones), and how many of the run's ranks have any.
+_MEMORY_SQL = """
+SELECT r.job, max(m.peak_bytes_in_use) AS peak_bytes,
+       arg_max(m.rank, (m.peak_bytes_in_use, -m.rank)) AS peak_rank,
+       count(DISTINCT m.rank) AS ranks_with
+FROM memory_peak AS m JOIN ranks AS r USING (rank)
+WHERE r.job IS NOT NULL AND m.peak_bytes_in_use IS NOT NULL
+GROUP BY r.job ORDER BY r.job
 """
 
 _LABELS_SQL = """
@@ -282,6 +296,33 @@ def _throughput(rows: list[dict[str, Any]], notes: list[str]) -> None:
             elif values:
                 why = "no steps present on all its ranks"
             r[f"{column}_unknown"] = why
+
+
+def _memory(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], notes: list[str]) -> None:
+    """Each run's device-memory peak (`memory_peak_bytes`, `memory_peak_gib`: the largest peak
+    bytes in use over its ranks, and `memory_peak_rank`): whether a larger batch would fit is a
+    sweep's other question. Unknown (None, never 0; the reason in `memory_peak_unknown`) when
+    the run's traces hold no device-memory events; a run with them on only some ranks says so."""
+    try:
+        _, data, _ = plain_rows(con, _MEMORY_SQL)
+    except duckdb.CatalogException:  # a workspace made before memory_peak: none
+        data = []
+    by_job = {int(job): (peak, rank, have) for job, peak, rank, have in data}
+    for r in rows:
+        peak, rank, have = by_job.get(int(r["job"]), (None, None, 0))
+        r["memory_peak_bytes"] = None if peak is None else int(peak)
+        r["memory_peak_gib"] = None if peak is None else peak / GIB
+        r["memory_peak_rank"] = rank
+        r["memory_peak_unknown"] = (
+            "no device-memory events (nsys --cuda-memory-usage, or the PyTorch profiler's profile_memory)"
+            if peak is None
+            else None
+        )
+        if peak is not None and have < r["ranks"]:
+            notes.append(
+                f"run {r['job']}: device-memory events on {have} of its {r['ranks']} ranks: "
+                "memory_peak is the largest of those"
+            )
 
 
 def _op_text(ops: str | None) -> str:
@@ -438,6 +479,7 @@ def runs(
         rows = sorted(have, key=key) + missing
     _mfu(con, rows, notes)
     _throughput(rows, notes)
+    _memory(con, rows, notes)
     _dimensions(con, rows)
     if over is not None:
         metric = metric or "step_median_ns"

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import duckdb
 
-from . import analysis, query_layer
+from . import analysis
 from .discovery import path_text, utf8_path
-from .duck import OFFLINE_CONFIG, bound_memory, no_room, offline, sql_string
+from .duck import OFFLINE_CONFIG, bound_memory, offline
 from .errors import UserError, WorkspaceBusy
+from .live_layer import ensure_layer, load_live_queries, settings_as_variables
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 from .schema import schema_files  # noqa: F401 - re-exported for callers
 from .sources.nsys_meta import SQLITE_MAGIC
@@ -131,56 +132,9 @@ def _connect_once(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
-# Views of earlier versions whose names are now private helpers or stored tables.
-LEGACY_VIEWS = (
-    "tp_nvtx_step_ranges", "tp_detected_steps", "tp_segments", "tp_gap_spans", "tp_sync_api", "tp_gaps",
-    "merge_nccl_payload", "merge_coll_arrivals",
-)  # fmt: skip
-
-
-def load_live_queries(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> None:
-    """Create the live views and macros of queries/ (the stored results are `analysis`'s job).
-
-    A query that fails to load fails the command: a half-loaded layer would answer wrongly.
-    """
-    for q in query_layer.of_stage("live"):
-        try:
-            con.execute(q.create("view", temporary=temporary))
-        except duckdb.Error as exc:
-            if no_room(exc):  # the workspace's disk, not the query
-                raise
-            raise UserError(f"{q.path} does not load: {str(exc).splitlines()[0]}") from None
-
-
-def _drop_stale_objects(con: duckdb.DuckDBPyConnection) -> None:
-    """Objects an older version left under a name whose kind changed: views where results are
-    now stored tables (or private helpers), stored tables where a query is now a live view."""
-    layer = query_layer.layer()
-    not_views = set(LEGACY_VIEWS) | {q.name for q in layer if q.stage != "live"}
-    not_tables = {q.name for q in layer if q.stage == "live"}
-    where = "NOT temporary AND database_name = current_database() AND schema_name = 'main'"
-    for (name,) in con.execute(
-        f"SELECT view_name FROM duckdb_views() WHERE {where} AND NOT internal"
-    ).fetchall():
-        if name in not_views:
-            con.execute(f'DROP VIEW "{name}"')
-    for (name,) in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE {where}").fetchall():
-        if name in not_tables:
-            con.execute(f'DROP TABLE "{name}"')
-
-
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    for path in schema_files():
-        con.execute(path.read_text())
-    current = queries_hash()
-    stored = con.execute("SELECT value FROM meta WHERE key = 'queries_hash'").fetchone()
-    if stored is None or stored[0] != current:
-        _drop_stale_objects(con)
-        load_live_queries(con)
-        con.execute(
-            f"INSERT OR REPLACE INTO meta VALUES ('queries_hash', {sql_string(current)}), "
-            f"('schema_version', {sql_string(SCHEMA_VERSION)})"
-        )
+    """The canonical tables and this layer's live views, the hash stored (live_layer.ensure_layer)."""
+    ensure_layer(con, queries_hash(), SCHEMA_VERSION)
 
 
 CACHE_ENV = "NSIGHT_ANALYZE_CACHE_DIR"
@@ -324,21 +278,6 @@ def open_workspace(
         _say("analysis out of date and the workspace cannot be written: computing it for this command only")
         analysis.compute_in_session(con, needs)
     return con
-
-
-def settings_as_variables(con: duckdb.DuckDBPyConnection) -> None:
-    """Expose `settings` as session variables: the queries then compile each regex once
-    instead of once per row (they still fall back to the table in a plain duckdb shell)."""
-    try:
-        rows = con.execute("SELECT key, value FROM settings").fetchall()
-    except duckdb.CatalogException:  # a workspace older than the settings table
-        return
-    for key, value in rows:
-        if key.replace("_", "").isalnum():
-            if value is None or "\x00" in value:
-                con.execute(f"SET VARIABLE {key} = ?", [value])
-            else:  # a literal: a bound parameter imports pandas (duck.sql_string)
-                con.execute(f"SET VARIABLE {key} = {sql_string(value)}")
 
 
 def _open(path: Path, read_only: bool, must_exist: bool) -> duckdb.DuckDBPyConnection:

@@ -260,7 +260,7 @@ PACKAGE = ROOT / "nsight_analyze"
         ("mfu", ["mfu.py", "mfu_rows.py", "mfu_dcgm.py", "flops.py"]),
         ("runs", ["runs.py"]),
         ("export.chrome_trace", ["export/chrome_trace.py"]),
-        ("render.report.collect", ["render/report/*.py"]),
+        ("report_doc", ["report_doc/*.py"]),
     ],
 )
 def test_declared_reads_cover_what_the_sources_name(module: str, sources: list[str]):
@@ -314,3 +314,12 @@ def test_a_job_of_a_workspace_computed_for_the_session_is_scoped(tmp_path):
     stored = [cli("diagnose", "--db", str(db), "--job", str(j), "--format", "json") for j in (1, 2)]
     assert [out.stdout for out in busy] == [out.stdout for out in stored]
     assert busy[0].stdout != busy[1].stdout  # two different jobs: a comparison that can fail
+
+
+def test_many_runs_answers_are_what_runs_reads_beyond_the_first():
+    """An ingest that leaves several runs computes what `runs` reads (MANY_RUNS_ANSWERS), so the
+    first `runs` computes nothing: the two lists must agree (runs.READS is the reader's own)."""
+    from nsight_analyze import runs
+    from nsight_analyze.analysis import FIRST_ANSWERS, MANY_RUNS_ANSWERS
+
+    assert set(runs.READS) - set(FIRST_ANSWERS) == set(MANY_RUNS_ANSWERS)

@@ -9,9 +9,9 @@ events), and, for the real schema rows, values packed by hand. No shared capture
 (the nsys-ai exports have the schema tables, binaryData NULL): the blob header is the one
 GindaChen/nsys-ai decodes from real `--include-blobs=true` exports.
 
-The nsys loader does not call the decoder yet (its module was not this change's to edit): the
-end-to-end test wires it as the proposed change does (`_wire`: the payload falls back to the decoded
-blob) and stops wiring once the loader module imports nvtx_binary itself.
+The nsys loader decodes the blobs (nsys_loader's payload falls back to nvtx_binary's), and the
+probe's NCCL rank hint decodes its few init records with the same statement (`decode_sql`'s
+rowids); tests/test_nccl_binary_cli.py covers `synth --nccl-payload binary` and that hint.
 """
 
 from __future__ import annotations
@@ -194,3 +194,32 @@ def test_offsets_without_values_follow_c_alignment(tmp_path):
     got, undecoded = _decode(path)
     assert got == ['{"a": 7, "b": -5, "c": null, "d": 9223372036854775809, "e": null, "f": null}']
     assert undecoded == 0
+
+
+def test_decoding_some_rows_gives_those_rows_of_the_whole_decode(tmp_path):
+    """`decode_sql(alias, rowids)` (the probe's bounded read) decodes exactly the rows asked for,
+    each as the whole statement decodes it; no rowid decodes nothing. Two blobs of one hand-laid
+    schema (two u64 entries)."""
+    path = tmp_path / "two.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute(SCHEMAS_DDL)
+        con.execute(ENTRIES_DDL)
+        con.execute("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, jsonText TEXT, binaryData TEXT)")
+        con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (1, 4294967296, NULL, 1, NULL, 2, 16, NULL)")
+        entry = (
+            "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (1, 4294967296, ?, NULL, 18, ?, NULL, NULL, ?)"
+        )
+        con.executemany(entry, [(0, "x", None), (1, "y", 8)])  # u64 at 0 (NULL: natural) and at 8
+        for x, y in ((1, 2), (3, 4), (5, 6)):
+            blob = struct.pack("<4Q", 1, 4294967296, 16, 32) + struct.pack("<QQ", x, y)
+            con.execute("INSERT INTO NVTX_EVENTS (start, binaryData) VALUES (0, ?)", (sqlite3.Binary(blob),))
+    con = duckdb.connect()
+    try:
+        attach_sqlite(con, path, "src")
+        whole = dict(con.execute(nvtx_binary.decode_sql("src")).fetchall())
+        some = dict(con.execute(nvtx_binary.decode_sql("src", [3, 1])).fetchall())
+        none = con.execute(nvtx_binary.decode_sql("src", [])).fetchall()
+    finally:
+        con.close()
+    assert whole == {1: '{"x": 1, "y": 2}', 2: '{"x": 3, "y": 4}', 3: '{"x": 5, "y": 6}'}
+    assert some == {r: whole[r] for r in (1, 3)} and none == []

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from nsight_analyze.api_outputs import render_report, write_report
 from nsight_analyze.errors import UserError
-from nsight_analyze.render.report import parse_steps, render_report, write_report
-from nsight_analyze.render.report.collect import PARTITION_COLUMNS, StepRange
 from nsight_analyze.render.report.sections import SECTIONS
-from nsight_analyze.render.report.timeline import build as build_timeline
+from nsight_analyze.report_doc import PARTITION_COLUMNS, StepRange, parse_steps
+from nsight_analyze.report_doc.timeline import build as build_timeline
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -70,7 +70,7 @@ def library_partition(con) -> list[dict]:
     except ImportError:
         summary = None
     if summary is not None:
-        from nsight_analyze.render.report.sections import _rows_of
+        from nsight_analyze.report_doc import rows_of as _rows_of
 
         rows = _rows_of(summary(con, by="rank"))
         if rows:
@@ -171,7 +171,7 @@ def test_report_does_not_import_plotly_in_python(hostile, tmp_path):
     copy.write_bytes(Path(db).read_bytes())
     code = (
         "import sys; from nsight_analyze.workspace import open_workspace; "
-        "from nsight_analyze.render.report import render_report; "
+        "from nsight_analyze.api_outputs import render_report; "
         f"con = open_workspace({str(copy)!r}, read_only=True); html = render_report(con); "
         "assert 'Plotly.newPlot' in html and 'plotly.js v' in html; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'plotly'))"
@@ -203,7 +203,7 @@ def test_diagnose_runs_beside_the_reads_with_the_stated_gpu(hostile, monkeypatch
     reaches it there as it reaches `diagnose --gpu`, and the findings are diagnose's own."""
     import nsight_analyze.diagnose as diagnose_module
     from nsight_analyze import gpus
-    from nsight_analyze.render.report.collect import collect
+    from nsight_analyze.report_doc import report_document as collect
 
     con = hostile[0]
     real, seen = diagnose_module.diagnose, []

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from test_report import IMG, SCRIPT, SECRET, library_partition, make_workspace
 
-from nsight_analyze.render.report import write_report
-from nsight_analyze.render.report.collect import PARTITION_COLUMNS
+from nsight_analyze.api_outputs import write_report
 from nsight_analyze.render.report.sections import SECTIONS
+from nsight_analyze.report_doc import PARTITION_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

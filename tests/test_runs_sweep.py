@@ -9,15 +9,22 @@ no jitter the partition does not record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 from test_runs import SMALL, cli, runs_json
 
 from nsight_analyze import analysis
+from nsight_analyze.synth import job as synth_job
+from nsight_analyze.synth import memory as synth_memory
+from nsight_analyze.synth.injections import parse
+from nsight_analyze.synth.workload import Config
 
 BATCHES = (8, 32, 128)  # work_scale 1/4, 1, 4 of the job as built (REF_BATCH 32)
 RANKS = 2
@@ -172,3 +179,121 @@ def test_bad_sweep_is_one_line(tmp_path, args, says):
     assert code == 2 and says in out, out
     assert len(out.strip().splitlines()) == 1 and out.startswith("error:"), out
     assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture(scope="module")
+def memory_sweep(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """The same sweep with `--inject memory-usage` (device-memory events on every rank of every
+    run), ingested together: (its folder, workspace, sweep_truth.json)."""
+    root = tmp_path_factory.mktemp("memsweep")
+    spec = "batch=" + ",".join(map(str, BATCHES))
+    code, out = cli(
+        "synth", root / "sw", "--sweep", spec, "--ranks", RANKS, "--inject", "memory-usage", *SMALL
+    )
+    assert code == 0, out
+    code, out = cli("ingest", root / "sw", "--db", root / "sw.duckdb", "-q")
+    assert code == 0, out
+    return root / "sw", root / "sw.duckdb", json.loads((root / "sw" / "sweep_truth.json").read_text())
+
+
+def test_memory_peak_per_run_matches_the_truth(memory_sweep):
+    """Per run, `runs`' device-memory peak is the largest of its ranks' peaks as synth/memory.py's
+    own replay of the rows states them (sweep_truth.json `memory_peak`, exact bytes), on the rank
+    whose truth peak is the largest; the activations grow with the batch, so the peak does, and
+    stays above the model state (rank r: 6144 + 16 r MiB Device + 32 MiB Device Static,
+    synth/memory.py), which does not scale."""
+    _, db, truth = memory_sweep
+    doc = runs_json(db, "--by", "batch")
+    assert [r["name"] for r in doc["runs"]] == [t["name"] for t in truth["runs"]]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        job_rank = dict(con.execute("SELECT rank, job_rank FROM ranks").fetchall())
+    finally:
+        con.close()
+    peaks = []
+    for ours, t in zip(doc["runs"], truth["runs"], strict=True):
+        want = t["memory_peak"]
+        assert set(want["per_rank_bytes"]) == {str(r) for r in range(RANKS)}
+        assert want["max_bytes"] == max(want["per_rank_bytes"].values())
+        assert ours["memory_peak_bytes"] == want["max_bytes"], t["name"]
+        assert ours["memory_peak_gib"] == want["max_bytes"] / 2**30
+        assert ours["memory_peak_unknown"] is None
+        top = max(want["per_rank_bytes"].items(), key=lambda kv: (kv[1], -int(kv[0])))[0]
+        assert job_rank[ours["memory_peak_rank"]] == int(top)
+        model_state = (6144 + 16 * int(top) + 32) * 2**20
+        assert want["max_bytes"] > model_state
+        peaks.append(want["max_bytes"])
+    assert peaks == sorted(peaks) and len(set(peaks)) == len(peaks)  # grows with the batch
+    assert not doc["notes"]  # every rank of every run has the events
+
+
+def test_memory_peak_unknown_without_the_events(sweep):
+    """A sweep generated without memory-usage holds no device-memory events: the peak is unknown
+    (null, with the reason), never 0."""
+    db, truth = sweep
+    assert all(t["memory_peak"] is None for t in truth["runs"])
+    for r in runs_json(db, "--by", "batch")["runs"]:
+        assert r["memory_peak_bytes"] is None and r["memory_peak_gib"] is None
+        assert r["memory_peak_rank"] is None
+        assert "no device-memory events" in r["memory_peak_unknown"]
+
+
+def test_the_input_copy_scales_with_the_batch(memory_sweep):
+    """The input batch's HtoD copy (2 MiB at REF_BATCH 32: synth/programs.py) carries batch / 32
+    of those bytes in every run, and its duration scales by the same factor (the same random draws
+    in every run, 1 ns of rounding), so its apparent bandwidth is the same in every run."""
+    folder, _, truth = memory_sweep
+    bandwidth = {}
+    for t in truth["runs"]:
+        con = sqlite3.connect(folder / t["name"] / "report_rank0.sqlite")
+        try:
+            rows = con.execute(
+                'SELECT bytes, "end" - start FROM CUPTI_ACTIVITY_KIND_MEMCPY'
+                " WHERE copyKind = 1 ORDER BY start"
+            ).fetchall()
+        finally:
+            con.close()
+        assert rows and {b for b, _ in rows} == {2 * 2**20 * t["batch"] // 32}, t["name"]
+        bandwidth[t["name"]] = np.array([b / d for b, d in rows])
+    first, *others = bandwidth.values()
+    for other in others:
+        assert other == pytest.approx(first, rel=1e-3)
+
+
+def _memory_job(work_scale: float) -> synth_job.Job:
+    cfg = Config(
+        ranks=2, steps=3, kernels_per_step=60, injections=parse(["memory-usage"]), work_scale=work_scale
+    )
+    return synth_job.build(cfg)
+
+
+def test_work_scale_one_leaves_the_memory_events_as_they_were():
+    """work_scale 1 (every job but a sweep's or a strong series' runs) writes the same device-memory
+    rows as before the activations scaled. Oracle: the sha256 of synth/memory.py events() of this
+    job (every rank's start, bytes, memKind, op, address as int64, in that order) computed with
+    the generator before the change (synth/memory.py, workload.py and job.py as of commit
+    08c8e06, before issue 55 scaled the activations and the input copy)."""
+    job = _memory_job(1.0)
+    digest = hashlib.sha256()
+    for ev in job.ranks:
+        e = synth_memory.events(job, ev)
+        for key in ("start", "bytes", "memKind", "op", "address"):
+            digest.update(np.ascontiguousarray(e[key], np.int64).tobytes())
+    assert digest.hexdigest() == "f41d59dfc404475a734e9fb50c91327940f2d3a41d4489170cb690d46786152c"
+
+
+def test_activation_blocks_scale_and_model_state_does_not():
+    """At work_scale 1/4 (batch 8 of a sweep; 8 -> 32 GPUs of a strong series) every activation
+    block is exactly a quarter of its size at 1 (whole MiB multiples, synth/memory.py), the same
+    number of them; the model state, optimizer state and pinned staging buffer rows (the first
+    three allocations) are unchanged."""
+    full, quarter = _memory_job(1.0), _memory_job(0.25)
+    for a, b in zip(full.ranks, quarter.ranks, strict=True):
+        ea, eb = synth_memory.events(full, a), synth_memory.events(quarter, b)
+        static_a = np.isin(ea["address"], 0x7F0000000000 + np.arange(3) * (1 << 32))
+        static_b = np.isin(eb["address"], 0x7F0000000000 + np.arange(3) * (1 << 32))
+        assert sorted(ea["bytes"][static_a]) == sorted(eb["bytes"][static_b])
+        acts_a = ea["bytes"][~static_a][np.argsort(ea["address"][~static_a], kind="stable")]
+        acts_b = eb["bytes"][~static_b][np.argsort(eb["address"][~static_b], kind="stable")]
+        assert len(acts_a) == len(acts_b) > 0
+        assert (acts_b * 4 == acts_a).all()

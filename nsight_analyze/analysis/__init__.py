@@ -17,9 +17,9 @@ Two steps (queries/ declares which query belongs to which, see query_layer):
 State: the results are stamped with what they were computed from: a global stamp (queries,
 schema, settings: step pattern, rules, thresholds stored there) and one fingerprint per rank
 (its file's content hash and its row counts). `refresh` recomputes only ranks whose
-fingerprint changed (all of them when the global stamp did), then the job step; nothing when
-nothing changed. Everything is written in one transaction: a kill leaves the previous results
-or none, never half.
+fingerprint changed (all of them when the global stamp did), then the job step (of the new jobs
+alone when the ranks added form jobs of their own: by_job.py); nothing when nothing changed.
+Everything is written in one transaction: a kill leaves the previous results or none, never half.
 
 What is computed, and when (plan.py): an ingest computes the first answers (FIRST_ANSWERS: what
 `summary` and `ranks` read); every other stored result is computed the first time a reader asks
@@ -41,6 +41,7 @@ import duckdb
 
 from .. import query_layer, schema
 from ..duck import bound_memory, checkpoints_held, has_relation, main_schema, rollback, sql_rows
+from . import by_job
 from .plan import (
     COUNTED,
     FIRST_ANSWERS,
@@ -79,7 +80,7 @@ from .steps import (
 )
 
 if TYPE_CHECKING:
-    from ..rank_pipeline import Early
+    from ..rank_early import Early
 
 STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
 EARLY = f"{STAGED}early_"  # rank_pipeline's tables (staged too: a leftover is dropped as one)
@@ -195,14 +196,16 @@ def _recompute(
     try:
         existing = _objects(con)
         rank_results = [n for n in query_layer.stored("rank") if n in p.tables]
-        replaced = set(rank_results) if p.kept else set()  # the stale ranks' rows replaced in them
+        # the stale ranks' rows replaced in them; in the job results, the new jobs' (by_job)
+        replaced = {n: f"rank IN ({p.stale})" for n in rank_results} if p.kept else {}
+        replaced.update(by_job.replaced(p))
         for name in sorted(all_stored() - p.tables):  # stale: computed again on their next read
             if existing.get(name):
                 con.execute(f'DROP {existing[name].upper()} {main}."{name}"')
         for name in [*rank_results, *(n for n in query_layer.stored("job") if n in p.tables)]:
             if name in replaced:
-                con.execute(f'DELETE FROM {main}."{name}" WHERE rank IN ({p.stale})')
-                con.execute(f'INSERT INTO {main}."{name}" SELECT * FROM {main}."{STAGED}{name}"')
+                con.execute(f'DELETE FROM {main}."{name}" WHERE {replaced[name]}')
+                con.execute(f'INSERT INTO {main}."{name}" BY NAME SELECT * FROM {main}."{STAGED}{name}"')
                 con.execute(f'DROP TABLE {main}."{STAGED}{name}"')
                 continue
             _put_in_place(con, main, existing, name)
@@ -226,12 +229,14 @@ def _recompute(
         _drop_staged(con)
         raise
     _create_job_macros(con, p.tables)
+    if say and by_job.line(p):
+        say(by_job.line(p))
     return notes
 
 
 def _ready(con: duckdb.DuckDBPyConnection) -> None:
     """The connection as the queries expect it: the memory cap, every thread, settings as variables."""
-    from ..workspace import settings_as_variables
+    from ..live_layer import settings_as_variables
 
     bound_memory(con)
     con.execute("RESET threads")
@@ -316,7 +321,10 @@ def _compute(
         con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {rows}')
     con.execute(f"CREATE OR REPLACE TEMP TABLE ranks AS SELECT * FROM {main}.ranks")
     try:
-        job_made, notes = job_step(con, tables=p.tables)
+        if by_job.scope(con, main, p):  # new runs only: the job step of their jobs alone
+            job_made, notes = by_job.step(con, main, p)
+        else:
+            job_made, notes = job_step(con, tables=p.tables)
         made += job_made
         for name in [n for n in query_layer.stored("job") if n in p.tables]:
             con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM temp.main."{name}"')
@@ -465,7 +473,7 @@ def compute_in_session(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) ->
     offsets stay as stored. Used when another process holds the write lock or the file is
     read-only. Up-to-date stored results are read as they are.
     """
-    from ..workspace import settings_as_variables
+    from ..live_layer import settings_as_variables
 
     settings_as_variables(con)
     p = plan(con, wanted)

@@ -32,9 +32,36 @@ FIRST_ANSWERS = (
 )  # fmt: skip
 # A workspace of several runs (jobs) is read first by `runs`: its first answers also hold what
 # `runs` reads beyond FIRST_ANSWERS (runs.READS; tests/test_lazy_analysis.py checks the two agree).
-MANY_RUNS_ANSWERS = ("comm_groups",)
+MANY_RUNS_ANSWERS = ("comm_groups", "memory_peak")
 # what a reader asks computed: stored results (or any query names), "all", None: the first answers
 Wanted = Iterable[str] | str | None
+
+
+@dataclass
+class NewJobs:
+    """The new jobs whose job-level results are computed alone, and how their rows are replaced."""
+
+    ranks: list[int]
+    jobs: list[int]
+    kept: int  # jobs whose results are kept
+    collectives: int  # collectives held: the new jobs' coll_id follow theirs
+    keys: dict[str, str] = field(default_factory=dict)  # job result -> "job" | "rank": its rows' owner
+    whole: list[str] = field(default_factory=list)  # job results of no rank or job: computed whole
+    coll_ids: list[str] = field(default_factory=list)  # job results with a coll_id column
+
+    def where(self, name: str) -> str:
+        """The SQL condition selecting the new jobs' rows of the job result `name`."""
+        key = self.keys[name]
+        return f"{key} IN ({rank_list(self.jobs if key == 'job' else self.ranks)})"
+
+    def line(self) -> str:
+        """What refresh says: which jobs were computed, which kept."""
+        jobs = ", ".join(map(str, self.jobs))
+        return (
+            f"analysis: job-level results of the new job(s) {jobs} only; "
+            f"the results of the {self.kept} other job(s) kept"
+            + (f" ({', '.join(self.whole)} computed whole)" if self.whole else "")
+        )
 
 
 @dataclass
@@ -53,6 +80,8 @@ class Plan:
     tables: set[str] = field(default_factory=set)  # the stored results recomputed (stale ranks, the job)
     extend: set[str] = field(default_factory=set)  # then computed for every rank, for first use
     have: set[str] = field(default_factory=set)  # the stored results computed under the stamps
+    rankless: str = ""  # the content hashes of the files that own no rank (in the job stamp)
+    new_jobs: NewJobs | str | None = None  # the new jobs computed alone, or why not (by_job.scope)
 
     @property
     def needed(self) -> bool:
@@ -235,20 +264,34 @@ def plan(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) -> Plan:
         "WHERE coalesce(f.status, 'ok') = 'ok' "
         "AND NOT EXISTS (SELECT 1 FROM ranks AS r WHERE r.file_id = f.file_id)"
     ).fetchone()
-    ranked = "".join(f"{r}:{fp};" for r, fp in fps.items())
-    job_stamp = hashlib.sha256((glob + ranked + (f"|{rankless}" if rankless else "")).encode()).hexdigest()
-    stamps = {"analysis_global": glob, "analysis_job": job_stamp, "analysis_totals": totals}
+    stamps = {
+        "analysis_global": glob,
+        "analysis_job": job_stamp(glob, fps, rankless),
+        "analysis_totals": totals,
+    }
     have = computed(con) if _meta(con, "analysis_global") == glob else set()
     missing = sorted(n for n in have if objects.get(n) != "table")
     if not have or missing or objects.get(STATE_TABLE) != "table":
         why = "not computed yet" if _meta(con, "analysis_global") is None else "queries or settings changed"
         if missing:
             why = f"{missing[0]} is missing"
-        return Plan(True, sorted(fps), [], True, why, sizes, stamps, fps, counts, want, set(), set())
+        return Plan(
+            True, sorted(fps), [], True, why, sizes, stamps, fps, counts, want, set(), set(), rankless
+        )
     done = dict(con.execute(f"SELECT rank, fingerprint FROM {STATE_TABLE}").fetchall())
     changed = [r for r, fp in fps.items() if done.get(r) != fp]
     removed = sorted(set(done) - set(fps))
-    job = _meta(con, "analysis_job") != job_stamp or bool(changed or removed)
+    job = _meta(con, "analysis_job") != stamps["analysis_job"] or bool(changed or removed)
     reason = f"{len(changed)} rank(s) changed" if changed else ("ranks removed" if removed else "job changed")
     tables = have if job else set()
-    return Plan(False, changed, removed, job, reason, sizes, stamps, fps, counts, tables, want - have, have)
+    return Plan(
+        False, changed, removed, job, reason, sizes, stamps, fps, counts, tables, want - have, have, rankless
+    )
+
+
+def job_stamp(glob: str, fingerprints: dict[int, str], rankless: str) -> str:
+    """What the job-level results are computed from: the global stamp, every rank's fingerprint and
+    the files without ranks (by_job recomputes it from the fingerprints held, to see that new
+    ranks are the only change)."""
+    ranked = "".join(f"{r}:{fp};" for r, fp in sorted(fingerprints.items()))
+    return hashlib.sha256((glob + ranked + (f"|{rankless}" if rankless else "")).encode()).hexdigest()

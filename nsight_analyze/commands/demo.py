@@ -23,9 +23,10 @@ def sample_traces_dir() -> Path:
 @click.argument("out", required=False, default="demo_out", type=click.Path(file_okay=False, path_type=Path))
 def command(out: Path) -> None:
     """Ingest sample_traces/, print the summary and write the HTML report into OUT."""
+    from ..api_outputs import write_report
     from ..ingest import ingest
-    from ..render.report import write_report
-    from ..summary import print_summary
+    from ..render.summary_tables import print_summary
+    from ..summary import summary
     from ..workspace import open_workspace
 
     out.mkdir(parents=True, exist_ok=True)
@@ -40,7 +41,7 @@ def command(out: Path) -> None:
         raise UserError(f"{failed[0].path}: {failed[0].message}")
     con = open_workspace(db)
     try:
-        print_summary(con)
+        print_summary(summary(con))
         with Spinner("writing the report"):
             html = write_report(con, out / "report.html")
     finally:

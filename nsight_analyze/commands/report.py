@@ -66,7 +66,7 @@ def command(
 
     A workspace of several jobs gets the report of one (--job N, else the one with the most
     ranks), named under the title."""
-    from ..render.report import parse_steps, write_report
+    from ..report_doc import parse_steps
 
     if runs_page:
         _write_runs_page(db, output)
@@ -78,7 +78,8 @@ def command(
 
     apply_step_pattern(db, step_pattern)
     validate_gpu(gpu)  # here: the report turns a failed MFU section into "unknown", hiding the typo
-    from ..render.report.collect import READS
+    from ..api_outputs import write_report
+    from ..report_doc import READS
 
     con = open_workspace(db, read_only=True, needs=READS)  # draws its own bar when it computes
     try:

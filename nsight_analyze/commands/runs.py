@@ -24,7 +24,11 @@ _COLUMNS = (
     "run", "name", "labels", "ranks", "gpu", "steps", "step_median_ns", "step_p95_ns", "steps_per_s",
     "samples_per_s", "tokens_per_s", "mfu_pct", "hfu_pct", "compute_pct", "memory_pct",
     "memory_kernels_pct", "copies_pct", "exposed_comms_pct", "idle_pct", "overlap_pct",
-    "straggler", "straggler_delay_ns", "top_finding",
+    "memory_peak_gib", "straggler", "straggler_delay_ns", "top_finding",
+)  # fmt: skip
+# the table's columns shown only when some run has them (JSON and CSV keep every column)
+_OPTIONAL = (
+    "name", "labels", "samples_per_s", "tokens_per_s", "mfu_pct", "hfu_pct", "memory_peak_gib", "top_finding",
 )  # fmt: skip
 
 
@@ -61,6 +65,7 @@ def _records(result: RunsResult, common: dict[str, Any] | None = None) -> list[d
                 "exposed_comms_pct": _pct(r["exposed_comms_share"]),
                 "idle_pct": _pct(r["idle_share"]),
                 "overlap_pct": _pct(r["overlap"]),
+                "memory_peak_gib": r["memory_peak_gib"],
                 "straggler": (f"rank {r['straggler_rank']}" if r["straggler_rank"] is not None else verdict),
                 "straggler_delay_ns": r["straggler_delay_ns"],
                 "top_finding": r["top_finding"],
@@ -278,11 +283,7 @@ def command(
         return
     common = common_labels(result)
     records = _records(result, common)
-    drop = {
-        c
-        for c in ("name", "labels", "samples_per_s", "tokens_per_s", "mfu_pct", "hfu_pct", "top_finding")
-        if all(not r[c] for r in records)
-    }
+    drop = {c for c in _OPTIONAL if all(not r[c] for r in records)}
     shown = [c for c in _COLUMNS if c not in drop] + (["when"] if result.over else [])
     shown += ["best"] if result.metric else []
     table = PlainTable.from_records(records, shown)

@@ -14,9 +14,17 @@ from ..render.data import to_json
 from ..render.escape import clean
 from ..render.markdown import markdown_table, markdown_text
 from ..render.output import emit
+from ..render.summary_tables import (
+    TITLES,
+    idle_table,
+    kernels_table,
+    partition_table,
+    print_summary,
+    step_source_line,
+)
 from ..render.table import PlainTable
 from ..render.terminal import echo
-from ..summary import _TITLES, BY, idle_table, kernels_table, partition_table, print_summary, step_source_line
+from ..summary import BY
 from ..workspace import open_workspace
 
 STEP_PATTERN = "step_pattern"  # the settings key the step views read
@@ -128,7 +136,7 @@ def print_markdown(result: dict) -> None:
     if not rows:
         print("No GPU time to partition." if by == "rank" else "No steps found.")
         return
-    main_title, idle_title = _TITLES[by]
+    main_title, idle_title = TITLES[by]
     sources = step_source_line(result["step_source"])
     print(markdown_table(partition_table(rows, by), f"{main_title} (steps from: {sources})"))
     print()
@@ -190,4 +198,4 @@ def command(
     else:
         if note:
             echo(note)
-        print_summary(None, by=by, result=result)
+        print_summary(result)

@@ -85,6 +85,16 @@ from ..synth.parallel import parse_parallel
     "is a memcpy inside NCCL's CE Batch range, not a kernel.",
 )
 @click.option(
+    "--nccl-payload",
+    type=click.Choice(["json", "binary"]),
+    default="json",
+    show_default=True,
+    help="With --parallel: the form of NCCL's NVTX payloads. json: as `nsys export --include-json true` "
+    "writes them (NVTX_EVENTS.jsonText); binary: as an export without it (binaryData blobs laid out by "
+    "NVTX_PAYLOAD_SCHEMAS / _SCHEMA_ENTRIES; truth: generator.nccl_payload). binary is an error without "
+    "--parallel (no NCCL payload to write) and with --schema 2022.4 (no binaryData column).",
+)
+@click.option(
     "--dcgm",
     "dcgm_format",
     type=click.Choice(["prom", "prom-ts", "prom-untimed", "json", "dmon"]),
@@ -135,7 +145,7 @@ from ..synth.parallel import parse_parallel
 def command(
     out_dir, ranks, gpus_per_node, steps, seed, schema, kernels_per_step, workload, inject, no_truth,
     parallel, nccl_trace, ce_collectives, dcgm_format, dcgm_interval_ms, recipe_output,
-    scaling=None, weak=False, scaling_straggler=None, sweep=None,
+    scaling=None, weak=False, scaling_straggler=None, sweep=None, nccl_payload="json",
 ):  # fmt: skip
     """Write report_rank{R}.sqlite per rank into OUT_DIR, plus ground_truth.json."""
     t0 = time.perf_counter()
@@ -144,6 +154,7 @@ def command(
             "--scaling": scaling is not None, "--weak": weak,
             "--scaling-straggler": bool(scaling_straggler), "--parallel": parallel is not None,
             "--nccl-trace": nccl_trace, "--ce-collectives": ce_collectives, "--no-truth": no_truth,
+            "--nccl-payload binary": nccl_payload != "json",
             "--dcgm": dcgm_format is not None, "--recipe-output": recipe_output,
             "--workload gemm": workload != "transformer",
         }  # fmt: skip
@@ -152,6 +163,10 @@ def command(
             raise UserError(f"--sweep cannot be combined with {clash[0]}")
         _sweep(out_dir, sweep, ranks or 8, gpus_per_node, steps, seed, schema, kernels_per_step, list(inject))
         return
+    if scaling is not None and nccl_payload != "json":
+        raise UserError(
+            "--scaling cannot be combined with --nccl-payload binary (its runs have no NCCL payload)"
+        )
     if scaling is not None:
         _series(
             out_dir, scaling, weak, scaling_straggler, gpus_per_node, steps, seed, schema, kernels_per_step
@@ -162,6 +177,8 @@ def command(
     par = parse_parallel(parallel)
     if ranks is None:
         ranks = par.ranks if par is not None else 8
+    if nccl_payload == "binary":
+        _check_binary(par is not None, schema)
     doc = generate(
         out_dir,
         ranks=ranks,
@@ -177,9 +194,16 @@ def command(
         nccl_trace=nccl_trace,
         ce_collectives=ce_collectives,
     )
+    blobs = ""
+    if nccl_payload == "binary":
+        from ..synth.nccl_payload import write_binary_job
+
+        files = doc["files"].values() if no_truth else [r["file"] for r in doc["ranks"]]
+        events = write_binary_job(out_dir, files, None if no_truth else TRUTH_FILE)
+        blobs = f", {events:,} NCCL payloads as binary blobs"
     kernels = sum(doc["kernels_per_step"].values()) if isinstance(doc["kernels_per_step"], dict) else 0
     click.echo(
-        f"wrote {ranks} rank file(s) ({schema}, {steps} steps, ~{kernels:,} kernels per rank in steps)"
+        f"wrote {ranks} rank file(s) ({schema}, {steps} steps, ~{kernels:,} kernels per rank in steps{blobs})"
         f"{'' if no_truth else ' and ' + TRUTH_FILE} to {out_dir} in {time.perf_counter() - t0:.1f} s"
     )
     if dcgm_format:
@@ -197,6 +221,22 @@ def command(
         click.echo(
             f"wrote {sum(r['rows'] for r in rows.values()):,} projected NVTX ranges of {len(rows)} report(s) "
             f"to {synth_recipe.FOLDER}/ (nsys recipe nvtx_gpu_proj_trace layout)"
+        )
+
+
+def _check_binary(parallel: bool, schema: str) -> None:
+    """`--nccl-payload binary` before anything is written: a job with NCCL payloads (only --parallel
+    writes them; binary payloads of nothing would be a silent json) in a schema with binaryData."""
+    from ..synth.nccl_payload import binary_schemas
+
+    if not parallel:
+        raise UserError(
+            "--nccl-payload binary needs --parallel (only the 3D-parallel job writes NCCL payloads)"
+        )
+    if schema not in binary_schemas():
+        raise UserError(
+            f"--nccl-payload binary needs an export schema with NVTX_EVENTS.binaryData "
+            f"({', '.join(binary_schemas())}), not --schema {schema}"
         )
 
 

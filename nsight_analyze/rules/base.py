@@ -20,8 +20,22 @@ import duckdb
 
 from ..duck import plain_records, plain_rows
 from ..plain import jsonable
+from .declare import Threshold
 
 SEVERITIES = ("high", "medium", "low", "info")
+
+# The thresholds every rule shares (severity, evidence size, what a short kernel is); each
+# finding declares its own beside its rule (rules/declare.py).
+SHARED_THRESHOLDS = {
+    "severity_high_pct": Threshold(10.0, "recoverable time >= this % of the mean step: severity high"),
+    "severity_medium_pct": Threshold(
+        3.0, "recoverable time >= this % of the mean step: severity medium (else low)"
+    ),
+    "short_kernel_us": Threshold(
+        10.0, "kernels shorter than this (us) count as short (small work per kernel)"
+    ),
+    "evidence_rows": Threshold(100.0, "rows kept per evidence table (nsys prints 50 per rule)"),
+}
 
 
 @dataclass

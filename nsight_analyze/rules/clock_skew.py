@@ -10,8 +10,32 @@ findings.
 from __future__ import annotations
 
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 
 
+@finding(
+    "clock-skew",
+    doc=Doc(
+        what="host clocks corrected by more than `clock_skew_min_us`",
+        source="`merge_rank_clock`, `alignment_quality`",
+        recoverable="none (capture)",
+    ),
+    thresholds={
+        "clock_skew_min_us": Threshold(100.0, "report clock corrections between hosts larger than this (us)"),
+    },
+    reads=("alignment_quality", "collectives", "imbalance", "steps"),
+    causes=(
+        Cause(
+            "clock-skew",
+            ("clock-skew",),
+            "Clock correction between hosts",
+            "ns",
+            magnitude="max_correction_ns",
+            threshold="clock_skew_min_us",
+            of_step=False,
+        ),
+    ),
+)
 def clock_skew(ctx: Ctx) -> list[Finding]:
     """Hosts whose clocks disagreed: cross-rank timings are only as good as the correction."""
     if not ctx.has("merge_rank_clock", "alignment_quality"):

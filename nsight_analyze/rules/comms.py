@@ -9,13 +9,61 @@ from __future__ import annotations
 import math
 
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
-from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
 from .comm_families import FAMILY_NAMES, comm_fixes, family_signal
+from .declare import Cause, Doc, Threshold, finding
 from .dimensions import breakdown_evidence
 
 
-@bounded_by("comms-hidden")  # recoverable time <= the what-if gain (rules/_whatif.py)
+@finding(
+    "exposed-comm",
+    doc=Doc(
+        what=(
+            "collectives not hidden behind compute, per collective and bucket. Its fixes follow the "
+            "collectives and dimensions that hold most of its exposed time "
+            "(`rules/comm_families.comm_fixes`, shared with the children; `metrics.exposed_by_family`): "
+            "families (a known dimension's, else the collective's: all-reduce `dp`, all-gather / "
+            "reduce-scatter `fsdp`, all-to-all `ep`, send/recv `p2p` (pipeline schedule, batched p2p "
+            "overlapped with compute, or an all-to-all built from send/recv), `broadcast`; a collective "
+            "kernel that is not NCCL's by its name: custom / symmetric-memory all-reduce, all-gather, "
+            "reduce-scatter `tp`, DeepEP `ep`, peer copies `p2p`) are taken largest first until 80 % of "
+            "the exposed time, none under 10 % but the largest; an unknown dimension adds how to make "
+            "it known; NCCL settings close the list. In a partial job: title, summary and signals say "
+            "how much is unknown (above)"
+        ),
+        source="`diag_comm_exposure`, `diag_comm_recoverable`, `collectives`",
+        recoverable=(
+            "min over ranks of exposed - exposed wait - last transfer (an upper bound when waits are "
+            "not measured; `metrics.recoverable_ns_per_step_min` takes off `unknown_wait_ns`); reported "
+            "when >= `exposed_comm_min_pct`"
+        ),
+    ),
+    thresholds={
+        "exposed_comm_min_pct": Threshold(
+            10.0,
+            ("report exposed communication when the overlap-recoverable part is >= this % of the mean step"),
+        ),
+    },
+    reads=(
+        "collectives",
+        "diag_comm_exposure",
+        "diag_comm_recoverable",
+        "diag_windows",
+        "imbalance",
+        "steps",
+        "time_partition",
+    ),
+    whatif="comms-hidden",
+    causes=(
+        Cause(
+            "exposed-comm",
+            ("exposed-comm",),
+            "Exposed communication that overlap could hide",
+            "ns_per_step",
+            threshold="exposed_comm_min_pct",
+        ),
+    ),
+)
 def exposed_comm(ctx: Ctx) -> list[Finding]:
     """Communication not hidden behind compute, minus waits for late ranks and the last transfer."""
     if not ctx.has("diag_comm_recoverable", "diag_comm_exposure"):
@@ -218,7 +266,42 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     ]
 
 
-@bounded_by("slowest-rank-at-median")  # recoverable time <= the what-if gain (rules/_whatif.py)
+@finding(
+    "load-imbalance",
+    doc=Doc(
+        what="straggler (persistent) or rotating slowest rank",
+        source="`imbalance`, `merge_straggler_verdict`, `rank_rollup`",
+        recoverable=(
+            "slowest compute - mean of the others; reported when the verdict is not balanced and >= "
+            "`imbalance_min_pct`"
+        ),
+    ),
+    thresholds={
+        "imbalance_min_pct": Threshold(
+            3.0, "report load imbalance when the slowest rank's extra compute is >= this % of the mean step"
+        ),
+    },
+    reads=(
+        "alignment_quality",
+        "collectives",
+        "diag_windows",
+        "imbalance",
+        "merge_straggler_verdict",
+        "rank_rollup",
+        "steps",
+        "time_partition",
+    ),
+    whatif="slowest-rank-at-median",
+    causes=(
+        Cause(
+            "load-imbalance",
+            ("load-imbalance",),
+            "Load imbalance: the slowest rank's extra compute",
+            "ns_per_step",
+            threshold="imbalance_min_pct",
+        ),
+    ),
+)
 def imbalance(ctx: Ctx) -> list[Finding]:
     """One rank computes longer than the others and the rest wait for it at every collective."""
     if not ctx.has("imbalance", "merge_straggler_verdict"):

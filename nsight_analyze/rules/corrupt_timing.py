@@ -11,8 +11,24 @@ from __future__ import annotations
 from ..sources.base import CORRUPT_TIMING
 from ..summary import CORRUPT_TIMING_SQL
 from .base import Ctx, Finding, Fix
+from .declare import Doc, finding
 
 
+@finding(
+    "corrupt-timing",
+    doc=Doc(
+        what=(
+            "the ingest warned that some rows' times cannot be true: GPU operations, API calls or NVTX "
+            "ranges that end before they start, nsys GPU work ending more than 1 s after the capture "
+            "stopped (`files.warnings` starting `corrupt timing: `; `summary` prints them too). "
+            "Severity medium: the windows, shares and every finding of those ranks are read from those "
+            "rows as recorded"
+        ),
+        source="`files`, `ranks`",
+        recoverable="none (capture)",
+    ),
+    reads=("steps",),
+)
 def corrupt_timing(ctx: Ctx) -> list[Finding]:
     """Files whose trace times are corrupt for some rows (the ingest's CORRUPT_TIMING warnings:
     rows that end before they start, GPU work ending long after the capture): every other

@@ -11,8 +11,46 @@ from __future__ import annotations
 
 from ..gpus import VENDOR_SQL
 from .base import Ctx, Finding, Fix, Signal, mean
+from .declare import Cause, Doc, Threshold, finding
 
 
+@finding(
+    "cuda-graphs",
+    doc=Doc(
+        what=(
+            "kernel time replayed from CUDA/HIP graphs: kernels with an nsys graph node id or launched "
+            "by a graph launch call (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch, any suffix: "
+            "`is_graph_launch`), so Kineto traces count too. Its fix fits what recorded the trace "
+            "(`rules/cuda_graphs._graph_trace_fixes`): an nsys capture without graph node ids: "
+            "`--cuda-graph-trace=node`; one with them: already per node; the PyTorch profiler on CUDA, "
+            "or on ROCm (tracer `roctracer`/`hip`, or `hipGraphLaunch` calls): nothing to change for "
+            "per-kernel times (each replayed kernel is recorded, linked to its graph launch), profile "
+            "the capture or an eager step to attribute kernels to ops"
+        ),
+        source=(
+            "`diag_rank_kernels` (per-rank totals), `graph_coverage`, `api_summary` (graph launches), "
+            "`files`, `kernels.graph_node_id`"
+        ),
+        recoverable="none (capture)",
+    ),
+    thresholds={
+        "graph_min_pct": Threshold(
+            1.0, "report CUDA-graph coverage when graphs run >= this % of kernel time"
+        ),
+    },
+    reads=("api_summary", "diag_rank_kernels", "diag_window_bounds", "gaps", "graph_coverage", "steps"),
+    causes=(
+        Cause(
+            "cuda-graphs",
+            ("cuda-graphs",),
+            "Kernel time launched from CUDA graphs",
+            "pct",
+            magnitude="graph_time_pct",
+            threshold="graph_min_pct",
+            of_step=False,
+        ),
+    ),
+)
 def cuda_graphs(ctx: Ctx) -> list[Finding]:
     """How much kernel time replays from CUDA graphs (per-kernel launch attribution is lost there)."""
     th = ctx.th["graph_min_pct"]

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..comms import nvlink_peak_gbps
+from ..comms import DIMENSIONS, nvlink_peak_gbps
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from ._whatif import whatif_gain
 from .base import Ctx, Evidence, Finding, Signal
 from .comm_families import comm_fixes, dim_sql
+from .declare import Cause, Doc, Threshold, finding
 
 PARENT = "exposed-comm"
 NAMES = {
@@ -73,6 +74,53 @@ def breakdown_evidence(ctx: Ctx) -> Evidence | None:
     )
 
 
+@finding(
+    *(f"exposed-comm-{d}" for d in DIMENSIONS),
+    doc=Doc(
+        what=(
+            "children of `exposed-comm` (`metrics.parent`), only when it is reported and the job's NCCL "
+            "kernels span several parallelism dimensions (`comm_groups`): one per dimension, with its "
+            "communicators (total, exposed, bytes, bus bandwidth against the link: NVLink peak from the "
+            "GPU table, the network's unknown), its per-step exposed time and fixes that fit the "
+            "dimension (TP: keep TP inside a node, sequence-parallel overlap; DP: overlap gradient "
+            "reduction, bucket size; FSDP: prefetch, limit all-gathers; PP: more micro-batches, "
+            "interleaved schedule, batched p2p overlapped with compute; EP: capacity factor, "
+            "hierarchical all-to-all; `unknown`: its collectives' fixes and how to name the groups). "
+            "With one dimension `exposed-comm` itself carries the split (evidence `per parallelism "
+            "dimension`) and its fixes follow what its exposed time is made of"
+        ),
+        source="`diag_comm_dimension`, `comm_groups`, `whatif`",
+        recoverable=(
+            "the smaller of: per step, min over the dimension's ranks of its exposed - exposed wait - "
+            "the last reduction's transfer (the parent's measure split by dimension, so the children's "
+            "own parts never add up to more than the parent's own measure; each child is at most the "
+            "parent), summed / steps; and the `comms-hidden` what-if gain (all dimensions at once); "
+            "`metrics.recoverable_source` says which (`exposed` or `whatif comms-hidden`); reported "
+            "when >= `dimension_comm_min_pct`"
+        ),
+    ),
+    shown="`exposed-comm-<dim>` (`dp`, `fsdp`, `tp`, `pp`, `ep`, `unknown`)",
+    thresholds={
+        "dimension_comm_min_pct": Threshold(
+            3.0,
+            (
+                "with exposed-comm reported in a job of several parallelism dimensions: report a dimension "
+                "when its overlap-recoverable part is >= this % of the mean step"
+            ),
+        ),
+    },
+    reads=("comm_groups", "diag_comm_dimension", "diag_comm_recoverable", "diag_windows", "whatif"),
+    causes=tuple(
+        Cause(
+            f"exposed-comm-{d}",
+            (f"exposed-comm-{d}",),
+            f"Exposed communication of the {d} dimension",
+            "ns_per_step",
+            threshold="dimension_comm_min_pct",
+        )
+        for d in DIMENSIONS
+    ),
+)
 def comm_by_dimension(ctx: Ctx) -> list[Finding]:
     """One finding per parallelism dimension whose exposed communication overlap could recover."""
     if not ctx.has("diag_comm_dimension", "comm_groups", "diag_comm_recoverable"):

@@ -12,10 +12,54 @@ from __future__ import annotations
 from . import advice
 from .base import Ctx, Finding, Signal
 from .comm_families import kernel_comm_fixes
+from .declare import Cause, Doc, Threshold, finding
 from .op_roofline import op_evidence, roofline_share, roofline_signal
 from .precision import gpu_support
 
 
+@finding(
+    "dominant-kernel",
+    doc=Doc(
+        what=(
+            "one kernel >= `dominant_kernel_pct` of kernel time; fixes of its family (metric `family`): "
+            "an NCCL kernel gets its collective's fixes (send/recv: pipeline schedule and batched p2p, "
+            "all-reduce: bucketing; the communication row below) and NCCL settings (its time includes "
+            "waiting for peers), never GEMM tuning"
+        ),
+        source=(
+            "`kernel_summary`, `roofline`; for a GEMM, attention or convolution kernel with recorded "
+            "shapes `op_flops` (evidence `shapes of the dominant kernel's ops`, signal `its ops' "
+            "achieved share of the roofline`: `supports` < 50 %, `against` >= 80 %, unknown without the "
+            "dtype's peak; attention: signal `attention shape (B, H, L, D)` with the causal flag or "
+            '"not recorded", `supports` for L >= 1024 below 50 % of the peak)'
+        ),
+        recoverable="unbounded (null)",
+    ),
+    thresholds={
+        "dominant_kernel_pct": Threshold(50.0, "report a single kernel taking >= this % of all kernel time"),
+    },
+    reads=(
+        "diag_comm_exposure",
+        "diag_windows",
+        "imbalance",
+        "kernel_summary",
+        "roofline",
+        "steps",
+        "time_partition",
+    ),
+    causes=(
+        Cause(
+            "dominant-kernel",
+            ("dominant-kernel",),
+            "The largest kernel's share of kernel time",
+            "pct",
+            magnitude="pct_of_kernel_time",
+            threshold="dominant_kernel_pct",
+            of_step=False,
+            measure="dominant_share",
+        ),
+    ),
+)
 def dominant_kernel(ctx: Ctx) -> list[Finding]:
     """One kernel takes most of the GPU time: every optimisation question is about that kernel.
 

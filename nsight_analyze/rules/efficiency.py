@@ -7,17 +7,41 @@ only the FLOP rate *while computing* is a kernel-efficiency question.
 
 from __future__ import annotations
 
+from .. import mfu
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, finding
 
 
+@finding(
+    "compute-efficiency",
+    doc=Doc(
+        what=(
+            "HFU (Nsight Compute counters joined to the timeline) set against the partition: idle, "
+            "exposed comms, memory-bound, launch/host shares and the FLOP rate while computing"
+        ),
+        source=(
+            "`nsight_analyze.mfu.hfu_mfu_summary` (per-window kernel totals `hfu_window_kernels` when "
+            "nothing was counted), `diag_windows`"
+        ),
+        recoverable="none of its own (the other findings bound each share); only when HFU is known",
+    ),
+    reads=("diag_windows", *mfu.READS),  # hfu_mfu_summary reads mfu's
+    causes=(
+        Cause(
+            "compute-efficiency",
+            ("compute-efficiency",),
+            "Hardware FLOPs utilisation (HFU)",
+            "fraction",
+            magnitude="hfu",
+        ),
+    ),
+)
 def compute_efficiency(ctx: Ctx) -> list[Finding]:
     """HFU (Nsight Compute counters) split against the partition; no recoverable time of its own."""
     if not ctx.has("diag_windows"):
         return []
     try:
-        from ..mfu import hfu_mfu_summary
-
-        summary = hfu_mfu_summary(ctx.con, detail=False)  # the totals only
+        summary = mfu.hfu_mfu_summary(ctx.con, detail=False)  # the totals only
     except Exception:  # noqa: BLE001 - HFU is optional context; its absence is not a finding
         return []
     hfu = summary.get("hfu")

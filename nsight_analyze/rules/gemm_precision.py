@@ -18,6 +18,7 @@ from .. import gpu_table, gpus
 from ._common import step_metrics
 from ._gemm_ops import op_gemms
 from .base import Ctx, Finding, Signal
+from .declare import Doc, Threshold, finding
 from .op_roofline import has_shapes
 from .precision import ADVISED, candidate_archs, gpu_support, precision_fixes
 
@@ -134,6 +135,46 @@ def _op_dtypes(ctx: Ctx) -> tuple[Any, Signal] | None:
     )
 
 
+@finding(
+    "gemm-precision",
+    doc=Doc(
+        what=(
+            "GEMMs whose names say FP32 (ffma, sgemm) or TF32 on a GPU with 16-bit tensor cores. The "
+            "precision is the name's input type (`gemm_precision`: explicit type tokens, narrowest "
+            "first, before MMA-shape tokens, so `..._bf16_s1688gemm_bf16` is bf16 and only a bare "
+            "`s1688gemm` is TF32; AMD Tensile `Cijk_..._BBS` / `HHS` / `SB` codes; nvjet and Triton "
+            "names state none); where the trace recorded shapes (Kineto `record_shapes`), the input "
+            "dtype of the op that launched each GEMM (`op_flops`, the leaf matmul op around the "
+            "kernel's launch on its thread): for FP32/TF32-named kernels an evidence table and a signal "
+            "(`against` when the ops say 16-bit), and a kernel whose name states no type counts as "
+            "FP32-or-TF32 when its op takes float inputs (`metrics.float_op_gemm_ns_total`; FP32's "
+            "factor in the bound, TF32's in the low end); without shapes such kernels are not counted. "
+            "Fixes only where the GPU takes them (`gpu_arch.supports`, signal `GPU capabilities`): bf16 "
+            "autocast on a GPU with bf16 (CC >= 8.0, MI200/MI300), fp16 autocast with a GradScaler on "
+            "one with fp16 only (V100, T4), TF32 only for FP32 GEMMs on a GPU with TF32; with the GPU "
+            "unknown each fix says what it needs"
+        ),
+        source=(
+            "`kernel_summary` x `gemm_precision(name)`, peaks of `gpus.rank_peaks` (data/gpus.csv); GPU "
+            "unknown: the table's models of the architectures the kernel names run on"
+        ),
+        recoverable=(
+            "worst rank's FP32 GEMM time x (1 - fp32/bf16 dense peak) + TF32 time x (1 - tf32/bf16), / "
+            "steps; unknown GPU: the most favourable candidate (the least favourable in "
+            "`metrics.recoverable_ns_per_step_low`); >= `precision_min_pct`"
+        ),
+    ),
+    thresholds={
+        "precision_min_pct": Threshold(
+            1.0,
+            (
+                "report FP32/TF32 GEMMs when moving them to 16-bit tensor cores can recover >= this % of "
+                "the mean step"
+            ),
+        ),
+    },
+    reads=("kernel_summary", "steps"),
+)
 def gemm_precision(ctx: Ctx) -> list[Finding]:
     """GEMMs in FP32 (CUDA cores) or TF32 on GPUs whose tensor cores run bf16/fp16 much faster."""
     if not ctx.has("kernel_summary", "gemm_precision"):

@@ -10,8 +10,50 @@ it has no recoverable time and is listed before the performance findings.
 from __future__ import annotations
 
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Doc, finding
 
 
+@finding(
+    "graph-capture",
+    doc=Doc(
+        what=(
+            "CUDA/HIP-graph capture (Stream BeginCapture to EndCapture) or instantiation in the trace: "
+            "one-time work, not steady state; says how many launch calls the capture recorded and how "
+            "many ran (a captured launch runs nothing) and the GPU idle meanwhile. `launch-bound` / "
+            "`host-bound` leave that idle out (`capture_idle`), and `gpu-starvation`, "
+            "`gpu-low-utilisation` and `cuda-graph-candidates` leave out the windows / regions a "
+            "capture phase spans"
+        ),
+        source="`capture_phases`, `capture_idle`",
+        recoverable="none (capture)",
+    ),
+    reads=("capture_idle", "capture_phases"),
+)
+@finding(
+    "compile-phase",
+    doc=Doc(
+        what=(
+            "torch.compile compilation in the trace: PyTorch 2.x wraps each compile step in "
+            "`dynamo_timed`, which records a range `<key> (dynamo_timed)` (`_compile.compile_inner`, "
+            "`compile_fx_inner`, `CachingAutotuner.benchmark_all_configs`, ...; Kineto "
+            "`user_annotation`s and NVTX ranges alike); nested ranges of one thread are one phase "
+            "(`capture_phases` kind `torch_compile`). The runtime markers of compiled code "
+            "(`Torch-Compiled Region`, `CompiledFunction`, `## Call CompiledFxGraph ... ##`, "
+            '`TorchDynamo Cache Lookup`) are not compilation. Says the host time ("torch.compile '
+            'compilation: N ms of host time, one-time"), the GPU idle meanwhile '
+            "(`capture_idle.compile_idle_ns`), the launches that ran inside (autotuning benchmarks) and "
+            "the steps holding it (their step time includes it); metrics `compile_phases`, "
+            "`compile_ns`, `compile_idle_ns`, `compile_launches_run`, `compile_steps`. Compilation in "
+            "more than one step is named recompilation (with a `TORCH_LOGS=recompiles` fix). The "
+            "steady-state findings leave it out as they do graph capture: `launch-bound` / `host-bound` "
+            "(`capture_idle.idle_ns`), `gpu-starvation`, `gpu-low-utilisation` and "
+            "`cuda-graph-candidates` (gaps, windows and regions a phase spans half of / overlaps)"
+        ),
+        source="`capture_phases`, `capture_idle`, `nvtx`",
+        recoverable="none (capture)",
+    ),
+    reads=("capture_idle", "capture_phases"),
+)
 def graph_capture(ctx: Ctx) -> list[Finding]:
     """CUDA/HIP-graph capture or instantiation in the trace: one-time work, not the steady state.
 

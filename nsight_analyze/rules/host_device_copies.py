@@ -11,12 +11,37 @@ from . import advice
 from ._common import step_metrics
 from ._window_steps import steps_of
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 
 _IN_WINDOWS = (
     """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
 )
 
 
+@finding(
+    "host-device-copies",
+    doc=Doc(
+        what="heavy HtoD/DtoH traffic",
+        source="`memops` in the step windows",
+        recoverable=(
+            "worst rank's time with a copy in flight (union over streams, clipped to the window; upper "
+            "bound: fully overlapped); steps listed when >= `copy_min_pct` of the step"
+        ),
+    ),
+    thresholds={
+        "copy_min_pct": Threshold(5.0, "report host<->device copies taking >= this % of the mean step"),
+    },
+    reads=("diag_window_bounds", "steps"),
+    causes=(
+        Cause(
+            "host-device-copies",
+            ("host-device-copies",),
+            "Host<->device copies",
+            "ns_per_step",
+            threshold="copy_min_pct",
+        ),
+    ),
+)
 def host_device_copies(ctx: Ctx) -> list[Finding]:
     """Host<->device copies take a large share of the step (bytes, pageable memory, bandwidth)."""
     if not ctx.has("diag_window_bounds"):

@@ -13,11 +13,36 @@ from __future__ import annotations
 
 from ._common import step_metrics
 from ._idle import cause_totals, gap_evidence, per_step_evidence
-from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 
 
-@bounded_by("no-input-stalls")  # recoverable time <= the what-if gain (rules/_whatif.py)
+@finding(
+    "input-stall",
+    doc=Doc(
+        what="GPU idle while the host is in the input pipeline (NVTX matching `settings.input_pattern`)",
+        source="`diag_step_causes` (time_partition.input_stall_ns), `gaps`",
+        recoverable="worst rank's input_stall_ns; steps listed when >= `input_stall_min_pct`",
+    ),
+    thresholds={
+        "input_stall_min_pct": Threshold(
+            5.0,
+            ("a step is input-stalled when its worst rank waits on the input pipeline >= this % of the step"),
+        ),
+    },
+    reads=("diag_step_causes", "diag_windows", "gaps", "steps", "time_partition"),
+    whatif="no-input-stalls",
+    causes=(
+        Cause(
+            "input-stall",
+            ("input-stall",),
+            "GPU idle waiting on the input pipeline",
+            "ns_per_step",
+            threshold="input_stall_min_pct",
+            measure="input_stall_ns",
+        ),
+    ),
+)
 def input_stall(ctx: Ctx) -> list[Finding]:
     """The GPU idled while the host was inside the input pipeline (DataLoader NVTX ranges)."""
     if not ctx.has("diag_step_causes", "diag_windows"):

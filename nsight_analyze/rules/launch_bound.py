@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ._common import step_metrics
 from ._idle import STEADY_WINDOWS, cause_totals, gap_evidence, has_capture, per_step_evidence
-from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 
 # Per step, the worst rank's (by launch_gap_ns + host_bound_ns, as diag_step_causes) attributed idle:
 # the rows whose sum is the recoverable time, split into launch gaps and host-bound idle.
@@ -32,7 +32,71 @@ _STEADY_SPLIT = f"""SELECT step, rank, launch_gap_ns, host_bound_ns,
     QUALIFY row_number() OVER (PARTITION BY step ORDER BY launch_gap_ns + host_bound_ns DESC, rank) = 1"""
 
 
-@bounded_by("no-launch-gaps")  # recoverable time <= the what-if gain (rules/_whatif.py)
+@finding(
+    "launch-bound",
+    "host-bound",
+    doc=Doc(
+        what=(
+            "GPU idle between operations while the host is inside the next launch call (launch gap) or "
+            "has not issued it yet (host-bound: Python, compilation, I/O); an operation that starts "
+            "more than `settings.dependency_wait_us` after its launch call returned waited on something "
+            "else (a stream/event wait: idle_other; the host blocked in a sync or copy, e.g. ROCm's "
+            '`hipMemcpyWithStream`: sync_stall), never a launch gap (docs/metrics.md "Idle causes")'
+        ),
+        source=(
+            "time_partition.launch_gap_ns + host_bound_ns (the `gaps` view itemises them, cause "
+            "`launch_gap` / `host_bound`), `tp_step_ops`"
+        ),
+        recoverable=(
+            "worst rank's launch_gap + host_bound (less the idle inside graph capture and torch.compile "
+            "compilation, `capture_idle`: one-time work); launch-bound when the launch gaps are >= "
+            "`launch_explained_min_pct` of that attributed idle (metrics `launch_gap_ns_total`, "
+            "`host_bound_ns_total`, `launch_explained_pct`, 0-100), else host-bound. A launch-gap total "
+            "dominated by one gap (a first launch loading modules, JIT, autotuning) is flagged and gets "
+            "a warm-up fix first"
+        ),
+    ),
+    thresholds={
+        "launch_min_pct": Threshold(
+            5.0,
+            (
+                "a step is launch-bound when launch gaps + host-bound idle of its worst rank >= this % of "
+                "the step"
+            ),
+        ),
+        "launch_explained_min_pct": Threshold(
+            50.0,
+            (
+                "launch-bound (else host-bound) when launch gaps are >= this % of the attributed launch-gap "
+                "+ host-bound idle (worst rank per step)"
+            ),
+        ),
+    },
+    reads=(
+        "capture_idle",
+        "diag_rank_kernels",
+        "diag_step_causes",
+        "diag_windows",
+        "gaps",
+        "steps",
+        "time_partition",
+        "tp_step_ops",
+    ),
+    whatif="no-launch-gaps",
+    causes=(
+        Cause(
+            "idle-host",
+            ("launch-bound", "host-bound"),
+            (
+                "GPU idle between operations while the host launches or runs other code (launch gaps + "
+                "host-bound idle)"
+            ),
+            "ns_per_step",
+            threshold="launch_min_pct",
+            measure="launch_gap_ns + host_bound_ns",
+        ),
+    ),
+)
 def launch_bound(ctx: Ctx) -> list[Finding]:
     """The GPU idled between operations while the host issued launches (launch-bound) or ran other
     code (host-bound).

@@ -13,6 +13,7 @@ import math
 from ._common import step_metrics
 from ._window_steps import steps_of
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 from .op_roofline import K_SLICE, TILE, op_evidence, roofline_share, roofline_signal
 
 # A small-grid launch group's idle-SM bound, duration x (1 - blocks / SMs), rounded to 1e-9 ns as a
@@ -21,6 +22,55 @@ from .op_roofline import K_SLICE, TILE, op_evidence, roofline_share, roofline_si
 _IDLE_SM = "CAST(duration_ns * (1 - blocks / sm) AS DECIMAL(38, 9))"
 
 
+@finding(
+    "low-occupancy",
+    doc=Doc(
+        what=(
+            "kernels with fewer thread blocks than SMs. Where the trace recorded shapes, the ops that "
+            'launched the small-grid kernels (evidence `shapes of the small-grid ops`, "Shapes as '
+            'evidence" below): signal `small-grid GEMM time with small work` (the share of small-grid '
+            "GEMM kernel time whose op cannot fill the SMs with 128 x 128 output tiles even with K "
+            "split in slices of 256, `split_k_tiles` < SMs: `supports` at >= 50 %, genuinely small work "
+            "to batch or fuse; its note also gives the share a split-K could fill, `tiles_128` < SMs <= "
+            "`split_k_tiles`, and the share whose output alone has enough tiles, a tile or "
+            "persistent-kernel choice; a split-K fix is added when the second is >= 25 %, an autotuning "
+            "fix when the third is >= 25 % and the ops are below 80 % of the roofline) and `small-grid "
+            "ops' achieved share of the roofline` (`supports` < 50 %, `against` >= 80 %: near the roof "
+            "more blocks gain little); metrics `small_work_gemm_pct`, `split_k_gemm_pct`, "
+            "`large_output_gemm_pct`, `small_grid_ops_pct_of_roofline`"
+        ),
+        source=(
+            "`diag_kernel_grids` (launches per window, kernel name and grid size, stored) x "
+            "`gpus.sm_count`; `op_flops`, `kernels`, `cuda_api`, peaks for the shapes"
+        ),
+        recoverable=(
+            "worst rank's sum of duration x (1 - blocks / SMs), at most the window per step; steps "
+            "listed when >= `low_occupancy_min_pct` of the step"
+        ),
+    ),
+    thresholds={
+        "low_occupancy_min_pct": Threshold(
+            1.0,
+            (
+                "report kernels with fewer blocks than SMs when their idle-SM bound is >= this % of the "
+                "mean step"
+            ),
+        ),
+        "sm_count_default": Threshold(
+            0.0, "SM count to assume when the trace has none (0: skip the occupancy rule)"
+        ),
+    },
+    reads=("diag_kernel_grids", "diag_window_bounds", "diag_windows", "steps"),
+    causes=(
+        Cause(
+            "low-occupancy",
+            ("low-occupancy",),
+            "Kernels with fewer blocks than SMs",
+            "ns_per_step",
+            threshold="low_occupancy_min_pct",
+        ),
+    ),
+)
 def low_occupancy(ctx: Ctx) -> list[Finding]:
     """Kernels launched with fewer thread blocks than the GPU has SMs leave SMs idle."""
     if not ctx.has("diag_window_bounds", "diag_kernel_grids"):

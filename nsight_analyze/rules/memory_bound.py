@@ -14,6 +14,7 @@ import math
 from . import advice
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 from .precision import gpu_support
 
 # memory-category GPU time by fix family: memory kernels by subcategory, memops by kind (not the
@@ -83,6 +84,37 @@ def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
     return fixes, signals, {"memory_time_by_family_pct": shares}
 
 
+@finding(
+    "memory-bound",
+    doc=Doc(
+        what="memory-bound kernels dominate (>= `memory_bound_min_pct`)",
+        source=(
+            "`roofline` (Nsight Compute or CUPTI range-profiler kernels with FLOPs and DRAM bytes: "
+            "share of profiled time, or of launches when the export has no durations) when present, "
+            "else kernel category; the memory-category time split by fix family (memory kernels by "
+            "subcategory, memops by kind: metric `memory_time_by_family_pct`) picks the fixes"
+        ),
+        recoverable="ncu: memory time x bandwidth headroom; category: unbounded (null)",
+    ),
+    thresholds={
+        "memory_bound_min_pct": Threshold(
+            30.0, "report memory-bound kernels when they take >= this % of the GPU's busy time"
+        ),
+    },
+    reads=("diag_windows", "kernel_summary", "roofline", "steps", "time_partition"),
+    causes=(
+        Cause(
+            "memory-bound",
+            ("memory-bound",),
+            "Memory-category share of busy GPU time",
+            "pct",
+            magnitude="memory_pct_of_busy",
+            threshold="memory_bound_min_pct",
+            of_step=False,
+            measure="memory_share",
+        ),
+    ),
+)
 def memory_bound(ctx: Ctx) -> list[Finding]:
     """Memory-bound kernels dominate: with Nsight Compute data, by roofline; else by category."""
     th = ctx.th["memory_bound_min_pct"]

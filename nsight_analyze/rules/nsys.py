@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 
 
 def _overlapping(a: str, b: str) -> str:
@@ -137,6 +138,28 @@ def _steady_only(ctx: Ctx, src: str) -> str:
                              0) < 0.5 * (l.end_ns - l.start_ns)"""
 
 
+@finding(
+    "gpu-starvation",
+    doc=Doc(
+        what="gaps > `gpu_starv_gap_ms` (nsys gpu-starv parity)",
+        source="`diag_gpu_starvation()` (over the stored gaps > 1 ms, `diag_gpu_idle_gaps`), `gaps`",
+        recoverable="worst rank's gap time inside the step windows",
+    ),
+    thresholds={
+        "gpu_starv_gap_ms": Threshold(
+            500.0, "GPU idle gaps longer than this (ms) are starvation (nsys gpu-starv)"
+        ),
+    },
+    reads=("diag_gpu_starvation", "gaps", "steps"),
+    causes=(
+        Cause(
+            "gpu-starvation",
+            ("gpu-starvation",),
+            "Long GPU idle gaps (starvation)",
+            "ns_per_step",
+        ),
+    ),
+)
 def gpu_starvation(ctx: Ctx) -> list[Finding]:
     """Idle gaps longer than gpu_starv_gap_ms between GPU operations (nsys gpu-starv)."""
     if not ctx.has("diag_gpu_starvation"):
@@ -191,6 +214,32 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
     ]
 
 
+@finding(
+    "gpu-low-utilisation",
+    doc=Doc(
+        what="`low_util_chunks` chunks below `low_util_pct` (nsys gpu-low-util parity)",
+        source=(
+            "`diag_low_util()` (over the stored 30-chunk grid `diag_util_chunks`; idle causes per "
+            "chunk: `diag_util_chunk_causes`)"
+        ),
+        recoverable="worst rank's (1 - in-use) x overlap with the step windows",
+    ),
+    thresholds={
+        "low_util_chunks": Threshold(
+            30.0, "chunks the capture is cut into for utilisation (nsys gpu-low-util)", at_least=1.0
+        ),
+        "low_util_pct": Threshold(50.0, "chunks below this % in-use are low-utilisation (nsys gpu-low-util)"),
+    },
+    reads=("diag_low_util", "diag_util_chunk_causes", "gaps", "steps", "time_partition"),
+    causes=(
+        Cause(
+            "gpu-low-utilisation",
+            ("gpu-low-utilisation",),
+            "Low GPU utilisation windows",
+            "ns_per_step",
+        ),
+    ),
+)
 def low_utilisation(ctx: Ctx) -> list[Finding]:
     """Chunks of the capture with GPU time-utilisation below low_util_pct (nsys gpu-low-util)."""
     if not ctx.has("diag_low_util"):

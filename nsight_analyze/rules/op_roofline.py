@@ -10,7 +10,7 @@ memory bandwidth come from the peaks table (gpus.rank_peak_rows). Where the trac
 shapes, or the GPU or the dtype's peak is unknown, the numbers are NULL, never guessed.
 
 Used by the low-occupancy (rules/low_occupancy.py), dominant-kernel (rules/dominant_kernel.py) and
-unfused-attention (rules/kernel_fixes.py) findings; gemm-precision and unaligned-gemm read
+unfused-attention (rules/unfused_attention.py) findings; gemm-precision and unaligned-gemm read
 op_flops themselves (rules/gemm_precision.py, rules/unaligned_gemm.py).
 """
 

@@ -12,6 +12,7 @@ from ..whatif import evidence as evidence_text
 from ._common import step_metrics
 from ._whatif import whatif_gain
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Doc, finding
 
 FIXES = {
     "slow-gpu": [
@@ -52,6 +53,25 @@ FIXES = {
 }
 
 
+@finding(
+    "slow-rank-slow-gpu",
+    "slow-rank-more-work",
+    "slow-rank-slow-host",
+    "slow-rank-late-input",
+    "slow-rank-slow-link",
+    doc=Doc(
+        what="why a rank is slower than the median rank, one finding per cause `rank_attribution` "
+        "blames ranks for: `slow-gpu` (the same kernels take longer), `more-work` (more kernels), "
+        "`slow-host` (launch gaps and host-bound idle), `late-input` (input stalls), `slow-link` (the "
+        "same collectives' transfers take longer): the largest of the rank's excesses when it reaches "
+        "3 % of the median rank's window; each blamed rank's excess as a signal, the cause's fixes",
+        source="`rank_attribution`, `whatif`",
+        recoverable="the `slowest-rank-at-median` what-if gain of the whole job (null, not 0, when the "
+        "replay has no rows), shared by every blamed rank",
+    ),
+    shown="`slow-rank-<cause>` (`slow-gpu`, `more-work`, `slow-host`, `late-input`, `slow-link`)",
+    reads=("rank_attribution", "whatif"),
+)
 def slow_rank(ctx: Ctx) -> list[Finding]:
     """One finding per cause that rank_attribution blames a rank for."""
     if not ctx.has("rank_attribution", "whatif"):

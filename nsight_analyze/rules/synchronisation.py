@@ -10,11 +10,57 @@ from __future__ import annotations
 
 from ._common import step_metrics
 from ._idle import cause_totals, gap_evidence, per_step_evidence
-from ._whatif import bounded_by
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 
 
-@bounded_by("no-sync-stalls")  # recoverable time <= the what-if gain (rules/_whatif.py)
+@finding(
+    "excessive-sync",
+    doc=Doc(
+        what=(
+            "synchronising calls, synchronous / pageable copies and memsets (not NCCL copy-engine "
+            "collectives' copies)"
+        ),
+        source=(
+            "`diag_sync_api_calls`, `diag_sync_copies()` (nsys cuda-sync-api, cuda-sync-memcpy, "
+            "cuda-async-memcpy, cuda-sync-memset parity), sync_stall_ns"
+        ),
+        recoverable="worst rank's sync_stall_ns; always reported when nsys would list a call",
+    ),
+    thresholds={
+        "sync_stall_min_pct": Threshold(
+            0.0,
+            (
+                "report sync stalls when they are > this % of the mean step (nsys-flagged calls are always "
+                "reported)"
+            ),
+        ),
+        "sync_htod_min_bytes": Threshold(
+            65536.0,
+            "synchronous HtoD copies of at most this many bytes are not flagged (nsys cuda-sync-memcpy)",
+        ),
+    },
+    reads=(
+        "diag_step_causes",
+        "diag_sync_api_calls",
+        "diag_sync_copies",
+        "gaps",
+        "steps",
+        "sync_calls",
+        "time_partition",
+    ),
+    whatif="no-sync-stalls",
+    causes=(
+        Cause(
+            "sync-stall",
+            ("excessive-sync",),
+            "GPU idle while the host is blocked in a synchronising call",
+            "ns_per_step",
+            threshold="sync_stall_min_pct",
+            measure="sync_stall_ns",
+        ),
+    ),
+)
 def synchronisation(ctx: Ctx) -> list[Finding]:
     """Synchronising API calls and host-blocking copies (nsys cuda-sync-api / -memcpy / -memset parity)."""
     if not ctx.has("diag_sync_api_calls", "diag_sync_copies"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._gemm_ops import op_gemms
 from .base import Ctx, Finding, Fix, Signal
+from .declare import Cause, Doc, Threshold, finding
 from .op_roofline import has_shapes
 
 #: Bytes per element of each GEMM input precision; a name with no type counts as 8 (the widest), so
@@ -25,6 +26,54 @@ ALIGNED_BYTES = 16
 _UNALIGNED = f"gemm_alignment(name) * {_ELEM_BYTES_SQL} < {ALIGNED_BYTES}"
 
 
+@finding(
+    "unaligned-gemm",
+    doc=Doc(
+        what=(
+            "GEMM kernels built for operands aligned to fewer than 16 bytes: the `_alignN` token of "
+            "CUTLASS/xmma names (`gemm_alignment`) x the element size of the name's precision (a name "
+            "with no type counts as 8 bytes, so only align1 is judged), e.g. "
+            "`cutlass_80_tensorop_bf16_s16816gemm_bf16_..._align2` (4 bytes); a leading dimension is "
+            "not a multiple of 8 bf16/fp16, 4 FP32/TF32 or 16 FP8 elements. Severity info. Metrics "
+            "`unaligned_share_of_gemm_pct`, `unaligned_gemm_ns_per_step` (the worst rank's unaligned "
+            "GEMM time per step: the most padding could save), `unaligned_precision`, "
+            "`pad_to_multiple_of`. Where the trace recorded shapes, the ops that launched them with "
+            "M/N/K (`op_flops`: evidence `shapes of the unaligned GEMMs`, signal of the dimensions not "
+            "a multiple of 8); shapes alone never fire it (an odd M runs aligned kernels when M is not "
+            "a leading dimension). cuBLAS `ampere_*`/`volta_*`, nvjet and Tensile names carry no "
+            "alignment: not judged. Fix: pad to the multiple, trade-off memory/FLOPs and masking"
+        ),
+        source=(
+            "`kernel_summary` x `gemm_alignment(name)`, `gemm_precision(name)`; `op_flops`, `kernels`, "
+            "`cuda_api` for the shapes"
+        ),
+        recoverable=(
+            "unknown (null): the aligned kernel for the same shape did not run, so its time is not in "
+            "the trace; >= `unaligned_gemm_min_pct` of GEMM time"
+        ),
+    ),
+    thresholds={
+        "unaligned_gemm_min_pct": Threshold(
+            10.0,
+            (
+                "report GEMM kernels built for operands aligned to < 16 bytes (CUTLASS align1/align2) when "
+                "they take >= this % of GEMM time"
+            ),
+        ),
+    },
+    reads=("kernel_summary", "op_flops", "steps"),
+    causes=(
+        Cause(
+            "unaligned-gemm",
+            ("unaligned-gemm",),
+            "GEMM time in kernels built for unaligned operands",
+            "pct",
+            magnitude="unaligned_share_of_gemm_pct",
+            threshold="unaligned_gemm_min_pct",
+            of_step=False,
+        ),
+    ),
+)
 def unaligned_gemm(ctx: Ctx) -> list[Finding]:
     """GEMM kernels built for unaligned operands (CUTLASS `_align1` / `_align2`) taking a real share
     of GEMM time: a dimension is not a multiple of 16 bytes and the GEMM runs with narrow loads."""

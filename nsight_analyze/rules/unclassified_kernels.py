@@ -8,10 +8,47 @@ it has no recoverable time and is listed before the performance findings.
 
 from __future__ import annotations
 
-from ..classify import unclassified_note, unclassified_share
+from ..classify import UNCLASSIFIED_WARN_PCT, unclassified_note, unclassified_share
 from .base import Ctx, Finding, Fix
+from .declare import Cause, Doc, Threshold, finding
 
 
+@finding(
+    "unclassified-kernels",
+    doc=Doc(
+        what=(
+            "more than `unclassified_max_pct` % of kernel time (all ranks) is in category `other`: no "
+            "kernel rule (data/kernel_rules.csv, stored `--rules`) matches those names, so the "
+            "partition's compute/memory split, and the findings read from it, miss that time; `summary` "
+            "prints the same note (20 %, `classify.UNCLASSIFIED_WARN_PCT`). Severity medium; metrics "
+            "`unclassified_pct`, `unclassified_names`; the fix is a `classify --rules` line per family "
+            "(`classify --list-other` lists the names)"
+        ),
+        source="`kernel_summary`",
+        recoverable="none (capture)",
+    ),
+    thresholds={
+        "unclassified_max_pct": Threshold(
+            UNCLASSIFIED_WARN_PCT,
+            (
+                "note when more than this % of kernel time is unclassified (category other): the "
+                "partition's compute/memory split is then uncertain"
+            ),
+        ),
+    },
+    reads=("kernel_summary", "steps"),
+    causes=(
+        Cause(
+            "unclassified-kernels",
+            ("unclassified-kernels",),
+            "Kernel time no rule classifies (the compute/memory split is uncertain)",
+            "pct",
+            magnitude="unclassified_pct",
+            threshold="unclassified_max_pct",
+            of_step=False,
+        ),
+    ),
+)
 def unclassified_kernels(ctx: Ctx) -> list[Finding]:
     """More than `unclassified_max_pct` % of kernel time in category 'other' (no kernel rule
     matched): the partition's compute and memory columns are the rules' verdicts, so the

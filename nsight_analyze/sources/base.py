@@ -16,6 +16,22 @@ its own transaction. A source module defines:
     def cancel_prefetch() -> None    # optional: drop what prefetch() read and no load() took
     PARSES_IN_OWN_THREADS: bool      # optional: its parsers keep the cores busy, so the
                                      # ingest's connection runs on one thread
+    def input_size(path: Path) -> int  # optional: bytes of an input (default: the file's size)
+
+Optional capabilities the orchestration reaches only through `registry` (no module outside
+sources/ names a reader), for every source that has them:
+
+    Folder inputs (the source is listed in registry.FOLDER_READERS): its `sniff` answers for
+    folders too, and a folder it claims is one input (registry.walk lists it, not its files);
+    it defines `input_size` (a folder's files' total).
+    Inputs read beside other inputs' ranks (listed in registry.BESIDE_READERS):
+    def attach(con, ready: list[Candidate]) -> None   # before the ranks are numbered: take the
+        # inputs of `ready` it reads beside others' ranks (their probe then has no processes)
+    def resolve(ready: list[Candidate]) -> None        # after: learn those ranks' numbers
+    def unmatched_hint(ready: list[Candidate]) -> str  # why one was not taken ('' if none):
+        # the refusal of mixed formats says it
+    RANK_TABLES_OWNED_BY_FILE: tuple[str, ...]  # tables under others' ranks whose rows stay its
+        # own (file_id): deleting a file's ranks removes only that file's rows of them
 """
 
 from __future__ import annotations

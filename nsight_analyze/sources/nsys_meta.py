@@ -202,13 +202,13 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
         census = _Census(path)
         try:
             _read_processes(con, census, meta)
+            _read_gpus(con, meta)
+            for table in COUNTED_TABLES:
+                if meta.has(table):  # sqlite3 counts B-tree cells without decoding rows: fast
+                    meta.row_counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            _read_nccl_ranks(con, meta, census)
         finally:
             census.close()
-        _read_gpus(con, meta)
-        for table in COUNTED_TABLES:
-            if meta.has(table):  # sqlite3 counts B-tree cells without decoding rows: fast
-                meta.row_counts[table] = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
-        _read_nccl_ranks(con, meta)
     except sqlite3.DatabaseError as exc:
         raise BadInput(f"corrupt or truncated SQLite database ({exc})") from None
     except Exception as exc:  # DuckDB's reader on a damaged file
@@ -220,32 +220,58 @@ def read_meta(con: sqlite3.Connection, path: Path) -> NsysMeta:
 
 NCCL_RANK_IN_PAYLOAD = re.compile(r'"Rank"\s*:\s*(\d+)')
 NCCL_NRANKS_IN_PAYLOAD = re.compile(r'"No\. of ranks"\s*:\s*(\d+)')
+# the probe's bound on init records: NCCL writes one per communicator a process joins
+NCCL_INIT_ROWS = 10_000
 
 
-def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta) -> None:
-    """Rank of each process from NCCL's `ncclCommInitRank` NVTX payload (NCCL >= 2.19,
-    exported with --include-json). The smallest rank a process initialised wins: with
-    several communicators it is the world communicator's rank, at worst a consistent guess.
-    The largest communicator a process joined ("No. of ranks") stands for the world size."""
+def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta, census: _Census) -> None:
+    """Rank of each process from NCCL's `ncclCommInitRank` NVTX payload (NCCL >= 2.19): the JSON
+    of an export with --include-json, else the binary payload (binaryData) decoded by the loader's
+    own decoder (nvtx_binary, on the census's attachment, these rows only), so both exports of one
+    capture number their ranks alike. The smallest rank a process initialised wins: with several
+    communicators it is the world communicator's rank, at worst a consistent guess. The largest
+    communicator a process joined ("No. of ranks") stands for the world size. A probe reads at most
+    NCCL_INIT_ROWS init records (the first by time), and says so when there were more; a blob no
+    schema decodes gives no hint here and is counted by the loader (nvtx_binary.undecoded)."""
+    from . import nvtx_binary  # lazily: only a probe of an export with binary payloads needs it
+
     cols = meta.tables.get("NVTX_EVENTS", [])
-    if "globalTid" not in cols or not {"jsonText", "jsonTextId"} & set(cols):
+    binary = nvtx_binary.has_binary_payloads(meta)
+    if "globalTid" not in cols or not ({"jsonText", "jsonTextId"} & set(cols) or binary):
         return
     text = "COALESCE(t.value, e.text)" if "textId" in cols else "e.text"
     join_text = "LEFT JOIN StringIds t ON t.id = e.textId" if "textId" in cols else ""
-    payload = "COALESCE(j.value, e.jsonText)" if "jsonTextId" in cols else "e.jsonText"
+    payload = {
+        (True, True): "COALESCE(j.value, e.jsonText)",
+        (True, False): "j.value",
+        (False, True): "e.jsonText",
+        (False, False): "NULL",
+    }["jsonTextId" in cols, "jsonText" in cols]
     join_json = "LEFT JOIN StringIds j ON j.id = e.jsonTextId" if "jsonTextId" in cols else ""
-    if "jsonText" not in cols:
-        payload = "j.value"
-    sql = f"""SELECT e.globalTid / {PID_DIVISOR}, {payload} FROM NVTX_EVENTS e {join_text} {join_json}
-              WHERE {text} = 'ncclCommInitRank' AND {payload} IS NOT NULL"""
-    for pid, body in con.execute(sql):
-        text = _decode(body) or ""
+    blob = "e.binaryData IS NOT NULL" if binary else "0"
+    sql = f"""SELECT e.rowid, e.globalTid / {PID_DIVISOR}, {payload}
+              FROM NVTX_EVENTS e {join_text} {join_json}
+              WHERE {text} = 'ncclCommInitRank' AND ({payload} IS NOT NULL OR {blob})
+                    AND e.globalTid IS NOT NULL
+              ORDER BY {"e.start, " if "start" in cols else ""}e.globalTid, e.rowid
+              LIMIT {NCCL_INIT_ROWS + 1}"""
+    rows = con.execute(sql).fetchall()
+    if len(rows) > NCCL_INIT_ROWS:
+        meta.warnings.append(
+            f"more than {NCCL_INIT_ROWS:,} ncclCommInitRank records: NCCL's rank hint read from the first "
+            f"{NCCL_INIT_ROWS:,} by time"
+        )
+        rows = rows[:NCCL_INIT_ROWS]
+    pending = [rid for rid, _, body in rows if body is None]
+    decoded = dict(census.rows(nvtx_binary.decode_sql(census.alias, pending))) if pending else {}
+    for rid, pid, body in rows:
+        found = _decode(body) if body is not None else decoded.get(rid, "")
         gpid = int(pid) * PID_DIVISOR
-        match = NCCL_RANK_IN_PAYLOAD.search(text)
+        match = NCCL_RANK_IN_PAYLOAD.search(found)
         if match:
             rank = int(match.group(1))
             meta.nccl_ranks[gpid] = min(rank, meta.nccl_ranks.get(gpid, rank))
-        size = NCCL_NRANKS_IN_PAYLOAD.search(text)
+        size = NCCL_NRANKS_IN_PAYLOAD.search(found)
         if size:
             meta.nccl_world[gpid] = max(int(size.group(1)), meta.nccl_world.get(gpid, 0))
 

@@ -16,9 +16,10 @@ document (nccl_gpu_overlap_trace, cuda_gpu_kern_sum: the user guide names them a
 compute, never their files or columns) are listed as not read with the reason, and every other
 file of the input is counted in `files.skipped`. Nothing is dropped silently.
 
-Beside its reports (`attach`, `resolve`, called by the ingest around the rank numbering): a
-recipe output whose every (Rank, PID) names a process of an nsys report in the same ingest (or
-the workspace) gets no ranks of its own; its rows go to those reports' ranks.
+Beside its reports (`attach`, `resolve`, the optional hooks of sources/base.py the ingest calls
+through the registry around the rank numbering): a recipe output whose every (Rank, PID) names a
+process of an nsys report in the same ingest (or the workspace) gets no ranks of its own; its
+rows go to those reports' ranks, and stay the recipe file's (RANK_TABLES_OWNED_BY_FILE).
 
 The recipe's numbers are stored as NVIDIA computed them; queries/steps/nvtx_projection_compare.sql
 puts them beside our own projection (queries/steps/nvtx_gpu_projection.sql).
@@ -46,13 +47,17 @@ from .nsys_recipe_bundle import (
 )
 
 FORMAT = "nsys-recipe"
+# Rows under reports' ranks that belong to this file (file_id) when it is read beside them
+# (sources/base.py: replacing a report deletes its ranks' rows, not these)
+RANK_TABLES_OWNED_BY_FILE = ("recipe_nvtx_gpu_proj",)
 
 
 # ---------------------------------------------------------------------------- discovery
 
 
 def is_bundle_dir(path: Path) -> bool:
-    """A recipe output folder, or an (unzipped) nsys-jax archive holding recipe folders."""
+    """A recipe output folder, or an (unzipped) nsys-jax archive holding recipe folders: one input
+    (sniff; registry.walk lists it as one entry, not its files)."""
     try:
         if not path.is_dir():
             return False
@@ -63,28 +68,8 @@ def is_bundle_dir(path: Path) -> bool:
         return False
 
 
-def walk(root: Path) -> list[Path]:
-    """Every file below `root` (as `rglob`), except that a recipe bundle folder is one entry
-    and its own files are not listed (they are read, or counted as not read, by this module)."""
-    if is_bundle_dir(root):
-        return [root]
-    entries = list(root.rglob("*"))
-    bundles = sorted((p for p in entries if is_bundle_dir(p)), key=lambda p: len(p.parts))
-    outer: list[Path] = []
-    for b in bundles:  # a recipe folder inside an nsys-jax folder belongs to it
-        if not any(o in b.parents for o in outer):
-            outer.append(b)
-    inside = set(outer)
-    # every entry but real folders: links (dangling ones too) and named pipes, sockets and
-    # devices are listed, for the ingest to report (a FIFO is never opened: ingest_inputs._special_file)
-    files = [
-        p for p in entries if (p.is_symlink() or not p.is_dir()) and not any(q in inside for q in p.parents)
-    ]
-    return files + outer
-
-
 def input_size(path: Path) -> int:
-    """Bytes of an input: a file's size, a folder's files' total."""
+    """Bytes of an input (registry.input_size): a file's size, a folder's files' total."""
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size

@@ -15,28 +15,48 @@ string>, x.jsonText, <decoded blob>)`; `undecoded(con, alias, meta)` rows go to 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 import duckdb
 
-from .nsys_meta import NsysMeta
+
+class HasTables(Protocol):
+    """What the decoder needs of an export's census (nsys_meta.NsysMeta): which tables and columns
+    it has. A protocol, not an import: nsys_meta's probe calls this module."""
+
+    def has(self, table: str, column: str | None = None) -> bool: ...
+
 
 SQL = Path(__file__).resolve().parents[1] / "data" / "nvtx_binary_payload.sql"
 
 
-def decode_sql(alias: str) -> str:
-    """The decoding SELECT (rid, payload) on the export attached as `alias`."""
+# the blobs' row filter inside the statement's SQLite query, which `rowids` narrows
+BLOB_ROWS = "FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+
+
+def decode_sql(alias: str, rowids: Iterable[int] | None = None) -> str:
+    """The decoding SELECT (rid, payload) on the export attached as `alias`; with `rowids`, of
+    those NVTX_EVENTS rows only. Why the filter: a probe (nsys_meta's NCCL rank hint) decodes a
+    few known rows with the same layout logic, without reading every blob of the export."""
     if not alias.replace("_", "").isalnum():
         raise ValueError(f"not an attachment alias: {alias!r}")
-    return SQL.read_text().replace("@SRC@", alias)
+    sql = SQL.read_text()
+    if rowids is not None:
+        ids = ", ".join(str(int(r)) for r in rowids) or "NULL"
+        if sql.count(BLOB_ROWS) != 1:
+            raise RuntimeError(f"{SQL.name} no longer selects its blobs with {BLOB_ROWS!r}")
+        sql = sql.replace(BLOB_ROWS, f"{BLOB_ROWS} AND rowid IN ({ids})")
+    return sql.replace("@SRC@", alias)
 
 
-def has_binary_payloads(meta: NsysMeta) -> bool:
+def has_binary_payloads(meta: HasTables) -> bool:
     """True when the export can hold decodable binary payloads (the column and the schema entries)."""
     return meta.has("NVTX_EVENTS", "binaryData") and meta.has("NVTX_PAYLOAD_SCHEMA_ENTRIES")
 
 
-def payload_join(alias: str, meta: NsysMeta, row: str = "x") -> tuple[str, str]:
+def payload_join(alias: str, meta: HasTables, row: str = "x") -> tuple[str, str]:
     """(select expression, join clause) adding the decoded payload to NVTX_EVENTS row `row`, in the
     loader's `string()` form; ("NULL", "") when the export has no binary payloads. The join's build
     side is the decoded blobs: one pass over the events, however many."""
@@ -45,7 +65,7 @@ def payload_join(alias: str, meta: NsysMeta, row: str = "x") -> tuple[str, str]:
     return "nvtx_bin.payload", f" LEFT JOIN ({decode_sql(alias)}) AS nvtx_bin ON nvtx_bin.rid = {row}.rowid"
 
 
-def undecoded(con: duckdb.DuckDBPyConnection, alias: str, meta: NsysMeta) -> int:
+def undecoded(con: duckdb.DuckDBPyConnection, alias: str, meta: HasTables) -> int:
     """Rows with a binary payload that no schema decodes (missing schema rows, a header that does
     not fit the blob), for the loader's skipped list: never dropped in silence."""
     if not meta.has("NVTX_EVENTS", "binaryData"):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from . import causes as _causes
+from . import injection_truth as _injection_truth
 from . import job as _job
 from . import kernel_faults as _kernel_faults
 from . import memory as _memory
@@ -143,8 +144,10 @@ def generate(
         calm = dataclasses.replace(inj, straggler={})
         baseline = _job.build(dataclasses.replace(cfg, injections=calm))
     doc = _truth.build(job, files, schema, GPU_INFO, per_rank, baseline)
-    doc.update(_causes.truth_doc(cfg, job))  # attribution, whatif (issue 19)
-    kernel_truth = _kernel_faults.truth(job)  # fp32-gemm, unfused-* injections; {} without them
+    doc.update(_injection_truth.cause_truth(cfg, job))  # attribution, whatif (issue 19)
+    kernel_truth = _injection_truth.kernel_fault_truth(
+        job
+    )  # fp32-gemm, unfused-* injections; {} without them
     if kernel_truth:
         doc["kernel_faults"] = kernel_truth
     if inj.memory_usage:  # peak device memory of the CUDA_GPU_MEMORY_USAGE_EVENTS rows

@@ -8,13 +8,12 @@
     the step's base GPU time: the GPU idles host-bound, the rank arrives late at the collectives.
 `slow-link=NODE:+PCT`: the NCCL transfers end PCT % of the transfer later on that node's ranks.
 
-The truth (`truth_doc`) re-simulates the job without these causes (and the straggler), with the
-same random draws, for `whatif` rows; `attribution` names each injected rank and its cause.
+Their truth (injection_truth.cause_truth) re-simulates the job without these causes (and the
+straggler), with the same random draws, for `whatif` rows; `attribution` names each injected rank
+and its cause.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
@@ -28,7 +27,7 @@ CAUSE_OF = {
 }
 
 
-def _spec_name(key: str) -> str:
+def spec_name(key: str) -> str:
     return key.replace("_", "-")  # the --inject spelling
 
 
@@ -99,77 +98,7 @@ def validate(inj, ranks: int, nodes: int, workload: str = "transformer") -> None
     for key in ("slow_gpu", "uneven_work", "slow_host"):
         for r in getattr(inj, key):
             if r >= ranks:
-                raise UserError(f"{_spec_name(key)} rank {r} does not exist (ranks 0..{ranks - 1})")
+                raise UserError(f"{spec_name(key)} rank {r} does not exist (ranks 0..{ranks - 1})")
     for n in inj.slow_link:
         if n >= nodes:
             raise UserError(f"slow-link node {n} does not exist (nodes 0..{nodes - 1})")
-
-
-def _calm(inj):
-    """The same injections without the causes of a slow rank (same program shape, same draws)."""
-    shape = max([*inj.uneven_work.values(), inj.uneven_shape_pct, 0.0])
-    return dataclasses.replace(
-        inj, straggler={}, slow_gpu={}, uneven_work={}, slow_host={}, slow_link={}, uneven_shape_pct=shape
-    )
-
-
-def _step_times(job) -> dict[int, int]:
-    """Per step: the job's step time = the longest step window over its ranks (docs/whatif.md)."""
-    from .truth import _step_windows
-
-    out: dict[int, int] = {}
-    for ev in job.ranks:
-        for step, start, end in _step_windows(ev, job.nvtx_texts):
-            out[step] = max(out.get(step, 0), int(end - start))
-    return dict(sorted(out.items()))
-
-
-def _rows(scenario: str, times: dict[int, int]) -> list[dict]:
-    rows = [{"scenario": scenario, "step": s, "step_time_ns": t} for s, t in times.items()]
-    if times:
-        rows.append(
-            {"scenario": scenario, "step": None, "step_time_ns": int(round(np.mean(list(times.values()))))}
-        )
-    return rows
-
-
-def truth_doc(cfg, job) -> dict:
-    """`attribution`, `whatif` (re-simulated) and `whatif_actual` for ground_truth.json."""
-    from . import job as _job
-
-    inj = cfg.injections
-    attribution = []
-    for r, pct in sorted(inj.straggler.items()):
-        attribution.append({"injection": f"straggler={r}:+{pct:g}", "rank": r, "cause": "slow-gpu"})
-    for key, cause in CAUSE_OF.items():
-        for who, pct in sorted(getattr(inj, key).items()):
-            spec = f"{_spec_name(key)}={who}:+{pct:g}"
-            targets = [r for r in range(cfg.ranks) if cfg.node_of(r) == who] if key == "slow_link" else [who]
-            for r in targets:
-                attribution.append({"injection": spec, "rank": r, "cause": cause})
-    actual = _step_times(job)
-    whatif: list[dict] = []
-    if attribution:
-        calm = _job.build(dataclasses.replace(cfg, injections=_calm(inj)))
-        whatif += _rows("slowest-rank-at-median", _step_times(calm))
-    if inj.input_stall:
-        free = dataclasses.replace(inj, input_stall=None, input_wait_free=True)
-        calm = _job.build(dataclasses.replace(cfg, injections=free))
-        whatif += _rows("no-input-stalls", _step_times(calm))
-    calm = _job.build(dataclasses.replace(cfg, injections=dataclasses.replace(inj, comms_free=True)))
-    whatif += _rows("comms-hidden", _step_times(calm))
-    for scenario, flag in (("no-launch-gaps", "launch_free"), ("no-sync-stalls", "sync_free")):
-        calm = _job.build(dataclasses.replace(cfg, injections=dataclasses.replace(inj, **{flag: True})))
-        whatif += _rows(scenario, _step_times(calm))
-    return {
-        "attribution": attribution,
-        "whatif_definition": "step_time_ns = max over ranks of the step's window_ns in the job simulated "
-        "again without the cause (same random draws); step null = mean over steps. slowest-rank-at-median: "
-        "without straggler, slow-gpu, uneven-work, slow-host and slow-link; no-input-stalls: without "
-        "input-stall and with a data loader that takes no time; comms-hidden: every collective ends at its "
-        "last arrival (no transfer); no-launch-gaps: kernel launches cost the host no time "
-        "(no host work before them, no call, no latency: what CUDA graphs buy at best); no-sync-stalls: a "
-        "synchronising call returns the moment the GPU work it waits for ends (no wake-up delay)",
-        "whatif": whatif,
-        "whatif_actual": _rows("actual", actual),
-    }

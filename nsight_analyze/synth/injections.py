@@ -63,6 +63,30 @@ def _num(text: str, spec: str) -> float:
         raise UserError(f"bad --inject {spec!r}: {text!r} is not a number (forms: {SPEC_HELP})") from None
 
 
+def _parse_kernel_fault(inj, key: str, val: str, spec: str) -> None:
+    """Set the Injections field of one kernel-level spec (kernel_faults.py; UserError on a bad value)."""
+    val = val.strip()
+    if key == "unfused-elementwise":
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", val)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise UserError(
+                f"bad --inject {spec!r}: use unfused-elementwise=FIRST-LAST (step numbers), e.g. 3-5"
+            )
+        inj.unfused_elementwise = (int(m.group(1)), int(m.group(2) or m.group(1)))
+    elif key == "fp32-gemm":
+        m = re.fullmatch(r"([0-9.]+)%?", val)
+        pct = float(m.group(1)) if m and m.group(1).count(".") <= 1 else -1.0
+        if not 0 < pct <= 100:
+            raise UserError(
+                f"bad --inject {spec!r}: use fp32-gemm=PCT with 0 < PCT <= 100, e.g. fp32-gemm=25"
+            )
+        inj.fp32_gemm_pct = pct
+    else:
+        if val:
+            raise UserError(f"bad --inject {spec!r}: {key} takes no value")
+        inj.unfused_attention = True
+
+
 def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
     """Turn `['straggler=3:+20', 'input-stall=4:30']` (or 'a,b' strings) into Injections."""
     if specs is None:
@@ -111,9 +135,7 @@ def parse(specs: list[str] | tuple[str, ...] | str | None) -> Injections:
                 raise UserError(f"bad --inject {spec!r}: {key} takes no value")
             setattr(inj, key.replace("-", "_"), True)
         elif key in ("unfused-elementwise", "fp32-gemm", "unfused-attention"):
-            from . import kernel_faults  # lazy: it imports the workload, which imports this module
-
-            kernel_faults.parse_into(inj, key, val, spec)
+            _parse_kernel_fault(inj, key, val, spec)
         else:
             raise UserError(f"unknown --inject {spec!r} (known: {SPEC_HELP})")
     return inj

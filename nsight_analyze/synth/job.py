@@ -81,7 +81,7 @@ def build(cfg: W.Config) -> Job:
     utc = UTC_BASE_NS + session + skew
     host0 = HOST_START_NS + int(session.max()) + rng.integers(0, 300_000, cfg.ranks)
 
-    cat = W.Catalog()
+    cat = W.Catalog(copy_scale=cfg.work_scale)  # the input copy's bytes are per sample
     sim = W.Simulator(cfg, rng, host0)
     sim.catalog = cat
     results: list[W.StepResult] = [sim.run(prologue(cat), None)]

@@ -9,15 +9,14 @@
 * `unfused-attention`: FlashAttention is replaced by QK^T bmm -> softmax -> PV bmm forward and
   bmm, bmm -> softmax backward -> bmm, bmm backward, the b*h*n^2 score matrix going through HBM.
 
-`truth(job)` reports, per rank and step, the injected kernels' times as the ground truth.
+Their ground truth (the injected kernels' times per rank and step) is injection_truth.kernel_fault_truth;
+the specs are parsed with the others' (injections.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 
-from ..errors import UserError
 from . import kernels as K
 from . import workload as W
 
@@ -66,30 +65,6 @@ GELU_CHAIN = [
     (f"at::native::BinaryFunctor<{_BF3}, {_MUL}>", 3),
     (f"at::native::AUnaryFunctor<{_BF3}, {_MUL}>", 2),
 ]
-
-
-def parse_into(inj, key: str, val: str, spec: str) -> None:
-    """Set the Injections field of one kernel-level spec (UserError on a bad value)."""
-    val = val.strip()
-    if key == "unfused-elementwise":
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", val)
-        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
-            raise UserError(
-                f"bad --inject {spec!r}: use unfused-elementwise=FIRST-LAST (step numbers), e.g. 3-5"
-            )
-        inj.unfused_elementwise = (int(m.group(1)), int(m.group(2) or m.group(1)))
-    elif key == "fp32-gemm":
-        m = re.fullmatch(r"([0-9.]+)%?", val)
-        pct = float(m.group(1)) if m and m.group(1).count(".") <= 1 else -1.0
-        if not 0 < pct <= 100:
-            raise UserError(
-                f"bad --inject {spec!r}: use fp32-gemm=PCT with 0 < PCT <= 100, e.g. fp32-gemm=25"
-            )
-        inj.fp32_gemm_pct = pct
-    else:
-        if val:
-            raise UserError(f"bad --inject {spec!r}: {key} takes no value")
-        inj.unfused_attention = True
 
 
 class Faults:
@@ -177,87 +152,6 @@ class Faults:
             else:
                 out.append(self._item(kt, **kw))
         return out
-
-
-def truth(job) -> dict:
-    """Ground truth of the kernel-level injections, from the generated events themselves."""
-    from .truth import _step_windows
-
-    inj = job.cfg.injections
-    specs = [s for s in inj.specs if s.split("=")[0].strip().lower() in KEYS]
-    if not specs:
-        return {}
-    kinds = job.catalog.kinds
-    out: dict = {"specs": specs, "unfused_elementwise": [], "fp32_gemm": [], "unfused_attention": []}
-    for ev in job.ranks:
-        wins = _step_windows(ev, job.nvtx_texts)
-        comp = [i for i in range(len(ev.gpu_start)) if ev.gpu_stream[i] == W.COMPUTE_STREAM]
-        tags = [kinds[ev.gpu_ktype[i]].shape.get(TAG) for i in comp]
-
-        def step_of(ns: int, wins=wins) -> int | None:
-            return next((s for s, a, b in wins if a <= ns < b), None)
-
-        acc: dict[tuple, dict] = {}
-
-        def row(kind: str, step, acc=acc, ev=ev) -> dict:
-            return acc.setdefault(
-                (kind, step),
-                {
-                    "rank": ev.rank,
-                    "step": step,
-                    "chains": 0,
-                    "kernels": 0,
-                    "kernel_ns": 0,
-                    "span_ns": 0,
-                    "recoverable_ns": 0,
-                    "flops": 0,
-                },
-            )
-
-        j = 0
-        while j < len(comp):
-            i, tag = comp[j], tags[j]
-            if tag == "unfused-elementwise":
-                n = len(GELU_CHAIN)
-                idx = comp[j : j + n]
-                durs = [int(ev.gpu_end[x] - ev.gpu_start[x]) for x in idx]
-                r = row("unfused_elementwise", step_of(int(ev.gpu_start[idx[0]])))
-                span = int(ev.gpu_end[idx[-1]] - ev.gpu_start[idx[0]])
-                r["chains"] += 1
-                r["kernels"] += n
-                r["kernel_ns"] += sum(durs)
-                r["span_ns"] += span
-                r["recoverable_ns"] += span - max(durs)  # fused kernel >= the longest member
-                j += n
-                continue
-            if tag == "fp32-gemm":
-                r = row("fp32_gemm", step_of(int(ev.gpu_start[i])))
-                r["kernels"] += 1
-                r["kernel_ns"] += int(ev.gpu_end[i] - ev.gpu_start[i])
-                r["flops"] += kinds[ev.gpu_ktype[i]].flops
-            elif tag == "unfused-attention" and kinds[ev.gpu_ktype[i]].shape["role"].startswith("softmax"):
-                prev, nxt = comp[j - 1], comp[j + 1]
-                r = row("unfused_attention", step_of(int(ev.gpu_start[prev])))
-                sh = kinds[ev.gpu_ktype[i]].shape
-                bwd = sh["role"] == "softmax_bwd"
-                r["chains"] += 1
-                r["kernels"] += 5 if bwd else 3
-                r["span_ns"] += int(ev.gpu_end[nxt] - ev.gpu_start[prev])
-                r["recoverable_ns"] += int(ev.gpu_start[nxt] - ev.gpu_end[prev])  # softmax + gaps
-                r["flops"] += (4 if bwd else 2) * kinds[ev.gpu_ktype[prev]].flops
-                r["score_matrix_bytes"] = sh["batch"] * sh["heads"] * sh["seq"] ** 2 * 2
-            j += 1
-        for (kind, _step), r in sorted(acc.items(), key=lambda x: (x[0][0], x[0][1] is None, x[0][1] or 0)):
-            out[kind].append(r)
-    out["definitions"] = (
-        "per rank and step (the step window holding the chain's first kernel): unfused_elementwise: "
-        "chains of the 8 eager-GELU kernels, recoverable = span - longest kernel; fp32_gemm: the FP32 "
-        "GEMM launches, their time and FLOPs (2*M*N*K); unfused_attention: sequences (forward "
-        "bmm-softmax-bmm, backward bmm-bmm-softmax_bwd-bmm-bmm), span = the two GEMMs around the "
-        "softmax, recoverable = time between them (softmax and gaps), flops = the sequence's bmm FLOPs, "
-        "score_matrix_bytes = b*h*n^2*2 (bf16)"
-    )
-    return out
 
 
 def annotate(job) -> None:

@@ -8,6 +8,12 @@ freed just after the op `HOLD` blocks later, so several are live at once and the
 mid-run, not at the end. The peak is computed here by replaying the rows in the order the SQL
 uses (time, frees before allocations at the same ns, then address): a running sum of the
 allocations minus the frees of Device / Device Static memory, in numpy, independent of the reader.
+
+Activations are per sample, model state is not: the activation blocks take `work_scale` (the
+job's cfg: B / 32 in a batch-size sweep, synth/sweep.py; N1 / N in a strong-scaling series, whose
+per-GPU batch shrinks, synth/scaling.py) of their size, so the peak grows with the batch; model
+state, optimizer state and the pinned staging buffer stay. work_scale 1 writes the same rows as
+before the blocks scaled (activation_bytes returns the size as built; tests/test_runs_sweep.py).
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ BLOCKS = 400  # activation blocks per rank (at most)
 HOLD = 6  # blocks live at once
 
 
+def activation_bytes(base: int, work_scale: float) -> int:
+    """An activation block of `base` bytes in the job as built, at `work_scale` of its batch
+    (whole bytes, at least 1; work_scale 1: `base` itself)."""
+    return base if work_scale == 1.0 else max(1, int(round(base * work_scale)))
+
+
 def events(job: Job, ev: RankEvents) -> dict[str, np.ndarray]:
     """start, bytes, memKind, memoryOperationType, address of one rank's rows (file order = time order)."""
     n = len(ev.gpu_start)
@@ -42,8 +54,9 @@ def events(job: Job, ev: RankEvents) -> dict[str, np.ndarray]:
     slots = [0, 1, 2]
     stride = max(1, n // BLOCKS)
     picks = order[::stride]
+    scale = job.cfg.work_scale  # activations: per sample (the batch's share of the job as built)
     for j, op_index in enumerate(picks):
-        size = (64 + 32 * ((j * 5 + rank) % 8)) * MIB
+        size = activation_bytes((64 + 32 * ((j * 5 + rank) % 8)) * MIB, scale)
         freed_after = picks[min(j + HOLD, len(picks) - 1)]
         starts += [int(ev.gpu_start[op_index]) - 1, int(ev.gpu_end[freed_after]) + 1]
         sizes += [size, size]

@@ -19,8 +19,6 @@ def truth(ranks: list[RankEvents], session: list[int], kinds: list, doc: dict) -
 
     ranks: the job's events (file clock; true time = file time + session[node]); kinds: the
     catalog's kernel kinds (category comms = communication)."""
-    from .parallel import uncovered  # parallel imports this module
-
     dim_of = {c["comm"]: c["dimension"] for c in doc["communicators"]}
     span: dict[tuple[int, int], tuple[int, int]] = {}
     busy: dict[int, list[tuple[int, int]]] = {}
@@ -77,3 +75,32 @@ def truth(ranks: list[RankEvents], session: list[int], kinds: list, doc: dict) -
         "operation, summed over ranks",
         "comms_by_dimension_with_ce": comms,
     }
+
+
+def uncovered(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
+    """Length of union(spans) minus union(cover)."""
+
+    def union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        out: list[list[int]] = []
+        for s, e in sorted(x for x in iv if x[1] > x[0]):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return [(s, e) for s, e in out]
+
+    a, b = union(spans), union(cover)
+    total, j = 0, 0
+    for s, e in a:
+        cur = s
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                total += b[k][0] - cur
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            total += e - cur
+    return total

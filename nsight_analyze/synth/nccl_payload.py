@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import UserError
@@ -144,3 +145,28 @@ def write_binary(path: str | Path) -> int:
         return len(updates)
     finally:
         con.close()
+
+
+def binary_schemas() -> list[str]:
+    """The generator's schema versions whose NVTX_EVENTS has the binaryData column write_binary
+    fills (older nsys exports cannot hold a binary payload)."""
+    from .schemas import VERSIONS, columns
+
+    return [v for v in VERSIONS if "binaryData" in columns(v)["NVTX_EVENTS"]]
+
+
+def write_binary_job(out_dir: str | Path, files: Iterable[str], truth_file: str | None) -> int:
+    """`synth --nccl-payload binary`: rewrite every rank file of a generated job (write_binary) and,
+    when the job has a ground truth, record the form beside the generator's other NCCL choices
+    (`generator.nccl_payload`: "binary", `generator.nccl_payload_events`: the events rewritten, the
+    nvtx rows with a payload an ingest should decode); return that count. Why a rewrite after the
+    fact: the binary export holds the same events as the JSON one, only their payloads' form differs."""
+    out = Path(out_dir)
+    total = sum(write_binary(out / name) for name in files)
+    if truth_file is not None:
+        path = out / truth_file
+        doc = json.loads(path.read_text())
+        doc["generator"]["nccl_payload"] = "binary"
+        doc["generator"]["nccl_payload_events"] = total
+        path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return total

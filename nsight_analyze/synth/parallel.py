@@ -46,6 +46,7 @@ from ..errors import UserError
 from . import nccl_instances as _instances
 from . import workload as W
 from .job import UTC_BASE_NS, Job, RankEvents
+from .nccl_instances import uncovered
 from .parallel_program import NVLINK_BUSBW, Group, Op, Parallel, communicators, of_index, program
 
 DIMENSIONS = ("dp", "fsdp", "tp", "pp", "ep", "unknown")
@@ -321,35 +322,6 @@ def _nccl_ranges(
     else:
         ranges.append((cs - 600, ce + 300, text("KernelLaunch"), W.MAIN_TID, 59, 1, launch))
     return ranges
-
-
-def uncovered(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> int:
-    """Length of union(spans) minus union(cover)."""
-
-    def union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        out: list[list[int]] = []
-        for s, e in sorted(x for x in iv if x[1] > x[0]):
-            if out and s <= out[-1][1]:
-                out[-1][1] = max(out[-1][1], e)
-            else:
-                out.append([s, e])
-        return [(s, e) for s, e in out]
-
-    a, b = union(spans), union(cover)
-    total, j = 0, 0
-    for s, e in a:
-        cur = s
-        while j < len(b) and b[j][1] <= cur:
-            j += 1
-        k = j
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > cur:
-                total += b[k][0] - cur
-            cur = max(cur, b[k][1])
-            k += 1
-        if cur < e:
-            total += e - cur
-    return total
 
 
 def _events(rank: int, node: int, off: int, gpu: list, api: list, nvtx: list) -> RankEvents:

@@ -8,7 +8,10 @@ world_size), so one ingest of the series' folder holds every run. What changes w
   latency; synth/programs.py: 200 GB/s inside a node, 150 GB/s across nodes), so it grows
   with N and with the step to more than one node;
 - strong scaling (same global work): every other GPU operation takes N1/N of its time
-  (`work_scale`); weak scaling (same work per GPU): unchanged;
+  (`work_scale`), and what is per sample shrinks with the per-GPU batch by the same factor: the
+  input copy's bytes (synth/workload.py Catalog) and the activation blocks of the memory-usage
+  device-memory events (synth/memory.py; a series takes no --inject, so it writes none); weak
+  scaling (same work per GPU): unchanged;
 - optionally a straggler (rank 1, compute +PCT %) in the runs of at least `straggler_from` GPUs;
 - the `global_batch` label: SAMPLES_PER_GPU x N1 samples per step (strong: the same global
   work) or SAMPLES_PER_GPU x N (weak), so `runs` has a throughput to compute.
@@ -167,6 +170,7 @@ def generate_series(
         else {"rank": 1, "from": straggler_from, "pct": straggler_pct},
         "all_reduce": "ring: 2(N-1)/N * bytes / busbw + 8 us; busbw 200 GB/s in one node, 150 GB/s across",
         "work_scale": {f"n{n}": (1.0 if weak else sizes[0] / n) for n in sizes},
+        "scaled_by_work_scale": "every GPU operation's time but the collectives; the input copy's bytes",
     }
     (out / TRUTH_FILE).write_text(json.dumps(truth, indent=1) + "\n")
     return truth

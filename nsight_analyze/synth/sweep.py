@@ -13,15 +13,17 @@ so one ingest of the sweep's folder holds every run. The model:
   (the input batch's HtoD memcpy). The generator has one knob for all three, so compute and
   memory scale together, linearly with the batch (same seed: the same random draws in every run,
   so their per-step time is proportional to B up to 1 ns of rounding per operation);
+- per sample, so scaled as well: the bytes of the input copy (its apparent bandwidth stays the
+  link's) and, with `--inject memory-usage`, the activation blocks of the device-memory events
+  (synth/memory.py); model state, optimizer state and the pinned staging buffer are not, so the
+  device-memory peak grows with B but is not proportional to it;
 - the gradient all-reduce is the same in every run (its bytes depend on the model, not the
   batch; the same ranks, so the same ring time): larger batches amortise it, and the backward
   pass hides more of it. Step time is about a x B + c, samples/s = B x N / (a x B + c): it rises
   with B and saturates at N / a, so the best run by throughput is (in this model) the largest
   batch, with the gains shrinking towards it;
-- not scaled (the generator has no knob for them): the bytes of the input copy (its duration is
-  scaled, so its apparent bandwidth is not the link's), the device-memory peak of the
-  `memory-usage` injection, and the model FLOPs of ground_truth.json (`mfu` there counts the job
-  as built, so it is not the sweep's MFU: the sweep truth states none).
+- not scaled (the generator has no knob for them): the model FLOPs of ground_truth.json (`mfu`
+  there counts the job as built, so it is not the sweep's MFU: the sweep truth states none).
 
 Labels (`run.json`): name `b{B}`, sweep `batch` (the label the sweep varies), series (the sweep's
 folder name), model, batch (per GPU), world_size (the ranks) and global_batch = batch x
@@ -34,7 +36,10 @@ rank has: the job step time (a step's longest window over the ranks; mean and me
 steps, scaling.run_parts), its parts (compute, exposed_comms, imbalance, idle: docs/runs.md),
 steps/s and samples/s (1e9 / median, global_batch x that), the partition shares of the windows
 (sums over ranks and steps / the windows' sum, as `runs` defines them), per rank and step means
-of the partition columns, the all-reduce bytes per step, and the best run by samples/s.
+of the partition columns, the all-reduce bytes per step, and the best run by samples/s. With
+`--inject memory-usage`, per run `memory_peak`: each rank's peak device bytes in use as
+synth/memory.py replays its own rows (ground_truth.json `memory_usage`, independent of the SQL)
+and their maximum over the ranks, what `runs` shows as the run's peak; null without it.
 """
 
 from __future__ import annotations
@@ -106,6 +111,21 @@ def run_numbers(doc: dict) -> dict:
     return {"shares": shares, "per_rank_step_ns": per_step, "allreduce_bytes_per_step": allreduce}
 
 
+def memory_peak(doc: dict) -> dict | None:
+    """One run's device-memory peak: per rank (synth/memory.py's replay, ground_truth.json
+    `memory_usage`) and the maximum over its ranks; None when the run has no memory-usage rows."""
+    section = doc.get("memory_usage")
+    if section is None:
+        return None
+    per_rank = {str(r["rank"]): r["peak_bytes_in_use"] for r in section["ranks"]}
+    known = [v for v in per_rank.values() if v is not None]
+    return {
+        "per_rank_bytes": per_rank,
+        "max_bytes": max(known) if known else None,
+        "capacity_bytes": section["capacity_bytes"],
+    }
+
+
 def sweep_truth(docs: dict[int, dict], ranks: int) -> dict:
     """Every run's step time, throughput, partition shares, and the best run by samples/s."""
     runs = []
@@ -131,6 +151,7 @@ def sweep_truth(docs: dict[int, dict], ranks: int) -> dict:
                 "samples_per_s_gain": None if previous is None else samples / previous - 1.0,
                 "step_parts_ns": {k: parts[k] for k in ("compute", "exposed_comms", "imbalance", "idle")},
                 **numbers,
+                "memory_peak": memory_peak(docs[batch]),
             }
         )
         previous = samples
@@ -145,7 +166,8 @@ def sweep_truth(docs: dict[int, dict], ranks: int) -> dict:
         "steps_per_s = 1e9 / step_median_ns; samples_per_s = global_batch (batch x world_size) / "
         "median step; shares = partition column summed over ranks and steps / windows summed; "
         "per_rank_step_ns = the same sums / (ranks x steps); samples_per_s_gain = over the previous "
-        "(smaller) batch; best = the highest samples_per_s",
+        "(smaller) batch; best = the highest samples_per_s; memory_peak (with memory-usage) = "
+        "each rank's peak device bytes in use (synth/memory.py) and their max over the ranks",
         "tolerance": "exact up to float rounding (the partition of every rank and step is exact)",
         "runs": runs,
     }
@@ -183,8 +205,10 @@ def generate_sweep(out_dir: str | Path, batches: list[int], ranks: int = 8, **jo
         "ranks": ranks,
         "ref_batch": REF_BATCH,
         "work_scale": {f"b{b}": work_scale(b) for b in batches},
-        "scaled": "every GPU operation but the collectives (GEMMs, memory-bound kernels, copies)",
-        "not_scaled": "the gradient all-reduce (model-sized), copy bytes, the memory-usage peak, model FLOPs",
+        "scaled": "every GPU operation but the collectives (GEMMs, memory-bound kernels, copies); the "
+        "input copy's bytes; the memory-usage activation blocks",
+        "not_scaled": "the gradient all-reduce (model-sized), model and optimizer state, the pinned "
+        "staging buffer, model FLOPs",
         "injections": list(getattr(job.get("injections", ()), "specs", job.get("injections", ()))),
     }
     (out / TRUTH_FILE).write_text(json.dumps(truth, indent=1) + "\n")

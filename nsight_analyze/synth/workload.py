@@ -13,6 +13,7 @@ All times here are *true* times (ns); the writer shifts each node onto its own c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -131,13 +132,22 @@ class Config:
 
 
 class Catalog:
-    """Kernel kinds used by a job, interned so items refer to them by index."""
+    """Kernel kinds used by a job, interned so items refer to them by index.
 
-    def __init__(self) -> None:
+    `copy_scale`: the job's work_scale, applied to the bytes of its host-to-device copies (the
+    input batch, the only HtoD copy the job issues: per sample, so B / 32 of it in a batch-size
+    sweep, N1 / N per GPU in a strong-scaling series). The simulator scales the copy's duration
+    by the same factor, so its apparent bandwidth stays the link's; 1.0: the bytes as built."""
+
+    def __init__(self, copy_scale: float = 1.0) -> None:
         self.kinds: list[K.KType] = []
         self._index: dict[tuple, int] = {}
+        self.copy_scale = copy_scale
 
     def add(self, k: K.KType) -> int:
+        if k.memcpy == "HtoD" and self.copy_scale != 1.0:
+            nbytes = max(1, int(round(k.nbytes * self.copy_scale)))
+            k = dataclasses.replace(k, nbytes=nbytes, shape={**k.shape, "bytes": nbytes})
         key = (k.name, k.nbytes, k.flops, k.grid, k.block, k.memcpy, k.src_kind, k.dst_kind)
         if key not in self._index:
             self._index[key] = len(self.kinds)

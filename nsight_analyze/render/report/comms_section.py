@@ -1,20 +1,21 @@
-"""The report section "Communication by parallelism dimension": `comms.comms(con, "dimension")` rendered.
+"""The report section "Communication by parallelism dimension": `comms(con, "dimension")`'s rows rendered.
 
 Why its own module: the section is the report's view of issue 19's communication breakdown (the
 same rows as `nsight-analyze comms --format json`), with the advice that fits each exposed
 dimension and the diagnose findings that are its children (`exposed-comm-<dim>`).
-Its data comes through `collect` (ReportInputs.comms) like every other section's.
+Its data is the report document's (ReportDocument.comms: both breakdowns, read by report_doc).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pandas as pd
 
-from .collect import Part, ReportInputs
 from .html import esc, fmt, missing, notes, section, table
+
+if TYPE_CHECKING:
+    from ...report_doc.document import ReportDocument
 
 SID, TITLE = "comms-dimension", "Communication by parallelism dimension"
 DIMENSION_TABLE = [
@@ -44,31 +45,20 @@ COMMUNICATOR_TABLE = [
 ]
 
 
-def gather(con: duckdb.DuckDBPyConnection) -> Part:
-    """Both breakdowns (by dimension, by communicator) from the library, or why they are missing."""
-    from ...comms import comms
-    from ...errors import UserError
-
-    try:
-        return Part({"dimension": comms(con, "dimension"), "communicator": comms(con, "communicator")})
-    except UserError as exc:
-        return Part(missing=str(exc))
-
-
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def comms_dimension(inp: ReportInputs) -> str:
+def comms_dimension(doc: ReportDocument) -> str:
     """The section: per-dimension table, advice per exposed dimension, the communicators, notes."""
-    c = inp.comms
+    c = doc.comms
     if not c.ok:
         return section(SID, TITLE, missing(c.missing or ""))
     by_dim, by_comm = c.value["dimension"], c.value["communicator"]
     if not by_dim["rows"]:
         return section(SID, TITLE, missing("no NCCL kernels in the workspace"))
     body = [table(_frame(by_dim["rows"]), DIMENSION_TABLE, "comms-dimension-table")]
-    findings = inp.findings.value if inp.findings.ok and inp.findings.value is not None else []
+    findings = doc.findings.value if doc.findings.ok and doc.findings.value is not None else []
     found = {f.metrics.get("dimension"): f for f in findings if f.metrics.get("parent") == "exposed-comm"}
     items = []
     for a in by_dim["advice"]:

@@ -3,17 +3,19 @@
 Why its own module: the headline is the page's summary, built from several results at once (the
 per-rank partition, the rank × step windows, the imbalance verdict, MFU/HFU and diagnose's findings),
 and its ratios (`headline_numbers`) are checked on their own by tests; the other sections each
-render one result (sections.py). Its data comes through `collect` like every other section's.
+render one result (sections.py). Its data is the report document's, like every other section's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .collect import Part, ReportInputs
 from .html import esc, fmt, kpi, missing, notes, plain, section, table
+
+if TYPE_CHECKING:
+    from ...report_doc.document import Part, ReportDocument
 
 
 def headline_numbers(part: pd.DataFrame, rank_step: pd.DataFrame | None) -> dict[str, Any]:
@@ -79,13 +81,13 @@ def findings_html(findings: list, limit: int) -> str:
     return "".join(out)
 
 
-def headline(inp: ReportInputs, part: Part, figs: dict) -> str:
+def headline(doc: ReportDocument, part: Part, figs: dict) -> str:
     body = []
     if not part.ok:
         body.append(missing(part.missing or ""))
         nums: dict[str, Any] = {}
     else:
-        nums = headline_numbers(part.value, inp.rank_step.value if inp.rank_step.ok else None)
+        nums = headline_numbers(part.value, doc.rank_step.value if doc.rank_step.ok else None)
     cards = []
     if "step_time_median_ns" in nums:
         cards.append(
@@ -118,8 +120,8 @@ def headline(inp: ReportInputs, part: Part, figs: dict) -> str:
     ):
         if key in nums:
             cards.append(kpi(label, key, nums[key], fmt(nums[key], "pct"), f"all {nums['ranks']} ranks"))
-    if inp.verdict.ok and len(inp.verdict.value):
-        v = inp.verdict.value.iloc[0]
+    if doc.verdict.ok and len(doc.verdict.value):
+        v = doc.verdict.value.iloc[0]
         sub = ""
         if plain(v.get("straggler_rank")) is not None:
             sub = (
@@ -132,10 +134,10 @@ def headline(inp: ReportInputs, part: Part, figs: dict) -> str:
             kpi("imbalance", "imbalance_verdict", plain(v["verdict"]), str(plain(v["verdict"])), sub)
         )
     else:
-        cards.append(kpi("imbalance", "imbalance_verdict", None, "unknown", inp.verdict.missing or ""))
+        cards.append(kpi("imbalance", "imbalance_verdict", None, "unknown", doc.verdict.missing or ""))
     mfu_notes: list[str] = []
-    if inp.mfu.ok and isinstance(inp.mfu.value, dict):
-        m = inp.mfu.value
+    if doc.mfu.ok and isinstance(doc.mfu.value, dict):
+        m = doc.mfu.value
         for key, label in (("mfu", "MFU"), ("hfu", "HFU")):
             val = plain(m.get(key))
             cards.append(
@@ -149,17 +151,17 @@ def headline(inp: ReportInputs, part: Part, figs: dict) -> str:
             )
         mfu_notes = [str(x) for x in (m.get("notes") or [])] + [str(x) for x in (m.get("gap") or [])]
     else:
-        cards.append(kpi("MFU / HFU", "mfu", None, "unknown", inp.mfu.missing or ""))
+        cards.append(kpi("MFU / HFU", "mfu", None, "unknown", doc.mfu.missing or ""))
     body.append(f'<div class="kpis">{"".join(cards)}</div>')
-    if inp.steps:
+    if doc.steps:
         body.append(
-            notes([f"steps {inp.steps} only (--steps): partition, heatmap and timeline cover these steps"])
+            notes([f"steps {doc.steps} only (--steps): partition, heatmap and timeline cover these steps"])
         )
     body.append(notes(mfu_notes))
     body.append("<h3>Top findings</h3>")
-    if inp.findings.ok:
-        found = list(inp.findings.value or [])
+    if doc.findings.ok:
+        found = list(doc.findings.value or [])
         body.append(findings_html(found, 5) if found else "<p>No findings: nothing crossed a threshold.</p>")
     else:
-        body.append(missing(inp.findings.missing or ""))
+        body.append(missing(doc.findings.missing or ""))
     return section("headline", "Headline", "".join(body))

@@ -1,4 +1,4 @@
-"""The report's sections, each rendered from the library results gathered by `collect`.
+"""The report's sections, each rendered from the report document (report_doc.ReportDocument).
 
 Why one function per section: each can say on its own why its data is missing, and the page's
 section ids (`data-section`) are a stable contract the browser test checks. The headline, built
@@ -8,15 +8,27 @@ from several results at once, has its own module (headline_section.py), as have 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from . import figures
-from .collect import PARTITION_COLUMNS, Part, ReportInputs, StepRange
 from .definitions import DEFINITIONS
+from .figures import (
+    collective_skew,
+    collective_waits,
+    idle_causes,
+    overlap_bars,
+    partition_bars,
+    rank_step_heatmap,
+    timeline_layout,
+    top_kernels,
+)
 from .html import esc, fmt, kpi, missing, notes, section, table
-from .timeline import Timeline
+from .timeline import escaped
+
+if TYPE_CHECKING:
+    from ...report_doc.document import Part, ReportDocument, StepRange
+    from ...report_doc.timeline import Timeline
 
 SECTIONS = (
     ("headline", "Headline"),
@@ -36,47 +48,28 @@ PARTITION_LABELS = {
     "memory_ns": "memory (kernels + copies)",
     "copies_total_ns": "copies incl. hidden",
 }
-PARTITION_TABLE = [("rank", "rank", "")] + [
-    (
-        c,
-        PARTITION_LABELS.get(c, c.removesuffix("_ns").replace("_", " ")),
-        "pct" if c.endswith("pct") else "ns",
-    )
-    for c in PARTITION_COLUMNS
-]
 
 
-def _rows_of(summary: Any) -> list[dict] | None:
-    """The per-rank (or per-step) records of a summary() result, wherever the dict keeps them."""
-    if isinstance(summary, list):
-        return summary if all(isinstance(r, dict) for r in summary) else None
-    if not isinstance(summary, dict):
-        return None
-    for key in ("rows", "ranks", "by_rank", "partition", "steps", "by_step"):
-        if isinstance(summary.get(key), list) and all(isinstance(r, dict) for r in summary[key]):
-            return summary[key]
-    return None
+def partition_table(columns: list[str]) -> list[tuple[str, str, str]]:
+    """The partition table's (column, header, kind): rank, then the document's partition columns."""
+    return [("rank", "rank", "")] + [
+        (
+            c,
+            PARTITION_LABELS.get(c, c.removesuffix("_ns").replace("_", " ")),
+            "pct" if c.endswith("pct") else "ns",
+        )
+        for c in columns
+    ]
 
 
-def partition_frame(inp: ReportInputs) -> Part:
-    """Per-rank partition: summary(con, by='rank') records when present, else the time_partition view."""
-    if inp.steps:  # summary() covers the whole capture; the chosen steps' rows are summed instead
-        return inp.partition
-    rows = _rows_of(inp.summary_rank.value) if inp.summary_rank.ok else None
-    if rows and all("rank" in r and "window_ns" in r for r in rows):
-        df = pd.DataFrame(rows)
-        if "step" in df:
-            df = df[df["step"].isna()] if df["step"].isna().any() else df
-        return Part(df.sort_values("rank").reset_index(drop=True))
-    return inp.partition
-
-
-def partition(part: Part, figs: dict, steps: StepRange | None = None) -> str:
+def partition(part: Part, figs: dict, steps: StepRange | None, columns: list[str]) -> str:
     if not part.ok:
         return section("partition", "Time partition per rank", missing(part.missing or ""))
-    figs["partition"] = figures.partition_bars(part.value)
+    figs["partition"] = partition_bars(part.value)
     scope = f"steps {steps} summed per rank" if steps else "whole capture, the numbers of `summary`"
-    body = figures_div("partition") + table(part.value, PARTITION_TABLE, "partition-table", row_key="rank")
+    body = figures_div("partition") + table(
+        part.value, partition_table(columns), "partition-table", row_key="rank"
+    )
     return section(
         "partition",
         "Time partition per rank",
@@ -102,13 +95,13 @@ def timeline(tl: Timeline, figs: dict) -> str:
         )
     t0, t1 = tl.window or (0, 0)
     what = f"steps {', '.join(map(str, tl.steps_shown))}" if tl.steps_shown else "whole capture"
-    layout = figures.timeline_layout(
+    layout = timeline_layout(
         len(tl.payload["ranks"]),
         tuple(tl.payload["rows"]),
         (t1 - t0) / 1e6,
         f"Aligned timeline: {what} ({(t1 - t0) / 1e6:,.3f} ms)",
     )
-    figs["timeline"] = {"timeline": tl.payload, "layout": layout, "data": []}
+    figs["timeline"] = {"timeline": escaped(tl.payload), "layout": layout, "data": []}
     info = (
         f'<p class="intro" id="timeline-info" data-mode="{esc(tl.mode)}" data-ops="{tl.ops_in_window}" '
         f'data-steps="{esc(",".join(map(str, tl.steps_shown)))}" data-window-start-ns="{t0}" '
@@ -118,13 +111,13 @@ def timeline(tl: Timeline, figs: dict) -> str:
     return section("timeline", "Aligned timeline", info + notes(tl.notes) + figures_div("timeline"), intro)
 
 
-def heatmap(inp: ReportInputs, figs: dict) -> str:
-    rs = inp.rank_step
+def heatmap(doc: ReportDocument, figs: dict) -> str:
+    rs = doc.rank_step
     if not rs.ok:
         return section("heatmap", "Rank × step", missing(rs.missing or ""))
     if rs.value.empty:
         return section("heatmap", "Rank × step", missing("no step windows (no NVTX steps, none detected)"))
-    figs["heatmap"] = figures.rank_step_heatmap(rs.value)
+    figs["heatmap"] = rank_step_heatmap(rs.value)
     return section(
         "heatmap",
         "Rank × step",
@@ -134,18 +127,18 @@ def heatmap(inp: ReportInputs, figs: dict) -> str:
     )
 
 
-def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
+def overlap(doc: ReportDocument, part: Part, figs: dict) -> str:
     body = ["<h3>Per rank</h3>"]
     if part.ok:
-        figs["overlap"] = figures.overlap_bars(part.value)
+        figs["overlap"] = overlap_bars(part.value)
         body.append(figures_div("overlap"))
     else:
         body.append(missing(part.missing or ""))
     body.append("<h3>Per collective</h3>")
-    if inp.comm_overlap.ok and len(inp.comm_overlap.value):
+    if doc.comm_overlap.ok and len(doc.comm_overlap.value):
         body.append(
             table(
-                inp.comm_overlap.value,
+                doc.comm_overlap.value,
                 [
                     ("op", "operation", "text"),
                     ("operations", "operations (all ranks)", ""),
@@ -158,9 +151,9 @@ def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
             )
         )
     else:
-        body.append(missing(inp.comm_overlap.missing or "no communication operations"))
-    if inp.collectives.ok and len(inp.collectives.value):
-        c = inp.collectives.value
+        body.append(missing(doc.comm_overlap.missing or "no communication operations"))
+    if doc.collectives.ok and len(doc.collectives.value):
+        c = doc.collectives.value
         per = (
             c.groupby(["op", "comm"], sort=True)
             .agg(
@@ -194,14 +187,14 @@ def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
             )
         )
         if int((c["ranks"] > 1).sum()):
-            figs["skew"] = figures.collective_skew(c)
+            figs["skew"] = collective_skew(c)
             body.append(figures_div("skew"))
     else:
-        body.append(missing(inp.collectives.missing or "no NCCL collectives in the capture"))
+        body.append(missing(doc.collectives.missing or "no NCCL collectives in the capture"))
     body.append("<h3>Collective waits per rank</h3>")
-    if inp.rank_rollup.ok and len(inp.rank_rollup.value):
-        r = inp.rank_rollup.value
-        figs["waits"] = figures.collective_waits(r)
+    if doc.rank_rollup.ok and len(doc.rank_rollup.value):
+        r = doc.rank_rollup.value
+        figs["waits"] = collective_waits(r)
         body.append(figures_div("waits"))
         body.append(
             table(
@@ -222,16 +215,16 @@ def overlap(inp: ReportInputs, part: Part, figs: dict) -> str:
             )
         )
     else:
-        body.append(missing(inp.rank_rollup.missing or "no ranks"))
+        body.append(missing(doc.rank_rollup.missing or "no ranks"))
     return section("overlap", "Compute / communication overlap, collectives", "".join(body))
 
 
-def kernels(inp: ReportInputs, figs: dict) -> str:
+def kernels(doc: ReportDocument, figs: dict) -> str:
     body = ["<h3>Top kernels</h3>"]
-    if inp.top_kernels.ok and inp.top_kernels.value:
-        top = pd.DataFrame(inp.top_kernels.value)
+    if doc.top_kernels.ok and doc.top_kernels.value:
+        top = pd.DataFrame(doc.top_kernels.value)
         top["avg_ns"] = top["total_ns"] / top["instances"].where(top["instances"] > 0)
-        figs["kernels"] = figures.top_kernels(top.head(15))
+        figs["kernels"] = top_kernels(top.head(15))
         body.append(figures_div("kernels"))
         body.append(
             table(
@@ -248,18 +241,18 @@ def kernels(inp: ReportInputs, figs: dict) -> str:
             )
         )
     else:
-        body.append(missing(inp.top_kernels.missing or "no kernels"))
+        body.append(missing(doc.top_kernels.missing or "no kernels"))
     body.append("<h3>Idle gaps by cause</h3>")
-    if inp.gaps.ok and len(inp.gaps.value):
-        figs["gaps"] = figures.idle_causes(inp.gaps.value)
+    if doc.gaps.ok and len(doc.gaps.value):
+        figs["gaps"] = idle_causes(doc.gaps.value)
         body.append(figures_div("gaps"))
     else:
-        body.append(missing(inp.gaps.missing or "no idle gaps"))
+        body.append(missing(doc.gaps.missing or "no idle gaps"))
     body.append("<h3>Longest idle pieces</h3>")
-    if inp.longest_gaps.ok and len(inp.longest_gaps.value):
+    if doc.longest_gaps.ok and len(doc.longest_gaps.value):
         body.append(
             table(
-                inp.longest_gaps.value,
+                doc.longest_gaps.value,
                 [
                     ("rank", "rank", ""),
                     ("step", "step", ""),
@@ -271,12 +264,12 @@ def kernels(inp: ReportInputs, figs: dict) -> str:
             )
         )
     else:
-        body.append(missing(inp.longest_gaps.missing or "no idle gaps"))
+        body.append(missing(doc.longest_gaps.missing or "no idle gaps"))
     body.append("<h3>Launch statistics</h3>")
-    body.append(_generic(inp.launch_stats, "launch-table"))
+    body.append(_generic(doc.launch_stats, "launch-table"))
     body.append("<h3>Synchronising calls (costliest)</h3>")
-    if inp.sync_calls.ok and len(inp.sync_calls.value) and "gpu_idle_ns" in inp.sync_calls.value:
-        sc = inp.sync_calls.value.sort_values("gpu_idle_ns", ascending=False)
+    if doc.sync_calls.ok and len(doc.sync_calls.value) and "gpu_idle_ns" in doc.sync_calls.value:
+        sc = doc.sync_calls.value.sort_values("gpu_idle_ns", ascending=False)
         body.append(
             table(
                 sc,
@@ -293,9 +286,9 @@ def kernels(inp: ReportInputs, figs: dict) -> str:
             )
         )
     else:
-        body.append(_generic(inp.sync_calls, "sync-table", 15))
+        body.append(_generic(doc.sync_calls, "sync-table", 15))
     body.append("<h3>Memory operations (copies and memsets)</h3>")
-    body.append(_generic(inp.memop_summary, "memops-table", 30))
+    body.append(_generic(doc.memop_summary, "memops-table", 30))
     return section("kernels", "Top kernels, idle gaps, launches", "".join(body))
 
 
@@ -309,11 +302,11 @@ def _generic(part: Part, tid: str, max_rows: int = 64) -> str:
     return table(df, cols, tid, max_rows=max_rows)
 
 
-def capture(inp: ReportInputs) -> str:
+def capture(doc: ReportDocument) -> str:
     body = []
-    if not inp.info.ok:
-        return section("capture", "Capture quality", missing(inp.info.missing or ""))
-    info = inp.info.value
+    if not doc.info.ok:
+        return section("capture", "Capture quality", missing(doc.info.missing or ""))
+    info = doc.info.value
     files = pd.DataFrame(info.get("files") or [])
     ranks = pd.DataFrame(info.get("ranks") or [])
     versions = sorted({str(v) for v in files.get("nsys_version", pd.Series(dtype=object)).dropna()})
@@ -329,8 +322,8 @@ def capture(inp: ReportInputs) -> str:
         ),
         kpi("nsys versions", "nsys_versions", ", ".join(versions), ", ".join(versions) or "unknown"),
     ]
-    if inp.alignment.ok and len(inp.alignment.value):
-        worst = inp.alignment.value["residual_p95_ns"].max()
+    if doc.alignment.ok and len(doc.alignment.value):
+        worst = doc.alignment.value["residual_p95_ns"].max()
         cards.append(
             kpi("alignment residual p95", "alignment_residual_p95_ns", worst, fmt(worst, "ns"), "worst host")
         )
@@ -352,11 +345,11 @@ def capture(inp: ReportInputs) -> str:
         )
     )
     body.append("<h3>Clock alignment</h3>")
-    body.append(_generic(inp.alignment, "alignment-table"))
+    body.append(_generic(doc.alignment, "alignment-table"))
     body.append("<h3>Captured environment (allow-listed)</h3>")
-    if inp.env.ok and len(inp.env.value):
+    if doc.env.ok and len(doc.env.value):
         env = (
-            inp.env.value.groupby("name", sort=True)
+            doc.env.value.groupby("name", sort=True)
             .agg(
                 files=("file_id", "nunique"),
                 values=("value", lambda v: ", ".join(sorted(set(map(str, v)))[:8])),
@@ -371,7 +364,7 @@ def capture(inp: ReportInputs) -> str:
             )
         )
     else:
-        body.append(missing(inp.env.missing) if not inp.env.ok else "<p>None captured.</p>")
+        body.append(missing(doc.env.missing) if not doc.env.ok else "<p>None captured.</p>")
     return section(
         "capture",
         "Capture quality",

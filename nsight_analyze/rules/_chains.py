@@ -1,0 +1,27 @@
+"""The worst rank's time per step of a per-(rank, step) query, shared by the kernel-level findings
+(fusion-candidates, unfused-attention, cuda-graph-candidates): sum over steps of the largest rank's
+value / steps (docs/diagnose.md "Recoverable time").
+"""
+
+from __future__ import annotations
+
+from .base import Ctx
+
+
+def per_step_worst(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], list[int]]:
+    """Total over steps of the worst rank's value per step, the steps and ranks with a value.
+
+    `per_rank_step_sql` yields rows (rank, step, v) for chains inside the windows.
+    """
+    rows = [
+        r
+        for r in ctx.rows(f"SELECT rank, step, sum(v) AS v FROM ({per_rank_step_sql}) GROUP BY ALL")
+        if r["v"] is not None and r["v"] > 0
+    ]
+    worst: dict[int | None, float] = {}
+    for r in rows:
+        worst[r["step"]] = max(worst.get(r["step"], r["v"]), r["v"])
+    total = float(sum(worst.values()))
+    steps = sorted({int(r["step"]) for r in rows if r["step"] is not None}) if ctx.has_steps else []
+    ranks = sorted({int(r["rank"]) for r in rows})
+    return total, steps, ranks
