@@ -210,23 +210,24 @@ def _create_from_template(path: Path) -> Path | None:
     return template
 
 
-def _connect_new(path: Path) -> duckdb.DuckDBPyConnection:
+def _connect_new(path: Path) -> tuple[duckdb.DuckDBPyConnection, bool]:
     """Open a workspace for writing, creating it from the template when it does not exist; a
-    template DuckDB cannot open (damaged) is removed and the workspace created directly."""
+    template DuckDB cannot open (damaged) is removed and the workspace created directly. Also
+    returns whether it is a fresh copy of the template, which holds this layer's schema already."""
     if path.exists() or Path(f"{path}.wal").exists():
-        return _connect(path, read_only=False)
+        return _connect(path, read_only=False), False
     if not path.absolute().parent.is_dir():
         raise UserError(f"cannot create workspace {path}: folder {path.absolute().parent} does not exist")
     template = _create_from_template(path)
     try:
-        return _connect(path, read_only=False)
+        return _connect(path, read_only=False), template is not None
     except UserError:
         if template is None:
             raise
         for damaged in (path, template):
             with contextlib.suppress(OSError):
                 damaged.unlink(missing_ok=True)
-        return _connect(path, read_only=False)
+        return _connect(path, read_only=False), False
 
 
 def _say(line: str) -> None:
@@ -284,8 +285,9 @@ def _open(path: Path, read_only: bool, must_exist: bool) -> duckdb.DuckDBPyConne
     if (read_only or must_exist) and not path.exists():
         raise UserError(f"no workspace at {path}: run `nsight-analyze ingest DIR` first (or pass --db)")
     if not read_only:
-        con = _connect_new(path)
-        _ensure_schema(con)
+        con, from_template = _connect_new(path)
+        if not from_template:  # a copy of the template is what it makes (0.08 s of CPU saved)
+            _ensure_schema(con)
         return con
     con = _connect(path, read_only=True)
     try:

@@ -23,6 +23,11 @@ STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps th
 # ingest 58.2-59.7 s against 63.6-64.9 s for 2 M, at the same peak (the cap bounds it: bound_memory).
 BATCH_EVENTS = 4_000_000
 ALIGNMENT_READS = ("jobs", "merge_jobs", "merge_coll_members")  # the job queries ranks.align_clocks reads
+# Of those, the ones that read no column align_clocks writes (ranks' job, clock_offset_ns,
+# alignment_method; merge_jobs reads the ranks' files, sizes and session starts, jobs merge_jobs and
+# the hosts): computed once, as tables, before it. As views the alignment's queries computed
+# merge_jobs six times and jobs five on the two Kineto ranks of trace_filter.
+UNALIGNED = ("merge_jobs", "jobs")
 
 
 def rank_results() -> list[str]:
@@ -84,9 +89,11 @@ def _create_stage(
     materialise: bool,
     staging: Staging | None = None,
     inputs: Iterable[str] = (),
+    as_tables: Iterable[str] = (),
 ) -> Made:
     """Create a stage's queries as TEMP objects, in order; stored/step ones as tables if asked
-    (the stored ones into the staged tables instead, with `staging`). A step table is dropped
+    (the stored ones into the staged tables instead, with `staging`), those named in `as_tables`
+    as tables in any case. A step table is dropped
     as soon as the last query that reads it has run. The stored results named in `inputs` are
     read as stored, not computed (with `staging`: the batch's rows of them)."""
     made: Made = []
@@ -112,7 +119,7 @@ def _create_stage(
             )
             made.append((q.name, "VIEW"))
             continue
-        as_table = materialise and q.result in ("stored", "step")
+        as_table = (materialise and q.result in ("stored", "step")) or q.name in as_tables
         _run(con, q.create("table" if as_table else "view", temporary=True), q.name)
         made.append((q.name, q.drop_keyword if not as_table else "TABLE"))
     return made
@@ -231,21 +238,23 @@ def job_step(
     those in `tables` (None: all), reading the stored ones in `inputs` as they are.
 
     Only what the alignment reads is created before it, as views (they see the offsets it
-    sets); every other query is created once, after it: binding a query costs as much as
-    running it on a small job, and a view created only to be replaced by a table is bound twice.
+    sets; those that read none of what it writes, UNALIGNED, as tables); every other query is
+    created once, after it: binding a query costs as much as running it on a small job, and a
+    view created only to be replaced by a table is bound twice.
     Returns what it created and the alignment's notes.
     """
     from ..ranks import align_clocks
 
     queries = _job_queries(tables, inputs)
     early = {q.name for q in query_layer.closure([q for q in queries if q.name in ALIGNMENT_READS])}
-    made = _create_stage(con, [q for q in queries if q.name in early], materialise=False)
-    notes = align_clocks(con) if align else []
     tables = {q.name for q in queries if q.stage == "job" and q.kind == "view" and q.result != "view"}
+    fixed = tables & set(UNALIGNED)
+    made = _create_stage(con, [q for q in queries if q.name in early], materialise=False, as_tables=fixed)
+    notes = align_clocks(con) if align else []
     last = last_readers(queries)
     for i, q in enumerate(queries):  # then each stored one computed once, in order, as a table
         _drop_read(con, last, i)
-        if q.stage == "live" or (q.name in early and q.name not in tables):
+        if q.stage == "live" or (q.name in early and (q.name not in tables or q.name in fixed)):
             continue
         if q.name in early:
             con.execute(f'DROP VIEW temp.main."{q.name}"')

@@ -27,7 +27,7 @@ from ..render.markdown import markdown_table, markdown_text
 from ..render.table import PlainTable
 from ..render.terminal import print_table, wrap
 from ..workspace import open_workspace
-from .ingest import Spinner
+from .ingest import Spinner, progress_wanted
 
 NAME_WIDTH = 70
 
@@ -453,10 +453,11 @@ def command(
     given = {"before": before, "after": after}
     traces = [side for side in SIDES if not is_workspace(Path(given[side]))]
     stale = False
+    spinning = progress_wanted()  # elsewhere no spinner draws: no open of each workspace to ask
     for path in dict.fromkeys(given[side] for side in SIDES if side not in traces):
         if gate:  # a CI gate never passes on no data (exit 4, like diagnose)
             require_workspace_data(path, "compare")
-        stale = stale or _stale(path)
+        stale = stale or (spinning and _stale(path))
     # a stale workspace draws the analysis' own bar while compare() recomputes it: no spinner then
     with Spinner("compare", enabled=not stale) as spinner:
         if traces:

@@ -217,7 +217,12 @@ def _run(
                 f"compared on the {len(common)} ranks both have"
             )
     compared = {"before": common, "after": [pairs[r] for r in common] if pairs else common}
-    setups = {s: side_setup(con, home[s], compared[s]) for s in SIDES}
+    setups = {"before": side_setup(con, home["before"], compared["before"])}
+    setups["after"] = (  # a workspace against itself (no --ranks): the same reads, read once
+        dict(setups["before"])
+        if home["after"] == home["before"] and compared["after"] == compared["before"]
+        else side_setup(con, home["after"], compared["after"])
+    )
     changes = setup_changes(setups["before"], setups["after"])
     con.execute("USE memory")
     listed = ", ".join(map(str, common))  # inlined: a bound parameter imports pandas (duck.sql_string)
@@ -256,7 +261,11 @@ def _run(
         verdict, confidence, why = step_verdict["verdict"], step_verdict["confidence"], step_verdict["why"]
     else:
         verdict, confidence, why = rate_verdict(wr, cfg)
-    measured = {s: _measures(con, s, cats[s]) for s in SIDES} if with_findings else {}
+    measured: dict[str, dict[str, float | None]] = {}
+    if with_findings:
+        measured["before"] = _measures(con, "before", cats["before"])
+        same_views = cats["after"] == cats["before"]  # {side}_tp are views of the same tables
+        measured["after"] = dict(measured["before"]) if same_views else _measures(con, "after", cats["after"])
     kernels = _kernels(con, cats, steps, cfg, whole)
     collectives = _collectives(con, cats, steps, cfg, whole, by_step=basis == "step_time")
     found: dict[str, dict | None] = {}

@@ -92,10 +92,12 @@ def _duration_tests(
         )
     if kinds is None:
         strata_sql = f"SELECT DISTINCT sk, {part} FROM _cmp_g"
-    # Strata are keyed by a hash (grouping and partitioning on long kernel names is what costs).
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _cmp_g AS {counts}")
-    # a NULL duration (an instance without an end) has no rank: left out, as its median was
-    g = con.execute("SELECT sk, v, cx, cy FROM _cmp_g WHERE v IS NOT NULL ORDER BY sk, v").fetchnumpy()
+        # Strata are keyed by a hash (grouping and partitioning on long kernel names is what costs).
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _cmp_g AS {counts}")
+        counts = "SELECT sk, v, cx, cy FROM _cmp_g"
+    # a NULL duration (an instance without an end) has no rank: left out, as its median was;
+    # counted rows (`kinds`) name their strata elsewhere, so they are read once, not stored first
+    g = con.execute(f"SELECT sk, v, cx, cy FROM ({counts}) WHERE v IS NOT NULL ORDER BY sk, v").fetchnumpy()
     y = _strata_stats(*(np.asarray(g[c]) for c in ("sk", "v", "cx", "cy")))
     con.register("_cmp_strata_stats", y)
     try:
@@ -359,6 +361,9 @@ def _collective_steps(
     per = {}
     for side in SIDES:
         cat = cats[side]
+        if side == "after" and cat == cats["before"]:  # a workspace against itself: its views too
+            per[side] = per["before"]
+            continue
         per[side] = {
             (r[0], r[1]): r[2]
             for r in con.execute(f"""

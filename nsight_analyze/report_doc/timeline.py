@@ -104,10 +104,16 @@ def _count(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> int
 
 
 def choose_window(
-    con: duckdb.DuckDBPyConnection, source: str, steps: StepRange | None, budget: int
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    steps: StepRange | None,
+    budget: int,
+    wins: pd.DataFrame | None = None,
 ) -> tuple[int, int, list[int], int, list[str]]:
-    """A representative window: WINDOW_STEPS steps from the middle, fewer when over budget."""
-    wins = step_windows(con, steps)
+    """A representative window: WINDOW_STEPS steps from the middle, fewer when over budget.
+    `wins`: step_windows(con, steps) when the caller has read them (build has)."""
+    if wins is None:
+        wins = step_windows(con, steps)
     notes: list[str] = []
     if wins.empty:
         span = con.execute(f"SELECT min(a0), max(a1) FROM ({source})").fetchone()
@@ -184,19 +190,25 @@ def build(
         )
         source = f"SELECT * FROM {WINDOW_TABLE}"
     try:
-        return _build(con, source, steps, budget, gaps is None)
+        return _build(con, source, steps, budget, gaps is None, wins)
     finally:
         con.execute(f"DROP TABLE IF EXISTS {WINDOW_TABLE}")
 
 
 def _build(
-    con: duckdb.DuckDBPyConnection, source: str, steps: StepRange | None, budget: int, no_gaps: bool
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    steps: StepRange | None,
+    budget: int,
+    no_gaps: bool,
+    wins: pd.DataFrame,
 ) -> Timeline:
-    """build() on `source`: the window, then its operations exact or aggregated."""
+    """build() on `source` and its step windows `wins`: the window, then its operations exact or
+    aggregated."""
     tl = Timeline()
     if no_gaps:
         tl.notes.append("the `gaps` view is not in this workspace: idle rows are empty")
-    t0, t1, shown, count, notes = choose_window(con, source, steps, budget)
+    t0, t1, shown, count, notes = choose_window(con, source, steps, budget, wins)
     tl.notes += notes
     if t1 <= t0:
         tl.mode = "empty"
@@ -235,7 +247,9 @@ def pack(df: pd.DataFrame, t0: int, t1: int, ranks: list[int], mode: str, shown:
             "lane": lane.tolist(),
             "rank": g["rank"].astype("int64").tolist(),
             "name": g["name_idx"].astype("int64").tolist(),
-            "stream": [None if pd.isna(v) else int(v) for v in g["stream_id"].astype(object)],
+            # nullable integers, NULL as None (idle rows have no stream): one conversion, not
+            # a pd.isna per operation
+            "stream": [None if v is pd.NA else v for v in g["stream_id"].astype("Int64").tolist()],
             "n": g["n"].astype("int64").tolist(),
             "busy": g["busy"].astype("int64").tolist(),
         }
