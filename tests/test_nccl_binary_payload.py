@@ -19,6 +19,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import struct
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -160,6 +161,27 @@ def test_truncated_blob_is_not_decoded(tmp_path):
     assert got == [None] and undecoded == 1
 
 
+def _hand_schema_db(path: Path, schema: int, entries: list, payloads: list[bytes]) -> Path:
+    """An export holding one hand-laid payload schema (entries: (name, NVTX type, offset as the
+    schema lists it)) and one NVTX event per payload, each blob the schema's header + payload."""
+    with sqlite3.connect(path) as con:
+        con.execute(SCHEMAS_DDL)
+        con.execute(ENTRIES_DDL)
+        con.execute("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, jsonText TEXT, binaryData TEXT)")
+        con.execute(
+            "INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (?, 4294967296, NULL, 1, NULL, ?, ?, NULL)",
+            (schema, len(entries), len(payloads[0])),
+        )
+        con.executemany(
+            "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (?, 4294967296, ?, NULL, ?, ?, NULL, NULL, ?)",
+            [(schema, i, t, n, off) for i, (n, t, off) in enumerate(entries)],
+        )
+        for payload in payloads:
+            blob = struct.pack("<4Q", schema, 4294967296, len(payload), 32) + payload
+            con.execute("INSERT INTO NVTX_EVENTS (start, binaryData) VALUES (0, ?)", (sqlite3.Binary(blob),))
+    return path
+
+
 def test_offsets_without_values_follow_c_alignment(tmp_path):
     """Entries without an offset are placed as a C compiler places struct members (hand-laid
     struct below); a double is not decoded (null) but still moves the next entry; after a string
@@ -179,19 +201,7 @@ def test_offsets_without_values_follow_c_alignment(tmp_path):
         + b"abcdefg\0"
         + struct.pack("<i", 9)
     )
-    path = tmp_path / "hand.sqlite"
-    with sqlite3.connect(path) as con:
-        con.execute(SCHEMAS_DDL)
-        con.execute(ENTRIES_DDL)
-        con.execute("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, jsonText TEXT, binaryData TEXT)")
-        con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (3, 4294967296, NULL, 1, NULL, 6, 36, NULL)")
-        con.executemany(
-            "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (3, 4294967296, ?, NULL, ?, ?, NULL, NULL, ?)",
-            [(i, t, n, off) for i, (n, t, off) in enumerate(entries)],
-        )
-        blob = struct.pack("<4Q", 3, 4294967296, len(payload), 32) + payload
-        con.execute("INSERT INTO NVTX_EVENTS (start, binaryData) VALUES (0, ?)", (sqlite3.Binary(blob),))
-    got, undecoded = _decode(path)
+    got, undecoded = _decode(_hand_schema_db(tmp_path / "hand.sqlite", 3, entries, [payload]))
     assert got == ['{"a": 7, "b": -5, "c": null, "d": 9223372036854775809, "e": null, "f": null}']
     assert undecoded == 0
 
@@ -200,19 +210,9 @@ def test_decoding_some_rows_gives_those_rows_of_the_whole_decode(tmp_path):
     """`decode_sql(alias, rowids)` (the probe's bounded read) decodes exactly the rows asked for,
     each as the whole statement decodes it; no rowid decodes nothing. Two blobs of one hand-laid
     schema (two u64 entries)."""
-    path = tmp_path / "two.sqlite"
-    with sqlite3.connect(path) as con:
-        con.execute(SCHEMAS_DDL)
-        con.execute(ENTRIES_DDL)
-        con.execute("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, jsonText TEXT, binaryData TEXT)")
-        con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (1, 4294967296, NULL, 1, NULL, 2, 16, NULL)")
-        entry = (
-            "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (1, 4294967296, ?, NULL, 18, ?, NULL, NULL, ?)"
-        )
-        con.executemany(entry, [(0, "x", None), (1, "y", 8)])  # u64 at 0 (NULL: natural) and at 8
-        for x, y in ((1, 2), (3, 4), (5, 6)):
-            blob = struct.pack("<4Q", 1, 4294967296, 16, 32) + struct.pack("<QQ", x, y)
-            con.execute("INSERT INTO NVTX_EVENTS (start, binaryData) VALUES (0, ?)", (sqlite3.Binary(blob),))
+    entries = [("x", 18, None), ("y", 18, 8)]  # u64 at 0 (no offset: natural) and at 8
+    payloads = [struct.pack("<QQ", x, y) for x, y in ((1, 2), (3, 4), (5, 6))]
+    path = _hand_schema_db(tmp_path / "two.sqlite", 1, entries, payloads)
     con = duckdb.connect()
     try:
         attach_sqlite(con, path, "src")
