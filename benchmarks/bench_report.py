@@ -22,7 +22,9 @@ computes 20 % slower.
 from __future__ import annotations
 
 import argparse
+import atexit
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -121,18 +123,19 @@ def open_in_browser(path: Path) -> float:
         "--disable-sync",
     ]
     with sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(), executable_path="/usr/bin/chromium", headless=True, args=args
-        )
-        try:
-            page = ctx.new_page()
-            page.goto("about:blank")
-            t0 = time.perf_counter()
-            page.goto(path.as_uri())
-            page.wait_for_function("document.body.dataset.figuresRendered", timeout=300_000)
-            return time.perf_counter() - t0
-        finally:
-            ctx.close()
+        with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+            ctx = p.chromium.launch_persistent_context(
+                profile, executable_path="/usr/bin/chromium", headless=True, args=args
+            )
+            try:
+                page = ctx.new_page()
+                page.goto("about:blank")
+                t0 = time.perf_counter()
+                page.goto(path.as_uri())
+                page.wait_for_function("document.body.dataset.figuresRendered", timeout=300_000)
+                return time.perf_counter() - t0
+            finally:
+                ctx.close()
 
 
 def main() -> int:
@@ -146,6 +149,7 @@ def main() -> int:
     ap.add_argument("--cli-runs", type=int, default=3, help="runs of the `report` command to time (0: none)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the built workspaces are gigabytes
     out = a.out or tmp / "report.html"
     workspace = a.workspace or tmp / "bench.duckdb"
     if a.workspace:

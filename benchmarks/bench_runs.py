@@ -36,6 +36,7 @@ seconds: the rank-local step and the job step (IngestReport.seconds).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import shutil
 import statistics
@@ -196,6 +197,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed runs of each (the median is shown)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-runs-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the built workspaces are gigabytes
     workspace = tmp / "runs.duckdb"
     t0 = time.perf_counter()
     build(workspace, tmp, a)

@@ -247,10 +247,11 @@ def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
 
 def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = None) -> None:
     """Fill category/subcategory of kernels whose category IS NULL (those just loaded by a
-    source that does not classify on insert). Without `rules_path`, the user rules stored
-    by `--rules` apply, so later files are classified like earlier ones."""
+    source that does not classify on insert), and stamp the rules (stamp_rules). Without
+    `rules_path`, the user rules stored by `--rules` apply, so later files are classified like
+    earlier ones. An ingest calls it from one place: rank_task.load_file, per file."""
     _classify_rows(con, "category IS NULL", rules_path)
-    _stamp_rules(con)
+    stamp_rules(con)
 
 
 # Above this share of kernel time in category 'other', `summary` prints a note and `diagnose` a
@@ -308,13 +309,16 @@ def reclassify_all(con: duckdb.DuckDBPyConnection, rules_path: Path | None) -> N
     if rules_path is not None:
         store_user_rules(con, rules_path)
     _classify_rows(con, "true", None)
-    _stamp_rules(con)
+    stamp_rules(con)
 
 
-def _stamp_rules(con: duckdb.DuckDBPyConnection) -> None:
-    """Record the built-in rules the kernels were classified with. The analysis stamp covers it:
-    re-classifying with other built-in rules (a new version) makes the stored results stale; user
-    rules live in `settings`, which the stamp covers already."""
+def stamp_rules(con: duckdb.DuckDBPyConnection) -> None:
+    """Record the built-in rules the kernels were classified with (`meta.classified_with`). The
+    analysis stamp covers it: re-classifying with other built-in rules (a new version) makes the
+    stored results stale; user rules live in `settings`, which the stamp covers already.
+
+    Called alone where kernels are classified elsewhere but the stamp must hold here: an ingest's
+    workspace before its rank pipeline takes the stamp, and after landing what workers classified."""
     digest = hashlib.sha256(BUILTIN_RULES.read_bytes()).hexdigest()
     con.execute(f"INSERT OR REPLACE INTO meta VALUES ('classified_with', {sql_string(digest)})")
 

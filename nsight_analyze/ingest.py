@@ -191,7 +191,7 @@ def _load_here(
         and input_bytes(to_load) >= PIPELINE_MIN_BYTES
     )
     if pipelined:
-        classify.classify_kernels(con)  # stamps the rules first, so the stamp holds from here on
+        classify.stamp_rules(con)  # before the pipeline takes the stamp; each file's load stamps alike
     with RankPipeline(con, tables=tables) if pipelined else nullcontext() as pipeline:
         for done, cand in enumerate(to_load, 1):
             if done < len(to_load) and hasattr(to_load[done].source, "prefetch"):

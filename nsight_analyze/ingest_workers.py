@@ -189,7 +189,7 @@ def map_and_land(
     executor.run(map_batch, todo, land)
     if again:  # the files of batches that failed as a whole, one per task
         executor.run(map_batch, [batch_of([c]) for c in again], land)
-    classify.classify_kernels(con)  # the workers classified every kernel; this stamps the rules
+    classify.stamp_rules(con)  # the workers classified every kernel; landing them does not stamp
     current = analysis.global_stamp(con)
     return {r: parts for r, parts in precomputed.items() if stamps[r] == current}
 

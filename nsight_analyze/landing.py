@@ -12,10 +12,10 @@ from pathlib import Path
 
 import duckdb
 
-from . import classify, rank_store, schema
+from . import rank_store, schema
 from .discovery import Candidate
 from .duck import no_room, rollback, sql_row, sql_value
-from .rank_task import Mapped, backwards_warnings, insert_ranks
+from .rank_task import Mapped, load_file
 from .sources import registry
 from .sources.base import BadInput
 
@@ -32,17 +32,24 @@ class FileOutcome:
 
 
 def load_one(con: duckdb.DuckDBPyConnection, cand: Candidate) -> FileOutcome:
-    """One file read by its source into the workspace, in one transaction."""
+    """One file read by its source into the workspace (rank_task.load_file: its kernels
+    classified too), in one transaction."""
     started = time.perf_counter()
     probe = cand.probe
     con.execute("BEGIN TRANSACTION")
     try:
         for fid in cand.replaces:
             delete_file(con, fid)
-        result = cand.source.load(con, cand.readable, cand.file_id, cand.ranks, probe)
-        result.warnings += backwards_warnings(con, list(cand.ranks.values()))
-        insert_ranks(con, cand.file_id, probe, cand.ranks, cand.rank_sources, cand.job_ranks)
-        classify.classify_kernels(con)
+        result = load_file(
+            con,
+            cand.source,
+            cand.readable,
+            cand.file_id,
+            probe,
+            cand.ranks,
+            cand.rank_sources,
+            cand.job_ranks,
+        )
         insert_file_row(con, cand, result.warnings, result.skipped)
         con.execute("COMMIT")
     except (BadInput, duckdb.Error) as exc:

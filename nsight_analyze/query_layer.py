@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import graphlib
 import re
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,14 @@ from pathlib import Path
 from .errors import UserError
 
 STAGES = ("live", "rank", "job")
+# Folders of queries/ whose files hold the named statements of one Python module each
+# (queries/rules/launch_bound.sql for nsight_analyze/rules/launch_bound.py), read by `statements`.
+STATEMENT_FOLDERS = ("rules", "compare", "export")
 RESULTS = ("stored", "step", "view")
 _HEADER = re.compile(r"^-- (stage|result|requires):\s*(.*?)\s*$", re.MULTILINE)
 _CREATE = re.compile(r"CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.IGNORECASE)
+_NAMED = re.compile(r"^-- name: (\w+)[ \t]*$", re.MULTILINE)
+_COMMENT_LINE = re.compile(r"^[ \t]*--.*\n?", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,13 @@ def queries_dir() -> Path:
 
 
 def query_files() -> list[Path]:
-    """Every query file, in the order of their names (the folders do not change the load order)."""
-    files = sorted(queries_dir().rglob("*.sql"), key=lambda p: p.name)
+    """Every query file, in the order of their names (the folders do not change the load order);
+    the statement files of STATEMENT_FOLDERS are not queries of the layer."""
+    root = queries_dir()
+    files = sorted(
+        (p for p in root.rglob("*.sql") if p.relative_to(root).parts[0] not in STATEMENT_FOLDERS),
+        key=lambda p: p.name,
+    )
     seen: dict[str, Path] = {}
     for f in files:
         if f.stem in seen:
@@ -171,3 +182,36 @@ def names_in(text: str) -> set[str]:
     counts too: computing a result nobody reads is the only cost of a false match."""
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)}
     return {q.name for q in layer() if q.name in words}
+
+
+class Statements(dict[str, str]):
+    """The named statements of one module's file (name -> SQL text).
+
+    Why: the SQL a rule, compare or export runs lives in queries/ beside the layer it reads, not
+    in Python strings. A file is a header of comments, then statements, each after a line
+    `-- name: NAME`; a statement's own comment lines are dropped (an evidence's SQL is shown
+    folded onto one line, where a comment would swallow the rest), and so is a final `;`. A
+    statement may hold `$placeholder`s (string.Template): SQL composed with another statement
+    or a threshold, filled by `sql`.
+    """
+
+    def sql(self, name: str, /, **values: object) -> str:
+        """Statement `name` with its $placeholders filled (a missing value is an error)."""
+        return string.Template(self[name]).substitute({k: str(v) for k, v in values.items()})
+
+
+@functools.cache
+def statements(module: str) -> Statements:
+    """The statements of queries/FOLDER/MODULE.sql, `module` being "FOLDER/MODULE" (e.g.
+    "rules/launch_bound"); read once per process."""
+    folder = module.split("/", 1)[0]
+    path = queries_dir() / f"{module}.sql"
+    if folder not in STATEMENT_FOLDERS or not path.is_file():
+        raise UserError(f"queries/: no statement file {module}.sql")
+    parts = _NAMED.split(path.read_text())
+    found = Statements()
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in found:
+            raise UserError(f"{_shown(path)}: two statements named {name}")
+        found[name] = _COMMENT_LINE.sub("", body).strip().removesuffix(";").rstrip()
+    return found

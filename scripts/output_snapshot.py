@@ -3,7 +3,8 @@ check: "every JSON output is byte-identical before and after").
 
 Why: a restructuring must not change a single answer. This ingests the bundled sample and every
 shared trace (each alone, as a new user would), runs each command that writes JSON, and writes
-one line per (trace, command): the SHA-256 of its output, so two runs (before and after a
+one line per (trace, command; also `compare` of the sample against it and its `export
+--format chrome-trace` file): the SHA-256 of its output, so two runs (before and after a
 change) compare with `diff`. Two things vary between runs of the same code and are normalised
 before hashing: the workspace's path (in notes and errors) and the last digits of a float (a sum
 of many terms depends on the order DuckDB's threads add them in): floats are written to 12
@@ -83,6 +84,9 @@ def main() -> int:
     a.work.mkdir(parents=True, exist_ok=True)
     runner = CliRunner()
     os.environ.setdefault("NO_COLOR", "1")
+    sample = a.work / "w0.duckdb"  # what compare compares each input with, kept or not by --only
+    if not sample.exists():
+        runner.invoke(cli_main, ["ingest", str(inputs()[0][1]), "--db", str(sample), "-q"])
     for i, (name, path) in enumerate(inputs()):
         if a.only and a.only not in name:
             continue
@@ -98,6 +102,20 @@ def main() -> int:
             # earlier command computed), and the error line when the command fails
             digest = fingerprint(r.stdout if r.exit_code == 0 else r.stdout + r.stderr, a.work)
             print(f"{name}\t{' '.join(cmd)}\texit {r.exit_code}\t{digest}", flush=True)
+        for what, args, out in (
+            # compare's document: the sample (the first input) against this input
+            ("compare sample", ["compare", str(sample), str(db), "--format", "json"], None),
+            (
+                "export chrome-trace",
+                ["export", "--format", "chrome-trace", "--force", "--db", str(db)],
+                "trace.json",
+            ),
+        ):
+            target = a.work / f"w{i}.{out}" if out else None
+            r = runner.invoke(cli_main, [*args, *([str(target)] if target else [])])
+            text = target.read_text() if target and r.exit_code == 0 else r.stdout
+            digest = fingerprint(text if r.exit_code == 0 else text + r.stderr, a.work)
+            print(f"{name}\t{what}\texit {r.exit_code}\t{digest}", flush=True)
     return 0
 
 

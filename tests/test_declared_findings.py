@@ -25,6 +25,12 @@ def _module_path(spec: FindingSpec) -> Path:
     return RULES_DIR / f"{spec.rule.__module__.rsplit('.', 1)[1]}.py"
 
 
+def _module_sql(path: Path) -> str:
+    """A rule module's source and its statement file's (queries/rules/MODULE.sql), when it has one."""
+    statements = query_layer.queries_dir() / "rules" / f"{path.stem}.sql"
+    return path.read_text() + (statements.read_text() if statements.is_file() else "")
+
+
 def test_docs_tables_are_generated_from_the_declarations():
     """docs/diagnose.md's Rules and Thresholds tables equal what doc_tables writes from the
     declarations (run `python -m nsight_analyze.rules.doc_tables` when this fails)."""
@@ -61,7 +67,7 @@ def test_each_finding_module_declares_what_it_reads():
         declared = {*rules.SHARED_READS, *(n for s in specs for n in s.reads)}
         if any(s.whatif for s in specs):
             declared |= set(whatif.READS)
-        missing = analysis.targets(query_layer.names_in(path.read_text())) - analysis.targets(declared)
+        missing = analysis.targets(query_layer.names_in(_module_sql(path))) - analysis.targets(declared)
         assert not missing, f"{path.name} reads {sorted(missing)} without declaring them"
 
 

@@ -248,19 +248,17 @@ def test_query_names_in_user_sql():
     assert "kernels" not in names  # a canonical table: nothing to compute
 
 
-PACKAGE = ROOT / "nsight_analyze"
-
-
 @pytest.mark.parametrize(
     "module, sources",
     [
-        ("diagnose", ["diagnose.py", "rules/*.py"]),
-        ("whatif", ["whatif.py"]),
-        ("comms", ["comms.py"]),
-        ("mfu", ["mfu.py", "mfu_rows.py", "mfu_dcgm.py", "flops.py"]),
-        ("runs", ["runs.py"]),
-        ("export.chrome_trace", ["export/chrome_trace.py"]),
-        ("report_doc", ["report_doc/*.py"]),
+        # the modules and their statement files (queries/rules, queries/export: what their SQL reads)
+        ("diagnose", ["nsight_analyze/diagnose.py", "nsight_analyze/rules/*.py", "queries/rules/*.sql"]),
+        ("whatif", ["nsight_analyze/whatif.py"]),
+        ("comms", ["nsight_analyze/comms.py"]),
+        ("mfu", [f"nsight_analyze/{m}.py" for m in ("mfu", "mfu_rows", "mfu_dcgm", "flops")]),
+        ("runs", ["nsight_analyze/runs.py"]),
+        ("export.chrome_trace", ["nsight_analyze/export/chrome_trace.py", "queries/export/chrome_trace.sql"]),
+        ("report_doc", ["nsight_analyze/report_doc/*.py"]),
     ],
 )
 def test_declared_reads_cover_what_the_sources_name(module: str, sources: list[str]):
@@ -271,7 +269,9 @@ def test_declared_reads_cover_what_the_sources_name(module: str, sources: list[s
     declared = importlib.import_module(f"nsight_analyze.{module}").READS
     named: set[str] = set()
     for pattern in sources:
-        for path in PACKAGE.glob(pattern):
+        paths = list(ROOT.glob(pattern))
+        assert paths, f"{pattern} matches no file"
+        for path in paths:
             named |= query_layer.names_in(path.read_text())
     missing = analysis.targets(named) - analysis.targets(declared)
     assert not missing, f"{module}.READS lacks {sorted(missing)}"

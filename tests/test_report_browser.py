@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,15 +47,22 @@ pytestmark = [
 ]
 
 
+@contextmanager
 def chromium(p):
-    """Debian's chromium, headless, in a fresh profile (p: a started sync_playwright)."""
-    return p.chromium.launch_persistent_context(
-        tempfile.mkdtemp(prefix="chromium-"),
-        executable_path=CHROMIUM,
-        headless=True,
-        args=ARGS,
-        viewport={"width": 1400, "height": 1000},
-    )
+    """Debian's chromium, headless, in a fresh profile that is removed with it (p: a started
+    sync_playwright)."""
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        ctx = p.chromium.launch_persistent_context(
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            yield ctx
+        finally:
+            ctx.close()
 
 
 def load_offline(ctx, path: Path) -> tuple:
@@ -94,14 +102,11 @@ def page(report):
     """The loaded report page plus what the browser reported while loading it."""
     _, path = report
     with sync_playwright() as p:
-        ctx = chromium(p)
-        try:
+        with chromium(p) as ctx:
             pg, seen = load_offline(ctx, path)
             ARTIFACTS.mkdir(exist_ok=True)
             pg.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
             yield pg, seen
-        finally:
-            ctx.close()
 
 
 def test_no_javascript_errors_and_all_figures_render(page):

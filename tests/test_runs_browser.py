@@ -87,14 +87,11 @@ def browser(pages):
     """Each page loaded in chromium with every non-file request aborted: {page: (Page, what the
     browser reported while loading it)}."""
     with sync_playwright() as p:
-        ctx = chromium(p)
-        try:
+        with chromium(p) as ctx:
             loaded = {name: load_offline(ctx, path) for name, (path, _) in pages.items()}
             ARTIFACTS.mkdir(exist_ok=True)
             loaded["runs --html"][0].screenshot(path=str(ARTIFACTS / "runs_page.png"), full_page=True)
             yield loaded
-        finally:
-            ctx.close()
 
 
 def _figure(pg, fid: str) -> list[dict]:

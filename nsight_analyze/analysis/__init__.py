@@ -31,7 +31,6 @@ CUDA-graph candidates first, and most sessions never read most tables.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +60,7 @@ from .plan import (
     stored_closure,
     targets,
 )
+from .progress import Progress, tty_progress
 from .steps import (
     ALIGNMENT_READS,
     BATCH_EVENTS,
@@ -94,9 +94,6 @@ __all__ = [
     "parse_analyze", "plan", "rank_list", "rank_local_step", "rank_queries", "rank_results", "refresh",
     "shadow_ranks", "stored_closure", "targets", "tty_progress", "_run",
 ]  # fmt: skip
-
-
-Progress = Callable[[int, int], None]
 
 
 def refresh(
@@ -494,20 +491,3 @@ def compute_in_session(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) ->
     made, _ = job_step(con, align=False, tables=tables, inputs=inputs)
     drop_made(con, [m for m in made if m[0] not in tables])
     _create_job_macros(con, tables | inputs, temporary=True)  # the macros over them too
-
-
-def tty_progress(label: str) -> tuple[Progress | None, Callable[[], None]]:
-    """A rich progress bar on stderr when it is a terminal (nothing in pipes and CI)."""
-    if not sys.stderr.isatty():
-        return None, lambda: None
-    from rich.console import Console
-    from rich.progress import Progress as Bar
-
-    bar = Bar(transient=True, console=Console(stderr=True))
-    bar.start()
-    task = bar.add_task(label, total=None)
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return update, bar.stop

@@ -51,6 +51,7 @@ import duckdb
 from ..duck import bound_memory, offline, on_own_cursor, plain_records
 from ..errors import NoData, UserError
 from ..no_data import held_instead
+from ..query_layer import statements
 from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_of  # noqa: F401
 from .kernels import _collectives, _kernels
 from .runs import _imbalance, _n_steps, _partition
@@ -72,6 +73,8 @@ from .stats import compare_samples, mann_whitney_p  # noqa: F401
 from .step_time import _step_windows, step_time_comparison
 from .verdict import _basis, _reason, _suspects, gate, rate_verdict, verdict_of  # noqa: F401
 from .work_rate import _work_rate
+
+SQL = statements("compare/compare")
 
 
 def compare(
@@ -130,10 +133,10 @@ def compare_prepared(
     con = offline(duckdb.connect())
     try:
         bound_memory(con)  # the same cap as every analysis connection: spill, never take the machine
-        con.execute("SET enable_progress_bar = false")
-        con.execute(f"ATTACH '{db_b.resolve()}' AS cmp_b (READ_ONLY)")
+        con.execute(SQL["progress_bar_off"])
+        con.execute(SQL.sql("attach_read_only", path=db_b.resolve(), catalog="cmp_b"))
         if not same:
-            con.execute(f"ATTACH '{db_a.resolve()}' AS cmp_a (READ_ONLY)")
+            con.execute(SQL.sql("attach_read_only", path=db_a.resolve(), catalog="cmp_a"))
         with ThreadPoolExecutor(max_workers=1) as pool:  # each side's diagnose, beside the rest
             result = _run(
                 con,
@@ -177,13 +180,8 @@ def _run(
             if "before" in diagnosed:
                 diagnosed[side] = diagnosed["before"]
             continue
-        con.execute(f"USE {cats[side]}")
-        ranks[side] = [
-            int(r[0])
-            for r in con.execute(
-                "SELECT rank FROM (SELECT rank FROM ranks UNION SELECT rank FROM kernels) ORDER BY rank"
-            ).fetchall()
-        ]
+        con.execute(SQL.sql("use_catalog", catalog=cats[side]))
+        ranks[side] = [int(r[0]) for r in con.execute(SQL["side_ranks"]).fetchall()]
         if not ranks[side]:  # e.g. Nsight Compute or DCGM alone: say what it holds, not "no rank in common"
             why = held_instead(con) or "nothing was ingested: run `nsight-analyze ingest DIR` first"
             raise NoData(f"no data to compare in {paths[side]} ({side}): the workspace has no ranks ({why})")
@@ -224,28 +222,20 @@ def _run(
         else side_setup(con, home["after"], compared["after"])
     )
     changes = setup_changes(setups["before"], setups["after"])
-    con.execute("USE memory")
+    con.execute(SQL.sql("use_catalog", catalog="memory"))
     listed = ", ".join(map(str, common))  # inlined: a bound parameter imports pandas (duck.sql_string)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE cmp_common AS SELECT unnest([{listed}]::INTEGER[]) AS rank")
+    con.execute(SQL.sql("common_ranks", ranks=listed))
     steps = {s: _n_steps(con, s) for s in SIDES}
     # Steps found only as a periodic kernel's runs do not make the step-time basis: in a window
     # cut from a longer run the two captures may repeat different kernels; work per unit of
     # time stays the judge, and the step times are reported alongside.
     has_steps = {
-        s: bool(
-            con.execute(
-                f"SELECT count(*) FROM {s}_tp WHERE step IS NOT NULL "
-                "AND rank IN (SELECT rank FROM cmp_common) "
-                f"AND rank IN (SELECT rank FROM {s}_src WHERE source <> 'periodic')"
-            ).fetchone()[0]
-        )
+        s: bool(con.execute(SQL.sql("step_windows_counted", tp=f"{s}_tp", src=f"{s}_src")).fetchone()[0])
         for s in SIDES
     }
     runs = {}
     for side in SIDES:
-        src = plain_records(
-            con, f"SELECT source, count(*) AS ranks FROM {side}_src GROUP BY source ORDER BY source"
-        )
+        src = plain_records(con, SQL.sql("step_sources", src=f"{side}_src"))
         runs[side] = {
             "input": paths[side],
             "ranks": len(ranks[side]),

@@ -9,8 +9,11 @@ from typing import Any
 
 import duckdb
 
+from ..query_layer import statements
 from ..rules import CAUSES
 from ..rules.declare import Cause
+
+SQL = statements("compare/findings")
 
 # The causes are declared by the findings themselves (rules/declare.py `causes=`): diagnose's rules
 # own the findings and which of them measure the same thing, compare owns how to compare them.
@@ -31,26 +34,16 @@ def _measures(con: duckdb.DuckDBPyConnection, side: str, cat: str) -> dict[str, 
     share = 100 x memory / busy time (rules/memory_bound.py); dominant share = the largest kernel
     name's share of kernel_summary time.
     """
-    w = (
-        f"SELECT * FROM {side}_tp WHERE CASE WHEN EXISTS (SELECT 1 FROM {side}_tp WHERE step IS NOT "
-        "NULL) THEN step IS NOT NULL ELSE step IS NULL END"
-    )
-    idle = [c for c in CAUSES if c.measure and c.unit == "ns_per_step"]
-    per_step = ", ".join(f"max({c.measure}) AS m{i}" for i, c in enumerate(idle))
-    avgs = ", ".join(f"sum(m{i}) / count(*) AS m{i}" for i in range(len(idle)))
-    row = con.execute(f"SELECT {avgs} FROM (SELECT step, {per_step} FROM ({w}) GROUP BY step)").fetchone()
-    out: dict[str, float | None] = {
-        c.key: (None if v is None else float(round(v))) for c, v in zip(idle, row or [None] * len(idle))
-    }
-    mem = con.execute(
-        f"SELECT 100.0 * sum(memory_ns) / nullif(sum(window_ns - idle_ns), 0) FROM ({w})"
-    ).fetchone()[0]
+    w = SQL.sql("diagnose_windows", tp=f"{side}_tp")
+    out: dict[str, float | None] = {}
+    for c in CAUSES:  # the idle causes with a measure: one aggregate each
+        if c.measure and c.unit == "ns_per_step":
+            v = con.execute(SQL.sql("cause_per_step", measure=c.measure, windows=w)).fetchone()[0]
+            out[c.key] = None if v is None else float(round(v))
+    mem = con.execute(SQL.sql("memory_share", windows=w)).fetchone()[0]
     out["memory-bound"] = None if mem is None else float(mem)
     try:
-        dom = con.execute(
-            f"""SELECT 100.0 * max(t) / nullif(sum(t), 0) FROM (
-                    SELECT name, sum(total_ns) AS t FROM {cat}.kernel_summary GROUP BY name)"""
-        ).fetchone()[0]
+        dom = con.execute(SQL.sql("dominant_share", kernel_summary=f"{cat}.kernel_summary")).fetchone()[0]
         out["dominant-kernel"] = None if dom is None else float(dom)
     except duckdb.Error:
         out["dominant-kernel"] = None

@@ -12,15 +12,12 @@ import numpy as np
 
 from ..duck import plain_records
 from ..plain import jsonable
+from ..query_layer import statements
 from .settings import CONFIG, SIDES, STATUSES
 from .sides import _total
 from .stats import _p_values, compare_samples
 
-# The strata's terms are summed in DECIMAL: a sum of DOUBLEs depends on the order its terms
-# arrive in (parallel aggregation), and p-values and changes then moved in the last digits
-# between two comparisons of the same runs. 18 places keep the smallest terms (1/(n+1) weights)
-# to 1e-12 relative; the largest (before's time per stratum, ns) stay far below 10^20.
-EXACT = "DECIMAL(38, 18)"
+SQL = statements("compare/kernels")
 
 
 def _duration_tests(
@@ -62,60 +59,36 @@ def _duration_tests(
     """
     cols = keys + strata
     part = ", ".join(cols)
-    kcols = ", ".join(keys)
-    keep = ", ".join(f"any_value({c}) AS {c}" for c in cols)  # one value per stratum (sk)
+    keep = ", ".join(SQL.sql("keep_stratum_value", col=c) for c in cols)
     if kinds is not None:
         counts = (
-            f"SELECT sk, v, sum(w)::BIGINT AS cx, sum(w)::BIGINT AS cy "
-            f"FROM ({sources['before']}) GROUP BY sk, v"
+            SQL.sql("stored_counts_same", before=sources["before"])
             if same
-            else f"SELECT sk, v, coalesce(sum(w) FILTER (WHERE side = 0), 0)::BIGINT AS cx, "
-            f"coalesce(sum(w) FILTER (WHERE side = 1), 0)::BIGINT AS cy "
-            f"FROM (SELECT 0 AS side, * FROM ({sources['before']}) "
-            f"UNION ALL SELECT 1 AS side, * FROM ({sources['after']})) GROUP BY sk, v"
+            else SQL.sql("stored_counts_both", before=sources["before"], after=sources["after"])
         )
         names = " UNION ".join(
-            f"SELECT sk, {part} FROM ({kinds[s]})" for s in (("before",) if same else SIDES)
+            SQL.sql("side_strata", columns=part, kinds=kinds[s]) for s in (("before",) if same else SIDES)
         )
-        strata_sql = f"SELECT DISTINCT sk, {part} FROM ({names})"
+        strata_sql = SQL.sql("stored_strata", columns=part, names=names)
     elif same:
-        counts = (
-            f"SELECT hash({part}) AS sk, v, count(*) AS cx, count(*) AS cy, {keep} "
-            f"FROM ({sources['before']}) GROUP BY sk, v"
-        )
+        counts = SQL.sql("instance_counts_same", columns=part, keep=keep, before=sources["before"])
     else:
-        counts = (
-            f"SELECT hash({part}) AS sk, v, count(*) FILTER (WHERE side = 0) AS cx, "
-            f"count(*) FILTER (WHERE side = 1) AS cy, {keep} "
-            f"FROM (SELECT 0 AS side, * FROM ({sources['before']}) "
-            f"UNION ALL SELECT 1 AS side, * FROM ({sources['after']})) GROUP BY sk, v"
+        counts = SQL.sql(
+            "instance_counts_both", columns=part, keep=keep, before=sources["before"], after=sources["after"]
         )
     if kinds is None:
-        strata_sql = f"SELECT DISTINCT sk, {part} FROM _cmp_g"
-        # Strata are keyed by a hash (grouping and partitioning on long kernel names is what costs).
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _cmp_g AS {counts}")
-        counts = "SELECT sk, v, cx, cy FROM _cmp_g"
-    # a NULL duration (an instance without an end) has no rank: left out, as its median was;
+        strata_sql = SQL.sql("counted_strata", columns=part)
+        con.execute(SQL.sql("store_counts", counts=counts))
+        counts = SQL["stored_count_rows"]
     # counted rows (`kinds`) name their strata elsewhere, so they are read once, not stored first
-    g = con.execute(f"SELECT sk, v, cx, cy FROM ({counts}) WHERE v IS NOT NULL ORDER BY sk, v").fetchnumpy()
+    g = con.execute(SQL.sql("count_rows", counts=counts)).fetchnumpy()
     y = _strata_stats(*(np.asarray(g[c]) for c in ("sk", "v", "cx", "cy")))
     con.register("_cmp_strata_stats", y)
     try:
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE {table} AS
-            WITH strata AS ({strata_sql}),
-            y AS (SELECT st.*, s.* EXCLUDE (sk), (s.nx + s.ny)::DOUBLE AS n, 1.0 / (s.nx + s.ny + 1) AS w,
-                         s.ra - s.ny * (s.ny + 1) / 2.0 - s.nx * s.ny / 2.0 AS du
-                  FROM _cmp_strata_stats s JOIN strata st USING (sk) WHERE s.nx > 0 AND s.ny > 0)
-            SELECT {kcols}, count(*) AS configs, sum((w * du)::{EXACT})::DOUBLE AS stat,
-                   sum((w * w * nx * ny / 12.0 * ((n + 1) - tie / (n * (n - 1))))::{EXACT})::DOUBLE AS var,
-                   0.5 * min(w) AS cc,
-                   (sum(CASE WHEN mb > 0 THEN (tb * (ma / mb - 1))::{EXACT} END)  -- CASE: FILTER would
-                       / nullif(sum(CASE WHEN mb > 0 THEN tb::{EXACT} END), 0))::DOUBLE AS rel  -- cast inf
-            FROM y GROUP BY {kcols}""")
+        con.execute(SQL.sql("key_tests", table=table, strata=strata_sql, keys=", ".join(keys)))
     finally:
         con.unregister("_cmp_strata_stats")
-        con.execute("DROP TABLE IF EXISTS _cmp_g")
+        con.execute(SQL["drop_counts"])
 
 
 def _strata_stats(sk: np.ndarray, v: np.ndarray, cx: np.ndarray, cy: np.ndarray) -> dict[str, np.ndarray]:
@@ -169,11 +142,8 @@ def _stored_kinds(con: duckdb.DuckDBPyConnection, cat: str) -> bool:
     """Whether `cat` stores kernel_kinds, kernel_duration_counts and _totals with one kind per key (a
     64-bit hash collision would merge two kinds: then the kernels are read)."""
     try:
-        n, keys = con.execute(
-            f"SELECT count(DISTINCT (kind, name, category, {', '.join(CONFIG)})), count(DISTINCT kind) "
-            f"FROM {cat}.kernel_kinds"
-        ).fetchone()
-        con.execute(f"SELECT 1 FROM {cat}.kernel_duration_counts, {cat}.kernel_duration_totals LIMIT 0")
+        n, keys = con.execute(SQL.sql("kind_key_counts", config=", ".join(CONFIG), cat=cat)).fetchone()
+        con.execute(SQL.sql("duration_tables_probe", cat=cat))
     except duckdb.CatalogException:
         return False
     return n == keys
@@ -182,7 +152,7 @@ def _stored_kinds(con: duckdb.DuckDBPyConnection, cat: str) -> bool:
 def _common(whole: dict[str, bool] | None, side: str) -> str:
     """SQL filter of a side's per-rank rows to the common ranks; none when they are all its ranks
     (a semi-join over millions of kernels that keeps every row)."""
-    return "true" if whole and whole[side] else "rank IN (SELECT rank FROM cmp_common)"
+    return SQL["on_every_rank"] if whole and whole[side] else SQL["on_common_ranks"]
 
 
 def _kernels(
@@ -200,58 +170,33 @@ def _kernels(
     if all(_stored_kinds(con, cats[s]) for s in SIDES):
         # The stored counts (kernel_kinds, kernel_duration_counts): the same numbers as the
         # kernels' (tests/test_compare_stored.py), from a few rows per kind and distinct duration.
-        kinds = (
-            f"SELECT rank, kind, hash(name, {config}) AS sk, name, category, {config}, instances, total_ns "
-            "FROM {cat}.kernel_kinds WHERE {common}"
-        )
-        agg = (  # the most frequent category of a name's instances, as mode(category) over them
-            "SELECT name, arg_max(category, c) FILTER (WHERE category IS NOT NULL) AS category, "
-            "sum(c)::BIGINT AS n, sum(t) AS t FROM (SELECT name, category, sum(instances) AS c, "
-            f"sum(total_ns) AS t FROM ({kinds}) GROUP BY name, category) GROUP BY name"
-        )
-        # counted over the ranks by kind (an integer) first, then named: few rows to join; every
-        # rank of a side common: the job's totals, summed at analysis time
+        kinds = {
+            s: SQL.sql("stored_kinds", config=config, cat=cats[s], common=_common(whole, s)) for s in SIDES
+        }
+        agg = {s: SQL.sql("stored_name_totals", kinds=kinds[s]) for s in SIDES}
         counted = {
-            s: f"SELECT kind, duration_ns::DOUBLE AS v, instances AS w FROM {cats[s]}.kernel_duration_totals"
+            s: SQL.sql("job_duration_counts", cat=cats[s])
             if whole and whole[s]
-            else "SELECT kind, duration_ns::DOUBLE AS v, sum(instances) AS w "
-            f"FROM {cats[s]}.kernel_duration_counts WHERE {_common(whole, s)} GROUP BY kind, duration_ns"
+            else SQL.sql("rank_duration_counts", cat=cats[s], common=_common(whole, s))
             for s in SIDES
         }
-        kinds, agg = (
-            {s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (kinds, agg)
-        )
-        src = {
-            s: f"SELECT m.sk, d.v, d.w FROM ({counted[s]}) d "
-            f"JOIN (SELECT DISTINCT kind, sk FROM ({kinds[s]})) m USING (kind)"
-            for s in SIDES
-        }
+        src = {s: SQL.sql("stratum_duration_counts", counted=counted[s], kinds=kinds[s]) for s in SIDES}
         _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same, kinds=kinds)
     else:  # a workspace analysed before those tables existed: every kernel read here
-        agg = (
-            "SELECT name, mode(category) AS category, count(*) AS n, sum(end_ns - start_ns) AS t "
-            "FROM {cat}.kernels WHERE {common} GROUP BY name"
-        )
-        src = f"SELECT name, {config}, (end_ns - start_ns)::DOUBLE AS v FROM {{cat}}.kernels WHERE {{common}}"
-        agg, src = ({s: q.format(cat=cats[s], common=_common(whole, s)) for s in SIDES} for q in (agg, src))
+        agg = {s: SQL.sql("kernel_name_totals", cat=cats[s], common=_common(whole, s)) for s in SIDES}
+        src = {
+            s: SQL.sql("kernel_durations", config=config, cat=cats[s], common=_common(whole, s))
+            for s in SIDES
+        }
         _duration_tests(con, "cmp_kdur", src, ["name"], list(CONFIG), same=same)
     rows = plain_records(
         con,
-        f"""
-        WITH b AS MATERIALIZED ({agg["before"]}), a AS ({"SELECT * FROM b" if same else agg["after"]}),
-        j AS (
-            SELECT coalesce(b.name, a.name) AS name, coalesce(a.category, b.category) AS category,
-                   coalesce(b.n, 0)::BIGINT AS before_instances, coalesce(a.n, 0)::BIGINT AS after_instances,
-                   coalesce(b.t, 0)::BIGINT AS before_ns, coalesce(a.t, 0)::BIGINT AS after_ns,
-                   b.t / b.n AS before_avg_ns, a.t / a.n AS after_avg_ns,
-                   b.name IS NULL AS added, a.name IS NULL AS removed
-            FROM b FULL OUTER JOIN a ON a.name = b.name)
-        SELECT j.*, after_ns - before_ns AS delta_ns,
-               before_ns / $bs AS before_per_step_ns, after_ns / $as AS after_per_step_ns,
-               after_ns / $as - before_ns / $bs AS delta_per_step_ns,
-               d.configs, d.stat, d.var, d.cc, d.rel
-        FROM j LEFT JOIN cmp_kdur d ON d.name = j.name""".replace("$bs", str(int(steps["before"]))).replace(
-            "$as", str(int(steps["after"]))
+        SQL.sql(
+            "kernel_diff",
+            before=agg["before"],
+            after=SQL["same_as_before"] if same else agg["after"],
+            before_steps=int(steps["before"]),
+            after_steps=int(steps["after"]),
         ),
     )
     return _diff_rows(rows, cfg, ["name"])
@@ -366,21 +311,7 @@ def _collective_steps(
             continue
         per[side] = {
             (r[0], r[1]): r[2]
-            for r in con.execute(f"""
-                WITH st AS (SELECT DISTINCT step FROM {side}_tp
-                            WHERE step IS NOT NULL AND rank IN (SELECT rank FROM cmp_common)),
-                k AS (SELECT k.op, k.bytes, s.step, sum(k.duration_ns) AS t
-                      FROM {cat}.merge_nccl_kernels k JOIN {cat}.steps s
-                        ON s.rank = k.rank AND k.start_ns >= s.start_ns AND k.start_ns < s.end_ns
-                      WHERE k.rank IN (SELECT rank FROM cmp_common) AND s.step IN (SELECT step FROM st)
-                      GROUP BY ALL),
-                keys AS (SELECT DISTINCT op, bytes FROM {cat}.merge_nccl_kernels
-                         WHERE rank IN (SELECT rank FROM cmp_common))
-                SELECT keys.op, keys.bytes, list(coalesce(k.t, 0)::DOUBLE ORDER BY st.step)
-                FROM keys CROSS JOIN st LEFT JOIN k
-                  ON k.op IS NOT DISTINCT FROM keys.op AND k.bytes IS NOT DISTINCT FROM keys.bytes
-                     AND k.step = st.step
-                GROUP BY keys.op, keys.bytes""").fetchall()
+            for r in con.execute(SQL.sql("collective_step_times", side=side, cat=cat)).fetchall()
         }
     both = sorted(set(per["before"]) & set(per["after"]), key=lambda k: (str(k[0]), k[1] is None, k[1] or 0))
     return {
@@ -402,46 +333,25 @@ def _collectives(
     """NCCL work matched by (op, bytes): kernel time over common ranks, instances, arrival skew;
     faster/slower by its time per step window when both runs have steps (`by_step`: enough of
     them for an interval), else by the NCCL kernels' per-instance durations."""
-    k = (
-        "SELECT op, bytes, count(*) AS n, sum(duration_ns) AS t FROM {cat}.merge_nccl_kernels "
-        "WHERE {common} GROUP BY op, bytes"
-    )
-    c = (
-        "SELECT op, bytes, count(*) AS inst, avg(start_skew_ns) AS skew, median(transfer_ns) AS xfer "
-        "FROM {cat}.collectives GROUP BY op, bytes"
-    )
-    side = (
-        "SELECT k.*, c.inst, c.skew, c.xfer FROM ({k}) k LEFT JOIN ({c}) c "
-        "ON c.op = k.op AND c.bytes IS NOT DISTINCT FROM k.bytes"
-    )
     q = {
-        s: side.format(k=k.format(cat=cats[s], common=_common(whole, s)), c=c.format(cat=cats[s]))
+        s: SQL.sql(
+            "collective_side",
+            kernels=SQL.sql("collective_kernel_totals", cat=cats[s], common=_common(whole, s)),
+            arrivals=SQL.sql("collective_arrivals", cat=cats[s]),
+        )
         for s in SIDES
     }
-    src = "SELECT op, bytes, duration_ns::DOUBLE AS v FROM {cat}.merge_nccl_kernels WHERE {common}"
     same = cats["before"] == cats["after"]
-    src = {s: src.format(cat=cats[s], common=_common(whole, s)) for s in SIDES}
+    src = {s: SQL.sql("collective_durations", cat=cats[s], common=_common(whole, s)) for s in SIDES}
     _duration_tests(con, "cmp_cdur", src, ["op", "bytes"], [], same=same)
     rows = plain_records(
         con,
-        f"""
-        WITH b AS MATERIALIZED ({q["before"]}), a AS ({"SELECT * FROM b" if same else q["after"]}),
-        j AS (
-            SELECT coalesce(b.op, a.op) AS op, coalesce(b.bytes, a.bytes) AS bytes,
-                   coalesce(b.n, 0)::BIGINT AS before_kernels, coalesce(a.n, 0)::BIGINT AS after_kernels,
-                   coalesce(b.inst, 0)::BIGINT AS before_instances,
-                   coalesce(a.inst, 0)::BIGINT AS after_instances,
-                   coalesce(b.t, 0)::BIGINT AS before_ns, coalesce(a.t, 0)::BIGINT AS after_ns,
-                   b.skew AS before_avg_skew_ns, a.skew AS after_avg_skew_ns,
-                   b.xfer AS before_median_transfer_ns, a.xfer AS after_median_transfer_ns,
-                   b.op IS NULL AS added, a.op IS NULL AS removed
-            FROM b FULL OUTER JOIN a ON a.op = b.op AND a.bytes IS NOT DISTINCT FROM b.bytes)
-        SELECT j.*, after_ns - before_ns AS delta_ns,
-               before_ns / $bs AS before_per_step_ns, after_ns / $as AS after_per_step_ns,
-               after_ns / $as - before_ns / $bs AS delta_per_step_ns,
-               d.configs, d.stat, d.var, d.cc, d.rel
-        FROM j LEFT JOIN cmp_cdur d ON d.op = j.op AND d.bytes IS NOT DISTINCT FROM j.bytes""".replace(
-            "$bs", str(int(steps["before"]))
-        ).replace("$as", str(int(steps["after"]))),
+        SQL.sql(
+            "collective_diff",
+            before=q["before"],
+            after=SQL["same_as_before"] if same else q["after"],
+            before_steps=int(steps["before"]),
+            after_steps=int(steps["after"]),
+        ),
     )
     return _diff_rows(rows, cfg, ["op", "bytes"], _collective_steps(con, cats, cfg) if by_step else None)

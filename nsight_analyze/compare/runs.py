@@ -11,8 +11,11 @@ from typing import Any
 import duckdb
 
 from ..duck import plain_records
+from ..query_layer import statements
 from .settings import COMPANIONS, MEMORY, MEMORY_PARTS, PARTS, SIDES
 from .sides import _total
+
+SQL = statements("compare/runs")
 
 
 def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -21,20 +24,14 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     not be brought up to date) is unknown there (None), never 0."""
     cols = PARTS + COMPANIONS + MEMORY
     for side in SIDES:
-        have = {str(r[0]) for r in con.execute(f"DESCRIBE {side}_tp").fetchall()}
-        avgs = ", ".join(f"avg({c})::DOUBLE AS {c}" if c in have else f"NULL::DOUBLE AS {c}" for c in cols)
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE {side}_part AS
-            SELECT rank, count(*) AS windows, {avgs}
-            FROM {side}_tp t
-            WHERE rank IN (SELECT rank FROM cmp_common)
-              AND (step IS NOT NULL OR NOT EXISTS (
-                    SELECT 1 FROM {side}_tp u WHERE u.rank = t.rank AND u.step IS NOT NULL))
-            GROUP BY rank""")
-    sel = ", ".join(f"b.{c} AS b_{c}, a.{c} AS a_{c}" for c in cols)
-    rows = plain_records(
-        con, f"SELECT b.rank, {sel} FROM before_part b JOIN after_part a USING (rank) ORDER BY rank"
-    )
+        tp, part = f"{side}_tp", f"{side}_part"
+        have = {str(r[0]) for r in con.execute(SQL.sql("partition_columns", tp=tp)).fetchall()}
+        present = "[" + ", ".join(f"'{c}'" for c in cols if c in have) + "]"  # column names, as data
+        con.execute(SQL.sql("partition_means", part=part, present=present, tp=tp))
+        for c in cols:
+            if c not in have:
+                con.execute(SQL.sql("partition_unknown_column", part=part, column=c))
+    rows = plain_records(con, SQL["partition_side_by_side"])
 
     def block(row: dict[str, Any], prefix: str) -> dict[str, Any]:
         d = {c: math.nan if row[prefix + c] is None else float(row[prefix + c]) for c in cols}
@@ -69,17 +66,14 @@ def _partition(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def _n_steps(con: duckdb.DuckDBPyConnection, side: str) -> int:
-    n = con.execute(f"""SELECT max(c) FROM (SELECT count(step) AS c FROM {side}_tp
-                        WHERE rank IN (SELECT rank FROM cmp_common) GROUP BY rank)""").fetchone()[0]
+    n = con.execute(SQL.sql("step_count", tp=f"{side}_tp")).fetchone()[0]
     return max(int(n or 0), 1)
 
 
 def _imbalance(con: duckdb.DuckDBPyConnection, side: str) -> dict[str, Any]:
     """The job-wide imbalance (whole capture) and straggler verdict of one run."""
-    imb = plain_records(
-        con, f"SELECT ratio, slowest_rank, balanced, wait_gpu_ns FROM {side}_imb WHERE step IS NULL"
-    )
-    rr = plain_records(con, f"SELECT rank, verdict, straggler FROM {side}_rr ORDER BY rank")
+    imb = plain_records(con, SQL.sql("whole_capture_imbalance", imb=f"{side}_imb"))
+    rr = plain_records(con, SQL.sql("rank_verdicts", rr=f"{side}_rr"))
     out: dict[str, Any] = {"ratio": None, "slowest_rank": None, "balanced": None, "wait_gpu_ns": None}
     if imb:
         r = imb[0]

@@ -24,6 +24,9 @@ from typing import Any
 import duckdb
 
 from ..errors import UserError
+from ..query_layer import statements
+
+SQL = statements("compare/setup")
 
 # AFTER's stored results compare reads by name (its catalog prefix), with the columns holding a
 # rank number: what `relabel` shows under BEFORE's numbers.
@@ -143,24 +146,24 @@ def relabel(con: duckdb.DuckDBPyConnection, cat: str, pairs: dict[int, int]) -> 
     numbers and its other ranks none (NULL: outside every comparison); returns their prefix, which
     compare reads in place of `cat`. A table the workspace lacks gets no view, so its read fails
     as it would on `cat` (and falls back where compare falls back)."""
-    got = {
-        name: set(cols)
-        for name, cols in con.execute(
-            "SELECT table_name, list(column_name) FROM duckdb_columns() "
-            f"WHERE database_name = '{cat}' AND schema_name = 'main' GROUP BY table_name"
-        ).fetchall()
-    }
-    cases = " ".join(f"WHEN {a} THEN {b}" for b, a in sorted(pairs.items()))
+    got = {name: set(cols) for name, cols in con.execute(SQL.sql("catalog_tables", catalog=cat)).fetchall()}
+    after = "[" + ", ".join(str(a) for _, a in sorted(pairs.items())) + "]"  # AFTER's paired ranks
+    before = "[" + ", ".join(str(b) for b, _ in sorted(pairs.items())) + "]"  # the BEFORE rank of each
     prefix = f"memory.{RELABEL_SCHEMA}"
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {prefix}")
+    con.execute(SQL.sql("relabel_schema", schema=RELABEL_SCHEMA))
     for name, cols in RELABELLED.items():
         if name not in got:
             continue
-        swap = ", ".join(f"CAST(CASE {c} {cases} END AS INTEGER) AS {c}" for c in cols if c in got[name])
-        sql = f"SELECT * {f'REPLACE ({swap})' if swap else ''} FROM {cat}.main.{name}"
+        table = f"{cat}.main.{name}"
+        sql = SQL.sql("relabel_unchanged", table=table)
+        for c in (c for c in cols if c in got[name]):  # each rank column swapped in turn
+            sql = SQL.sql(
+                "relabel_rank_column", after_ranks=after, before_ranks=before, column=c, table=table
+            )
+            table = f"({sql})"
         if name in PAIRED_ONLY:
-            sql = f"SELECT * FROM ({sql}) WHERE rank IS NOT NULL"
-        con.execute(f"CREATE OR REPLACE VIEW {prefix}.{name} AS {sql}")
+            sql = SQL.sql("relabel_paired_only", relabelled=sql)
+        con.execute(SQL.sql("relabel_view", schema=RELABEL_SCHEMA, result=name, relabelled=sql))
     return prefix
 
 
@@ -201,9 +204,7 @@ def _versions(con: duckdb.DuckDBPyConnection, ranks: str) -> dict[str, list[Any]
     """Per version item (VERSION_ITEMS, and NCCL), its value on each compared rank that records it:
     the first of the item's keys the rank has (kineto_versions; [] on a workspace made before it)."""
     try:
-        rows = con.execute(
-            f"SELECT rank, key, value FROM kineto_versions WHERE rank IN ({ranks}) ORDER BY rank, key"
-        ).fetchall()
+        rows = con.execute(SQL.sql("versions", ranks=ranks)).fetchall()
     except duckdb.Error:  # a workspace made before the table existed: unknown
         rows = []
     by_rank: dict[int, dict[str, str]] = {}
@@ -219,41 +220,17 @@ def side_setup(con: duckdb.DuckDBPyConnection, home: str, ranks: list[int]) -> d
     """The setup of one run, over the ranks compared, from what its workspace stores (read under
     `USE home`, its own catalog, where its macros resolve). None where the trace records nothing
     (an nsys export's CUDA / driver versions are not stored: docs/compare.md)."""
-    con.execute(f"USE {home}")
+    con.execute(SQL.sql("use_catalog", catalog=home))
     listed = ", ".join(map(str, ranks)) or "NULL"
-    where = f"r.rank IN ({listed})"
-    precision = _column(
-        con,
-        # the precision of most of the GEMM time, names without a marker counted in the whole:
-        # a precision read from a minority of the time is not the run's (unknown then)
-        f"""SELECT p FROM (SELECT p, t, sum(t) OVER () AS whole FROM (
-                               SELECT gemm_precision(name) AS p, sum(total_ns) AS t FROM kernel_summary
-                               WHERE subcategory = 'gemm' AND rank IN ({listed}) GROUP BY p))
-            WHERE p IS NOT NULL AND t > whole / 2 ORDER BY t DESC, p LIMIT 1""",
-    )
-    # A PyTorch-profiler trace's tracer ('cupti N', 'roctracer N', 'hip N' in files.nsys_version):
-    # CUPTI ships with the CUDA toolkit the program ran with. An nsys export's version there is
-    # the profiler's own, which says nothing of the run.
-    tracer = _column(
-        con,
-        "SELECT f.nsys_version FROM ranks r JOIN files f USING (file_id) "
-        f"WHERE {where} AND f.source_format = 'kineto-json'",
-    )
+    precision = _column(con, SQL.sql("gemm_precision", ranks=listed))
+    tracer = _column(con, SQL.sql("tracer", ranks=listed))
     versions = _versions(con, listed)
     return {
-        "gpu": _one(
-            _column(
-                con,
-                "SELECT coalesce(r.gpu_name, g.name) FROM ranks r LEFT JOIN gpus g "
-                f"ON g.rank = r.rank AND g.device_id IS NOT DISTINCT FROM r.device_id WHERE {where}",
-            )
-        ),
-        "world_size": _one(_column(con, f"SELECT r.world_size FROM ranks r WHERE {where}")),
-        # kineto_versions holds it whether or not the trace has pg_config; a workspace made before
-        # that table has it in kineto_process_groups only
+        "gpu": _one(_column(con, SQL.sql("gpu_names", ranks=listed))),
+        "world_size": _one(_column(con, SQL.sql("world_sizes", ranks=listed))),
+        # a workspace made before kineto_versions has it in kineto_process_groups only
         "nccl_version": _one(
-            versions["nccl_version"]
-            or _column(con, f"SELECT r.nccl_version FROM kineto_process_groups r WHERE {where}")
+            versions["nccl_version"] or _column(con, SQL.sql("process_group_nccl_versions", ranks=listed))
         ),
         "tracer": _one(tracer),
         "runtime": _one(versions["runtime"]),

@@ -16,16 +16,17 @@ import duckdb
 import numpy as np
 
 from ..errors import UserError
+from ..query_layer import statements
 from ..workspace import is_workspace
 from .settings import SIDES
+
+SQL = statements("compare/sides")
 
 
 def _periodic_ranks(con: duckdb.DuckDBPyConnection) -> int:
     """How many ranks have their steps from a periodic kernel (settings.periodic_steps = 'on')."""
     try:
-        return int(
-            con.execute("SELECT count(DISTINCT rank) FROM steps WHERE source = 'periodic'").fetchone()[0]
-        )
+        return int(con.execute(SQL["periodic_ranks"]).fetchone()[0])
     except duckdb.CatalogException:
         return 0
 
@@ -47,13 +48,7 @@ def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -
         chosen = choose(con, job)
         if chosen is None or chosen.n_jobs <= 1:
             return db, _periodic_ranks(con)
-        files = [
-            Path(r[0])
-            for r in con.execute(
-                "SELECT DISTINCT f.path FROM files f JOIN ranks r USING (file_id) WHERE r.job = ? ORDER BY 1",
-                [chosen.job],
-            ).fetchall()
-        ]
+        files = [Path(r[0]) for r in con.execute(SQL["job_files"], [chosen.job]).fetchall()]
     finally:
         con.close()
     missing = [f for f in files if not f.is_file()]
@@ -95,7 +90,7 @@ def _without_periodic(db: Path, side: str, tmp: str, notes: list[str], periodic:
         shutil.copyfile(str(db) + ".wal", str(out) + ".wal")
     con = open_workspace(out, analyse=False)
     try:
-        con.execute("UPDATE settings SET value = 'off' WHERE key = 'periodic_steps'")
+        con.execute(SQL["periodic_steps_off"])
     finally:
         con.close()
     open_workspace(out).close()  # recomputes the steps (and what depends on them) without them
@@ -168,15 +163,15 @@ def _side_views(con: duckdb.DuckDBPyConnection, cat: str, side: str) -> None:
     itself gives both sides the same views.
     """
     views = {
-        "tp": f"SELECT * FROM {cat}.time_partition",
-        "src": f"SELECT rank, min(source) AS source, count(*) AS windows FROM {cat}.steps GROUP BY rank",
-        "win": f"SELECT rank, min(start_ns) AS lo, max(end_ns) AS hi FROM {cat}.steps GROUP BY rank",
-        "imb": f"SELECT * FROM {cat}.imbalance",
-        "rr": f"SELECT * FROM {cat}.rank_rollup",
+        "tp": SQL.sql("side_stored_result", table=f"{cat}.time_partition"),
+        "src": SQL.sql("side_step_sources", steps=f"{cat}.steps"),
+        "win": SQL.sql("side_step_spans", steps=f"{cat}.steps"),
+        "imb": SQL.sql("side_stored_result", table=f"{cat}.imbalance"),
+        "rr": SQL.sql("side_stored_result", table=f"{cat}.rank_rollup"),
     }
     try:
         for name, sql in views.items():
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {side}_{name} AS {sql}")
+            con.execute(SQL.sql("side_view", view=f"{side}_{name}", select=sql))
     except duckdb.CatalogException as exc:
         raise UserError(
             f"the {side} workspace lacks a table compare needs ({str(exc).splitlines()[0]}); re-run ingest"
@@ -190,7 +185,7 @@ def _findings(con: duckdb.DuckDBPyConnection, cat: str) -> tuple[dict[str, Any] 
         from ..diagnose import diagnose
     except ImportError:
         return None, "findings: diagnose is not available in this installation"
-    con.execute(f"USE {cat}")
+    con.execute(SQL.sql("use_catalog", catalog=cat))
     try:
         found = diagnose(con)
     except (duckdb.Error, UserError) as exc:
@@ -222,7 +217,7 @@ def _mfu(con: duckdb.DuckDBPyConnection, cat: str, model_flops_per_step: float |
         from ..mfu import hfu_mfu_summary
     except ImportError:
         return {"mfu": None, "hfu": None, "coverage_pct": None, "note": "mfu module not available"}
-    con.execute(f"USE {cat}")
+    con.execute(SQL.sql("use_catalog", catalog=cat))
     try:
         s = hfu_mfu_summary(con, model_flops_per_step=model_flops_per_step, detail=False)  # totals only
     except (duckdb.Error, UserError, ValueError) as exc:

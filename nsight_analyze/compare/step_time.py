@@ -10,23 +10,17 @@ import duckdb
 import numpy as np
 
 from ..duck import plain_records
+from ..query_layer import statements
 from .stats import compare_samples
 from .verdict import verdict_of
 
+SQL = statements("compare/step_time")
 Windows = list[dict[str, Any]]
 
 
 def _step_windows(con: duckdb.DuckDBPyConnection, side: str) -> Windows:
     """Per common rank, its step windows; a rank without steps has its capture as one window."""
-    return plain_records(
-        con,
-        f"""
-        SELECT rank, step, window_ns FROM {side}_tp t
-        WHERE rank IN (SELECT rank FROM cmp_common)
-          AND (step IS NOT NULL OR NOT EXISTS (
-                SELECT 1 FROM {side}_tp u WHERE u.rank = t.rank AND u.step IS NOT NULL))
-        ORDER BY rank, step""",
-    )
+    return plain_records(con, SQL.sql("step_windows", tp=f"{side}_tp"))
 
 
 def _slowest(windows: Windows) -> dict[int | None, int]:

@@ -17,8 +17,11 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UserError
+from ..query_layer import statements
 
 __all__ = ["parse_ranks", "select_ranks", "replace_atomically", "sql_path", "write_atomically"]
+
+SQL = statements("export/export")
 
 _RANK_ITEM = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
@@ -56,7 +59,7 @@ def _spans(ranks: list[int]) -> str:
 def select_ranks(con: duckdb.DuckDBPyConnection, wanted: list[int] | None) -> list[int]:
     """The workspace's ranks, or the `wanted` ones after checking each exists (a typo must not
     silently export nothing)."""
-    have = [int(r) for (r,) in con.execute("SELECT rank FROM ranks ORDER BY rank").fetchall()]
+    have = [int(r) for (r,) in con.execute(SQL["workspace_ranks"]).fetchall()]
     if wanted is None:
         return have
     missing = sorted(set(wanted) - set(have))
@@ -67,8 +70,9 @@ def select_ranks(con: duckdb.DuckDBPyConnection, wanted: list[int] | None) -> li
 
 
 def sql_path(path: Path) -> str:
-    """A path as a SQL string literal (COPY ... TO takes no prepared parameter)."""
-    return "'" + str(path).replace("'", "''") + "'"
+    """A path as the text between the quotes of a SQL string literal (each ' doubled): COPY ... TO
+    takes no prepared parameter, so its statement holds '$path'."""
+    return str(path).replace("'", "''")
 
 
 def replace_atomically(tmp: Path, final: Path) -> None:

@@ -5,10 +5,10 @@ nsight-analyze or this DuckDB version; the stored analysis tables are the answer
 exported as computed, beside the canonical rows they came from and the public live views
 (aligned_kernels, ...), which are cheap projections a reader would otherwise have to rebuild.
 
-DuckDB writes each file itself (`COPY ... TO ... (FORMAT parquet)`), streaming: memory does not
-grow with the table. Each file is written under a temporary name in OUT and renamed when
-complete, and `manifest.json` (names, row counts, columns) is written last, the same way: an
-export killed half-way leaves whole files and no manifest claiming the missing ones.
+DuckDB writes each file itself (`COPY ... TO ... (FORMAT parquet)`: queries/export/parquet.sql),
+streaming: memory does not grow with the table. Each file is written under a temporary name in
+OUT and renamed when complete, and `manifest.json` (names, row counts, columns) is written last,
+the same way: an export killed half-way leaves whole files and no manifest claiming the missing ones.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ import duckdb
 from .. import __version__, query_layer, schema
 from ..duck import no_room, no_room_error, out_of_memory
 from ..errors import UserError
+from ..query_layer import statements
 from . import replace_atomically, sql_path, write_atomically
+
+SQL = statements("export/parquet")
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "nsight-analyze-parquet"
@@ -87,11 +90,7 @@ def exported_objects() -> list[tuple[str, str]]:
 def _present(con: duckdb.DuckDBPyConnection) -> set[str]:
     """Tables and views the connection resolves by plain name (TEMP shadows included: a workspace
     computed for this session only has its results there)."""
-    rows = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
-        "UNION SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
-    ).fetchall()
-    return {r for (r,) in rows}
+    return {r for (r,) in con.execute(SQL["present_objects"]).fetchall()}
 
 
 def check_folder(out: Path, force: bool) -> None:
@@ -122,12 +121,12 @@ def export_parquet(
     earlier = _earlier_files(out)
     present = _present(con)
     result = ParquetExport(out)
-    where = f"WHERE rank IN ({', '.join(str(int(r)) for r in ranks) or 'NULL'})" if ranks is not None else ""
+    rank_list = (", ".join(str(int(r)) for r in ranks) or "NULL") if ranks is not None else None
     try:
         for name, kind in exported_objects():
             if name not in present:
                 continue  # e.g. a format-specific table an older workspace lacks
-            result.tables.append(_write(con, out, name, kind, where))
+            result.tables.append(_write(con, out, name, kind, rank_list))
     except BaseException:
         if created:  # a failed export (a full disk, Ctrl-C) leaves no folder of some of the tables
             shutil.rmtree(out, ignore_errors=True)
@@ -148,17 +147,23 @@ def export_parquet(
     return result
 
 
-def _write(con: duckdb.DuckDBPyConnection, out: Path, name: str, kind: str, where: str) -> ExportedTable:
+def _write(
+    con: duckdb.DuckDBPyConnection, out: Path, name: str, kind: str, rank_list: str | None
+) -> ExportedTable:
+    """OUT/<name>.parquet; `rank_list`: the selected ranks (as `rows_of_ranks` takes them), None
+    for all."""
     final = out / f"{name}.parquet"
     tmp = out / f".{name}.parquet.tmp-{os.getpid()}"
     try:
-        described = con.execute(f'DESCRIBE SELECT * FROM "{name}"').fetchall()
+        described = con.execute(SQL.sql("object_columns", object=name)).fetchall()
         columns = [(str(c[0]), str(c[1])) for c in described]
-        by_rank = bool(where) and any(c == "rank" for c, _ in columns)
-        query = f'SELECT * FROM "{name}" {where if by_rank else ""}'
-        (rows,) = con.execute(
-            f"COPY ({query}) TO {sql_path(tmp)} (FORMAT parquet, COMPRESSION zstd)"
-        ).fetchone()
+        by_rank = rank_list is not None and any(c == "rank" for c, _ in columns)
+        query = (
+            SQL.sql("rows_of_ranks", object=name, ranks=rank_list)
+            if by_rank
+            else SQL.sql("all_rows", object=name)
+        )
+        (rows,) = con.execute(SQL.sql("copy_to_parquet", query=query, path=sql_path(tmp))).fetchone()
     except duckdb.OutOfMemoryException:
         tmp.unlink(missing_ok=True)
         raise out_of_memory(f"exporting {name}") from None

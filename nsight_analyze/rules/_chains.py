@@ -5,7 +5,10 @@ value / steps (docs/diagnose.md "Recoverable time").
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from .base import Ctx
+
+SQL = statements("rules/_chains")
 
 
 def per_step_worst(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], list[int]]:
@@ -15,7 +18,7 @@ def per_step_worst(ctx: Ctx, per_rank_step_sql: str) -> tuple[float, list[int], 
     """
     rows = [
         r
-        for r in ctx.rows(f"SELECT rank, step, sum(v) AS v FROM ({per_rank_step_sql}) GROUP BY ALL")
+        for r in ctx.rows(SQL.sql("per_rank_step", per_rank_step=per_rank_step_sql))
         if r["v"] is not None and r["v"] > 0
     ]
     worst: dict[int | None, float] = {}

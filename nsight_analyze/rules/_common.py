@@ -10,8 +10,10 @@ signal is one measure read by `exposed-comm` (rules/comms.py) and its per-dimens
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from .base import Ctx, Signal
 
+SQL = statements("rules/_common")
 NO_STEPS_NOTE = "no steps found: the whole capture is one window (the steps list is empty)"
 
 
@@ -91,4 +93,4 @@ def partial_jobs(ctx: Ctx) -> str | None:
     """
     if "jobs" not in ctx.objects:
         return None
-    return ctx.scalar("SELECT string_agg(label, '; ' ORDER BY job) FROM jobs WHERE NOT complete")
+    return ctx.scalar(SQL["partial_jobs"])

@@ -13,48 +13,38 @@ rank's pace). Recoverable per step = sum over steps of that maximum / number of 
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from .base import Ctx, Evidence
+
+SQL = statements("rules/_idle")
+
+# diag_windows without the idle of one-time phases (rules/launch_bound.py imports it too).
+STEADY_WINDOWS = SQL["steady_windows"]
 
 
 def cause_totals(ctx: Ctx, cause: str, min_pct: float) -> tuple[int, list[int], list[int]]:
     """(total ns over steps of the worst rank, affected steps, ranks over the threshold)."""
-    causes = f"(SELECT * FROM diag_step_causes WHERE cause = '{cause}')"
-    windows = "diag_windows"
+    causes = SQL.sql("cause_per_step", cause=cause)
+    windows = SQL["all_windows"]
     if cause == "launch" and has_capture(ctx):
         # graph capture and compilation are one-time work (capture_idle): the steady state does
         # not lose their idle
-        windows = f"({STEADY_WINDOWS})"
-        causes = f"""(SELECT step, max(launch_gap_ns + host_bound_ns) AS max_ns,
-                             100.0 * max(launch_gap_ns + host_bound_ns) / nullif(max(window_ns), 0)
-                                 AS share_pct
-                      FROM {windows} GROUP BY step)"""
-    total = ctx.scalar(f"SELECT coalesce(sum(max_ns), 0) FROM {causes}") or 0
-    steps = ctx.column(f"SELECT step FROM {causes} WHERE max_ns > 0 AND share_pct >= {min_pct} ORDER BY step")
-    col = {
-        "input_stall": "input_stall_ns",
-        "sync_stall": "sync_stall_ns",
-        "launch": "launch_gap_ns + host_bound_ns",
-    }[cause]
-    ranks = ctx.column(
-        f"SELECT DISTINCT rank FROM {windows} WHERE {col} > 0 "
-        f"AND 100.0 * ({col}) / nullif(window_ns, 0) >= {min_pct} ORDER BY rank"
-    )
+        windows = STEADY_WINDOWS
+        causes = SQL.sql("steady_launch_per_step", steady_windows=STEADY_WINDOWS)
+    total = ctx.scalar(SQL.sql("cause_total", causes=causes)) or 0
+    steps = ctx.column(SQL.sql("cause_steps", causes=causes, min_pct=min_pct))
+    if cause == "launch":
+        ranks = ctx.column(SQL.sql("launch_ranks", windows=windows, min_pct=min_pct))
+    else:
+        column = {"input_stall": "input_stall_ns", "sync_stall": "sync_stall_ns"}[cause]
+        ranks = ctx.column(SQL.sql("cause_ranks", windows=windows, column=column, min_pct=min_pct))
     return int(total), [int(s) for s in steps if s is not None], [int(r) for r in ranks]
 
 
 def has_capture(ctx: Ctx) -> bool:
     """Whether a window holds idle inside a one-time phase (graph capture or instantiation,
     torch.compile compilation: capture_idle)."""
-    return ctx.has("capture_idle") and bool(ctx.scalar("SELECT count(*) FROM capture_idle WHERE idle_ns > 0"))
-
-
-# diag_windows without the idle of one-time phases (capture_idle: graph capture, torch.compile
-# compilation): each cause loses its own part of the idle inside the phases.
-STEADY_WINDOWS = """SELECT d.* REPLACE (
-           greatest(d.host_bound_ns - coalesce(c.idle_ns - c.launch_gap_idle_ns, 0), 0) AS host_bound_ns,
-           greatest(d.launch_gap_ns - coalesce(c.launch_gap_idle_ns, 0), 0) AS launch_gap_ns)
-    FROM diag_windows AS d
-    LEFT JOIN capture_idle AS c ON c.rank = d.rank AND c.step IS NOT DISTINCT FROM d.step"""
+    return ctx.has("capture_idle") and bool(ctx.scalar(SQL["capture_idle_windows"]))
 
 
 def per_step_evidence(ctx: Ctx, cause: str, label: str) -> Evidence:
@@ -63,17 +53,15 @@ def per_step_evidence(ctx: Ctx, cause: str, label: str) -> Evidence:
         f"{label} per step",
         f"Per step: the worst rank's {label} time, the step length and the ranks affected "
         f"(diag_step_causes).",
-        f"""SELECT step, worst_rank, max_ns AS {cause}_ns, step_ns, round(share_pct, 2) AS share_pct, ranks
-            FROM diag_step_causes WHERE cause = '{cause}' AND max_ns > 0 ORDER BY max_ns DESC, step""",
+        SQL.sql("per_step_evidence", cause=cause),
     )
 
 
 def gap_evidence(ctx: Ctx, causes: str, label: str) -> Evidence:
     """The idle pieces (gaps) of the causes, longest first, with what the host was doing."""
-    where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+    in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
     return ctx.evidence(
         f"{label} gaps",
         "The idle pieces behind the number, longest first, with what the host was doing (gaps view).",
-        f"""SELECT rank, step, start_ns, duration_ns, cause, host_activity FROM gaps
-            WHERE {where} AND cause IN ({causes}) ORDER BY duration_ns DESC, rank, start_ns""",
+        SQL.sql("gap_evidence", in_steps=in_steps, causes=causes),
     )

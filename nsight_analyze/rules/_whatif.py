@@ -13,16 +13,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..query_layer import statements
 from ..render.units import format_duration
 from ._common import step_metrics
 from .base import Ctx, Finding, Signal
+
+SQL = statements("rules/_whatif")
 
 
 def whatif_gain(ctx: Ctx, scenario: str) -> tuple[int | None, str]:
     """The scenario's whole-job gain_ns (the largest over jobs: a bound for every job), or None and why."""
     if "whatif" not in ctx.objects:
         return None, "the workspace has no whatif table (re-run ingest)"
-    gain = ctx.scalar(f"SELECT max(gain_ns) FROM whatif WHERE scenario = '{scenario}' AND step IS NULL")
+    gain = ctx.scalar(SQL.sql("whatif_gain", scenario=scenario))
     if gain is None:
         from ..whatif import empty_reason
 

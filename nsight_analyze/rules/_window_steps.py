@@ -8,7 +8,10 @@ which some rank's share reaches the rule's threshold; one definition, so both li
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from .base import Ctx
+
+SQL = statements("rules/_window_steps")
 
 
 def steps_of(ctx: Ctx, per_window_sql: str, th_pct: float) -> list[int]:
@@ -17,10 +20,5 @@ def steps_of(ctx: Ctx, per_window_sql: str, th_pct: float) -> list[int]:
     if not ctx.has_steps:
         return []
     return [
-        int(s)
-        for s in ctx.column(
-            f"""SELECT DISTINCT step FROM ({per_window_sql})
-                WHERE step IS NOT NULL AND t > 0 AND 100.0 * t / nullif(window_ns, 0) >= {th_pct}
-                ORDER BY step"""
-        )
+        int(s) for s in ctx.column(SQL.sql("steps_over_threshold", per_window=per_window_sql, th_pct=th_pct))
     ]

@@ -34,10 +34,12 @@ import duckdb
 
 from ..duck import sql_string
 from ..gpu_arch import NEEDS
+from ..query_layer import layer, statements
 from .base import Fix
 from .comm_families import subcategory_fixes
 from .precision import fp8_fix, precision_fixes
 
+SQL = statements("rules/advice")
 _LOCK = threading.Lock()
 
 # subcategory -> family (memory subcategories not listed are elementwise-like: fusion applies)
@@ -73,18 +75,15 @@ def family(category: str | None, subcategory: str | None = None) -> str:
 
 def family_sql(category: str, subcategory: str) -> str:
     """The SQL of `family` on two columns (same mapping), for per-family sums in the rules."""
-    subs = " ".join(f"WHEN lower({subcategory}) = '{k}' THEN '{v}'" for k, v in _FAMILY_OF_SUB.items())
-    return (
-        f"CASE WHEN lower({category}) = 'comms' THEN 'comms' {subs} "
-        f"WHEN lower({category}) = 'compute' THEN 'compute' WHEN lower({category}) = 'memory' "
-        "THEN 'elementwise' ELSE 'other' END"
+    subs = " ".join(
+        SQL.sql("family_of_subcategory", subcategory=subcategory, sub=k, family=v)
+        for k, v in _FAMILY_OF_SUB.items()
     )
+    return SQL.sql("family", category=category, subcategory_families=subs)
 
 
 # memops by kind -> family (PtoP copies are communication)
-MEMOP_FAMILY_SQL = (
-    "CASE WHEN kind IN ('HtoD', 'DtoH') THEN 'transfer' WHEN kind = 'PtoP' THEN 'comms' ELSE 'copy' END"
-)
+MEMOP_FAMILY_SQL = SQL["memop_family"]
 
 FAMILY_LABEL = {
     "gemm": "GEMM",
@@ -115,10 +114,8 @@ _LOW = ("bf16", "fp16", "fp8", "int8")
 @functools.lru_cache(maxsize=1)
 def _macro_connection() -> duckdb.DuckDBPyConnection:
     """An in-memory connection holding the gemm_precision macro, for a name read without a workspace."""
-    from .. import query_layer
-
     con = duckdb.connect()
-    con.execute(next(q.sql for q in query_layer.layer() if q.name == "gemm_precision"))
+    con.execute(next(q.sql for q in layer() if q.name == "gemm_precision"))
     return con
 
 
@@ -129,7 +126,7 @@ def precision_of(name: str, precision: str | None = "") -> str:
     here on the name."""
     if precision == "":
         with _LOCK:
-            row = _macro_connection().execute(f"SELECT gemm_precision({sql_string(name)})").fetchone()
+            row = _macro_connection().execute(SQL.sql("name_precision", literal=sql_string(name))).fetchone()
         precision = row[0] if row else None
     if precision in _LOW:
         return "low"
@@ -372,11 +369,7 @@ def memory_fit(con) -> str:
     """Whether memory-hungry fixes fit: the fullest rank's peak device memory against its GPU's
     capacity (queries/partition/memory_peak.sql), or why that is unknown. Never guesses a capacity."""
     try:
-        row = con.execute(
-            """SELECT rank, peak_bytes_in_use, peak_bytes_reserved, capacity_bytes, capacity_source,
-                      (SELECT count(DISTINCT rank) FROM memory_peak)
-               FROM memory_peak ORDER BY used_pct DESC NULLS LAST, peak_bytes_in_use DESC LIMIT 1"""
-        ).fetchone()
+        row = con.execute(SQL["fullest_rank"]).fetchone()
     except Exception:  # noqa: BLE001 - a workspace without the table (older analysis)
         row = None
     if row is None:

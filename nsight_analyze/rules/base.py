@@ -20,7 +20,10 @@ import duckdb
 
 from ..duck import plain_records, plain_rows
 from ..plain import jsonable
+from ..query_layer import statements
 from .declare import Threshold
+
+SQL = statements("rules/base")
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -100,7 +103,7 @@ def evidence_rows(
     names, head, _ = plain_rows(con, sql, limit + 1)
     total = len(head)
     if total > limit:
-        total = int(con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0])
+        total = int(con.execute(SQL.sql("row_count", sql=sql)).fetchone()[0])
     return names, [{n: jsonable(v) for n, v in zip(names, r, strict=True)} for r in head[:limit]], total
 
 
@@ -117,38 +120,16 @@ class Ctx:
     def __init__(self, con: duckdb.DuckDBPyConnection, th: dict[str, float]):
         self.con = con
         self.th = th
-        self.objects = {
-            r[0]
-            for r in con.execute(
-                "SELECT view_name FROM duckdb_views() UNION SELECT table_name FROM duckdb_tables() "
-                "UNION SELECT function_name FROM duckdb_functions() WHERE function_type IN "
-                "('table_macro', 'macro')"
-            ).fetchall()
-        }
+        self.objects = {r[0] for r in con.execute(SQL["objects"]).fetchall()}
         self.missing: list[str] = []
-        job = (
-            self.row(
-                """SELECT count(DISTINCT step) AS steps, bool_or(step IS NOT NULL) AS has_steps,
-                      count(DISTINCT rank) AS ranks FROM diag_windows"""
-            )
-            if self.has("diag_windows")
-            else {}
-        )
+        job = self.row(SQL["job_shape"]) if self.has("diag_windows") else {}
         if not job.get("ranks"):
             self.n_steps, self.has_steps, self.n_ranks, self.mean_step_ns = 0, False, 0, 0.0
         else:
             self.has_steps = bool(job["has_steps"])
             self.n_steps = int(job["steps"]) if self.has_steps else 1
             self.n_ranks = int(job["ranks"])
-            # the job step time over the steady steps (queries/steps/job_steps.sql)
-            self.mean_step_ns = float(
-                self.scalar(
-                    "SELECT avg(w) FILTER (WHERE steady) FROM (SELECT d.step, max(d.window_ns) AS w, "
-                    "coalesce(bool_and(j.steady), true) AS steady FROM diag_windows AS d "
-                    "LEFT JOIN job_steps AS j ON j.step = d.step GROUP BY d.step)"
-                )
-                or 0.0
-            )
+            self.mean_step_ns = float(self.scalar(SQL["mean_step"]) or 0.0)
 
     def has(self, *names: str) -> bool:
         """Whether every named view/table/macro exists (the missing ones are recorded for the job)."""

@@ -9,8 +9,11 @@ findings.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
+
+SQL = statements("rules/clock_skew")
 
 
 @finding(
@@ -41,10 +44,7 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
     if not ctx.has("merge_rank_clock", "alignment_quality"):
         return []
     th_ns = ctx.th["clock_skew_min_us"] * 1000
-    skewed = ctx.rows(
-        f"SELECT rank, host, correction_ns FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} "
-        "ORDER BY rank"
-    )
+    skewed = ctx.rows(SQL.sql("skewed_ranks", th_ns=th_ns))
     if not skewed:
         return []
     ev = [
@@ -52,21 +52,17 @@ def clock_skew(ctx: Ctx) -> list[Finding]:
             "clock alignment per host",
             "Refinement applied on top of the session-start (UTC) offsets and the residual after it "
             "(alignment_quality).",
-            "SELECT * FROM alignment_quality ORDER BY host",
+            SQL["alignment_per_host"],
         ),
         ctx.evidence(
             "corrected ranks",
             "Ranks whose clock was corrected by more than the threshold (merge_rank_clock).",
-            f"""SELECT rank, host, session_offset_ns, clock_offset_ns, correction_ns, alignment_method
-                           FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns} ORDER BY rank""",
+            SQL.sql("corrected_ranks", th_ns=th_ns),
         ),
     ]
     worst = int(max(abs(r["correction_ns"]) for r in skewed))
-    resid = ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality")
-    corrected = ctx.scalar(
-        "SELECT bool_and(method = 'collectives') FROM alignment_quality "
-        f"WHERE host IN (SELECT host FROM merge_rank_clock WHERE abs(correction_ns) >= {th_ns})"
-    )
+    resid = ctx.scalar(SQL["max_residual_p95"])
+    corrected = ctx.scalar(SQL.sql("skewed_hosts_corrected", th_ns=th_ns))
     hosts = sorted({str(r["host"]) for r in skewed})
     return [
         ctx.finding(

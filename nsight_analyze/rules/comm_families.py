@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..query_layer import statements
 from .base import Ctx, Fix, Signal
+
+SQL = statements("rules/comm_families")
 
 _P2P_OVERLAP = Fix(
     "Batch the point-to-point transfers (torch.distributed.batch_isend_irecv: one NCCL group call) and "
@@ -126,22 +129,9 @@ def dim_sql(dim: str) -> str:
     return "'" + dim.replace("'", "''") + "'"
 
 
-# Which fixes a communication operation's exposed time calls for: its communicator's dimension when
-# known, else its collective's (an all-reduce is most often gradient reduction, all-gather and
-# reduce-scatter sharded parameters, all-to-all expert exchange, send/recv pipeline stages); a
-# kernel that is not NCCL's by its name: symmetric-memory / custom all-reduce, all-gather and
-# reduce-scatter kernels (vLLM, TensorRT-LLM, PyTorch async TP, Megatron multimem) serve tensor
-# parallelism, DeepEP expert parallelism, a peer copy is point-to-point.
-FAMILY_SQL = """CASE WHEN dimension IN ('dp', 'fsdp', 'tp', 'pp', 'ep') THEN dimension
-     WHEN op IN ('AllReduce', 'Reduce') THEN 'dp'
-     WHEN op IN ('ReduceScatter', 'AllGather', 'AllGatherV') THEN 'fsdp'
-     WHEN op = 'AllToAll' THEN 'ep'
-     WHEN op = 'SendRecv' THEN 'p2p'
-     WHEN op = 'Broadcast' THEN 'broadcast'
-     WHEN regexp_matches(op, '(?i)all_?to_?all|deep_ep::') THEN 'ep'
-     WHEN regexp_matches(op, '(?i)all_?reduce|all_?gather|reduce_?scatter|multimem') THEN 'tp'
-     WHEN op LIKE '[CUDA memcpy %' THEN 'p2p'
-     ELSE 'other' END"""
+# Which fix family a communication operation's exposed time calls for (queries/rules/comm_families.sql,
+# `family`: its communicator's dimension when known, else its collective's); comms.py imports it.
+FAMILY_SQL = SQL["family"]
 FAMILY_NAMES = {
     "dp": "gradient reduction, data parallel",
     "fsdp": "sharded parameters, FSDP / ZeRO",
@@ -168,20 +158,12 @@ def exposed_families(
         return []
     if measure not in ("exposed_ns", "duration_ns"):
         raise ValueError(f"unknown measure {measure!r}")
-    conds = [
-        f"{col} = {dim_sql(v)}" for col, v in (("dimension", dimension), ("name", name)) if v is not None
-    ]
-    where = "WHERE " + " AND ".join(conds) if conds else ""
-    return ctx.rows(
-        f"""SELECT family, string_agg(DISTINCT op, ',' ORDER BY op) AS ops,
-                   string_agg(DISTINCT coalesce(dimension, 'none'), ',' ORDER BY coalesce(dimension, 'none'))
-                       AS dimensions,
-                   sum({measure})::BIGINT AS exposed_ns,
-                   sum({measure}) / nullif(sum(sum({measure})) OVER (), 0) AS share
-            FROM (SELECT *, {FAMILY_SQL} AS family FROM diag_comm_exposure {where})
-            GROUP BY family HAVING sum({measure}) > 0
-            ORDER BY exposed_ns DESC, family"""
-    )
+    ops = SQL["exposed_ops"]
+    if dimension is not None:
+        ops = SQL.sql("of_dimension", ops=ops, dimension=dim_sql(dimension))
+    if name is not None:
+        ops = SQL.sql("of_kernel", ops=ops, kernel=dim_sql(name))
+    return ctx.rows(SQL.sql("exposed_families", measure=measure, family=FAMILY_SQL, ops=ops))
 
 
 def family_fixes(fams: list[dict[str, Any]], dimension: str | None = None) -> list[Fix]:

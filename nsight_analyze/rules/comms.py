@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 
+from ..query_layer import statements
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from .base import Ctx, Finding, Fix, Signal
 from .comm_families import FAMILY_NAMES, comm_fixes, family_signal
 from .declare import Cause, Doc, Threshold, finding
 from .dimensions import breakdown_evidence
+
+SQL = statements("rules/comms")
 
 
 @finding(
@@ -69,12 +72,7 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_comm_recoverable", "diag_comm_exposure"):
         return []
     th = ctx.th["exposed_comm_min_pct"]
-    per_step = ctx.rows(
-        """SELECT step, min(recoverable_ns) AS rec, arg_min(rank, recoverable_ns) AS critical_rank,
-                  min(greatest(recoverable_ns - unknown_wait_ns, 0)) AS rec_min,
-                  max(comms_exposed_ns) AS exposed, max(window_ns) AS step_ns
-           FROM diag_comm_recoverable GROUP BY step"""
-    )
+    per_step = ctx.rows(SQL["recoverable_per_step"])
     if not per_step:
         return []
     total = int(sum(r["rec"] for r in per_step if r["rec"] is not None))
@@ -82,10 +80,7 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     if (ctx.pct(rec) or 0) < th:
         return []
     steps = steps_over(per_step, th)
-    ranks = ctx.column(
-        f"""SELECT DISTINCT rank FROM diag_comm_recoverable
-            WHERE 100.0 * recoverable_ns / nullif(window_ns, 0) >= {th} ORDER BY rank"""
-    )
+    ranks = ctx.column(SQL.sql("exposed_ranks", th=th))
     ev = [
         ctx.evidence(
             "exposed communication per step",
@@ -93,42 +88,21 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
             "exposed comms, the wait for the last rank and the last reduction's transfer (NULL when not "
             "measured: participants missing), the exposed time whose wait was not measured and the step "
             "length (diag_comm_recoverable).",
-            """SELECT step, min(recoverable_ns) AS recoverable_ns, arg_min(rank, recoverable_ns) AS
-                   critical_rank,
-                      max(comms_exposed_ns) AS max_exposed_ns,
-                      CASE WHEN bool_and(unknown_wait_ns = 0 AND last_transfer_known)
-                           THEN max(exposed_wait_ns) END AS max_exposed_wait_ns,
-                      CASE WHEN bool_and(last_transfer_known) THEN max(last_transfer_ns) END
-                          AS max_last_transfer_ns,
-                      max(unknown_wait_ns) AS max_unknown_wait_ns, max(window_ns) AS step_ns,
-                      round(avg(overlap_pct), 1) AS mean_overlap_pct
-               FROM diag_comm_recoverable GROUP BY step ORDER BY step""",
+            SQL["exposed_per_step"],
         ),
         ctx.evidence(
             "per collective and bucket",
             "Each collective by its position in the step (bucket): its communicator's dimension, mean "
             "duration, exposed part, the part spent waiting for the last rank (NULL when not measured: "
             "participants missing), and how much was hidden (diag_comm_exposure).",
-            """SELECT op, bucket, string_agg(DISTINCT dimension, ',' ORDER BY dimension) AS dimension,
-                      count(*) AS instances, CAST(avg(duration_ns) AS BIGINT) AS avg_duration_ns,
-                      CAST(avg(exposed_ns) AS BIGINT) AS avg_exposed_ns,
-                      CASE WHEN bool_and(wait_known) THEN CAST(avg(exposed_wait_ns) AS BIGINT) END
-                          AS avg_exposed_wait_ns,
-                      round(100.0 * (1 - sum(exposed_ns) / nullif(sum(duration_ns), 0)), 1) AS hidden_pct,
-                      bool_or(is_last) AS last_in_step
-               FROM diag_comm_exposure GROUP BY op, bucket ORDER BY bucket, op""",
+            SQL["per_collective_and_bucket"],
         ),
     ]
     by_dim = breakdown_evidence(ctx)  # the split by parallelism dimension (rules/dimensions.py)
     if by_dim is not None:
         ev.append(by_dim)
-    ov = ctx.scalar("SELECT avg(overlap_pct) FROM diag_windows WHERE comms_total_ns > 0")
-    sums = ctx.row(
-        """SELECT coalesce(sum(exposed_wait_ns), 0) AS wait, coalesce(sum(comms_exposed_ns), 0) AS exposed,
-                  coalesce(sum(last_transfer_ns), 0) AS last, coalesce(sum(unknown_wait_ns), 0) AS unknown,
-                  coalesce(sum(last_transfer_ns) FILTER (WHERE NOT last_transfer_known), 0) AS last_unknown
-           FROM diag_comm_recoverable"""
-    )
+    ov = ctx.scalar(SQL["mean_overlap"])
+    sums = ctx.row(SQL["exposed_sums"])
     wait, exposed_sum, last = (float(sums[k] or 0) for k in ("wait", "exposed", "last"))
     # exposed time whose wait for the last rank was not measured (participants missing): outside the
     # last reduction it may be wait (not recoverable); in the last reduction wait and transfer split
@@ -173,10 +147,7 @@ def exposed_comm(ctx: Ctx) -> list[Finding]:
     if fam is not None:
         signals.append(fam)
     if ctx.has("collectives"):
-        bw = ctx.rows(
-            "SELECT op, median(busbw_gbps) AS busbw FROM collectives WHERE busbw_gbps IS NOT NULL "
-            "GROUP BY op ORDER BY op"
-        )
+        bw = ctx.rows(SQL["median_busbw"])
         for op, b in ((r["op"], r["busbw"]) for r in bw):
             signals.append(
                 Signal(
@@ -307,16 +278,12 @@ def imbalance(ctx: Ctx) -> list[Finding]:
     if not ctx.has("imbalance", "merge_straggler_verdict"):
         return []
     where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-    per_step = ctx.rows(
-        f"""SELECT step, ranks, max_compute_ns, mean_compute_ns, ratio, slowest_rank, balanced,
-                   max_compute_ns - (ranks * mean_compute_ns - max_compute_ns) / (ranks - 1) AS excess_ns
-            FROM imbalance WHERE {where} AND ranks >= 2"""
-    )
+    per_step = ctx.rows(SQL.sql("imbalance_per_step", where=where))
     if not per_step:
         return []
     total = int(round(math.fsum(max(r["excess_ns"], 0.0) for r in per_step if r["excess_ns"] is not None)))
     rec = ctx.per_step(total)
-    v = ctx.row("SELECT * FROM merge_straggler_verdict")
+    v = ctx.row(SQL["straggler_verdict"])
     if v.get("verdict") in (None, "balanced", "unknown") or (ctx.pct(rec) or 0) < ctx.th["imbalance_min_pct"]:
         return []
     straggler = v.get("straggler_rank")
@@ -329,14 +296,12 @@ def imbalance(ctx: Ctx) -> list[Finding]:
         ctx.evidence(
             "imbalance per step",
             "Per step: the slowest rank's compute against the mean (imbalance).",
-            f"""SELECT step, ranks, slowest_rank, max_compute_ns, CAST(mean_compute_ns AS BIGINT) AS
-                            mean_compute_ns, round(ratio, 4) AS ratio, wait_gpu_ns, balanced
-                         FROM imbalance WHERE {where} ORDER BY step""",
+            SQL.sql("imbalance_evidence", where=where),
         ),
         ctx.evidence(
             "straggler verdict",
             "Job-wide verdict (merge_straggler_verdict).",
-            "SELECT * FROM merge_straggler_verdict",
+            SQL["straggler_verdict"],
         ),
     ]
     if ctx.has("rank_rollup"):
@@ -344,8 +309,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
             ctx.evidence(
                 "per rank",
                 "Each rank's compute, the collective wait it suffered and caused (rank_rollup).",
-                """SELECT rank, host, compute_ns, collectives, wait_suffered_ns, wait_caused_ns, times_last,
-                      times_slowest, straggler FROM rank_rollup ORDER BY rank""",
+                SQL["per_rank"],
             )
         )
     signals = [
@@ -359,7 +323,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
         )
     ]
     if ctx.has("rank_rollup") and ranks:
-        rr = ctx.rows("SELECT rank, wait_caused_ns FROM rank_rollup")
+        rr = ctx.rows(SQL["wait_caused"])
         caused = sum(
             r["wait_caused_ns"] for r in rr if r["rank"] in ranks and r["wait_caused_ns"] is not None
         )
@@ -375,10 +339,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
     if ranks:
         idle = {
             r["slow"]: r["c"]
-            for r in ctx.rows(
-                f"""SELECT rank IN ({", ".join(map(str, ranks))}) AS slow, avg(compute_ns) AS c
-                    FROM diag_windows GROUP BY 1"""
-            )
+            for r in ctx.rows(SQL.sql("compute_slow_vs_others", ranks=", ".join(map(str, ranks))))
         }
         if True in idle and False in idle:
             extra = float(idle[True]) - float(idle[False])
@@ -392,11 +353,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
                     "(nvidia-smi -q), or uneven work (sequence lengths, pipeline stages)",
                 )
             )
-    resid = (
-        ctx.scalar("SELECT max(residual_p95_ns) FROM alignment_quality")
-        if ctx.has("alignment_quality")
-        else None
-    )
+    resid = ctx.scalar(SQL["max_residual_p95"]) if ctx.has("alignment_quality") else None
     if resid is not None:
         signals.append(
             Signal(

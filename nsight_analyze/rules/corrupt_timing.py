@@ -8,10 +8,13 @@ listed before the performance findings.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ..sources.base import CORRUPT_TIMING
 from ..summary import CORRUPT_TIMING_SQL
 from .base import Ctx, Finding, Fix
 from .declare import Doc, finding
+
+SQL = statements("rules/corrupt_timing")
 
 
 @finding(
@@ -36,7 +39,7 @@ def corrupt_timing(ctx: Ctx) -> list[Finding]:
     if not ctx.has("files", "ranks"):
         return []
     cut = len(CORRUPT_TIMING) + 1
-    sql = f"SELECT path, ranks, substr(warning, {cut}) AS warning FROM ({CORRUPT_TIMING_SQL})"
+    sql = SQL.sql("corrupt_timing_warnings", cut=cut, corrupt_timing=CORRUPT_TIMING_SQL)
     found = ctx.rows(sql)
     if not found:
         return []

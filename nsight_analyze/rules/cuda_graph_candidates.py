@@ -8,10 +8,13 @@ The recoverable time is bounded by the no-launch-gaps what-if (declared below).
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._chains import per_step_worst
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Doc, Threshold, finding
+
+SQL = statements("rules/cuda_graph_candidates")
 
 
 @finding(
@@ -47,27 +50,16 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
     if not ctx.has("graph_candidates", "graph_coverage"):
         return []
     n_min = int(ctx.th["graph_candidate_min_kernels"])
-    where = f"kernels >= {n_min}"
-    if ctx.has("capture_phases"):  # capture and compilation are one-time work, not steady state
-        where += (
-            " AND NOT EXISTS (SELECT 1 FROM capture_phases AS p WHERE p.rank = graph_candidates.rank "
-            "AND p.start_ns < graph_candidates.end_ns AND p.end_ns > graph_candidates.start_ns)"
-        )
-    total, steps, ranks = per_step_worst(
-        ctx, f"SELECT rank, step, idle_ns AS v FROM graph_candidates WHERE {where}"
-    )
+    # capture and compilation are one-time work, not steady state
+    steady = ctx.has("capture_phases")
+    only_steady = SQL["outside_one_time_phases"] if steady else ""
+    regions = SQL.sql("candidate_regions", min_kernels=n_min, steady=only_steady)
+    total, steps, ranks = per_step_worst(ctx, SQL.sql("region_idle", regions=regions))
     rec = ctx.per_step(total)
     if not total or (ctx.pct(rec) or 0) < ctx.th["graph_candidate_min_pct"]:
         return []
-    cov = ctx.row(
-        """SELECT sum(kernels) AS kernels, sum(graph_kernels) AS graph_kernels, sum(kernel_ns) AS kernel_ns,
-                  sum(graph_kernel_ns) AS graph_kernel_ns FROM graph_coverage"""
-    )
-    launches = (
-        ctx.scalar("SELECT coalesce(sum(calls), 0) FROM api_summary WHERE is_graph_launch(name)")
-        if ctx.has("api_summary")
-        else None
-    )
+    cov = ctx.row(SQL["graph_coverage_totals"])
+    launches = ctx.scalar(SQL["graph_launches"]) if ctx.has("api_summary") else None
     k = float(cov["kernels"] or 0)
     launch_pct = round(100.0 * float(cov["graph_kernels"] or 0) / k, 2) if k else None
     time_pct = (
@@ -75,28 +67,19 @@ def cuda_graph_candidates(ctx: Ctx) -> list[Finding]:
         if cov["kernel_ns"]
         else None
     )
-    stats = ctx.row(
-        f"""SELECT count(*) AS regions, sum(kernels) AS kernels, sum(short_kernels) AS short_kernels,
-                   sum(busy_ns) AS busy_ns, sum(idle_ns) AS idle_ns, max(streams) AS streams
-            FROM graph_candidates WHERE {where}"""
-    )
+    stats = ctx.row(SQL.sql("region_stats", regions=regions))
     ev = [
         ctx.evidence(
             "launch-bound regions outside graphs",
             f"Islands of >= {n_min} consecutive kernels (over all streams of a rank) each preceded by "
             "GPU idle while the host launched it or had not yet (gaps: launch_gap, host_bound), none "
             "replayed from a graph (graph_candidates).",
-            f"""SELECT rank, step, start_ns, end_ns - start_ns AS span_ns, kernels, streams, busy_ns, idle_ns,
-                       launch_gap_ns, host_bound_ns, short_kernels, first_name
-                FROM graph_candidates WHERE {where} ORDER BY idle_ns DESC, rank, start_ns""",
+            SQL.sql("regions_evidence", min_kernels=n_min, steady=only_steady),
         ),
         ctx.evidence(
             "CUDA-graph coverage per rank",
             "Kernels and kernel time replayed from CUDA graphs in the step windows (graph_coverage).",
-            """SELECT rank, sum(kernels) AS kernels, sum(graph_kernels) AS graph_kernels,
-                      round(100.0 * sum(graph_kernels) / nullif(sum(kernels), 0), 2) AS graph_launch_pct,
-                      round(100.0 * sum(graph_kernel_ns) / nullif(sum(kernel_ns), 0), 2) AS graph_time_pct
-               FROM graph_coverage GROUP BY rank ORDER BY rank""",
+            SQL["graph_coverage_per_rank"],
         ),
     ]
     host_share = float(stats["idle_ns"] or 0)

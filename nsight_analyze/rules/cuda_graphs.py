@@ -10,8 +10,11 @@ recoverable time and is listed before the performance findings.
 from __future__ import annotations
 
 from ..gpus import VENDOR_SQL
+from ..query_layer import statements
 from .base import Ctx, Finding, Fix, Signal, mean
 from .declare import Cause, Doc, Threshold, finding
+
+SQL = statements("rules/cuda_graphs")
 
 
 @finding(
@@ -56,38 +59,22 @@ def cuda_graphs(ctx: Ctx) -> list[Finding]:
     th = ctx.th["graph_min_pct"]
     if not ctx.has("diag_rank_kernels"):
         return []
-    per_rank = ctx.rows(
-        """SELECT rank, kernels, graph_kernels, 100.0 * graph_kernel_ns / nullif(kernel_ns, 0) AS graph_pct
-           FROM diag_rank_kernels ORDER BY rank"""
-    )
+    per_rank = ctx.rows(SQL["graph_share_per_rank"])
     covered = [r for r in per_rank if (r["graph_pct"] or 0) >= th]
     if not covered:
         return []
-    launches = (
-        ctx.scalar("SELECT coalesce(sum(calls), 0) FROM api_summary WHERE is_graph_launch(name)")
-        if ctx.has("api_summary")
-        else 0
-    ) or 0
+    launches = (ctx.scalar(SQL["graph_launches"]) if ctx.has("api_summary") else 0) or 0
     ev = [
         ctx.evidence(
             "CUDA-graph coverage per rank",
             "Kernels replayed from CUDA/HIP graphs (a graph node, or launched by a graph launch call: "
             "cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch) and their share of kernel time.",
-            """SELECT rank, kernels, graph_kernels, graphs,
-                      round(100.0 * graph_kernel_ns / nullif(kernel_ns, 0), 2) AS graph_time_pct
-               FROM diag_rank_kernels ORDER BY rank""",
+            SQL["graph_coverage_per_rank"],
         )
     ]
     steps: list[int] = []
     if ctx.has_steps and ctx.has("diag_window_bounds", "graph_coverage"):
-        steps = [
-            int(s)
-            for s in ctx.column(
-                """SELECT DISTINCT w.step FROM graph_coverage g JOIN diag_window_bounds w
-                     ON w.rank = g.rank AND w.step IS NOT DISTINCT FROM g.step
-                   WHERE g.graph_kernels > 0 ORDER BY 1"""
-            )
-        ]
+        steps = [int(s) for s in ctx.column(SQL["graph_steps"])]
     pct = mean(r["graph_pct"] for r in covered)
     return [
         ctx.finding(
@@ -160,26 +147,8 @@ def _graph_trace_fixes(ctx: Ctx, ranks: list[int]) -> list[Fix]:
     capture that changes nothing."""
     if not ranks or not ctx.has("ranks", "files"):
         return []
-    hip = (
-        "(SELECT DISTINCT rank FROM api_summary WHERE is_graph_launch(name) AND name LIKE 'hip%')"
-        if ctx.has("api_summary", "is_graph_launch")
-        else "(SELECT NULL::INTEGER AS rank WHERE FALSE)"
-    )
-    node = (
-        "(SELECT DISTINCT rank FROM kernels WHERE graph_node_id IS NOT NULL)"
-        if ctx.has("kernels")
-        else "(SELECT NULL::INTEGER AS rank WHERE FALSE)"
-    )
-    kinds = ctx.column(
-        f"""SELECT DISTINCT CASE
-                   WHEN f.source_format IN ('nsys-sqlite', 'nsys-recipe')
-                       THEN CASE WHEN r.rank IN {node} THEN 'nsys-node' ELSE 'nsys' END
-                   WHEN f.source_format = 'kineto-json'
-                       THEN CASE WHEN ({VENDOR_SQL}) = 'amd' OR r.rank IN {hip} THEN 'kineto-rocm'
-                                 ELSE 'kineto' END
-                   END AS kind
-            FROM ranks r JOIN files f ON f.file_id = r.file_id
-            WHERE r.rank IN ({", ".join(str(int(x)) for x in ranks)})
-            ORDER BY kind"""
-    )
+    hip = SQL["hip_graph_ranks"] if ctx.has("api_summary", "is_graph_launch") else SQL["no_ranks"]
+    node = SQL["node_traced_ranks"] if ctx.has("kernels") else SQL["no_ranks"]
+    in_list = ", ".join(str(int(x)) for x in ranks)
+    kinds = ctx.column(SQL.sql("trace_kinds", node=node, hip=hip, vendor=VENDOR_SQL, ranks=in_list))
     return [_GRAPH_FIXES[k] for k in kinds if k in _GRAPH_FIXES]

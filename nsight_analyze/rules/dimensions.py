@@ -19,12 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..comms import DIMENSIONS, nvlink_peak_gbps
+from ..query_layer import statements
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from ._whatif import whatif_gain
 from .base import Ctx, Evidence, Finding, Signal
 from .comm_families import comm_fixes, dim_sql
 from .declare import Cause, Doc, Threshold, finding
 
+SQL = statements("rules/dimensions")
 PARENT = "exposed-comm"
 NAMES = {
     "dp": "Data-parallel (DP)",
@@ -37,14 +39,13 @@ NAMES = {
 
 
 def _where(ctx: Ctx) -> str:
+    """The statements' $where: the steps, or without steps the whole capture (step NULL)."""
     return "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
 
 
 def _parent_recoverable(ctx: Ctx) -> int | None:
     """The `exposed-comm` finding's recoverable time per step (rules/comms.py's measure), or None."""
-    total = ctx.scalar(
-        "SELECT sum(r) FROM (SELECT min(recoverable_ns) AS r FROM diag_comm_recoverable GROUP BY step)"
-    )
+    total = ctx.scalar(SQL["parent_recoverable"])
     return None if total is None else ctx.per_step(float(total))
 
 
@@ -57,20 +58,7 @@ def breakdown_evidence(ctx: Ctx) -> Evidence | None:
         "Per dimension (comm_groups): total, exposed time and bytes summed over ranks, bus bandwidth, the "
         "link; and per step the critical rank's overlap-recoverable part (diag_comm_dimension), "
         "summed over steps / steps.",
-        f"""SELECT g.dimension, g.communicators, g.link, g.total_ns, g.exposed_ns, g.bytes,
-                   round(g.busbw_gbps, 1) AS busbw_gbps, r.recoverable_ns_per_step
-            FROM (SELECT dimension, count(*) AS communicators, string_agg(DISTINCT link, ',') AS link,
-                         sum(total_ns)::BIGINT AS total_ns, sum(exposed_ns)::BIGINT AS exposed_ns,
-                         sum(bytes)::BIGINT AS bytes,
-                         sum(busbw_gbps * total_ns)
-                             / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0) AS busbw_gbps
-                  FROM comm_groups GROUP BY dimension) AS g
-            LEFT JOIN (SELECT dimension,
-                              round(sum(r) / {max(ctx.n_steps, 1)})::BIGINT AS recoverable_ns_per_step
-                       FROM (SELECT dimension, step, min(recoverable_ns) AS r FROM diag_comm_dimension
-                             WHERE {_where(ctx)} GROUP BY dimension, step) GROUP BY dimension) AS r
-                 USING (dimension)
-            ORDER BY g.exposed_ns DESC""",
+        SQL.sql("breakdown", steps=max(ctx.n_steps, 1), where=_where(ctx)),
     )
 
 
@@ -128,16 +116,10 @@ def comm_by_dimension(ctx: Ctx) -> list[Finding]:
     parent = _parent_recoverable(ctx)
     if parent is None or (ctx.pct(parent) or 0) < ctx.th["exposed_comm_min_pct"]:
         return []  # no exposed-comm finding: nothing to break down
-    dims = ctx.column("SELECT DISTINCT dimension FROM comm_groups WHERE total_ns > 0")
+    dims = ctx.column(SQL["dimensions"])
     if len(dims) < 2:
         return []  # one dimension: exposed-comm is its finding (with the breakdown as evidence)
-    per = ctx.rows(
-        f"""SELECT d.dimension, d.step, min(d.recoverable_ns) AS rec, max(w.step_ns) AS step_ns
-            FROM diag_comm_dimension AS d
-            JOIN (SELECT step, max(window_ns) AS step_ns FROM diag_windows GROUP BY step) AS w
-              ON w.step IS NOT DISTINCT FROM d.step
-            WHERE d.{_where(ctx)} GROUP BY d.dimension, d.step"""
-    )
+    per = ctx.rows(SQL.sql("recoverable_per_dimension_step", where=_where(ctx)))
     gain, _ = whatif_gain(ctx, "comms-hidden")  # all dimensions at once: a bound for each
     nvlink, nvlink_why = nvlink_peak_gbps(ctx.con)
     th = ctx.th["dimension_comm_min_pct"]
@@ -168,27 +150,11 @@ def _finding(
         source = "whatif comms-hidden" if gain < own else "exposed"
     else:
         rec, source = own, "exposed"
-    g = ctx.row(
-        f"""SELECT count(*) AS communicators, string_agg(DISTINCT link, ',' ORDER BY link) AS link,
-                   sum(total_ns)::BIGINT AS total_ns, sum(exposed_ns)::BIGINT AS exposed_ns,
-                   sum(bytes)::BIGINT AS bytes,
-                   sum(busbw_gbps * total_ns) / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0)
-                       AS busbw_gbps
-            FROM comm_groups WHERE dimension = {d}"""
-    )
-    w = ctx.row(
-        f"""SELECT sum(exposed_ns) AS exposed, sum(exposed_wait_ns) AS wait, sum(last_transfer_ns) AS last,
-                   sum(unknown_wait_ns)
-                       + coalesce(sum(last_transfer_ns) FILTER (WHERE NOT last_transfer_known), 0) AS unknown
-            FROM diag_comm_dimension WHERE dimension = {d} AND {_where(ctx)}"""
-    )
+    where = _where(ctx)
+    g = ctx.row(SQL.sql("dimension_totals", dimension=d))
+    w = ctx.row(SQL.sql("dimension_waits", dimension=d, where=where))
     steps = steps_over(rows, th)
-    ranks = ctx.column(
-        f"""SELECT DISTINCT d.rank FROM diag_comm_dimension AS d
-            JOIN diag_windows AS w ON w.rank = d.rank AND w.step IS NOT DISTINCT FROM d.step
-            WHERE d.dimension = {d} AND d.{_where(ctx)}
-              AND 100.0 * d.recoverable_ns / nullif(w.window_ns, 0) >= {th} ORDER BY 1"""
-    )
+    ranks = ctx.column(SQL.sql("dimension_ranks", dimension=d, where=where, th=th))
     link = str(g["link"]) if g["link"] is not None else "unknown"
     bw = float(g["busbw_gbps"]) if g["busbw_gbps"] is not None else None
     peak = nvlink if link == "nvlink" else None
@@ -278,9 +244,7 @@ def _finding(
                 f"{dim} communicators",
                 "Each communicator of the dimension (comm_groups): why that dimension, its members, hosts "
                 "and link, total and exposed time and bytes over ranks, bus bandwidth.",
-                f"""SELECT group_key, basis, ops, size, members, hosts, link, kernels, total_ns, exposed_ns,
-                           bytes, round(busbw_gbps, 1) AS busbw_gbps
-                    FROM comm_groups WHERE dimension = {d} ORDER BY exposed_ns DESC, group_key""",
+                SQL.sql("communicators", dimension=d),
             ),
             ctx.evidence(
                 f"{dim} exposed communication per step",
@@ -288,15 +252,7 @@ def _finding(
                 "exposed time, wait for the last arrival and last-reduction transfer (NULL when not "
                 "measured: participants missing), the exposed time whose wait was not measured "
                 "(diag_comm_dimension).",
-                f"""SELECT step, min(recoverable_ns) AS recoverable_ns,
-                           arg_min(rank, recoverable_ns) AS critical_rank, max(exposed_ns) AS max_exposed_ns,
-                           CASE WHEN bool_and(unknown_wait_ns = 0 AND last_transfer_known)
-                                THEN max(exposed_wait_ns) END AS max_exposed_wait_ns,
-                           CASE WHEN bool_and(last_transfer_known) THEN max(last_transfer_ns) END
-                               AS max_last_transfer_ns,
-                           max(unknown_wait_ns) AS max_unknown_wait_ns, sum(kernels) AS kernels
-                    FROM diag_comm_dimension WHERE dimension = {d} AND {_where(ctx)}
-                    GROUP BY step ORDER BY step""",
+                SQL.sql("exposed_per_step", dimension=d, where=where),
             ),
         ],
         signals=signals,

@@ -9,12 +9,15 @@ the kernel itself is the lever. It bounds no time: that needs Nsight Compute.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from . import advice
 from .base import Ctx, Finding, Signal
 from .comm_families import kernel_comm_fixes
 from .declare import Cause, Doc, Threshold, finding
 from .op_roofline import op_evidence, roofline_share, roofline_signal
 from .precision import gpu_support
+
+SQL = statements("rules/dominant_kernel")
 
 
 @finding(
@@ -70,12 +73,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
     """
     if not ctx.has("kernel_summary"):
         return []
-    top = ctx.row(
-        """SELECT name, mode(category) AS category, mode(subcategory) AS subcategory,
-                  sum(instances) AS instances, sum(total_ns) AS total_ns,
-                  100.0 * sum(total_ns) / (SELECT nullif(sum(total_ns), 0) FROM kernel_summary) AS pct
-           FROM kernel_summary GROUP BY name ORDER BY total_ns DESC, name LIMIT 1"""
-    )
+    top = ctx.row(SQL["largest_kernel"])
     if top.get("pct") is None or float(top["pct"]) < ctx.th["dominant_kernel_pct"]:
         return []
     name, cat, pct = str(top["name"]), str(top["category"]), float(top["pct"])
@@ -86,9 +84,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
         ctx.evidence(
             "dominant kernel per rank",
             "The kernel's statistics on every rank (kernel_summary).",
-            f"""SELECT rank, name, category, instances, total_ns, avg_ns, med_ns, min_ns, max_ns,
-                                  round(pct, 2) AS pct FROM kernel_summary
-                WHERE name = '{safe}' ORDER BY rank""",
+            SQL.sql("kernel_per_rank", kernel=safe),
         )
     ]
     what = {
@@ -109,8 +105,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
             f"category {cat}, subcategory {sub or 'n/a'} (kernel name rules): {what}",
         )
     ]
-    # the name's input type (queries/kernels/gemm_precision.sql), one reading for the signal and the fixes
-    name_prec = ctx.scalar(f"SELECT gemm_precision('{safe}')") if ctx.has("gemm_precision") else ""
+    name_prec = ctx.scalar(SQL.sql("name_precision", kernel=safe)) if ctx.has("gemm_precision") else ""
     if fam in ("gemm", "attention", "conv", "compute"):
         prec = advice.precision_of(name, name_prec)
         signals.append(
@@ -129,7 +124,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
             )
         )
     if fam == "comms" and ctx.has("diag_windows"):
-        ov = ctx.scalar("SELECT avg(overlap_pct) FROM diag_windows WHERE comms_total_ns > 0")
+        ov = ctx.scalar(SQL["comms_overlap"])
         if ov is not None:
             signals.append(
                 Signal(
@@ -141,10 +136,7 @@ def dominant_kernel(ctx: Ctx) -> list[Finding]:
                 )
             )
     if ctx.has("roofline") and fam != "comms":
-        r = ctx.row(
-            "SELECT avg(pct_of_roof) AS p, any_value(bound) AS b, any_value(source) AS s "
-            f"FROM roofline WHERE name = '{safe}' AND pct_of_roof IS NOT NULL"
-        )
+        r = ctx.row(SQL.sql("kernel_roofline", kernel=safe))
         if r.get("p") is not None:
             signals.append(
                 Signal(
@@ -223,7 +215,7 @@ def _dominant_shapes(ctx: Ctx, ev: list, safe: str, fam: str) -> list[Signal]:
         ctx,
         "shapes of the dominant kernel's ops",
         "the dominant kernel",
-        f"SELECT rank, correlation_id, name, duration_ns FROM kernels WHERE name = '{safe}'",
+        SQL.sql("kernel_launches", kernel=safe),
     )
     if got is None:
         return []

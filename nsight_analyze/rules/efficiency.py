@@ -8,8 +8,11 @@ only the FLOP rate *while computing* is a kernel-efficiency question.
 from __future__ import annotations
 
 from .. import mfu
+from ..query_layer import statements
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, finding
+
+SQL = statements("rules/efficiency")
 
 
 @finding(
@@ -47,12 +50,7 @@ def compute_efficiency(ctx: Ctx) -> list[Finding]:
     hfu = summary.get("hfu")
     if hfu is None:
         return []
-    p = ctx.row(
-        """SELECT sum(window_ns) AS w, sum(compute_ns) AS c, sum(memory_ns) AS m, sum(other_ns) AS o,
-                  sum(comms_exposed_ns) AS n, sum(idle_ns) AS i,
-                  sum(launch_gap_ns + host_bound_ns) AS l, sum(input_stall_ns + sync_stall_ns) AS h
-           FROM diag_windows"""
-    )
+    p = ctx.row(SQL["partition_shares"])
     w = float(p["w"] or 0)
     if w <= 0:
         return []
@@ -131,11 +129,7 @@ def compute_efficiency(ctx: Ctx) -> list[Finding]:
                 ctx.evidence(
                     "time partition totals",
                     "Sum over ranks and steps of the partition (diag_windows).",
-                    """SELECT sum(window_ns) AS window_ns, sum(compute_ns) AS compute_ns, sum(memory_ns)
-                           AS memory_ns,
-                      sum(other_ns) AS other_ns, sum(comms_exposed_ns) AS comms_exposed_ns,
-                      sum(idle_ns) AS idle_ns
-               FROM diag_windows""",
+                    SQL["partition_totals"],
                 )
             ],
             signals=signals,

@@ -9,10 +9,13 @@ rank per step (docs/diagnose.md "Recoverable time"), and every fix states what i
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._chains import per_step_worst
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Doc, Threshold, finding
+
+SQL = statements("rules/fusion_candidates")
 
 
 @finding(
@@ -48,22 +51,11 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
     if not ctx.has("kernel_chains"):
         return []
     n_min = int(ctx.th["fusion_min_kernels"])
-    where = f"kind = 'fusion' AND in_window AND kernels >= {n_min}"
-    total, steps, ranks = per_step_worst(
-        ctx,
-        f"SELECT rank, step, (end_ns - start_ns) - max_kernel_ns AS v FROM kernel_chains WHERE {where}",
-    )
+    total, steps, ranks = per_step_worst(ctx, SQL.sql("recoverable_per_rank_step", min_kernels=n_min))
     rec = ctx.per_step(total)
     if not total or (ctx.pct(rec) or 0) < ctx.th["fusion_min_pct"]:
         return []
-    stats = ctx.row(
-        f"""SELECT count(*) AS chains, sum(kernels) AS kernels, min(kernels) AS shortest,
-                   max(kernels) AS longest,
-                   sum(end_ns - start_ns) AS span_ns, sum(busy_ns) AS busy_ns,
-                   sum(end_ns - start_ns - busy_ns) AS gap_ns, sum(graph_kernels) AS graph_kernels,
-                   median(busy_ns / kernels) AS median_kernel_ns
-            FROM kernel_chains WHERE {where}"""
-    )
+    stats = ctx.row(SQL.sql("chain_totals", min_kernels=n_min))
     n_win = (len(steps) if steps else ctx.n_steps) * max(len(ranks), 1)  # affected (rank, step) windows
     per_step_kernels = float(stats["kernels"]) / max(n_win, 1)
     ev = [
@@ -72,19 +64,12 @@ def fusion_candidates(ctx: Ctx) -> list[Finding]:
             f"Runs of >= {n_min} consecutive memory-bound elementwise/normalisation kernels on one "
             "stream, each within 5 us of the previous one (kernel_chains), grouped by the kernels they "
             "run: launches, time, and the bound on what fusing each run into one kernel saves.",
-            f"""SELECT names, kernels, count(*) AS chains, list(DISTINCT rank ORDER BY rank) AS ranks,
-                       list(DISTINCT step ORDER BY step) AS steps, sum(busy_ns) AS kernel_ns,
-                       sum(end_ns - start_ns) AS span_ns,
-                       sum(end_ns - start_ns - max_kernel_ns) AS recoverable_ns
-                FROM kernel_chains WHERE {where}
-                GROUP BY names, kernels ORDER BY recoverable_ns DESC, kernels DESC, names""",
+            SQL.sql("chains_by_kernels", min_kernels=n_min),
         ),
         ctx.evidence(
             "fusion candidates per rank and step",
             "Chains, kernels and recoverable time per rank and step window.",
-            f"""SELECT rank, step, count(*) AS chains, sum(kernels) AS kernels, sum(busy_ns) AS kernel_ns,
-                       sum(end_ns - start_ns - max_kernel_ns) AS recoverable_ns
-                FROM kernel_chains WHERE {where} GROUP BY rank, step ORDER BY rank, step""",
+            SQL.sql("chains_per_rank_step", min_kernels=n_min),
         ),
     ]
     short_ns = ctx.th["short_kernel_us"] * 1000

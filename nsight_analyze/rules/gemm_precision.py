@@ -15,12 +15,15 @@ import math
 from typing import Any
 
 from .. import gpu_table, gpus
+from ..query_layer import statements
 from ._common import step_metrics
 from ._gemm_ops import op_gemms
 from .base import Ctx, Finding, Signal
 from .declare import Doc, Threshold, finding
 from .op_roofline import has_shapes
 from .precision import ADVISED, candidate_archs, gpu_support, precision_fixes
+
+SQL = statements("rules/gemm_precision")
 
 
 def _gain(slow: float | None, fast: float | None) -> float | None:
@@ -75,17 +78,6 @@ def _p16(bf16: float | None, fp16: float | None) -> float | None:
     return bf16 if bf16 is not None else fp16
 
 
-def _dtype_precision(col: str) -> str:
-    """SQL: the precision of a PyTorch `Input type` (c10::BFloat16, c10::Half, float, c10::Float8_*)."""
-    return (
-        f"CASE WHEN regexp_matches({col}, '(?i)float8') THEN 'fp8' "
-        f"WHEN regexp_matches({col}, '(?i)bfloat16') THEN 'bf16' "
-        f"WHEN regexp_matches({col}, '(?i)half') THEN 'fp16' "
-        f"WHEN regexp_matches({col}, '(?i)double') THEN 'fp64' "
-        f"WHEN regexp_matches({col}, '(?i)float') THEN 'fp32' END"
-    )
-
-
 def _unnamed_float_gemms(ctx: Ctx) -> list[dict]:
     """Per rank, the GEMM kernels whose names state no type (gemm_precision NULL: cuBLASLt nvjet,
     Triton) launched by an op whose first input is float (op_flops, Kineto record_shapes): rows
@@ -93,9 +85,11 @@ def _unnamed_float_gemms(ctx: Ctx) -> list[dict]:
     if not has_shapes(ctx, "kernels", "cuda_api"):
         return []
     return ctx.rows(
-        f"""SELECT rank, 'float' AS precision, sum(duration_ns) AS ns, count(*) AS n
-            FROM ({op_gemms("gemm_precision(k.name) IS NULL")})
-            WHERE {_dtype_precision("dtype")} = 'fp32' GROUP BY rank"""
+        SQL.sql(
+            "unnamed_float_gemms",
+            op_gemms=op_gemms(SQL["unnamed_gemms"]),
+            op_precision=SQL["op_precision"],
+        )
     )
 
 
@@ -104,12 +98,7 @@ def _op_dtypes(ctx: Ctx) -> tuple[Any, Signal] | None:
     evidence and a signal: a 16-bit op dtype contradicts the name; None without recorded shapes."""
     if not has_shapes(ctx, "kernels", "cuda_api"):
         return None
-    sql = f"""SELECT name_precision, {_dtype_precision("dtype")} AS op_precision, dtype AS op_dtype, op,
-                     count(*) AS launches, sum(duration_ns) AS kernel_ns,
-                     list(DISTINCT rank ORDER BY rank) AS ranks,
-                     arg_max(name, (duration_ns, name)) AS example
-              FROM ({op_gemms("gemm_precision(k.name) IN ('fp32', 'tf32')")})
-              GROUP BY ALL ORDER BY kernel_ns DESC, op, op_dtype, name_precision"""
+    sql = SQL.sql("op_dtypes", op_gemms=op_gemms(SQL["fp32_tf32_gemms"]), op_precision=SQL["op_precision"])
     rows = ctx.rows(sql)
     shaped = [r for r in rows if r["op_dtype"] is not None]
     if not shaped:
@@ -179,10 +168,7 @@ def gemm_precision(ctx: Ctx) -> list[Finding]:
     """GEMMs in FP32 (CUDA cores) or TF32 on GPUs whose tensor cores run bf16/fp16 much faster."""
     if not ctx.has("kernel_summary", "gemm_precision"):
         return []
-    per = ctx.rows(
-        """SELECT rank, gemm_precision(name) AS precision, sum(total_ns) AS ns, sum(instances) AS n
-           FROM kernel_summary WHERE subcategory = 'gemm' GROUP BY 1, 2"""
-    )
+    per = ctx.rows(SQL["gemm_per_rank_precision"])
     all_gemm = math.fsum(r["ns"] for r in per)
     # names that state no type (nvjet, Triton) launched by ops whose inputs are float: FP32 or TF32
     # (which one, allow_tf32 decided; the name does not say), from the ops' recorded dtypes
@@ -225,11 +211,7 @@ def gemm_precision(ctx: Ctx) -> list[Finding]:
             "GEMMs by precision",
             "GEMM kernels (name rules: subcategory gemm) by the precision their names state "
             "(gemm_precision), all ranks, whole capture (kernel_summary).",
-            """SELECT gemm_precision(name) AS precision, name, sum(instances) AS launches,
-                      sum(total_ns) AS total_ns, round(avg(avg_ns), 1) AS avg_ns,
-                      list(DISTINCT rank ORDER BY rank) AS ranks
-               FROM kernel_summary WHERE subcategory = 'gemm'
-               GROUP BY 1, 2 ORDER BY precision IN ('fp32', 'tf32') DESC, total_ns DESC, name""",
+            SQL["gemms_by_precision"],
         )
     ]
     what = (

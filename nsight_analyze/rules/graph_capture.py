@@ -9,8 +9,11 @@ it has no recoverable time and is listed before the performance findings.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Doc, finding
+
+SQL = statements("rules/graph_capture")
 
 
 @finding(
@@ -70,24 +73,11 @@ def graph_capture(ctx: Ctx) -> list[Finding]:
 
 def _graph_capture_note(ctx: Ctx) -> list[Finding]:
     """The graph-capture note: stream captures and instantiations (capture_phases' graph kinds)."""
-    phases = ctx.rows(
-        f"""SELECT rank, count(*) FILTER (WHERE kind = 'graph_capture') AS captures,
-                  count(*) FILTER (WHERE kind = 'graph_instantiate') AS instantiations,
-                  sum(end_ns - start_ns) AS phase_ns, sum(launches) AS launches,
-                  sum(launches_run) FILTER (WHERE kind = 'graph_capture') AS launches_run,
-                  sum(launches) FILTER (WHERE kind = 'graph_capture') AS captured
-           FROM capture_phases WHERE {_GRAPH_KINDS} GROUP BY rank ORDER BY rank"""
-    )
+    phases = ctx.rows(SQL["graph_phases_per_rank"])
     if not phases:
         return []
-    idle = (
-        ctx.scalar(
-            "SELECT coalesce(sum(graph_idle_ns), 0) FROM capture_idle WHERE "
-            + ("step IS NOT NULL" if ctx.has_steps else "step IS NULL")
-        )
-        if ctx.has("capture_idle")
-        else None
-    )
+    in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+    idle = ctx.scalar(SQL.sql("graph_idle_total", in_steps=in_steps)) if ctx.has("capture_idle") else None
     captured = int(sum(int(r["captured"] or 0) for r in phases))
     ran = int(sum(int(r["launches_run"] or 0) for r in phases))
     captures = int(sum(int(r["captures"] or 0) for r in phases))
@@ -122,7 +112,7 @@ def _graph_capture_note(ctx: Ctx) -> list[Finding]:
                     "capture phases",
                     "Stream capture (BeginCapture to EndCapture) and graph instantiation calls, with the "
                     "launch calls inside and how many of them ran (capture_phases).",
-                    f"SELECT * FROM capture_phases WHERE {_GRAPH_KINDS} ORDER BY rank, start_ns, tid",
+                    SQL["graph_phases"],
                 )
             ]
             + (
@@ -131,8 +121,7 @@ def _graph_capture_note(ctx: Ctx) -> list[Finding]:
                         "GPU idle during capture",
                         "Launch-gap and host-bound idle inside the capture phases, per window "
                         "(capture_idle.graph_idle_ns); left out of the steady-state findings.",
-                        "SELECT rank, step, graph_idle_ns, idle_ns, phase_ns FROM capture_idle "
-                        "WHERE graph_idle_ns > 0 ORDER BY rank, step",
+                        SQL["graph_idle_per_window"],
                     )
                 ]
                 if ctx.has("capture_idle")
@@ -158,9 +147,6 @@ def _graph_capture_note(ctx: Ctx) -> list[Finding]:
     ]
 
 
-_GRAPH_KINDS = "kind IN ('graph_capture', 'graph_instantiate')"
-
-
 def _compile_note(ctx: Ctx) -> list[Finding]:
     """The compile-phase note: torch.compile compilation in the trace (capture_phases 'torch_compile',
     from PyTorch's `dynamo_timed` ranges).
@@ -171,41 +157,13 @@ def _compile_note(ctx: Ctx) -> list[Finding]:
     capture_phases) and this note says why. Compilation in more than one step is recompilation:
     still left out of those findings, but named, because it is paid again each time a guard fails.
     """
-    phases = ctx.rows(
-        """SELECT rank, count(*) AS phases, sum(end_ns - start_ns) AS phase_ns,
-                  sum(launches) AS launches, sum(launches_run) AS launches_run,
-                  arg_max(name, struct_pack(d := end_ns - start_ns, s := -start_ns, n := name)) AS longest
-           FROM capture_phases WHERE kind = 'torch_compile' GROUP BY rank ORDER BY rank"""
-    )
+    phases = ctx.rows(SQL["compile_phases_per_rank"])
     if not phases:
         return []
-    where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-    idle = (
-        ctx.scalar(f"SELECT coalesce(sum(compile_idle_ns), 0) FROM capture_idle WHERE {where}")
-        if ctx.has("capture_idle")
-        else None
-    )
-    steps = (
-        [
-            int(s)
-            for s in ctx.column(
-                # each phase in the one step window it overlaps most (a phase may run past the
-                # GPU-projected end of its step's window: that is not a second compiling step)
-                """SELECT DISTINCT step FROM (
-                       SELECT p.rank, p.tid, p.start_ns,
-                              arg_max(s.step, struct_pack(o := least(p.end_ns, s.end_ns)
-                                                               - greatest(p.start_ns, s.start_ns),
-                                                          n := -s.step)) AS step
-                       FROM capture_phases p JOIN steps s
-                         ON s.rank = p.rank AND p.start_ns < s.end_ns AND p.end_ns > s.start_ns
-                       WHERE p.kind = 'torch_compile' AND s.step IS NOT NULL
-                       GROUP BY p.rank, p.tid, p.start_ns)
-                   ORDER BY 1"""
-            )
-        ]
-        if ctx.has_steps and ctx.has("steps")
-        else []
-    )
+    in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+    idle = ctx.scalar(SQL.sql("compile_idle_total", in_steps=in_steps)) if ctx.has("capture_idle") else None
+    # each phase in the one step window it overlaps most (compile_steps)
+    steps = [int(s) for s in ctx.column(SQL["compile_steps"])] if ctx.has_steps and ctx.has("steps") else []
     phase_ns = int(sum(int(r["phase_ns"] or 0) for r in phases))
     n = int(sum(int(r["phases"]) for r in phases))
     ran = int(sum(int(r["launches_run"] or 0) for r in phases))
@@ -262,15 +220,13 @@ def _compile_note(ctx: Ctx) -> list[Finding]:
                     "compile phases",
                     "torch.compile phases: runs of nested `... (dynamo_timed)` ranges per thread, with "
                     "the launch calls inside and how many ran (capture_phases, kind torch_compile).",
-                    "SELECT * FROM capture_phases WHERE kind = 'torch_compile' ORDER BY rank, start_ns, tid",
+                    SQL["compile_phases"],
                 ),
                 ctx.evidence(
                     "compile ranges",
                     "The `dynamo_timed` ranges themselves, longest first (nvtx: Kineto user annotations "
                     "and NVTX ranges).",
-                    """SELECT rank, tid, text, start_ns, end_ns, end_ns - start_ns AS duration_ns FROM nvtx
-                       WHERE regexp_matches(text, ' \\(dynamo_timed\\)($|, )') AND end_ns IS NOT NULL
-                       ORDER BY duration_ns DESC, rank, start_ns, text""",
+                    SQL.sql("compile_ranges"),
                 ),
             ]
             + (
@@ -279,8 +235,7 @@ def _compile_note(ctx: Ctx) -> list[Finding]:
                         "GPU idle during compilation",
                         "Launch-gap and host-bound idle inside the compile phases, per window "
                         "(capture_idle.compile_idle_ns); left out of the steady-state findings.",
-                        "SELECT rank, step, compile_idle_ns, idle_ns, phase_ns FROM capture_idle "
-                        "WHERE compile_idle_ns > 0 ORDER BY rank, step",
+                        SQL["compile_idle_per_window"],
                     )
                 ]
                 if ctx.has("capture_idle")

@@ -7,15 +7,14 @@ fixes (pinned memory, batching, overlap: advice's transfer family) are about cop
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from . import advice
 from ._common import step_metrics
 from ._window_steps import steps_of
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
 
-_IN_WINDOWS = (
-    """JOIN diag_window_bounds w ON w.rank = k.rank AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns"""
-)
+SQL = statements("rules/host_device_copies")
 
 
 @finding(
@@ -47,19 +46,9 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_window_bounds"):
         return []
     th = ctx.th["copy_min_pct"]
-    base = f"""SELECT k.rank, w.step, k.kind, k.bytes, k.src_kind, k.dst_kind, k.end_ns - k.start_ns AS
-                   duration_ns
-               FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')"""
-    # time with a copy in flight per window (union: copies on several streams overlap), clipped to it
-    per_window = f"""WITH c AS (SELECT {{'rank': k.rank, 'step': w.step}} AS k,
-                                   greatest(k.start_ns, w.start_ns) AS start_ns,
-                                   least(k.end_ns, w.end_ns) AS end_ns
-                            FROM memops k {_IN_WINDOWS} WHERE k.kind IN ('HtoD', 'DtoH')),
-                     u AS (SELECT k.rank AS rank, k.step AS step, sum(end_ns - start_ns) AS t
-                           FROM interval_union('c') GROUP BY ALL)
-                SELECT u.rank, u.step, u.t, w.end_ns - w.start_ns AS window_ns
-                FROM u JOIN diag_window_bounds w ON w.rank = u.rank AND w.step IS NOT DISTINCT FROM u.step"""
-    per_rank = ctx.rows(f"SELECT rank, sum(t) AS t FROM ({per_window}) GROUP BY rank")
+    base = SQL["copies_in_windows"]
+    per_window = SQL["copy_time_per_window"]
+    per_rank = ctx.rows(SQL.sql("copy_time_per_rank", per_window=per_window))
     if not per_rank:
         return []
     total = float(max(r["t"] for r in per_rank))
@@ -71,15 +60,10 @@ def host_device_copies(ctx: Ctx) -> list[Finding]:
             "host-device copies",
             "HtoD/DtoH copies inside the step windows: count, bytes, time, achieved bandwidth, "
             "pageable share.",
-            f"""SELECT rank, kind, count(*) AS copies, sum(bytes) AS bytes, sum(duration_ns) AS total_ns,
-                   round(sum(bytes) / nullif(sum(duration_ns), 0), 2) AS gb_per_s,
-                   count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable
-            FROM ({base}) GROUP BY rank, kind ORDER BY total_ns DESC, rank, kind""",
+            SQL.sql("copies_per_rank_kind", copies=base),
         )
     ]
-    stats = ctx.row(f"""SELECT count(*) AS n, avg(bytes) AS avg_b,
-                              count(*) FILTER (WHERE 'Pageable' IN (src_kind, dst_kind)) AS pageable,
-                              sum(bytes) / nullif(sum(duration_ns), 0) AS gbps FROM ({base})""")
+    stats = ctx.row(SQL.sql("copy_stats", copies=base))
     n, avg_b, pageable, gbps = (stats[c] for c in ("n", "avg_b", "pageable", "gbps"))
     ranks = [
         r["rank"] for r in per_rank if 100.0 * r["t"] / max(ctx.n_steps, 1) / max(ctx.mean_step_ns, 1) >= th

@@ -11,10 +11,13 @@ Recoverable per step = sum over steps of that maximum / number of steps.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._common import step_metrics
 from ._idle import cause_totals, gap_evidence, per_step_evidence
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
+
+SQL = statements("rules/input_stall")
 
 
 @finding(
@@ -74,8 +77,8 @@ def input_stall(ctx: Ctx) -> list[Finding]:
                 ),
             )
         )
-    hb = ctx.scalar("SELECT coalesce(sum(host_bound_ns), 0) FROM diag_windows") or 0
-    ins = ctx.scalar("SELECT coalesce(sum(input_stall_ns), 0) FROM diag_windows") or 0
+    hb = ctx.scalar(SQL["host_bound_total"]) or 0
+    ins = ctx.scalar(SQL["input_stall_total"]) or 0
     signals.append(
         Signal(
             "host-bound idle elsewhere",
@@ -86,13 +89,7 @@ def input_stall(ctx: Ctx) -> list[Finding]:
             "the input pipeline",
         )
     )
-    pageable = (
-        ctx.scalar(
-            "SELECT count(*) FROM memops WHERE kind = 'HtoD' AND (src_kind = 'Pageable' OR dst_kind "
-            "= 'Pageable')"
-        )
-        or 0
-    )
+    pageable = ctx.scalar(SQL["pageable_htod_copies"]) or 0
     signals.append(
         Signal(
             "pageable HtoD copies",

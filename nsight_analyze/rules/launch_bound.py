@@ -9,27 +9,13 @@ work per kernel, profiling the host code) from that split and the kernel lengths
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._common import step_metrics
 from ._idle import STEADY_WINDOWS, cause_totals, gap_evidence, has_capture, per_step_evidence
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
 
-# Per step, the worst rank's (by launch_gap_ns + host_bound_ns, as diag_step_causes) attributed idle:
-# the rows whose sum is the recoverable time, split into launch gaps and host-bound idle.
-_LAUNCH_SPLIT = """SELECT c.step, c.worst_rank AS rank, d.launch_gap_ns, d.host_bound_ns,
-           c.max_ns AS launch_and_host_ns, c.step_ns,
-           round(100.0 * d.launch_gap_ns / nullif(c.max_ns, 0), 2) AS launch_gap_pct
-    FROM diag_step_causes c JOIN diag_windows d
-      ON d.rank = c.worst_rank AND d.step IS NOT DISTINCT FROM c.step
-    WHERE c.cause = 'launch' AND c.max_ns > 0"""
-
-# The same split over the steady-state windows (STEADY_WINDOWS) when a window holds graph capture.
-_STEADY_SPLIT = f"""SELECT step, rank, launch_gap_ns, host_bound_ns,
-           launch_gap_ns + host_bound_ns AS launch_and_host_ns, step_ns,
-           round(100.0 * launch_gap_ns / nullif(launch_gap_ns + host_bound_ns, 0), 2) AS launch_gap_pct
-    FROM (SELECT *, max(window_ns) OVER (PARTITION BY step) AS step_ns FROM ({STEADY_WINDOWS}))
-    WHERE launch_gap_ns + host_bound_ns > 0
-    QUALIFY row_number() OVER (PARTITION BY step ORDER BY launch_gap_ns + host_bound_ns DESC, rank) = 1"""
+SQL = statements("rules/launch_bound")
 
 
 @finding(
@@ -115,11 +101,8 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
     rec = ctx.per_step(total)
     short_ns = int(ctx.th["short_kernel_us"] * 1000)
     capture = has_capture(ctx)
-    split_sql = _STEADY_SPLIT if capture else _LAUNCH_SPLIT
-    split = ctx.row(
-        f"SELECT coalesce(sum(launch_gap_ns), 0) AS lg, coalesce(sum(host_bound_ns), 0) AS hb "
-        f"FROM ({split_sql})"
-    )
+    split_sql = SQL.sql("steady_split", steady_windows=STEADY_WINDOWS) if capture else SQL["launch_split"]
+    split = ctx.row(SQL.sql("split_totals", split=split_sql))
     lg, hb = int(split["lg"]), int(split["hb"])
     explained = 100.0 * lg / (lg + hb) if lg + hb else 0.0
     is_launch = explained >= ctx.th["launch_explained_min_pct"]
@@ -130,7 +113,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             "Per step, the worst rank's attributed idle split into launch gaps (GPU idle while the next "
             "launch call ran) and host-bound idle (before it was issued) (time_partition via "
             "diag_step_causes); the launch-bound / host-bound verdict is the launch-gap share of their sum.",
-            f"{split_sql} ORDER BY launch_and_host_ns DESC, step",
+            SQL.sql("split_evidence", split=split_sql),
         ),
     ]
     if capture:
@@ -140,7 +123,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 "GPU idle inside CUDA/HIP-graph capture and instantiation and torch.compile compilation "
                 "(capture_idle): one-time work, "
                 "not counted in the steady-state numbers above.",
-                "SELECT rank, step, idle_ns, phase_ns FROM capture_idle ORDER BY rank, step",
+                SQL["capture_idle"],
             )
         )
     if ctx.has("gaps"):
@@ -167,20 +150,12 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             ctx.evidence(
                 "kernels per step",
                 "GPU operations per rank and step, their median duration and how many are short.",
-                f"""SELECT rank, step, count(*) AS ops, median(end_ns - start_ns) AS median_ns,
-                       count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short_ops,
-                       step IN ({step_list}) AS launch_bound
-                FROM tp_step_ops GROUP BY rank, step ORDER BY launch_bound DESC, step, rank""",
+                SQL.sql("kernels_per_step", short_ns=short_ns, step_list=step_list),
             )
         )
         cmp = {
             r["lb"]: r
-            for r in ctx.rows(
-                f"""SELECT step IN ({step_list}) AS lb, avg(ops) AS ops, avg(short) AS short
-                    FROM (SELECT rank, step, count(*) AS ops,
-                                 count(*) FILTER (WHERE end_ns - start_ns < {short_ns}) AS short
-                          FROM tp_step_ops GROUP BY rank, step) GROUP BY 1"""
-            )
+            for r in ctx.rows(SQL.sql("ops_launch_bound_vs_other", short_ns=short_ns, step_list=step_list))
         }
         if True in cmp:
             ops_lb = float(cmp[True]["ops"])
@@ -206,12 +181,8 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             )
     concentrated = False
     if ctx.has("gaps"):
-        where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-        top = ctx.row(
-            f"""SELECT count(*) AS n, coalesce(max(duration_ns), 0) AS longest,
-                       coalesce(sum(duration_ns), 0) AS total
-                FROM gaps WHERE {where} AND cause = 'launch_gap'"""
-        )
+        in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
+        top = ctx.row(SQL.sql("launch_gaps_longest", in_steps=in_steps))
         n, longest, lg_all = int(top["n"]), int(top["longest"]), int(top["total"])
         if lg_all:
             top_pct = 100.0 * longest / lg_all
@@ -231,14 +202,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                     ),
                 )
             )
-    launch_med = (
-        ctx.scalar(
-            "SELECT median(a.end_ns - a.start_ns) FROM cuda_api a JOIN gpu_ops g "
-            "ON g.rank = a.rank AND g.correlation_id = a.correlation_id"
-        )
-        if ctx.has("gpu_ops")
-        else None
-    )
+    launch_med = ctx.scalar(SQL["launch_call_median"]) if ctx.has("gpu_ops") else None
     if launch_med is not None:
         signals.append(
             Signal(
@@ -250,11 +214,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
                 "the verdict uses the idle attributed to them (launch gaps), not calls x duration",
             )
         )
-    graph_pct = (
-        ctx.scalar("SELECT 100.0 * sum(graph_kernel_ns) / nullif(sum(kernel_ns), 0) FROM diag_rank_kernels")
-        if ctx.has("diag_rank_kernels")
-        else None
-    )
+    graph_pct = ctx.scalar(SQL["graph_kernel_pct"]) if ctx.has("diag_rank_kernels") else None
     signals.append(
         Signal(
             "kernel time launched from CUDA graphs",

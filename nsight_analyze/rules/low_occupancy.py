@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import math
 
+from ..query_layer import statements
 from ._common import step_metrics
 from ._window_steps import steps_of
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
 from .op_roofline import K_SLICE, TILE, op_evidence, roofline_share, roofline_signal
 
-# A small-grid launch group's idle-SM bound, duration x (1 - blocks / SMs), rounded to 1e-9 ns as a
-# DECIMAL: DECIMAL sums are exact, a DOUBLE sum's last bits (and so the rounded evidence column)
-# depend on the order DuckDB's threads add the rows in.
-_IDLE_SM = "CAST(duration_ns * (1 - blocks / sm) AS DECIMAL(38, 9))"
+SQL = statements("rules/low_occupancy")
+# A small-grid launch group's idle-SM bound, as an exact DECIMAL (the statement says why).
+_IDLE_SM = SQL["idle_sm_bound"]
 
 
 @finding(
@@ -77,19 +77,9 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
         return []
     sm_default = int(ctx.th["sm_count_default"])
     th = ctx.th["low_occupancy_min_pct"]
-    # launches grouped by grid size per window (diag_kernel_grids, stored), in diag_windows' windows
-    base = f"""WITH k AS (SELECT d.rank, d.step, d.window_ns, d.name, d.blocks, d.launches,
-                            d.total_ns AS duration_ns, coalesce(d.sm_count, nullif({sm_default}, 0)) AS sm
-                     FROM diag_kernel_grids d JOIN diag_window_bounds w
-                       ON w.rank = d.rank AND w.step IS NOT DISTINCT FROM d.step
-                     WHERE coalesce(d.sm_count, nullif({sm_default}, 0)) > 0
-                       AND d.blocks < coalesce(d.sm_count, nullif({sm_default}, 0)))"""
-    # per window, capped at the window: kernels on several streams can overlap; each row's bound
-    # as an exact decimal, so that the sum does not depend on the order DuckDB's threads add in
-    per_window = f"""{base} SELECT rank, step, max(window_ns) AS window_ns,
-                             least(sum({_IDLE_SM}), max(window_ns)) AS t
-                      FROM k GROUP BY rank, step"""
-    per_rank = ctx.rows(f"SELECT rank, sum(t) AS bound FROM ({per_window}) GROUP BY rank")
+    groups = SQL.sql("small_grid_groups", sm_default=sm_default)
+    per_window = SQL.sql("idle_sm_per_window", groups=groups, idle_sm=_IDLE_SM)
+    per_rank = ctx.rows(SQL.sql("idle_sm_per_rank", per_window=per_window))
     if not per_rank:
         return []
     total = float(max(r["bound"] for r in per_rank))
@@ -100,12 +90,7 @@ def low_occupancy(ctx: Ctx) -> list[Finding]:
         ctx.evidence(
             "small-grid kernels",
             "Kernels with fewer blocks than SMs, by idle-SM time bound (duration x (1 - blocks / SMs)).",
-            f"""{base} SELECT name, sum(launches)::BIGINT AS launches, min(blocks) AS min_blocks,
-                   max(blocks) AS max_blocks,
-                   max(sm) AS sm_count, sum(duration_ns) AS total_ns,
-                   CAST(sum({_IDLE_SM}) AS BIGINT) AS idle_sm_bound_ns,
-                   list(DISTINCT rank ORDER BY rank) AS ranks
-            FROM k GROUP BY name ORDER BY idle_sm_bound_ns DESC, name""",
+            SQL.sql("small_grid_kernels", groups=groups, idle_sm=_IDLE_SM),
         )
     ]
     ranks = sorted(int(r["rank"]) for r in per_rank if r["bound"] > 0)
@@ -157,12 +142,7 @@ def _small_grid_kernels(ctx: Ctx) -> str:
     name, duration_ns): fewer blocks than the rank's SMs (or sm_count_default), not comms, starting
     inside a diag_windows window (diag_kernel_grids' definition, per launch)."""
     sm_default = int(ctx.th["sm_count_default"])
-    return f"""SELECT k.rank, k.correlation_id, k.name, k.duration_ns FROM kernels k
-               LEFT JOIN (SELECT rank, max(sm_count) AS sm FROM gpus GROUP BY rank) g ON g.rank = k.rank
-               WHERE k.category IS DISTINCT FROM 'comms' AND k.grid_x IS NOT NULL
-                 AND CAST(k.grid_x AS BIGINT) * k.grid_y * k.grid_z < coalesce(g.sm, nullif({sm_default}, 0))
-                 AND EXISTS (SELECT 1 FROM diag_window_bounds w WHERE w.rank = k.rank
-                             AND k.start_ns >= w.start_ns AND k.start_ns < w.end_ns)"""
+    return SQL.sql("small_grid_launches", sm_default=sm_default)
 
 
 def _small_grid_shapes(ctx: Ctx, ev: list) -> tuple[list[Signal], list[Fix], dict]:

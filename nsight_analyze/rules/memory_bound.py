@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import math
 
+from ..query_layer import statements
 from . import advice
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
 from .precision import gpu_support
 
-# memory-category GPU time by fix family: memory kernels by subcategory, memops by kind (not the
-# peer copies and NCCL copy-engine copies gpu_ops counts as communication)
-_MEMORY_FAMILIES = f"""SELECT family, sum(ns) AS total_ns, sum(n) AS ops,
-       round(100.0 * sum(ns) / sum(sum(ns)) OVER (), 2) AS pct_of_memory_time
-FROM (SELECT {advice.family_sql("category", "subcategory")} AS family, end_ns - start_ns AS ns, 1 AS n
-      FROM kernels WHERE category = 'memory'
-      UNION ALL
-      SELECT {advice.MEMOP_FAMILY_SQL} AS family, end_ns - start_ns, 1 FROM memops AS m
-      WHERE kind <> 'PtoP'
-        AND NOT EXISTS (SELECT 1 FROM nccl_ce_copies AS c
-                        WHERE c.rank = m.rank AND c.correlation_id = m.correlation_id))
-GROUP BY family ORDER BY total_ns DESC, family"""
+SQL = statements("rules/memory_bound")
+# memory-category GPU time by fix family (memory kernels by subcategory, memops by kind)
+_MEMORY_FAMILIES = SQL.sql(
+    "memory_families",
+    kernel_family=advice.family_sql("category", "subcategory"),
+    memop_family=advice.MEMOP_FAMILY_SQL,
+)
 
 
 def _nan_if_null(value: float | None) -> float:
@@ -43,11 +39,7 @@ def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
     shares = {str(f["family"]): _nan_if_null(f["pct_of_memory_time"]) for f in fams}
     order = [f for i, (f, p) in enumerate(shares.items()) if i == 0 or p >= 10] or ["elementwise"]
     short_ns = int(ctx.th["short_kernel_us"] * 1000)
-    med = (
-        ctx.scalar("SELECT median(end_ns - start_ns) FROM kernels WHERE category = 'memory'")
-        if ctx.has("kernels")
-        else None
-    )
+    med = ctx.scalar(SQL["memory_kernel_median"]) if ctx.has("kernels") else None
     short = med is not None and med < short_ns
     signals = []
     if shares:
@@ -118,62 +110,27 @@ def _memory_advice(ctx: Ctx) -> tuple[list[Fix], list[Signal], dict]:
 def memory_bound(ctx: Ctx) -> list[Finding]:
     """Memory-bound kernels dominate: with Nsight Compute data, by roofline; else by category."""
     th = ctx.th["memory_bound_min_pct"]
-    ncu_rows = (
-        (ctx.scalar("SELECT count(*) FROM roofline WHERE bound = 'memory'") or 0)
-        if ctx.has("roofline")
-        else 0
-    )
+    ncu_rows = (ctx.scalar(SQL["memory_bound_launch_count"]) or 0) if ctx.has("roofline") else 0
     if ncu_rows:
-        # roofline sources with a point (Nsight Compute, the PyTorch profiler's CUPTI range profiler)
-        placed = ctx.column("SELECT DISTINCT source FROM roofline WHERE bound IS NOT NULL ORDER BY source")
+        placed = ctx.column(SQL["roofline_sources"])
         names = {"ncu": "Nsight Compute", "cupti_range": "CUPTI range profiler"}
         label = " + ".join(names.get(s, s) for s in placed)
         ev = ctx.evidence(
             f"memory-bound launches ({label})",
             "Launches below the ridge point: achieved DRAM bandwidth against the GPU's (roofline).",
-            """SELECT name, count(*) AS launches, CAST(sum(duration_ns) AS BIGINT) AS ncu_duration_ns,
-                      CAST(sum(dram_bytes) AS BIGINT) AS dram_bytes,
-                      round(100.0 * sum(dram_bytes) / sum(duration_ns * 1e-9 * mem_bw_bps), 1) AS
-                          pct_of_dram_bw,
-                      round(avg(intensity), 3) AS intensity, round(avg(ridge_flop_per_byte), 1) AS ridge
-               FROM roofline WHERE bound = 'memory' GROUP BY name ORDER BY ncu_duration_ns DESC, name""",
+            SQL["memory_bound_launches"],
         )
-        # by profiled time; by launch count when the export has no durations
-        share = ctx.scalar(
-            "SELECT coalesce(100.0 * sum(duration_ns) FILTER (WHERE bound = 'memory') "
-            "/ nullif(sum(duration_ns), 0), "
-            "100.0 * count(*) FILTER (WHERE bound = 'memory') / nullif(count(*), 0)) FROM roofline"
-        )
-        headroom = ctx.scalar(
-            "SELECT sum(greatest(duration_ns - dram_bytes / mem_bw_bps * 1e9, 0)) / "
-            "nullif(sum(duration_ns), 0) "
-            "FROM roofline WHERE bound = 'memory' AND mem_bw_bps > 0"
-        )
+        share = ctx.scalar(SQL["memory_bound_share"])
+        headroom = ctx.scalar(SQL["bandwidth_headroom"])
         if (share or 0) < th:
             return []
-        mem_ns = (
-            ctx.scalar(
-                "SELECT max(m) FROM (SELECT rank, sum(memory_ns) AS m FROM diag_windows GROUP BY rank)"
-            )
-            if ctx.has("diag_windows")
-            else None
-        )
+        mem_ns = ctx.scalar(SQL["worst_rank_memory_ns"]) if ctx.has("diag_windows") else None
         rec = (
             ctx.per_step(float(mem_ns or 0) * float(headroom or 0))
             if mem_ns and headroom is not None
             else None
         )
-        steps = (
-            [
-                int(s)
-                for s in ctx.column(
-                    "SELECT DISTINCT step FROM diag_windows WHERE step IS NOT NULL AND memory_ns > 0 "
-                    "ORDER BY step"
-                )
-            ]
-            if rec and ctx.has_steps
-            else []
-        )
+        steps = [int(s) for s in ctx.column(SQL["memory_steps"])] if rec and ctx.has_steps else []
         fixes, mix_signals, mix = _memory_advice(ctx)
         return [
             ctx.finding(
@@ -202,18 +159,14 @@ def memory_bound(ctx: Ctx) -> list[Finding]:
         ]
     if not ctx.has("diag_windows"):
         return []
-    share = ctx.scalar(
-        "SELECT 100.0 * sum(memory_ns) / nullif(sum(window_ns - idle_ns), 0) FROM diag_windows"
-    )
+    share = ctx.scalar(SQL["memory_share_of_busy"])
     if share is None or share < th:
         return []
     ev = [
         ctx.evidence(
             "memory-category kernels",
             "Kernels the name rules classify as memory-bound, by total time over ranks (kernel_summary).",
-            """SELECT name, subcategory, sum(instances) AS instances, sum(total_ns) AS total_ns,
-                  round(avg(avg_ns), 1) AS avg_ns FROM kernel_summary WHERE category = 'memory'
-           GROUP BY name, subcategory ORDER BY total_ns DESC, name, subcategory""",
+            SQL["memory_category_kernels"],
         )
     ]
     if ctx.has("kernels", "memops"):

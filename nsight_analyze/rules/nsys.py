@@ -6,18 +6,18 @@ reports, so the findings can be checked against NVIDIA's output event by event.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
+
+SQL = statements("rules/nsys")
 
 
 def _overlapping(a: str, b: str) -> str:
     """The join condition "same rank, overlapping in time" of aliases `a` and `b`, as the
     inequality join queries/timeline/_rank_time.sql explains (a hash join on the rank tries every pair)."""
-    return (
-        f"_rank_time({a}.rank, {a}.start_ns) < _rank_time({b}.rank, {b}.end_ns) "
-        f"AND _rank_time({a}.rank, {a}.end_ns) > _rank_time({b}.rank, {b}.start_ns)"
-    )
+    return SQL.sql("overlapping", a=a, b=b)
 
 
 def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
@@ -25,18 +25,14 @@ def _clipped_per_step(ctx: Ctx, intervals_sql: str, weight: str = "1.0") -> int:
     if not ctx.has("diag_window_bounds"):
         return 0
     v = ctx.scalar(
-        f"""SELECT max(t) FROM (
-              SELECT i.rank, sum((least(i.end_ns, w.end_ns) - greatest(i.start_ns, w.start_ns)) *
-                  {weight}) AS t
-              FROM ({intervals_sql}) i JOIN diag_window_bounds w ON {_overlapping("i", "w")}
-              GROUP BY i.rank)"""
+        SQL.sql("worst_rank_clipped", weight=weight, intervals=intervals_sql, overlap=_overlapping("i", "w"))
     )
     return ctx.per_step(float(v or 0))
 
 
 def _ranks_of(ctx: Ctx, intervals_sql: str) -> list[int]:
     """Every rank with an interval (not only those of the evidence rows kept)."""
-    return [int(r) for r in ctx.column(f"SELECT DISTINCT rank FROM ({intervals_sql}) ORDER BY rank")]
+    return [int(r) for r in ctx.column(SQL.sql("interval_ranks", intervals=intervals_sql))]
 
 
 def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
@@ -45,8 +41,7 @@ def _steps_overlapping(ctx: Ctx, intervals_sql: str) -> list[int]:
     return [
         int(s)
         for s in ctx.column(
-            f"""SELECT DISTINCT w.step FROM ({intervals_sql}) i JOIN diag_window_bounds w
-            ON {_overlapping("i", "w")} ORDER BY 1"""
+            SQL.sql("overlapping_steps", intervals=intervals_sql, overlap=_overlapping("i", "w"))
         )
     ]
 
@@ -69,16 +64,9 @@ def _cause_mix(ctx: Ctx, intervals_sql: str, where: str, chunked: bool = False) 
     per-chunk causes (diag_util_chunk_causes) add up to the same mix.
     """
     if chunked and ctx.has("diag_util_chunk_causes"):
-        sql = f"""SELECT c.cause, sum(c.idle_ns) AS ns
-            FROM diag_util_chunk_causes c JOIN ({intervals_sql}) s
-              ON s.rank = c.rank AND s.device_id IS NOT DISTINCT FROM c.device_id
-             AND c.c0 >= s.start_ns AND c.c1 <= s.end_ns
-            GROUP BY c.cause ORDER BY ns DESC, c.cause"""
+        sql = SQL.sql("chunk_cause_mix", intervals=intervals_sql)
     elif ctx.has("gaps"):
-        sql = f"""SELECT g.cause, sum(least(g.end_ns, s.end_ns) - greatest(g.start_ns, s.start_ns)) AS ns
-            FROM (SELECT * FROM gaps WHERE step IS NULL) g
-            JOIN ({intervals_sql}) s ON {_overlapping("g", "s")}
-            GROUP BY g.cause ORDER BY ns DESC, g.cause"""
+        sql = SQL.sql("gap_cause_mix", intervals=intervals_sql, overlap=_overlapping("g", "s"))
     else:
         return []
     return [
@@ -131,11 +119,7 @@ def _steady_only(ctx: Ctx, src: str) -> str:
     """
     if not ctx.has("capture_phases"):
         return src
-    return f"""SELECT l.* FROM ({src}) AS l
-              WHERE coalesce((SELECT sum(least(l.end_ns, p.end_ns) - greatest(l.start_ns, p.start_ns))
-                              FROM capture_phases AS p
-                              WHERE p.rank = l.rank AND p.start_ns < l.end_ns AND p.end_ns > l.start_ns),
-                             0) < 0.5 * (l.end_ns - l.start_ns)"""
+    return SQL.sql("steady_only", src=src)
 
 
 @finding(
@@ -165,12 +149,11 @@ def gpu_starvation(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_gpu_starvation"):
         return []
     gap_ms = ctx.th["gpu_starv_gap_ms"]
-    src = _steady_only(ctx, f"SELECT * FROM diag_gpu_starvation(min_gap_ms := {gap_ms})")
+    src = _steady_only(ctx, SQL.sql("starvation_gaps", gap_ms=gap_ms))
     ev = ctx.evidence(
         "gpu-starv",
         f"GPU idle gaps longer than {gap_ms:g} ms per rank and device, longest first (nsys gpu-starv).",
-        f"SELECT rank, device_id, start_ns, end_ns, duration_ns FROM ({src}) "
-        "ORDER BY duration_ns DESC, rank, start_ns",
+        SQL.sql("starvation_evidence", src=src),
     )
     if not ev.total_rows:
         return []
@@ -245,19 +228,18 @@ def low_utilisation(ctx: Ctx) -> list[Finding]:
     if not ctx.has("diag_low_util"):
         return []
     chunks, pct = int(ctx.th["low_util_chunks"]), ctx.th["low_util_pct"]
-    src = _steady_only(ctx, f"SELECT * FROM diag_low_util(chunks := {chunks}, max_util_pct := {pct})")
+    src = _steady_only(ctx, SQL.sql("low_util_windows", chunks=chunks, pct=pct))
     ev = ctx.evidence(
         "gpu-low-util",
         f"Runs of the {chunks} equal chunks of each rank's GPU span with in-use "
         f"below {pct:g} % (a sum of op times, as nsys gpu-low-util).",
-        f"SELECT rank, device_id, start_ns, end_ns, duration_ns, chunks, in_use_pct FROM ({src}) "
-        "ORDER BY in_use_pct, rank, start_ns",
+        SQL.sql("low_util_evidence", src=src),
     )
     if not ev.total_rows:
         return []
     rec = _clipped_per_step(ctx, src, "greatest(1.0 - i.in_use_pct / 100.0, 0)")
     ranks = _ranks_of(ctx, src)
-    low = ctx.row(f"SELECT sum(duration_ns) AS d, min(in_use_pct) AS m FROM ({src})")
+    low = ctx.row(SQL.sql("low_util_totals", src=src))
     steps = _steps_overlapping(ctx, src)
     mix = _cause_mix(ctx, src, "the low-utilisation windows", chunked=chunks == 30)
     return [

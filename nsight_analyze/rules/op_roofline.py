@@ -20,7 +20,10 @@ import math
 from typing import Any
 
 from .. import gpus
+from ..query_layer import statements
 from .base import Ctx, Evidence, Signal
+
+SQL = statements("rules/op_roofline")
 
 #: Output tile edge used to count how many thread blocks a GEMM's output could fill: 128 x 128 is
 #: the smallest tile the tensor-core GEMM libraries favour for large problems (cuBLAS, CUTLASS).
@@ -46,39 +49,21 @@ def peaks_sql(ctx: Ctx) -> str:
         "(" + ", ".join([str(int(r["rank"]))] + [_num(r[c]) for c in cols] + [_num(r["mem_bw_gbs"])]) + ")"
         for r in gpus.rank_peak_rows(ctx.con)
     ]
-    names = "rank, fp32, tf32, bf16, fp16, fp8, mem_bw_gbs"
-    if not vals:
-        nulls = ", ".join(["NULL::INTEGER"] + ["NULL::DOUBLE"] * 6)
-        return f"SELECT * FROM (VALUES ({nulls})) p({names}) WHERE false"
-    return f"SELECT * FROM (VALUES {', '.join(vals)}) p({names})"
+    return SQL.sql("rank_peaks", rows=", ".join(vals)) if vals else SQL["no_rank_peaks"]
 
 
 def _precision(ctx: Ctx, dtype: str, name: str) -> str:
     """SQL: the precision whose peak bounds an op: its input dtype (bf16, fp16, fp8); float inputs
     run FP32 or TF32 (allow_tf32 decides): the type its longest kernel's name states
     (gemm_precision: tf32, or fp32 for ffma/sgemm), else NULL (unknown, never guessed)."""
-    by_name = (
-        f"CASE gemm_precision({name}) WHEN 'tf32' THEN 'tf32' WHEN 'fp32' THEN 'fp32' END"
-        if ctx.has("gemm_precision")
-        else "NULL"
-    )
-    return (
-        f"CASE WHEN regexp_matches({dtype}, '(?i)float8') THEN 'fp8' "
-        f"WHEN regexp_matches({dtype}, '(?i)bfloat16') THEN 'bf16' "
-        f"WHEN regexp_matches({dtype}, '(?i)half') THEN 'fp16' "
-        f"WHEN {dtype} = 'float' THEN {by_name} END"
-    )
+    by_name = SQL.sql("precision_by_kernel_name", kernel_name=name) if ctx.has("gemm_precision") else "NULL"
+    return SQL.sql("op_precision", dtype=dtype, by_name=by_name)
 
 
 #: SQL over an op_flops row `o`: attention's q as [B, H, L, D] (bhld: aten::scaled_dot_product_*)
 #: or [B, L, H, D] (blhd: aten::_flash/_efficient_attention_*); the backward ops list grad_out first.
-_Q = "o.input_dims[CASE WHEN o.op LIKE '%backward' THEN 2 ELSE 1 END]"
-_BLHD = "regexp_matches(o.op, '^aten::_(flash|efficient)_attention_')"
-_IS_Q = f"o.kind = 'attention' AND len({_Q}) = 4"
-_ATTN_DIMS = f"""CASE WHEN {_IS_Q} THEN {_Q}[1] END AS attn_b,
-       CASE WHEN {_IS_Q} THEN CASE WHEN {_BLHD} THEN {_Q}[3] ELSE {_Q}[2] END END AS attn_h,
-       CASE WHEN {_IS_Q} THEN CASE WHEN {_BLHD} THEN {_Q}[2] ELSE {_Q}[3] END END AS attn_l,
-       CASE WHEN {_IS_Q} THEN {_Q}[4] END AS attn_d"""
+_Q = SQL["attn_q"]
+_ATTN_DIMS = SQL.sql("attn_dims", q=_Q, is_q=SQL.sql("is_attn_q", q=_Q), blhd=SQL["attn_blhd"])
 
 
 def ops_sql(ctx: Ctx, kernels_sql: str) -> str:
@@ -89,68 +74,28 @@ def ops_sql(ctx: Ctx, kernels_sql: str) -> str:
     TFLOP/s (min(peak, intensity x bandwidth)) and the achieved share of it; tiles_128 (GEMMs:
     batch x ceil(M/128) x ceil(N/128), the output tiles a 128 x 128 kernel would launch) and
     split_k_tiles (x ceil(K/256): with K split too) against the SM count. A launch belongs to the
-    leaf op on its thread whose host span holds its cuda_api call (as op_flops counts kernels). No
-    SQL comments: evidence SQL is folded onto one line."""
+    leaf op on its thread whose host span holds its cuda_api call (as op_flops counts kernels). The
+    statement file's comment lines are not part of it: evidence SQL is folded onto one line."""
     sm_default = int(ctx.th.get("sm_count_default") or 0)
     prec = _precision(ctx, "any_value(dtype)", "arg_max(name, (duration_ns, name))")
-    roof = "least(any_value(peak_tflops), sum(flops) / sum(bytes) * any_value(mem_bw_gbs) / 1e3)"
-    return f"""
-        WITH peaks AS ({peaks_sql(ctx)}),
-        sm AS (SELECT rank, max(sm_count) AS sm FROM gpus GROUP BY rank),
-        sk AS ({kernels_sql}),
-        ko AS (
-            SELECT sk.rank, sk.name, sk.duration_ns, o.tid, o.start_ns, o.op, o.kind, o.dtype,
-                   o.batch, o.m, o.n, o.k, o.causal, o.flops, o.bytes, o.kernel_ns, {_ATTN_DIMS}
-            FROM sk JOIN cuda_api a ON a.rank = sk.rank AND a.correlation_id = sk.correlation_id
-            JOIN op_flops o ON o.rank = sk.rank AND o.tid = a.tid
-                AND a.start_ns BETWEEN o.start_ns AND o.end_ns
-        ),
-        ops AS (
-            SELECT rank, tid, start_ns, any_value(op) AS op, any_value(kind) AS kind,
-                   any_value(dtype) AS dtype, any_value(batch) AS batch, any_value(m) AS m,
-                   any_value(n) AS n, any_value(k) AS k, any_value(attn_b) AS attn_b,
-                   any_value(attn_h) AS attn_h, any_value(attn_l) AS attn_l, any_value(attn_d) AS attn_d,
-                   any_value(causal) AS causal, any_value(flops) AS flops, any_value(bytes) AS bytes,
-                   any_value(kernel_ns) AS op_kernel_ns, count(*) AS launches,
-                   sum(duration_ns) AS kernel_ns, arg_max(name, (duration_ns, name)) AS kernel,
-                   {prec} AS peak_precision
-            FROM ko GROUP BY rank, tid, start_ns
-        ),
-        pk AS (
-            SELECT ops.*, CASE ops.peak_precision WHEN 'fp8' THEN p.fp8 WHEN 'bf16' THEN p.bf16
-                              WHEN 'fp16' THEN p.fp16 WHEN 'tf32' THEN p.tf32 WHEN 'fp32' THEN p.fp32 END
-                       AS peak_tflops, p.mem_bw_gbs,
-                   coalesce(sm.sm, nullif({sm_default}, 0)) AS sm_count
-            FROM ops LEFT JOIN peaks p ON p.rank = ops.rank LEFT JOIN sm ON sm.rank = ops.rank
-        )
-        SELECT op, kind, dtype, batch, m, n, k, attn_b, attn_h, attn_l, attn_d, causal, peak_precision,
-               count(*) AS ops, sum(launches)::BIGINT AS launches, sum(kernel_ns)::BIGINT AS kernel_ns,
-               sum(op_kernel_ns)::BIGINT AS op_kernel_ns, any_value(flops) AS flops_per_op,
-               round(sum(flops) / sum(op_kernel_ns) / 1e3, 2) AS tflops_per_s,
-               any_value(peak_tflops) AS peak_tflops,
-               round(100.0 * sum(flops) / sum(op_kernel_ns) / 1e3 / any_value(peak_tflops), 1) AS pct_of_peak,
-               round(sum(flops) / sum(bytes), 1) AS intensity,
-               round(any_value(peak_tflops) * 1e3 / any_value(mem_bw_gbs), 1) AS ridge_flop_per_byte,
-               round({roof}, 2) AS attainable_tflops,
-               round(100.0 * sum(flops) / sum(op_kernel_ns) / 1e3 / {roof}, 1) AS pct_of_roofline,
-               CASE WHEN kind = 'gemm' THEN coalesce(batch, 1) * ceil(m / {TILE}) * ceil(n / {TILE})
-                    END::BIGINT AS tiles_128,
-               CASE WHEN kind = 'gemm' THEN coalesce(batch, 1) * ceil(m / {TILE}) * ceil(n / {TILE})
-                    * ceil(k / {K_SLICE}) END::BIGINT AS split_k_tiles,
-               any_value(sm_count) AS sm_count,
-               arg_max(kernel, (kernel_ns, kernel)) AS example_kernel,
-               list(DISTINCT rank ORDER BY rank) AS ranks
-        FROM pk GROUP BY op, kind, dtype, batch, m, n, k, attn_b, attn_h, attn_l, attn_d, causal,
-                 peak_precision, peak_tflops, mem_bw_gbs, sm_count
-        ORDER BY kernel_ns DESC, op, dtype, batch, m, n, k, attn_b, attn_h, attn_l, attn_d, causal,
-                 peak_precision, peak_tflops"""
+    return SQL.sql(
+        "ops",
+        peaks=peaks_sql(ctx),
+        kernels=kernels_sql,
+        attn_dims=_ATTN_DIMS,
+        prec=prec,
+        sm_default=sm_default,
+        roof=SQL["attainable_tflops"],
+        tile=TILE,
+        k_slice=K_SLICE,
+    )
 
 
 def has_shapes(ctx: Ctx, *needs: str) -> bool:
     """Whether the trace recorded op shapes (op_flops has a row) and the other tables `needs` exist:
     op_flops exists in every workspace, and a rule that joins millions of kernels to an empty
     op_flops (every nsys trace without shape NVTX) pays the join for nothing."""
-    return ctx.has("op_flops", *needs) and bool(ctx.scalar("SELECT count(*) FROM (FROM op_flops LIMIT 1)"))
+    return ctx.has("op_flops", *needs) and bool(ctx.scalar(SQL["any_op_flops"]))
 
 
 def op_evidence(ctx: Ctx, name: str, what: str, kernels_sql: str) -> tuple[Evidence, list[dict]] | None:

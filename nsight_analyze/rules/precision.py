@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import gpu_arch, gpu_table, gpus
+from ..query_layer import statements
 from .base import Ctx, Fix
+
+SQL = statements("rules/precision")
 
 _ARCH_FAMILY = {"blackwell": ("blackwell", "blackwell-consumer")}
 #: Tensor-core precisions a fix may advise (gpu_arch.ARCH_PRECISIONS).
@@ -21,7 +24,7 @@ ADVISED = ("tf32", "bf16", "fp16", "fp8")
 
 def candidate_archs(ctx: Ctx) -> tuple[set[str], list[str]]:
     """The architectures every GPU-specific kernel-name family of the job runs on, and the families."""
-    fams = ctx.row(f"SELECT {gpus.families_sql()} FROM (SELECT DISTINCT name FROM kernel_summary)")
+    fams = ctx.row(SQL.sql("kernel_families_seen", families=gpus.families_sql()))
     fits = set(gpus.ARCHS)
     seen = []
     for fam, _pattern, archs in gpus.KERNEL_FAMILIES:
@@ -43,11 +46,7 @@ def gpu_support(ctx: Ctx) -> dict[str, Any]:
     by_model = {str(r["model"]): r for r in gpu_table.rows()}
     ccs: dict[int, tuple[int, int]] = {}
     if ctx.has("gpus", "ranks"):
-        for r in ctx.rows(
-            """SELECT r.rank, any_value(g.compute_major) AS major, any_value(g.compute_minor) AS minor
-               FROM ranks r JOIN gpus g ON g.rank = r.rank AND g.device_id IS NOT DISTINCT FROM r.device_id
-               WHERE g.compute_major IS NOT NULL GROUP BY r.rank"""
-        ):
+        for r in ctx.rows(SQL["rank_compute_capability"]):
             ccs[int(r["rank"])] = (int(r["major"]), int(r["minor"]))
     cand: set[str] | None = None
     per_rank: list[dict[str, bool | None]] = []

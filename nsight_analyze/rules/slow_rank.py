@@ -8,11 +8,14 @@ whose delay is hidden behind others' waits is not credited with time the job wou
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ..whatif import evidence as evidence_text
 from ._common import step_metrics
 from ._whatif import whatif_gain
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Doc, finding
+
+SQL = statements("rules/slow_rank")
 
 FIXES = {
     "slow-gpu": [
@@ -76,13 +79,10 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
     """One finding per cause that rank_attribution blames a rank for."""
     if not ctx.has("rank_attribution", "whatif"):
         return []
-    rows = ctx.rows("SELECT * FROM rank_attribution WHERE step IS NULL AND cause IS NOT NULL ORDER BY rank")
+    rows = ctx.rows(SQL["blamed_ranks"])
     if not rows:
         return []
-    gain = ctx.scalar(
-        "SELECT gain_ns FROM whatif WHERE scenario = 'slowest-rank-at-median' AND step IS NULL "
-        "ORDER BY job LIMIT 1"
-    )
+    gain = ctx.scalar(SQL["slowest_rank_gain"])
     # no what-if rows: the gain is unknown (None, with the reason), never 0 (rules/_whatif.py)
     rec = None if gain is None else max(int(gain), 0)
     unknown = (
@@ -102,10 +102,7 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
             )
             for r in recs
         ]
-        steps = ctx.column(
-            f"""SELECT DISTINCT step FROM rank_attribution WHERE step IS NOT NULL AND cause = '{cause}'
-                AND rank IN ({", ".join(map(str, ranks))}) ORDER BY step"""
-        )
+        steps = ctx.column(SQL.sql("cause_steps", cause=cause, ranks=", ".join(map(str, ranks))))
         findings.append(
             ctx.finding(
                 id=f"slow-rank-{cause}",
@@ -133,17 +130,12 @@ def slow_rank(ctx: Ctx) -> list[Finding]:
                     ctx.evidence(
                         "attribution",
                         "Each rank's excess over the median rank by cause (rank_attribution, whole job).",
-                        """SELECT rank, cause, excess_ns, slow_gpu_ns, more_work_ns, slow_host_ns,
-                                  late_input_ns, slow_link_ns, round(gpu_score, 3) AS gpu_score,
-                                  kernels_compared, kernel_count, median_kernel_count, host_gap_ns,
-                                  median_host_gap_ns, transfer_ns, median_transfer_ns
-                           FROM rank_attribution WHERE step IS NULL ORDER BY rank""",
+                        SQL["attribution"],
                     ),
                     ctx.evidence(
                         "what-if",
                         "The job's step time with each cause removed (whatif, whole job).",
-                        """SELECT scenario, actual_step_time_ns, step_time_ns, gain_ns, fixed_ranks
-                           FROM whatif WHERE step IS NULL ORDER BY gain_ns DESC""",
+                        SQL["whatif_whole_job"],
                     ),
                 ],
                 signals=signals,

@@ -8,10 +8,13 @@ the other idle rules (rules/_idle.py).
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._common import step_metrics
 from ._idle import cause_totals, gap_evidence, per_step_evidence
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
+
+SQL = statements("rules/synchronisation")
 
 
 @finding(
@@ -69,8 +72,7 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
     calls = ctx.evidence(
         "cuda-sync-api",
         "cudaDeviceSynchronize / cudaStreamSynchronize calls, longest first (nsys cuda-sync-api).",
-        "SELECT rank, tid, start_ns, duration_ns, name FROM diag_sync_api_calls "
-        "ORDER BY duration_ns DESC, rank, start_ns, tid, name",
+        SQL["sync_api_calls"],
     )
     copies = {}
     for rule, text in (
@@ -84,15 +86,7 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
         ),
         ("cuda-sync-memset", "synchronous memset on pinned/managed memory (nsys cuda-sync-memset)"),
     ):
-        copies[rule] = ctx.evidence(
-            rule,
-            text,
-            f"""SELECT rank, device_id, stream_id, start_ns, duration_ns, kind, bytes, src_kind, dst_kind,
-                       api_name, api_start_ns, api_duration_ns
-                FROM diag_sync_copies(htod_min_bytes := {htod}) WHERE nsys_rule = '{rule}'
-                ORDER BY duration_ns DESC, rank, start_ns, device_id, stream_id, api_start_ns,
-                         api_duration_ns, api_name""",
-        )
+        copies[rule] = ctx.evidence(rule, text, SQL.sql("sync_copies", htod=htod, rule=rule))
     flagged = calls.total_rows + sum(e.total_rows for e in copies.values())
     total, steps, ranks = (0, [], [])
     if ctx.has("diag_step_causes"):
@@ -106,16 +100,13 @@ def synchronisation(ctx: Ctx) -> list[Finding]:
     ev += [e for e in [calls, *copies.values()] if e.total_rows]
     if ctx.has("gaps") and total:
         ev.append(gap_evidence(ctx, "'sync_stall'", "sync-stall"))
-    flagged_ranks = ctx.column(
-        f"""SELECT DISTINCT rank FROM (SELECT rank FROM diag_sync_api_calls UNION ALL
-            SELECT rank FROM diag_sync_copies(htod_min_bytes := {htod})) ORDER BY rank"""
-    )
+    flagged_ranks = ctx.column(SQL.sql("flagged_ranks", htod=htod))
     ranks = sorted(set(ranks) | {int(r) for r in flagged_ranks})
     # every synchronising call, CUDA or HIP, explicit or a synchronous copy (sync_calls,
     # docs/metrics.md): the nsys-parity lists above know only cuda* names, so on ROCm they are empty
     listed = "sync_calls" if ctx.has("sync_calls") else "diag_sync_api_calls"
-    blocked = ctx.scalar(f"SELECT coalesce(sum(duration_ns), 0) FROM {listed}") or 0
-    n_calls = ctx.scalar(f"SELECT count(*) FROM {listed}") if ctx.has("sync_calls") else calls.total_rows
+    blocked = ctx.scalar(SQL.sql("blocked_ns", calls=listed)) or 0
+    n_calls = ctx.scalar(SQL.sql("call_count", calls=listed)) if ctx.has("sync_calls") else calls.total_rows
     per_step_calls = (n_calls or 0) / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
     signals = [
         Signal(

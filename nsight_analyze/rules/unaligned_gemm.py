@@ -10,20 +10,31 @@ time.
 
 from __future__ import annotations
 
+from ..query_layer import statements
 from ._gemm_ops import op_gemms
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
 from .op_roofline import has_shapes
 
-#: Bytes per element of each GEMM input precision; a name with no type counts as 8 (the widest), so
-#: only what is unaligned for every type is flagged (align1: 8 bytes at most).
-_ELEM_BYTES_SQL = (
-    "CASE gemm_precision(name) WHEN 'fp8' THEN 1 WHEN 'int8' THEN 1 WHEN 'bf16' THEN 2 WHEN 'fp16' THEN 2 "
-    "WHEN 'tf32' THEN 4 WHEN 'fp32' THEN 4 ELSE 8 END"
-)
+SQL = statements("rules/unaligned_gemm")
+
 #: The operand alignment, in bytes, that the fast (vectorised 128-bit) GEMM kernels need.
 ALIGNED_BYTES = 16
-_UNALIGNED = f"gemm_alignment(name) * {_ELEM_BYTES_SQL} < {ALIGNED_BYTES}"
+
+
+def _unaligned(column: str) -> str:
+    """SQL: whether the kernel name in `column` was built for operands aligned to < ALIGNED_BYTES."""
+    return SQL.sql(
+        "unaligned",
+        column=column,
+        elem_bytes=SQL.sql("elem_bytes", column=column),
+        aligned_bytes=ALIGNED_BYTES,
+    )
+
+
+#: Bytes per element of a kernel's input precision, and whether it is unaligned (column name).
+_ELEM_BYTES_SQL = SQL.sql("elem_bytes", column="name")
+_UNALIGNED = _unaligned("name")
 
 
 @finding(
@@ -79,28 +90,17 @@ def unaligned_gemm(ctx: Ctx) -> list[Finding]:
     of GEMM time: a dimension is not a multiple of 16 bytes and the GEMM runs with narrow loads."""
     if not ctx.has("kernel_summary", "gemm_precision", "gemm_alignment"):
         return []
-    tot = ctx.row(
-        f"""SELECT sum(total_ns) AS gemm_ns, sum(total_ns) FILTER (WHERE {_UNALIGNED}) AS bad_ns,
-                   sum(instances) FILTER (WHERE {_UNALIGNED}) AS launches,
-                   count(DISTINCT name) FILTER (WHERE {_UNALIGNED}) AS names
-            FROM kernel_summary WHERE subcategory = 'gemm'"""
-    )
+    tot = ctx.row(SQL.sql("unaligned_totals", unaligned=_UNALIGNED))
     gemm_ns, bad_ns = float(tot.get("gemm_ns") or 0), float(tot.get("bad_ns") or 0)
     if not gemm_ns or not bad_ns:
         return []
     share = round(100.0 * bad_ns / gemm_ns, 1)
     if share < ctx.th["unaligned_gemm_min_pct"]:
         return []
-    per_rank = ctx.rows(
-        f"""SELECT rank, sum(total_ns) AS ns FROM kernel_summary
-            WHERE subcategory = 'gemm' AND {_UNALIGNED} GROUP BY rank ORDER BY rank"""
-    )
+    per_rank = ctx.rows(SQL.sql("unaligned_per_rank", unaligned=_UNALIGNED))
     worst = ctx.per_step(max(float(r["ns"]) for r in per_rank))
     # the precision that takes most of the unaligned time, and the element multiple it needs
-    main = ctx.row(
-        f"""SELECT gemm_precision(name) AS p, {_ELEM_BYTES_SQL} AS b FROM kernel_summary
-            WHERE subcategory = 'gemm' AND {_UNALIGNED} GROUP BY ALL ORDER BY sum(total_ns) DESC, p LIMIT 1"""
-    )
+    main = ctx.row(SQL.sql("main_precision", elem_bytes=_ELEM_BYTES_SQL, unaligned=_UNALIGNED))
     label = {"tf32": "FP32/TF32", "fp32": "FP32"}.get(main.get("p"), str(main.get("p") or "wide").upper())
     multiple = ALIGNED_BYTES // int(main.get("b") or 8)
     ev = [
@@ -109,13 +109,7 @@ def unaligned_gemm(ctx: Ctx) -> list[Finding]:
             "GEMM kernels (name rules: subcategory gemm) whose name says they were built for operands "
             f"aligned to fewer than {ALIGNED_BYTES} bytes: alignment in elements (gemm_alignment, the "
             "`_alignN` token) x the input's element size (gemm_precision), all ranks (kernel_summary).",
-            f"""SELECT name, gemm_precision(name) AS precision, gemm_alignment(name) AS align_elems,
-                       gemm_alignment(name) * {_ELEM_BYTES_SQL} AS align_bytes, sum(instances) AS launches,
-                       sum(total_ns) AS total_ns,
-                       round(100.0 * sum(total_ns) / {gemm_ns}, 1) AS pct_of_gemm_time,
-                       list(DISTINCT rank ORDER BY rank) AS ranks
-                FROM kernel_summary WHERE subcategory = 'gemm' AND {_UNALIGNED}
-                GROUP BY 1, 2, 3, 4 ORDER BY total_ns DESC, name""",
+            SQL.sql("unaligned_kernels", elem_bytes=_ELEM_BYTES_SQL, gemm_ns=gemm_ns, unaligned=_UNALIGNED),
         )
     ]
     signals = [
@@ -129,11 +123,7 @@ def unaligned_gemm(ctx: Ctx) -> list[Finding]:
         )
     ]
     if has_shapes(ctx, "kernels", "cuda_api"):
-        shapes_sql = f"""SELECT op, dtype, batch, m, n, k, count(*) AS launches,
-                                sum(duration_ns) AS kernel_ns, arg_max(name, (duration_ns, name)) AS kernel
-                         FROM ({op_gemms(_UNALIGNED.replace("name", "k.name"))})
-                         WHERE op IS NOT NULL GROUP BY ALL
-                         ORDER BY kernel_ns DESC, op, dtype, batch, m, n, k"""
+        shapes_sql = SQL.sql("unaligned_shapes", op_gemms=op_gemms(_unaligned("k.name")))
         shaped = ctx.rows(shapes_sql)
         if shaped:
             ev.append(

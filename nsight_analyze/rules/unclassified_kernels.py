@@ -9,8 +9,11 @@ it has no recoverable time and is listed before the performance findings.
 from __future__ import annotations
 
 from ..classify import UNCLASSIFIED_WARN_PCT, unclassified_note, unclassified_share
+from ..query_layer import statements
 from .base import Ctx, Finding, Fix
 from .declare import Cause, Doc, Threshold, finding
+
+SQL = statements("rules/unclassified_kernels")
 
 
 @finding(
@@ -60,10 +63,7 @@ def unclassified_kernels(ctx: Ctx) -> list[Finding]:
     if share is None or share[0] <= ctx.th["unclassified_max_pct"]:
         return []
     pct, names = share
-    ranks = [
-        int(r)
-        for r in ctx.column("SELECT DISTINCT rank FROM kernel_summary WHERE category = 'other' ORDER BY rank")
-    ]
+    ranks = [int(r) for r in ctx.column(SQL["unclassified_ranks"])]
     return [
         ctx.finding(
             id="unclassified-kernels",
@@ -81,12 +81,7 @@ def unclassified_kernels(ctx: Ctx) -> list[Finding]:
                     "unclassified kernels",
                     "Kernel names no rule of data/kernel_rules.csv (or the stored --rules) matches, "
                     "largest first, all ranks (kernel_summary, as `classify --list-other`).",
-                    """SELECT name, sum(instances) AS instances, count(DISTINCT rank) AS ranks,
-                              sum(total_ns) AS total_ns,
-                              round(100.0 * sum(total_ns)
-                                    / (SELECT sum(total_ns) FROM kernel_summary), 2) AS pct
-                       FROM kernel_summary WHERE category = 'other'
-                       GROUP BY name ORDER BY total_ns DESC, name""",
+                    SQL["unclassified_kernels"],
                 )
             ],
             signals=[],

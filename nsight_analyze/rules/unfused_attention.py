@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 
+from ..query_layer import statements
 from ._chains import per_step_worst
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Doc, Threshold, finding
 from .op_roofline import op_evidence
+
+SQL = statements("rules/unfused_attention")
 
 
 def _score_matrix(ctx: Ctx):
@@ -24,10 +27,7 @@ def _score_matrix(ctx: Ctx):
     emit_nvtx)."""
     if not ctx.has("attention_scores"):
         return None, None, None, []
-    row = ctx.row(
-        "SELECT max(score_bytes) AS s, arg_max(gpu_memory_bytes, score_bytes) AS m, "
-        "list(DISTINCT shape_source ORDER BY shape_source) AS src FROM attention_scores WHERE in_window"
-    )
+    row = ctx.row(SQL["score_matrix_largest"])
     if not row.get("s"):
         return None, None, None, []
     mem = row["m"]
@@ -36,15 +36,12 @@ def _score_matrix(ctx: Ctx):
         "Shape of each unfused softmax's input (the b x h x n x n score matrix) from the op that "
         "launched it (Kineto record_shapes, or the emit_nvtx range around the launch), its size in "
         "bytes and against the GPU's memory (attention_scores).",
-        """SELECT op, dims, elem_bytes, score_bytes, shape_source, count(*) AS softmaxes,
-                  max(pct_of_gpu_memory) AS pct_of_gpu_memory, max(peak_bytes_in_use) AS peak_bytes_in_use,
-                  list(DISTINCT rank ORDER BY rank) AS ranks
-           FROM attention_scores WHERE in_window GROUP BY ALL ORDER BY score_bytes DESC, op""",
+        SQL["score_matrix_shapes"],
     )
     return ev, int(row["s"]), (int(mem) if mem else None), list(row["src"])
 
 
-def _chain_gemm_shapes(ctx: Ctx, ev: list, where: str) -> list[Signal]:
+def _chain_gemm_shapes(ctx: Ctx, ev: list) -> list[Signal]:
     """Signals from the shapes of the ops that launched the sequences' GEMMs (op_roofline: Kineto
     record_shapes; the evidence table is appended to `ev`).
 
@@ -56,11 +53,7 @@ def _chain_gemm_shapes(ctx: Ctx, ev: list, where: str) -> list[Signal]:
         ctx,
         "shapes of the sequences' GEMMs",
         "the GEMM kernels of the GEMM -> softmax -> GEMM sequences",
-        f"""SELECT k.rank, k.correlation_id, k.name, k.duration_ns
-            FROM kernels k JOIN (SELECT * FROM kernel_chains WHERE {where}) c
-              ON c.rank = k.rank AND c.device_id IS NOT DISTINCT FROM k.device_id
-             AND c.stream_id = k.stream_id AND k.start_ns >= c.start_ns AND k.end_ns <= c.end_ns
-            WHERE k.subcategory = 'gemm'""",
+        SQL["sequence_gemms"],
     )
     if got is None:
         return []
@@ -135,40 +128,25 @@ def unfused_attention(ctx: Ctx) -> list[Finding]:
     """GEMM -> softmax -> GEMM sequences on one stream: attention without a fused kernel."""
     if not ctx.has("kernel_chains"):
         return []
-    where = "kind = 'attention' AND in_window"
-    total, steps, ranks = per_step_worst(
-        ctx, f"SELECT rank, step, (end_ns - start_ns) - gemm_ns AS v FROM kernel_chains WHERE {where}"
-    )
+    total, steps, ranks = per_step_worst(ctx, SQL["recoverable_per_rank_step"])
     rec = ctx.per_step(total)
     if not total or (ctx.pct(rec) or 0) < ctx.th["attention_min_pct"]:
         return []
-    stats = ctx.row(
-        f"""SELECT count(*) AS chains, sum(end_ns - start_ns) AS span_ns, sum(gemm_ns) AS gemm_ns,
-                   sum(kernels) AS kernels FROM kernel_chains WHERE {where}"""
-    )
-    fused = (
-        ctx.scalar("SELECT coalesce(sum(total_ns), 0) FROM kernel_summary WHERE subcategory = 'attention'")
-        if ctx.has("kernel_summary")
-        else 0
-    )
+    stats = ctx.row(SQL["sequence_totals"])
+    fused = ctx.scalar(SQL["fused_attention_ns"]) if ctx.has("kernel_summary") else 0
     ev = [
         ctx.evidence(
             "unfused attention sequences",
             "GEMM, softmax, GEMM on one stream with only elementwise/dropout/copy kernels between "
             "(kernel_chains kind attention): the score matrix goes through GPU memory twice.",
-            f"""SELECT softmax_name, kernels, count(*) AS sequences, list(DISTINCT rank ORDER BY rank)
-                       AS ranks, sum(end_ns - start_ns) AS span_ns, sum(gemm_ns) AS gemm_ns,
-                       sum(end_ns - start_ns - gemm_ns) AS recoverable_ns,
-                       arg_max(names, (end_ns - start_ns - gemm_ns, names)) AS example
-                FROM kernel_chains WHERE {where}
-                GROUP BY softmax_name, kernels ORDER BY recoverable_ns DESC, softmax_name""",
+            SQL["sequences_by_softmax"],
         )
     ]
     n = int(stats["chains"])
     shapes, score, mem, sources = _score_matrix(ctx)
     if shapes is not None:
         ev.append(shapes)
-    gemm_signals = _chain_gemm_shapes(ctx, ev, where)
+    gemm_signals = _chain_gemm_shapes(ctx, ev)
     per_rank_step = n / max(ctx.n_steps, 1) / max(ctx.n_ranks, 1)
     return [
         ctx.finding(

@@ -1,0 +1,140 @@
+"""The statement files of queries/ (query_layer.statements): the SQL a rule, compare or export runs,
+kept beside the query layer instead of in Python strings (issue 54, "SQL in queries/ only").
+
+Why these tests: a statement file is read by name at run time, so a misspelt name, a statement no
+module uses or one DuckDB cannot parse would surface only on the trace that reaches it (and a rule
+that fails is one line in diagnose's errors, not a failed command). The expected values are the
+files themselves and their modules' source text.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from itertools import product
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from nsight_analyze import query_layer
+from nsight_analyze.errors import UserError
+from nsight_analyze.query_layer import STATEMENT_FOLDERS, Statements, queries_dir, statements
+
+PACKAGE = Path(query_layer.__file__).parent
+
+
+def statement_files() -> list[Path]:
+    return sorted(p for folder in STATEMENT_FOLDERS for p in (queries_dir() / folder).glob("*.sql"))
+
+
+def module_of(path: Path) -> Path:
+    """nsight_analyze/FOLDER/MODULE.py, or FOLDER/__init__.py for queries/FOLDER/FOLDER.sql."""
+    folder = PACKAGE / path.parent.name
+    return folder / "__init__.py" if path.stem == path.parent.name else folder / f"{path.stem}.py"
+
+
+def users(path: Path) -> str:
+    """The source of every module that reads the statement file (its own and any importer)."""
+    key = f'"{path.parent.name}/{path.stem}"'
+    return "".join(p.read_text() for p in PACKAGE.rglob("*.py") if key in p.read_text())
+
+
+def test_each_statement_file_belongs_to_a_module_that_reads_it():
+    for path in statement_files():
+        module = module_of(path)
+        assert module.is_file(), f"{path.name}: no module {module.relative_to(PACKAGE.parent)}"
+        assert f'statements("{path.parent.name}/{path.stem}")' in module.read_text(), (
+            f"{module.name} does not read {path.parent.name}/{path.name}"
+        )
+
+
+# How a statement may stand: whole, or as the piece of one a module joins in (a select item, a
+# filter, a join condition, the branches of a CASE).
+PIECES = (
+    "{}",
+    "SELECT {} FROM t",
+    "SELECT * FROM t WHERE {}",
+    "SELECT * FROM t WHERE true {}",
+    "SELECT * FROM t JOIN u {}",
+    "SELECT CASE {} END",
+)
+
+
+# What a placeholder stands for: a name (a catalog, a column, a value), a subquery (composed SQL),
+# the rows of a VALUES list, the branches of a CASE, a condition added or not (AND ...).
+STAND_INS = ("x1", "(SELECT 1)", "(1)", "WHEN 1 THEN 1", "")
+
+
+def parses(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
+    """Whether DuckDB's parser takes `sql` as one statement or one of its PIECES."""
+    for piece in PIECES:
+        try:
+            if len(con.extract_statements(piece.format(sql))) == 1:
+                return True
+        except duckdb.ParserException:
+            pass
+    return False
+
+
+@pytest.mark.parametrize("path", statement_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_statement_is_used_and_parses(path: Path):
+    """Each named statement appears in the source of a module that reads the file (`SQL["name"]`,
+    `SQL.sql("name", ...)`), and DuckDB's parser takes it, whole or as a piece, with some choice of
+    STAND_INS for its $placeholders."""
+    found = statements(f"{path.parent.name}/{path.stem}")
+    assert found, f"{path.name} holds no `-- name:` statement"
+    source = users(path)
+    con = duckdb.connect()
+    for name, sql in found.items():
+        assert re.search(rf"""["']{name}["']""", source), f"{path.name}: {name} is never used"
+        holes = sorted(
+            {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(sql)} - {None}
+        )
+        fills = (  # each placeholder's value tried as each of what one stands for
+            found.sql(name, **dict(zip(holes, kinds, strict=True)))
+            for kinds in product(STAND_INS, repeat=len(holes))
+        )
+        assert any(parses(con, f) for f in fills), f"{path.name}: DuckDB cannot parse {name}"
+
+
+def test_every_statement_a_module_names_exists():
+    for path in statement_files():
+        module = module_of(path)
+        named = set(re.findall(r"""\bSQL(?:\[|\.sql\()["'](\w+)["']""", module.read_text()))
+        missing = named - set(statements(f"{path.parent.name}/{path.stem}"))
+        assert not missing, f"{module.name} names statements {sorted(missing)} that {path.name} lacks"
+
+
+def test_comments_and_the_final_semicolon_are_not_part_of_a_statement(tmp_path, monkeypatch):
+    """A hand-made file: what the loader keeps (the statement's SQL lines) and refuses (a name twice,
+    an unknown file), and that a missing placeholder value is an error, not an empty string."""
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "demo.sql").write_text(
+        "-- the demo module's statements\n\n-- name: first\n-- what it returns\nSELECT 1\n  -- inside\n"
+        "FROM t WHERE x > $limit;\n\n-- name: second\nSELECT '$$'\n"
+    )
+    (folder / "twice.sql").write_text("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n")
+    monkeypatch.setattr(query_layer, "queries_dir", lambda: tmp_path)
+    statements.cache_clear()
+    try:
+        demo = statements("rules/demo")
+        assert isinstance(demo, Statements)
+        assert dict(demo) == {"first": "SELECT 1\nFROM t WHERE x > $limit", "second": "SELECT '$$'"}
+        assert demo.sql("first", limit=5) == "SELECT 1\nFROM t WHERE x > 5"
+        assert demo.sql("second") == "SELECT '$'"
+        with pytest.raises(KeyError):
+            demo.sql("first")
+        with pytest.raises(UserError, match="two statements named a"):
+            statements("rules/twice")
+        with pytest.raises(UserError, match="no statement file"):
+            statements("rules/absent")
+        with pytest.raises(UserError, match="no statement file"):
+            statements("steps/steps")  # a layer folder, not a statement folder
+    finally:
+        statements.cache_clear()
+
+
+def test_statement_folders_are_not_queries_of_the_layer():
+    assert not {p.parent.name for p in query_layer.query_files()} & set(STATEMENT_FOLDERS)
