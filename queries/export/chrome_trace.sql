@@ -110,6 +110,9 @@ SELECT json_object(
 FROM gaps AS g JOIN _export_windows AS w ON w.rank = g.rank
 WHERE g.step IS NULL
   AND (w.lo IS NULL OR g.start_ns + w.off >= w.lo) AND (w.hi IS NULL OR g.start_ns + w.off < w.hi)
+-- in time order: `gaps` is stored in the order the analysis' threads wrote it, which differs
+-- between two ingests of the same trace
+ORDER BY g.rank, g.start_ns, g.duration_ns, g.cause
 
 -- name: step_events
 -- The stored steps windows on the rank's steps track ($steps_tid, colour $cname_step): all of them
