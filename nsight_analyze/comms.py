@@ -12,9 +12,9 @@ from typing import Any
 
 import duckdb
 
-from . import gpu_table
 from .duck import fetch_records
 from .errors import UserError
+from .gpus import table as gpu_table
 from .no_data import require_ranks
 from .plain import missing
 

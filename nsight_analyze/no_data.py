@@ -5,7 +5,7 @@ samples or a recipe output without its reports (nsys-jax archives) is not empty,
 timeline; "run ingest first" would send the user back to a step they took. Every command that
 needs GPU operations (diagnose, export, compare) or ranks with a timeline (ranks, comms, whatif,
 compare) says what the workspace holds instead and which commands read it. Imports no click:
-library modules (api_frames, comms, whatif, compare) raise these too.
+library modules (api.frames, comms, whatif, compare) raise these too.
 """
 
 from __future__ import annotations

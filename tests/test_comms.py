@@ -357,7 +357,7 @@ def test_report_section_communication_by_dimension(legacy, tmp_path):
     advice of every exposed dimension."""
     import re
 
-    from nsight_analyze.api_outputs import render_report
+    from nsight_analyze.api.outputs import render_report
 
     db, truth = legacy
     con = open_workspace(db, read_only=True)

@@ -157,7 +157,7 @@ def test_every_mean_step_leaves_the_compile_step_out(tmp_path: Path) -> None:
     """diagnose's mean step, the report's headline, `runs` and the MFU windows read the same
     steady steps as summary (oracle: the three 1000 µs steps of the trace above)."""
     from nsight_analyze.diagnose import READS, diagnose
-    from nsight_analyze.mfu_rows import windows
+    from nsight_analyze.mfu.rows import windows
     from nsight_analyze.render.report.headline_section import headline_numbers
     from nsight_analyze.report_doc import report_document as collect
     from nsight_analyze.runs import runs

@@ -15,8 +15,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED, TRACES, requires_shared
 
-from nsight_analyze import gpu_identify, gpu_table, gpus
+from nsight_analyze import gpus
 from nsight_analyze.cli import main
+from nsight_analyze.gpus import hardware as gpu_identify
+from nsight_analyze.gpus import table as gpu_table
 from nsight_analyze.workspace import open_workspace
 
 DOC = SHARED / "docs" / "gpu-peaks.md"

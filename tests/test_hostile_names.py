@@ -175,7 +175,7 @@ def check_page(page: str, scripts: int) -> str:
 
 def test_report_html_escapes_hostile_names(dbs, tmp_path):
     """Scripts: the figure JSON block, plotly.js, the page's renderer (html.page)."""
-    from nsight_analyze.api_outputs import write_report
+    from nsight_analyze.api.outputs import write_report
     from nsight_analyze.workspace import open_workspace
 
     con = open_workspace(dbs["db"], read_only=True)

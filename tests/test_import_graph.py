@@ -137,7 +137,7 @@ FRONT = ("nsight_analyze.commands", "nsight_analyze.render", "nsight_analyze.cli
 
 def test_the_library_imports_only_value_helpers_of_render():
     """`summary` printed itself with render.terminal (now render/summary_tables.py). The one other
-    import allowed: the API writes the HTML report, lazily (api_outputs -> render/report)."""
+    import allowed: the API writes the HTML report, lazily (api/outputs -> render/report)."""
     wrong = [
         f"{module} -> {target}"
         for module, targets in import_graph(PACKAGE).items()
@@ -145,7 +145,7 @@ def test_the_library_imports_only_value_helpers_of_render():
         for target in targets
         if target.startswith("nsight_analyze.render")
         and target not in VALUE_HELPERS
-        and not (module == "nsight_analyze.api_outputs" and target.startswith("nsight_analyze.render.report"))
+        and not (module == "nsight_analyze.api.outputs" and target.startswith("nsight_analyze.render.report"))
     ]
     assert not wrong, wrong
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, ingested, requires_shared, synth_cases
 
-from nsight_analyze import gpu_table, gpus
+from nsight_analyze import gpus
 from nsight_analyze.diagnose import diagnose
 from nsight_analyze.errors import UserError
+from nsight_analyze.gpus import table as gpu_table
 
 SYN = dict(ranks=2, gpus_per_node=2, steps=4, seed=3)
 CASES = {

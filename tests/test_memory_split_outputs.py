@@ -143,7 +143,7 @@ def test_compare_memory_split_of_a_stale_workspace_is_unknown(jobs, tmp_path):
 
 
 def test_report_partition_table_and_timeline_show_copies_apart(jobs):
-    from nsight_analyze.api_outputs import render_report
+    from nsight_analyze.api.outputs import render_report
     from nsight_analyze.report_doc.timeline import build
     from nsight_analyze.workspace import open_workspace
 
@@ -198,7 +198,7 @@ def test_sglang_report_and_compare_say_memory_is_kernels_not_copies(sglang):
     the memory part is norms, activations and KV-cache stores. The report's table and compare's
     JSON (the trace against itself, one window: no steps) carry those copies, not a memory share
     that reads as copying."""
-    from nsight_analyze.api_outputs import render_report
+    from nsight_analyze.api.outputs import render_report
     from nsight_analyze.compare import compare
     from nsight_analyze.workspace import open_workspace
 

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from nsight_analyze import analysis, flops, mfu
+from nsight_analyze import analysis, mfu
 from nsight_analyze.cli import main
+from nsight_analyze.mfu import flops
 from nsight_analyze.sources import ncu
 from nsight_analyze.workspace import open_workspace
 

@@ -21,8 +21,9 @@ import duckdb
 import pytest
 from conftest import TRACES, ingested, requires_shared
 
-from nsight_analyze import gpu_arch, query_layer
+from nsight_analyze import query_layer
 from nsight_analyze.diagnose import diagnose
+from nsight_analyze.gpus import arch as gpu_arch
 from nsight_analyze.rules import advice
 
 KINETO = TRACES / "kineto"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from nsight_analyze.api_outputs import render_report, write_report
+from nsight_analyze.api.outputs import render_report, write_report
 from nsight_analyze.errors import UserError
 from nsight_analyze.render.report.sections import SECTIONS
 from nsight_analyze.report_doc import PARTITION_COLUMNS, StepRange, parse_steps
@@ -171,7 +171,7 @@ def test_report_does_not_import_plotly_in_python(hostile, tmp_path):
     copy.write_bytes(Path(db).read_bytes())
     code = (
         "import sys; from nsight_analyze.workspace import open_workspace; "
-        "from nsight_analyze.api_outputs import render_report; "
+        "from nsight_analyze.api.outputs import render_report; "
         f"con = open_workspace({str(copy)!r}, read_only=True); html = render_report(con); "
         "assert 'Plotly.newPlot' in html and 'plotly.js v' in html; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'plotly'))"

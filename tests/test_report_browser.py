@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_report import IMG, SCRIPT, SECRET, library_partition, make_workspace
 
-from nsight_analyze.api_outputs import write_report
+from nsight_analyze.api.outputs import write_report
 from nsight_analyze.render.report.sections import SECTIONS
 from nsight_analyze.report_doc import PARTITION_COLUMNS
 

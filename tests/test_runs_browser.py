@@ -24,7 +24,7 @@ from test_runs import cli
 
 from nsight_analyze.render.report.figures import escape
 from nsight_analyze.runs import READS, runs
-from nsight_analyze.runs_scaling import LOSS_PARTS
+from nsight_analyze.runs.scaling import LOSS_PARTS
 from nsight_analyze.workspace import open_workspace
 
 pytestmark = [
@@ -169,7 +169,7 @@ def test_step_time_and_mfu_against_the_label(browser, pages, name):
         assert step["x"] == [f"world_size={n}" for n in (4, 8, 16)]
     else:
         assert step["x"] == [escape(r["name"]) for r in rows]  # inert for plotly's HTML-like labels
-    best = [i for i, r in enumerate(rows) if r.get("best")]  # runs_select.mark_best, by the page's metric
+    best = [i for i, r in enumerate(rows) if r.get("best")]  # runs/select.py mark_best, by the page's metric
     if best:  # a sweep's best run is starred where its step median is drawn
         (star,) = marked
         assert star["x"] == [step["x"][i] for i in best]

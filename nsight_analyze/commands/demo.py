@@ -23,7 +23,7 @@ def sample_traces_dir() -> Path:
 @click.argument("out", required=False, default="demo_out", type=click.Path(file_okay=False, path_type=Path))
 def command(out: Path) -> None:
     """Ingest sample_traces/, print the summary and write the HTML report into OUT."""
-    from ..api_outputs import write_report
+    from ..api.outputs import write_report
     from ..ingest import ingest
     from ..render.summary_tables import print_summary
     from ..summary import summary

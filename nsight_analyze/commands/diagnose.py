@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from ..api import Workspace
-from ..api_tables import findings_table
+from ..api.tables import findings_table
 from ..clihelp import gpu_option, job_option, output_options, step_pattern_option
 from ..diagnose import SEVERITIES, THRESHOLDS, Finding
 from ..errors import NO_DATA_EXIT, UserError

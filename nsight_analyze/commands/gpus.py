@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from ..clihelp import gpu_option, output_options
-from ..gpu_table import DEFAULT_PRECISION, PRECISIONS
 from ..gpus import MODEL_COLUMNS, model_rows, peaks_precision_label
+from ..gpus.table import DEFAULT_PRECISION, PRECISIONS
 from ..render.data import records, to_json
 from ..render.output import emit
 from ..render.table import PlainTable
@@ -80,8 +80,8 @@ def command(
         )
         return
     from ..api import Workspace
-    from ..gpu_table import validate_gpu
     from ..gpus import ncu_peaks_sql, rank_peak_rows
+    from ..gpus.table import validate_gpu
 
     validate_gpu(gpu)
     with Workspace(db).connect(needs=None) as con:

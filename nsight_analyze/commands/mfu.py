@@ -10,7 +10,7 @@ import click
 
 from ..api import Workspace
 from ..clihelp import gpu_option, job_option, output_options
-from ..mfu_options import MfuOptions
+from ..mfu.options import MfuOptions
 from ..plain import missing
 from ..render.data import to_json
 from ..render.markdown import markdown_text

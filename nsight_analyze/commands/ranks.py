@@ -9,7 +9,7 @@ import click
 
 from .. import whatif
 from ..api import Workspace, rank_report, rank_report_json
-from ..api_frames import column_total
+from ..api.frames import column_total
 from ..clihelp import job_option, output_options
 from ..plain import missing
 from ..render.data import to_json

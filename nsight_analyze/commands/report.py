@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..clihelp import db_option, gpu_option, job_option, step_pattern_option
-from ..gpu_table import validate_gpu
+from ..gpus.table import validate_gpu
 from ..job_scope import scope
 from ..render.terminal import echo
 from ..workspace import open_workspace
@@ -78,7 +78,7 @@ def command(
 
     apply_step_pattern(db, step_pattern)
     validate_gpu(gpu)  # here: the report turns a failed MFU section into "unknown", hiding the typo
-    from ..api_outputs import write_report
+    from ..api.outputs import write_report
     from ..report_doc import READS
 
     con = open_workspace(db, read_only=True, needs=READS)  # draws its own bar when it computes

@@ -16,8 +16,8 @@ from ..render.output import emit
 from ..render.table import PlainTable
 from ..render.terminal import echo
 from ..runs import READS, RunsResult, common_labels, parse_pairs, runs
-from ..runs_scaling import LOSS_PARTS, scaling_line
-from ..runs_select import find_run, regression_pair
+from ..runs.scaling import LOSS_PARTS, scaling_line
+from ..runs.select import find_run, regression_pair
 from ..workspace import open_workspace
 
 _COLUMNS = (

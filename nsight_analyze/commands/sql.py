@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..api import Workspace
-from ..api_frames import head_sql, stream_sql
+from ..api.frames import head_sql, stream_sql
 from ..clihelp import output_options
 from ..query_layer import names_in
 from ..render.output import emit, emit_stream

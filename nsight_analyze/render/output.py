@@ -30,9 +30,9 @@ def emit(df: pd.DataFrame | PlainTable, fmt: str, title: str | None = None) -> N
 
 
 def emit_stream(chunks: Iterable[pd.DataFrame], fmt: str) -> None:
-    """Print a result that arrives in chunks (api_frames.stream_sql) as csv or json: every row as
+    """Print a result that arrives in chunks (api.frames.stream_sql) as csv or json: every row as
     it arrives, the same text `emit` prints for the whole result, holding one chunk at a time.
-    (table and markdown are read by a person: `sql` prints their first rows, api_frames.head_sql.)"""
+    (table and markdown are read by a person: `sql` prints their first rows, api.frames.head_sql.)"""
     if fmt == "csv":
         for i, df in enumerate(chunks):
             print(df.to_csv(index=False, header=i == 0), end="")

@@ -24,7 +24,7 @@ from .timeline import MAX_TIMELINE_OPS
 from .timeline import build as build_timeline
 
 if TYPE_CHECKING:
-    from ..mfu_options import MfuOptions
+    from ..mfu.options import MfuOptions
 
 # Environment names whose values the report never shows, even if a workspace (older ingest,
 # hand-edited) holds them: the env table is redacted at ingest; this is the second fence.
@@ -156,7 +156,7 @@ def report_document(
     from ..duck import on_own_cursor
     from ..gpus import stated_gpu
     from ..mfu import MfuOptions
-    from ..mfu_rows import shared_peaks
+    from ..mfu.rows import shared_peaks
     from ..no_data import has_gpu_operations, held_instead
     from ..summary import summary, top_kernels
     from ..workspace_info import workspace_info

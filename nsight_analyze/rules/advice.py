@@ -33,7 +33,7 @@ import threading
 import duckdb
 
 from ..duck import sql_string
-from ..gpu_arch import NEEDS
+from ..gpus.arch import NEEDS
 from ..query_layer import layer, statements
 from .base import Fix
 from .comm_families import subcategory_fixes

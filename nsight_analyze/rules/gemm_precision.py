@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import gpu_table, gpus
+from .. import gpus
+from ..gpus import table as gpu_table
 from ..query_layer import statements
 from ._common import step_metrics
 from ._gemm_ops import op_gemms

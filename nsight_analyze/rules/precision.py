@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import gpu_arch, gpu_table, gpus
+from .. import gpus
+from ..gpus import arch as gpu_arch
+from ..gpus import table as gpu_table
 from ..query_layer import statements
 from .base import Ctx, Fix
 

@@ -87,7 +87,7 @@ def peak_rows(file_id: int, peak: Any) -> list[tuple]:
 
     Why here: Nsight Compute files and Kineto traces with CUPTI range-profiler counters both
     place their kernels on a roofline (queries/hfu/roofline.sql), which joins these rows by file_id."""
-    from .. import gpu_table
+    from ..gpus import table as gpu_table
 
     bw = None if peak.mem_bw_gbs is None else peak.mem_bw_gbs * 1e9
     return [

@@ -19,7 +19,7 @@ from ... import __version__
 from ...errors import UserError
 from ...export import write_atomically
 from ...runs import RunsResult, common_labels
-from ...runs_scaling import LOSS_PARTS, scaling_line
+from ...runs.scaling import LOSS_PARTS, scaling_line
 from .. import palette
 from .figures import _axis, _figure, escape, plotly_js
 from .html import esc, notes, page, section
@@ -200,7 +200,7 @@ def _sweep(result: RunsResult, figs: dict[str, Any]) -> str:
         )
         layout["yaxis2"] = _axis("MFU %", overlaying="y", side="right")
     best = [i for i, r in enumerate(have) if r.get("best")]
-    if result.by and best:  # a sweep's best run (runs_select.mark_best, by result.metric)
+    if result.by and best:  # a sweep's best run (runs/select.py mark_best, by result.metric)
         data.append(
             {
                 "type": "scatter",

@@ -1,7 +1,7 @@
 """A GPU's peak from its hardware properties, when the trace's name is not in the peak table.
 
 Why its own module: two ways to a peak need no name. `derive` multiplies the SM count, the clock
-and the architecture's FLOP/clk/SM (gpu_arch.py), with the tensor-clock derate (gpu-peaks.md §3),
+and the architecture's FLOP/clk/SM (gpus/arch.py), with the tensor-clock derate (gpu-peaks.md §3),
 labelled ``derived``; `identify` finds the table rows a GPU's SM/CU count, compute capability and
 memory fit (a ROCm trace may name no GPU), labelled ``identified``, and refuses to choose between
 rows of different peaks. gpus.resolve tries them after the table and before any guess.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .gpu_arch import ARCH_RATES, BLACKWELL_DERATE, HOPPER_DERATE_PCIE, HOPPER_DERATE_SXM
-from .gpu_table import PRECISIONS, TENSOR_PRECISIONS, Peak, row_peak, rows
+from .arch import ARCH_RATES, BLACKWELL_DERATE, HOPPER_DERATE_PCIE, HOPPER_DERATE_SXM
+from .table import PRECISIONS, TENSOR_PRECISIONS, Peak, row_peak, rows
 
 #: Reported memory / the vendor's nominal size that still fits a table row: HBM parts report 98.5-100 %
 #: of it (an H100 80GB: 79.2 GiB, an MI300X: 192.0 GiB), GDDR parts with ECC on 1/16 less (a T4's 16 GB:

@@ -16,7 +16,7 @@ from typing import Any
 # precisions whose FP32-accumulate rate is halved on GeForce fuses (§1.3).
 # Keys: (compute major, minor). Volta and Turing have FP16 but no BF16 (nor TF32) tensor cores, so
 # they list no "bf16": a bf16 peak asked of them is their fp16 one, labelled fp16
-# (gpu_table.Peak.precision_of).
+# (gpus/table.py: Peak.precision_of).
 ARCH_RATES: dict[tuple[int, int], dict[str, Any]] = {
     (7, 0): {"arch": "volta", "fp64": 64, "fp32": 128, "fp16": 1024},
     (7, 5): {

@@ -1,7 +1,7 @@
 """The API's functions on an open DuckDB connection: what both the `Workspace` methods and the
 commands call, so that `nsight-analyze X --format json` and `ws.X()` share one implementation.
 
-Why apart from api.py: api.py is the user-facing object (its methods open and close the
+Why apart from api/__init__.py: it is the user-facing object (its methods open and close the
 workspace); these are the pieces that read an open connection and shape the result (the ranks
 document as plain rows, SQL with one-line errors, MFU as a DataFrame). Heavy imports (duckdb,
 pandas) stay inside the functions: `import nsight_analyze` stays light.
@@ -18,13 +18,13 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-    from .render.table import PlainTable
+    from ..render.table import PlainTable
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     """Run one statement, its rows as dicts (`ranks` imports no pandas); a missing view is a stale
     or partial workspace, said in one line."""
-    from .duck import fetch_records
+    from ..duck import fetch_records
 
     return fetch_records(
         con, sql, "this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
@@ -41,7 +41,7 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     per job and host, how the clocks were aligned; `partial`: collective instances with fewer
     participants than their communicator.
     """
-    from .no_data import require_ranks
+    from ..no_data import require_ranks
 
     require_ranks(con, "align and compare ranks")
     rows = _fetch(con, "SELECT * FROM rank_rollup ORDER BY rank")
@@ -60,8 +60,8 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 def _attribution(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per rank and step (step None = whole job): its excess over the median rank by cause."""
-    from .errors import UserError
-    from .whatif import attribution
+    from ..errors import UserError
+    from ..whatif import attribution
 
     try:
         return attribution(con, steps=True)
@@ -96,7 +96,7 @@ def column_total(rows: list[dict[str, Any]], column: str) -> int:
 
 
 def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
-    from .render.data import jsonable
+    from ..render.data import jsonable
 
     return {k: jsonable(v) for k, v in row.items()}
 
@@ -110,8 +110,8 @@ def sql_errors(what: str = "the query") -> Iterator[None]:
     cap, a read-only refusal says how to write."""
     import duckdb
 
-    from .duck import out_of_memory
-    from .errors import UserError
+    from ..duck import out_of_memory
+    from ..errors import UserError
 
     try:
         yield
@@ -127,7 +127,7 @@ def sql_errors(what: str = "the query") -> Iterator[None]:
 def _execute(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyConnection:
     """`con.execute(query)`, refusing SQL without a statement (empty, `;`, only comments), for
     which DuckDB returns None and the caller failed with an AttributeError."""
-    from .errors import UserError
+    from ..errors import UserError
 
     if not isinstance(query, str):
         raise TypeError(f"the SQL must be a string, not {type(query).__name__}")
@@ -153,7 +153,7 @@ def _refuse_downloads(query: str) -> None:
     already installed stays allowed."""
     import duckdb
 
-    from .errors import UserError
+    from ..errors import UserError
 
     try:
         statements = duckdb.extract_statements(query)
@@ -197,8 +197,8 @@ def head_sql(
     Why not stream_sql's DataFrames: `sql`'s table is what a person looks at, and importing pandas
     was half of `sql "SELECT 1"`. Where every column is of a type the renderers show alike from
     either (_PLAIN_TYPE), the rows are `fetchmany` rows; otherwise DataFrame chunks, as before."""
-    from .duck import floated
-    from .render.table import PlainTable, as_plain
+    from ..duck import floated
+    from ..render.table import PlainTable, as_plain
 
     with sql_errors(what):
         described = _execute(con, query).description

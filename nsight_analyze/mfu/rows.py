@@ -1,6 +1,6 @@
 """MFU and HFU rows, one per rank and window: the windows, the peaks and the SQL that joins them.
 
-Why a module of its own: these rows are what every MFU number is a sum over (mfu.py's summary
+Why a module of its own: these rows are what every MFU number is a sum over (mfu/__init__.py's summary
 document, diagnose's efficiency rule, compare, the report); the summary aggregates them in SQL
 (`rows_table`), and `hfu_table` / `hfu_mfu_table` return them as DataFrames for callers and tests.
 
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from . import gpus
-from .duck import has_relation, sql_rows, sql_value
+from .. import gpus
+from ..duck import has_relation, sql_rows, sql_value
+from ..gpus.table import DEFAULT_PRECISION
+from ..plain import jsonable
 from .flops import ModelFlops
-from .gpu_table import DEFAULT_PRECISION
-from .plain import jsonable
 
 if TYPE_CHECKING:
     import pandas as pd

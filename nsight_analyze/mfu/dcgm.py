@@ -1,7 +1,7 @@
 """DCGM's tensor-pipe HFU estimate, set beside nsys' GPU metrics and the counters, never instead.
 
 Why a module of its own: production scrapes (dcgm-exporter) often come without traces, so this
-part reads `gpu_metrics` per DCGM GPU as well as per rank window; mfu.py's summary adds its
+part reads `gpu_metrics` per DCGM GPU as well as per rank window; mfu/__init__.py's summary adds its
 lines to the gap explanation. The aggregations are SQL; Python loops over GPUs (one aggregate
 row each), never over samples.
 """
@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from . import gpu_table, gpus
-from .gpu_table import DEFAULT_PRECISION
+from .. import gpus
+from ..gpus import table as gpu_table
+from ..gpus.table import DEFAULT_PRECISION
 
 if TYPE_CHECKING:  # DataFrames only where DCGM samples are (`mfu` of a trace without imports no pandas)
     import pandas as pd

@@ -1,6 +1,6 @@
 """The API's shared pieces: the path argument, rows as DataFrames (or Arrow tables), the findings table.
 
-Why its own module: `Workspace` (api.py) and its method groups (api_findings.py, api_outputs.py)
+Why its own module: `Workspace` (api/__init__.py) and its method groups (api/findings.py, api/outputs.py)
 return their tables the same way, and `diagnose --format csv` prints the findings table without
 pandas; each needs these without importing the others.
 """
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     import pandas as pd
 
-    from .diagnose import Finding
-    from .render.table import PlainTable
+    from ..diagnose import Finding
+    from ..render.table import PlainTable
 
 PathArg = str | PathLike[str]
 
@@ -49,7 +49,7 @@ FINDING_COLUMNS = [
 def findings_table(findings: Sequence[Finding]) -> PlainTable:
     """One row per finding, in rank order (the `diagnose` overview, raw values), as plain rows:
     `diagnose --format csv` prints them without pandas."""
-    from .render.table import PlainTable
+    from ..render.table import PlainTable
 
     return PlainTable(
         FINDING_COLUMNS,

@@ -1,9 +1,9 @@
 """The peak table (data/gpus.csv): one GPU model's dense peaks by name, and the checks of --gpu.
 
-Why its own module: every other way to a peak (gpu_identify.py's derivation and identification,
-gpus.py's resolution and per-rank rows, the DCGM cross-check, the roofline of hardware-counter
+Why its own module: every other way to a peak (gpus/hardware.py's derivation and identification,
+gpus/__init__.py's resolution and per-rank rows, the DCGM cross-check, the roofline of hardware-counter
 files) starts from this table or the `Peak` it returns. Names are matched on whole tokens, most
-specific (longest) alias first, so a GH200 is not an H200 and an A10G not an A10 (gpus.py's
+specific (longest) alias first, so a GH200 is not an H200 and an A10G not an A10 (gpus/__init__.py's
 docstring lists the ways a denominator goes wrong). Read with the csv module: no pandas.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from ..errors import UserError
 
-DATA = Path(__file__).with_name("data") / "gpus.csv"
+DATA = Path(__file__).parent.parent / "data" / "gpus.csv"
 
 #: Precisions with a dense peak column in data/gpus.csv (TFLOP/s; TOPS for int8).
 PRECISIONS = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")

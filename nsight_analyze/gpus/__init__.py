@@ -8,7 +8,7 @@ matching that takes a GH200 for an H200 or an A10G for an A10. So:
 * the table is data (`data/gpus.csv`, dense TFLOP/s per precision), matched on whole
   tokens, most specific (longest) alias first;
 * an unknown model is derived from SM count x clock x FLOP/clk/SM of its architecture
-  (gpu-peaks.md §3; the rates and derates are in gpu_arch.py), with the tensor-clock derate,
+  (gpu-peaks.md §3; the rates and derates are in gpus/arch.py), with the tensor-clock derate,
   and labelled ``derived``;
 * a GPU the trace does not name (ROCm's PyTorch profiler writes an empty ``name`` for an
   MI300X) but whose SM/CU count, compute capability and memory fit exactly one table model
@@ -26,8 +26,8 @@ matching that takes a GH200 for an H200 or an A10G for an A10. So:
 
 Every result carries `source` and a human `reason`, so the report can say why.
 
-The table is gpu_table.py, the derivation and the identification from hardware properties
-gpu_identify.py, the architectures' rates gpu_arch.py; this module resolves a GPU's peak in the
+The table is gpus/table.py, the derivation and the identification from hardware properties
+gpus/hardware.py, the architectures' rates gpus/arch.py; this module resolves a GPU's peak in the
 order above (`resolve`, `stated_gpu`) and gives the per-rank and per-model rows the commands,
 MFU and the rules read.
 """
@@ -43,10 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from .duck import has_relation, sql_string
-from .errors import validate_positive
-from .gpu_identify import derive, identify
-from .gpu_table import (
+from ..duck import has_relation, sql_string
+from ..errors import validate_positive
+from ..plain import missing
+from .hardware import derive, identify
+from .table import (
     DEFAULT_PRECISION,
     PRECISIONS,
     Peak,
@@ -57,14 +58,13 @@ from .gpu_table import (
     validate_gpu,
     validate_precision,
 )
-from .plain import missing
 
 if TYPE_CHECKING:
     import pandas as pd
 
 # Architecture knowledge (rates, derates, kernel-name families) lives in gpu_arch; its names are
 # re-exported so `gpus.KERNEL_FAMILIES`, `gpus.families_sql`, ... keep working for callers.
-from .gpu_arch import (  # noqa: F401
+from .arch import (  # noqa: F401
     ARCH_GUESS,
     ARCH_RATES,
     ARCHS,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .errors import UserError
-from .run_labels import label_number, same_label
-from .runs_select import find_run
+from ..errors import UserError
+from ..run_labels import label_number, same_label
+from .select import find_run
 
 # The step time above ideal, split into these parts (docs/runs.md "Where the loss goes").
 LOSS_PARTS = ("compute", "exposed_comms", "imbalance", "idle")

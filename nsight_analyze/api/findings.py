@@ -3,7 +3,7 @@
 Why its own module: these are the methods that run the rules and the MFU summary (and take
 their options: thresholds, --gpu, MfuOptions); api.Workspace inherits them, so `ws.diagnose()`
 and `ws.mfu()` are called as before. Like every Workspace method, each opens the workspace,
-calls the library and closes it (api.py's docstring).
+calls the library and closes it (api/__init__.py's docstring).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     import pandas as pd
     import pyarrow as pa
 
-    from .diagnose import Diagnosis
-    from .mfu_options import MfuOptions
+    from ..diagnose import Diagnosis
+    from ..mfu.options import MfuOptions
 
-from .api_frames import mfu_frame
-from .api_tables import findings_frame, frame
+from .frames import mfu_frame
+from .tables import findings_frame, frame
 
 
 class FindingsMethods:
@@ -35,9 +35,9 @@ class FindingsMethods:
         the findings, with .thresholds and .job: the job shape, missing views, rule errors).
         `thresholds` override docs/diagnose.md's ({name: value}); `gpu` states the GPU model for the HFU rule.
         Raises NoData (exit status 4 in the CLI) when the workspace has no GPU operation."""
-        from .diagnose import READS, diagnose, resolve_thresholds
-        from .gpus import stated_gpu
-        from .no_data import require_gpu_data
+        from ..diagnose import READS, diagnose, resolve_thresholds
+        from ..gpus import stated_gpu
+        from ..no_data import require_gpu_data
 
         resolve_thresholds(thresholds)  # bad input is said before "no data"
         with self.connect(analyse=False, scope=True) as con:
@@ -52,7 +52,7 @@ class FindingsMethods:
     def diagnosis_of(self, findings: Any) -> dict[str, Any]:
         """The JSON document of findings `diagnose()` returned, with the job they are of
         (`job.scope`: which job of a workspace of several, job_scope.py)."""
-        from .diagnose import findings_json
+        from ..diagnose import findings_json
 
         doc = findings_json(findings)
         doc["job"]["scope"] = self.scope.as_dict() if self.scope else None
@@ -70,8 +70,8 @@ class FindingsMethods:
     def mfu_summary(self, options: MfuOptions | None = None, **fields: Any) -> dict[str, Any]:
         """The document of `nsight-analyze mfu --format json`; `options` a `MfuOptions`, or its
         fields as keywords, as for `mfu`."""
-        from .gpu_table import validate_gpu
-        from .mfu import READS, MfuOptions, hfu_mfu_summary
+        from ..gpus.table import validate_gpu
+        from ..mfu import READS, MfuOptions, hfu_mfu_summary
 
         opts = MfuOptions.of(options, **fields)
         validate_gpu(opts.gpu)
@@ -103,7 +103,7 @@ class FindingsMethods:
         the DataFrame (the same keys as `mfu --format json`; an Arrow table has the rows only: see
         `mfu_summary()`); unknown values are None/NaN, with the reason in attrs['notes'].
         """
-        from .mfu import MfuOptions
+        from ..mfu import MfuOptions
 
         if isinstance(model_flops_per_step, MfuOptions):
             summary = self.mfu_summary(model_flops_per_step, **options)

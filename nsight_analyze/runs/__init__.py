@@ -21,11 +21,11 @@ from typing import Any
 
 import duckdb
 
-from .duck import plain_rows
-from .errors import UserError
-from .run_labels import label_number, same_label
-from .runs_scaling import DOMINANT_SHARE, scaling_series
-from .runs_select import history, mark_best, sweep_metric
+from ..duck import plain_rows
+from ..errors import UserError
+from ..run_labels import label_number, same_label
+from .scaling import DOMINANT_SHARE, scaling_series
+from .select import history, mark_best, sweep_metric
 
 # Labels the traces carry (source 'trace'); a user label of the same key wins, with a note.
 TRACE_KEYS = ("ranks", "world_size", "gpu", "captured")
@@ -249,7 +249,7 @@ def _mfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]], notes: list
     wanted = [r for r in rows if "model_flops_per_step" in r["labels"]]
     if not wanted:
         return
-    from .gpus import rank_peak_rows
+    from ..gpus import rank_peak_rows
 
     peaks = rank_peak_rows(con)
     job_of = dict(con.execute("SELECT rank, job FROM ranks").fetchall())
@@ -363,7 +363,7 @@ def _dimensions(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> N
 def _one_job(con: duckdb.DuckDBPyConnection, job: int) -> Iterator[None]:
     """The connection shows job `job` alone (job_scope, as `--job N`) until the block ends; then
     its scope (TEMP views) is undone, so the next job's reader sees the workspace's own results."""
-    from . import job_scope
+    from .. import job_scope
 
     def views() -> set[str]:
         return {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
@@ -385,7 +385,7 @@ def _one_job(con: duckdb.DuckDBPyConnection, job: int) -> Iterator[None]:
 def _findings(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
     """The top finding of each run (diagnose on that job alone, as `diagnose --job N`): one
     diagnosis per run, so only on request (`--findings`)."""
-    from .diagnose import diagnose
+    from ..diagnose import diagnose
 
     for r in rows:
         with _one_job(con, r["job"]):
@@ -397,7 +397,7 @@ def _hfu(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
     """Each run's HFU (counted FLOPs: Nsight Compute counters on the timeline's kernels) as
     `mfu --job N` computes it (mfu.hfu_mfu_summary, the one definition), on that job alone: one
     MFU/HFU computation per run, so only on request (`--hfu`)."""
-    from .mfu import hfu_mfu_summary
+    from ..mfu import hfu_mfu_summary
 
     for r in rows:
         with _one_job(con, r["job"]):
@@ -428,9 +428,9 @@ def runs(
     values are numbers); `scaling` ('strong' | 'weak', else the runs' `scaling` label) adds the
     efficiency of each run against `baseline` (a run number or name) and where the loss goes
     (series=False: none, for `--compare` and the gate, which compare two runs of any labels);
-    `over` ('time') orders the runs by date (`runs_select.history`) and marks the best by
+    `over` ('time') orders the runs by date (`select.history`) and marks the best by
     `metric` (default: the median step time); a sweep (`by`) marks its best by `metric`
-    (default: runs_select.sweep_metric); `findings` and `hfu` add each run's top finding and HFU
+    (default: select.sweep_metric); `findings` and `hfu` add each run's top finding and HFU
     (one computation per run)."""
     notes: list[str] = []
     try:

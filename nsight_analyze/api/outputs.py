@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .api_tables import PathArg
+from .tables import PathArg
 
 if TYPE_CHECKING:
     import duckdb
 
-    from .mfu_options import MfuOptions
-    from .report_doc import StepRange
+    from ..mfu.options import MfuOptions
+    from ..report_doc import StepRange
 
 
 def render_report(
@@ -29,8 +29,8 @@ def render_report(
     job_note: str | None = None,
 ) -> str:
     """The HTML report of an open workspace as one string: its document (report_doc), rendered."""
-    from .render.report import render_html
-    from .report_doc import report_document
+    from ..render.report import render_html
+    from ..report_doc import report_document
 
     return render_html(report_document(con, steps, mfu_options, job_note=job_note))
 
@@ -44,8 +44,8 @@ def write_report(
 ) -> Path:
     """Write the self-contained HTML report of an open workspace; return its path. A refused
     path fails before the document is read; `job_note` (job_scope.JobScope.note) names the job."""
-    from .render.report import check_output, write_html
-    from .report_doc import report_document
+    from ..render.report import check_output, write_html
+    from ..report_doc import report_document
 
     out = check_output(out_path)
     return write_html(report_document(con, steps, mfu_options, job_note=job_note), out)
@@ -69,9 +69,9 @@ class OutputMethods:
         """Write the self-contained HTML report (as `nsight-analyze report -o PATH`); return its path.
 
         `steps`: 'A:B' (inclusive), 'A:', ':B' or 'N'; MFU options as for `mfu`."""
-        from .gpu_table import validate_gpu
-        from .mfu_options import MfuOptions
-        from .report_doc import READS, parse_steps
+        from ..gpus.table import validate_gpu
+        from ..mfu.options import MfuOptions
+        from ..report_doc import READS, parse_steps
 
         step_range = parse_steps(steps)
         options = MfuOptions(model_flops_per_step=model_flops_per_step, peak_tflops=peak_tflops, gpu=gpu)
@@ -97,15 +97,15 @@ class OutputMethods:
         a folder of <table>.parquet files and manifest.json. `ranks`: '0,2-3' or [0, 2, 3].
         A refused OUT or bad option fails before the workspace is opened (no recompute first);
         `while_writing(text)` wraps the writing only (the command's spinner)."""
-        from .errors import UserError
-        from .export import parse_ranks, select_ranks
-        from .report_doc import parse_steps
+        from ..errors import UserError
+        from ..export import parse_ranks, select_ranks
+        from ..report_doc import parse_steps
 
         busy = while_writing or (lambda text: contextlib.nullcontext())
         wanted = parse_ranks(ranks) if ranks is None or isinstance(ranks, str) else _rank_numbers(ranks)
         out = Path(out)
         if format == "parquet":
-            from .export.parquet import check_folder, export_parquet
+            from ..export.parquet import check_folder, export_parquet
 
             if steps is not None:
                 raise UserError(
@@ -118,8 +118,8 @@ class OutputMethods:
                     return export_parquet(con, out, wanted, force=force, workspace=str(self.path.resolve()))
         if format != "chrome-trace":
             raise UserError(f"unknown export format {format!r}: use chrome-trace or parquet")
-        from .export.chrome_trace import READS, check_file, export_chrome_trace
-        from .no_data import require_gpu_data
+        from ..export.chrome_trace import READS, check_file, export_chrome_trace
+        from ..no_data import require_gpu_data
 
         step_range = parse_steps(steps)
         check_file(out, force)

@@ -40,12 +40,12 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     import pandas as pd
     import pyarrow as pa
 
-    from .ingest_report import IngestReport
+    from ..ingest_report import IngestReport
 
-from .api_findings import FindingsMethods
-from .api_frames import rank_report, rank_report_json, run_sql
-from .api_outputs import OutputMethods
-from .api_tables import PathArg, frame
+from .findings import FindingsMethods
+from .frames import rank_report, rank_report_json, run_sql
+from .outputs import OutputMethods
+from .tables import PathArg, frame
 
 By = Literal["rank", "step", "rank-step"]
 
@@ -91,8 +91,8 @@ class Workspace(FindingsMethods, OutputMethods):
         shows one job only (self.job, else the largest; job_scope.py), None: when self.job is set.
         `needs`: the stored results the caller reads, computed first if missing or stale
         ("all"; None: the first answers, which an ingest computed; or names of tables or views)."""
-        from .job_scope import scope as scope_job
-        from .workspace import open_workspace
+        from ..job_scope import scope as scope_job
+        from ..workspace import open_workspace
 
         con = open_workspace(self.path, read_only=read_only, must_exist=True, analyse=analyse, needs=needs)
         try:
@@ -107,7 +107,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
         The tables and views are documented in docs/metrics.md and queries/*/*.sql (integer ns
         times). Returns None for a statement without a result (CREATE, INSERT, ...)."""
-        from .query_layer import names_in
+        from ..query_layer import names_in
 
         needs = names_in(query) if isinstance(query, str) else None  # run_sql says what is wrong
         with self.connect(read_only=not write, needs=needs) as con:
@@ -120,7 +120,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
         `span` rows: per rank, first_ns/last_ns, the earliest start and latest end of a GPU
         operation on the rank's own (unaligned) clock."""
-        from .workspace_info import workspace_info
+        from ..workspace_info import workspace_info
 
         with self.connect(analyse=False) as con:  # the tables only: no stored results needed
             return workspace_info(con)
@@ -136,8 +136,8 @@ class Workspace(FindingsMethods, OutputMethods):
         peak `peak_tflops` (TFLOP/s, for `precision`; NaN = unknown), memory bandwidth `mem_bw_gbs`
         (GB/s) and the roofline ridge point (FLOP/byte). `gpu` states the model; `peak_tflops`
         overrides the table."""
-        from .gpu_table import DEFAULT_PRECISION, validate_gpu
-        from .gpus import rank_peaks
+        from ..gpus import rank_peaks
+        from ..gpus.table import DEFAULT_PRECISION, validate_gpu
 
         validate_gpu(gpu)
         with self.connect(needs=None) as con:
@@ -148,8 +148,8 @@ class Workspace(FindingsMethods, OutputMethods):
         """Per hardware-counter file (Nsight Compute, or a Kineto trace with CUPTI range-profiler
         counters): the dense peak (TFLOP/s) and memory bandwidth (GB/s) its roofline ridge points
         use, and where they came from."""
-        from .gpu_table import DEFAULT_PRECISION
-        from .gpus import ncu_peaks_sql
+        from ..gpus import ncu_peaks_sql
+        from ..gpus.table import DEFAULT_PRECISION
 
         sql = ncu_peaks_sql(precision or DEFAULT_PRECISION)
         with self.connect(needs=None) as con:
@@ -166,7 +166,7 @@ class Workspace(FindingsMethods, OutputMethods):
         time per category (by='category'), per category and subcategory, or the kernel names no
         rule classifies (by='other'): kernels/instances counts, `total_ns` summed over all ranks
         (ns), `pct` of all kernel time. Writes the workspace (the categories are stored)."""
-        from .classify import COVERAGE_VIEWS, reclassify_all
+        from ..classify import COVERAGE_VIEWS, reclassify_all
 
         if by not in COVERAGE_VIEWS:
             raise ValueError(f"by must be one of {', '.join(COVERAGE_VIEWS)}, not {by!r}")
@@ -179,7 +179,7 @@ class Workspace(FindingsMethods, OutputMethods):
     def summary(self, by: By = "rank") -> dict[str, Any]:
         """Everything `nsight-analyze summary` shows (`--format json`): {by, partition,
         step_source, top_kernels, no_timeline, warnings, notes, job}; see `partition` for the rows."""
-        from .summary import summary
+        from ..summary import summary
 
         with self.connect(needs=None, scope=True) as con:
             out = summary(con, by=by)
@@ -200,7 +200,7 @@ class Workspace(FindingsMethods, OutputMethods):
         have the step (rank-ns: divide by `ranks` for the mean rank), plus `job_step_ns` (the
         longest window over the ranks: the job's step time), `slowest_rank` and `min_window_ns`.
         """
-        from .summary import partition
+        from ..summary import partition
 
         with self.connect(needs=None, scope=True) as con:
             return frame(partition(con, by), arrow)
@@ -208,7 +208,7 @@ class Workspace(FindingsMethods, OutputMethods):
     def top_kernels(self, limit: int = 10, arrow: bool = False) -> pd.DataFrame | pa.Table:
         """The kernels with the most GPU time summed over all ranks: instances, total_ns (ns),
         pct (of all kernel time)."""
-        from .summary import top_kernels
+        from ..summary import top_kernels
 
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"limit must be a whole number >= 0, not {limit!r}")
@@ -220,7 +220,7 @@ class Workspace(FindingsMethods, OutputMethods):
     def rank_report(self) -> dict[str, Any]:
         """The document of `nsight-analyze ranks --format json`: jobs, ranks, alignment, the
         straggler verdict per job, and the NCCL kernels no wait could be computed for."""
-        from .whatif import READS  # its "why each rank is slow"
+        from ..whatif import READS  # its "why each rank is slow"
 
         with self.connect(needs=READS) as con:
             return rank_report_json(rank_report(con))
@@ -228,7 +228,7 @@ class Workspace(FindingsMethods, OutputMethods):
     def whatif(self) -> dict[str, Any]:
         """The document of `nsight-analyze whatif --format json` (docs/whatif.md): per step and for
         the whole job, the step time if each cause went away (the measured dependencies replayed)."""
-        from .whatif import READS, document
+        from ..whatif import READS, document
 
         with self.connect(needs=READS, scope=True) as con:
             return document(con)
@@ -255,7 +255,7 @@ class Workspace(FindingsMethods, OutputMethods):
         dimension (dp, fsdp, tp, pp, ep, unknown), communicator or collective: `total_ns`, `exposed_ns`
         (not overlapped by compute), bytes, `busbw_gbps` against the link's peak, plus notes and
         advice (docs/metrics.md). `pd.DataFrame(ws.comms()["rows"])` for a table."""
-        from .comms import READS, comms
+        from ..comms import READS, comms
 
         with self.connect(needs=READS) as con:
             return comms(con, by)
@@ -267,7 +267,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
 def open(path: PathArg = "nsight_analyze.duckdb") -> Workspace:  # noqa: A001 - na.open, like io.open
     """The workspace at `path` (made by `ingest`); raises UserError when there is none."""
-    from .workspace import open_workspace
+    from ..workspace import open_workspace
 
     path = Path(path)
     con = open_workspace(path, read_only=True, must_exist=True, analyse=False)  # exists, and is one
@@ -293,8 +293,8 @@ def ingest(
     `analyze`: what is computed now (None: the first answers; "all"; table names); everything
     else is computed when first read (as `ingest --analyze`).
     """
-    from .errors import UserError
-    from .ingest import ingest as _ingest
+    from ..errors import UserError
+    from ..ingest import ingest as _ingest
 
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:  # 0 meant "every core"
         raise ValueError(f"jobs must be a whole number >= 1 (1: this process), not {jobs!r}")
@@ -304,7 +304,7 @@ def ingest(
     if db is None:
         first = paths[0]
         db = (first if first.is_dir() else first.parent) / "nsight_analyze.duckdb"
-    from .run_labels import parse_cli_labels
+    from ..run_labels import parse_cli_labels
 
     given = parse_cli_labels([f"{k}={v}" for k, v in (labels or {}).items()])  # as `--label k=v`
     report = _ingest(
@@ -345,7 +345,7 @@ def compare(
     An input of several jobs is compared as one: `before_job`/`after_job` (or the Workspace's
     `job`), else the one with the most ranks. `ranks`: BEFORE's rank -> AFTER's rank to compare
     ({3: 1}, or "3=1" as `--ranks`), else ranks are matched by number."""
-    from .compare import compare as _compare
+    from ..compare import compare as _compare
 
     return _compare(
         Path(before),

@@ -1,7 +1,7 @@
 """MFU and HFU overall, per step and per rank, side by side, with what explains the gap.
 
 * MFU = model FLOPs per GPU per step / (step window x dense peak): how much of the GPU the
-  *model* used; comparable across implementations (nsight_analyze.flops says how the
+  *model* used; comparable across implementations (nsight_analyze.mfu.flops says how the
   model FLOPs were counted).
 * HFU = FLOPs the hardware counted (`kernel_flops`: Nsight Compute, or the PyTorch profiler's
   CUPTI range profiler; joined to the timeline by `hfu_timeline_flops`) / (window x dense peak):
@@ -12,11 +12,11 @@
   cross-check (per-cycle and precision-blind, so never the headline).
 
 This module is the summary document (`hfu_mfu_summary`, the JSON of `nsight-analyze mfu`) and
-the words for the gap; one job per module beside it: `mfu_options` (what MFU needs beyond the
-trace, `MfuOptions`), `mfu_rows` (the per rank and window rows: windows, peaks, the SQL) and
-`mfu_dcgm` (the DCGM cross-check). Their public names are importable from here too. The
-totals, the per-step and the per-rank rows are SQL aggregates over the rows' TEMP table; Python
-only assembles parameters and words.
+the words for the gap; one job per module beside it in this package: `options` (what MFU needs
+beyond the trace, `MfuOptions`), `rows` (the per rank and window rows: windows, peaks, the
+SQL), `flops` (the model FLOPs formulas) and `dcgm` (the DCGM cross-check). Their public names
+are importable from here too. The totals, the per-step and the per-rank rows are SQL aggregates
+over the rows' TEMP table; Python only assembles parameters and words.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from . import gpus
+from .. import gpus
+from .dcgm import DCGM_ESTIMATE, dcgm_summary
+from .dcgm import ratio as _ratio
 from .flops import ModelFlops
-from .mfu_dcgm import DCGM_ESTIMATE, dcgm_summary
-from .mfu_dcgm import ratio as _ratio
-from .mfu_options import MfuOptions
-from .mfu_rows import (
+from .options import MfuOptions
+from .rows import (
     ROWS_TABLE,
     Peaks,
     counter_kernels,

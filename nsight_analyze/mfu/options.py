@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import validate_positive
+from ..errors import validate_positive
+from ..gpus.table import DEFAULT_PRECISION, PRECISIONS
 from .flops import FORMULAS, RECOMPUTE, ModelFlops, model_flops
-from .gpu_table import DEFAULT_PRECISION, PRECISIONS
 
 
 def _cli(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import UserError
-from .run_labels import same_label
+from ..errors import UserError
+from ..run_labels import same_label
 
 # `--over time`, `--by KEY` and the CI gate: which way is better for each metric a run has.
 HIGHER_IS_BETTER = {"steps_per_s", "samples_per_s", "tokens_per_s", "mfu", "overlap", "compute_share"}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import UserError, validate_positive
+from ..errors import UserError, validate_positive
 
 RECOMPUTE = ("none", "selective", "full")
 FORMULAS = ("palm", "megatron")
