@@ -16,7 +16,7 @@ phase in a fresh process and reports its wall time, CPU time and peak RSS:
               computed, the second only reads;
   analysis    every stored result recomputed (analysis.refresh(force=True, wanted="all"));
   read all    `SELECT * FROM name` read in full for every public stored table and live view of the
-              query layer (nsight_analyze.query_layer.layer()), the slowest ones listed. Each result
+              query layer (nsight_analyze.store.query_layer.layer()), the slowest ones listed. Each result
               streams in Arrow batches of 131,072 rows, as a reader of a result larger than memory
               reads it: the peak is what computing the table costs, not holding 13 M rows at once
               (the scan baseline holds them: its peak is that cost).
@@ -85,7 +85,7 @@ def phase_scan(db: str) -> dict:
 def phase_analysis(db: str) -> dict:
     """The analysis step alone, recomputed over the ingested rows."""
     from nsight_analyze import analysis
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(db, analyse=False)
     t0 = time.perf_counter()
@@ -97,7 +97,7 @@ def phase_analysis(db: str) -> dict:
 
 def public_names() -> list[str]:
     """Every public stored table and live view of the query layer (macros cannot be scanned)."""
-    from nsight_analyze import query_layer
+    from nsight_analyze.store import query_layer
 
     return [
         q.name
@@ -108,7 +108,7 @@ def public_names() -> list[str]:
 
 def phase_read(db: str) -> dict:
     """Read every public stored table and live view in full; seconds and rows of each."""
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(db, read_only=True)
     present = {

@@ -27,7 +27,7 @@ from pathlib import Path
 import duckdb
 
 from nsight_analyze.analysis import refresh
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 BUDGET_S = 20.0
 NCCL_AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

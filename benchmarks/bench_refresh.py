@@ -25,7 +25,7 @@ from pathlib import Path
 CHILD = r"""
 import json, resource, sys, time
 from nsight_analyze import analysis
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 db, rank, force = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "full"
 con = open_workspace(db, analyse=False)
 if not force:

@@ -36,7 +36,7 @@ import duckdb
 
 from nsight_analyze.analysis import refresh
 from nsight_analyze.render.report import write_report
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 SIZE_BUDGET_MB = 15.0
 OPEN_BUDGET_S = 2.0

@@ -51,9 +51,9 @@ import duckdb
 from nsight_analyze.analysis import refresh
 from nsight_analyze.ingest import ingest
 from nsight_analyze.runs import READS, runs
-from nsight_analyze.schema import owned_by
+from nsight_analyze.store.schema import owned_by
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate
-from nsight_analyze.workspace import open_workspace
 
 TARGET_S = 2.0  # issue 55: `runs` <= 2 s after ingest, 100 runs of 8 ranks
 HOUR_NS = 3600 * 10**9  # between the copies' capture starts: each copy is a job of its own

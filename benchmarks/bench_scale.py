@@ -49,7 +49,7 @@ print(json.dumps(row))
 JOB_STEP = r"""
 import json, resource, sys, time
 from nsight_analyze import analysis
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 con = open_workspace(sys.argv[1], analyse=False)
 con.execute("DELETE FROM meta WHERE key = 'analysis_job'")  # only the job step is stale now
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -19,7 +19,7 @@ import collections
 import time
 
 from nsight_analyze import analysis
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 
 def main() -> None:

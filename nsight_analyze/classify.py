@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from .duck import has_relation, sql_string
 from .errors import UserError
+from .store.duck import has_relation, sql_string
 
 if TYPE_CHECKING:  # classification is SQL; only classify_names hands back a DataFrame
     import pandas as pd

@@ -77,11 +77,11 @@ class _Group(click.Group):
                 click.echo("interrupted", err=True)
                 sys.exit(130)
             if type(exc).__name__ == "OutOfMemoryException":  # DuckDB's, where no step named itself
-                from .duck import out_of_memory
+                from .store.duck import out_of_memory
 
                 click.echo(f"error: {out_of_memory(f'`{ctx.invoked_subcommand}`')}", err=True)
                 sys.exit(UserError.exit_code)
-            from .duck import no_room, no_room_error
+            from .store.duck import no_room, no_room_error
 
             if no_room(exc):
                 click.echo(f"error: {clean(no_room_error(exc))}", err=True)
@@ -124,7 +124,7 @@ def _ctrl_c_interrupts_queries() -> Iterator[None]:
     def watch() -> None:
         try:
             while data := os.read(read, 64):  # empty: the command ended (`write` closed)
-                duck = sys.modules.get("nsight_analyze.duck")  # none imported: no connection
+                duck = sys.modules.get("nsight_analyze.store.duck")  # none imported: no connection
                 if signal.SIGINT in data and duck is not None:
                     duck.interrupt_all()
         finally:

@@ -76,7 +76,7 @@ job_option = click.option(
 
 def require_workspace_data(db: str, what: str) -> None:
     """Open the workspace at `db` (it must exist) just to check it has GPU data to `what`."""
-    from .workspace import open_workspace
+    from .store.workspace import open_workspace
 
     con = open_workspace(db, read_only=True, must_exist=True, analyse=False)
     try:

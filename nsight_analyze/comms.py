@@ -12,11 +12,11 @@ from typing import Any
 
 import duckdb
 
-from .duck import fetch_records
 from .errors import UserError
 from .gpus import table as gpu_table
 from .no_data import require_ranks
 from .plain import missing
+from .store.duck import fetch_records
 
 READS = ("collectives", "comm_groups", "comm_kernels", "comm_ops", "_comm_members")  # computed on first read
 BY = ("dimension", "communicator", "collective")

@@ -23,7 +23,6 @@ import duckdb
 
 from . import analysis, classify, rank_store, run_labels
 from .discovery import Candidate, discover, natural_key
-from .duck import checkpoints_held, no_room, no_room_error
 from .errors import UserError, WorkspaceBusy
 from .executors import Executor, open_executor
 from .ingest_inputs import classify_candidates, dedupe, number_ranks, refuse_mixed_formats
@@ -33,6 +32,7 @@ from .landing import FileOutcome, load_one
 from .rank_pipeline import Early, RankPipeline
 from .rank_task import export_cache
 from .sources import registry
+from .store.duck import checkpoints_held, no_room, no_room_error
 
 INGEST_MEMORY_LIMIT = "512MB"
 # The rank-local step runs beside the load (rank_pipeline) for inputs of at least this much in

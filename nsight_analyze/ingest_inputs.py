@@ -18,13 +18,13 @@ import duckdb
 
 from . import run_labels
 from .discovery import Candidate, assign_ranks, utf8_path
-from .duck import sql_string
 from .errors import UserError
 from .ingest_report import IngestReport
 from .landing import FileOutcome
 from .rank_task import NSYS_REPORT_SUFFIXES
 from .sources import registry
-from .workspace import open_workspace
+from .store.duck import sql_string
+from .store.workspace import open_workspace
 
 
 def _special_file(path: Path) -> str | None:

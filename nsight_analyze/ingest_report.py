@@ -15,11 +15,11 @@ from pathlib import Path
 
 from . import rank_store
 from .discovery import Candidate, path_text
-from .duck import sql_row, sql_value
 from .errors import UserError
 from .landing import FileOutcome
 from .rank_task import export_cache
-from .workspace import open_workspace
+from .store.duck import sql_row, sql_value
+from .store.workspace import open_workspace
 
 
 @dataclass

@@ -20,13 +20,13 @@ import duckdb
 
 from . import analysis, classify, rank_store
 from .discovery import Candidate
-from .duck import no_room, no_room_error
 from .executors import Executor, WorkerDied
 from .ingest_report import IngestReport
 from .landing import FileOutcome, land_batch
 from .rank_task import BatchMapped, MapBatch, MapSpec, Prepared, map_batch, prepare
 from .sources import registry
-from .workspace import open_workspace
+from .store.duck import no_room, no_room_error
+from .store.workspace import open_workspace
 
 # Inputs smaller than this in all load in this process when the number of workers is left to
 # the default: starting worker processes would cost more than they save.

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import duckdb
 
-from . import rank_store, schema
+from . import rank_store
 from .discovery import Candidate
-from .duck import no_room, rollback, sql_row, sql_value
 from .rank_task import Mapped, load_file
 from .sources import registry
 from .sources.base import BadInput
+from .store import schema
+from .store.duck import no_room, rollback, sql_row, sql_value
 
 
 @dataclass

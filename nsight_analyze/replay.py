@@ -24,7 +24,7 @@ from typing import Any
 
 import duckdb
 
-from .duck import sql_rows, sql_string
+from .store.duck import sql_rows, sql_string
 
 READER = "whatif"  # the query that reads the replayed table: the job step computes it just before
 INPUTS = "_whatif_inputs"

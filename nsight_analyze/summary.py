@@ -14,14 +14,14 @@ from typing import Any
 import duckdb
 
 from .classify import UNCLASSIFIED_WARN_PCT, unclassified_note, unclassified_share
-
-# The partition's columns have one source (partition.py); the names stay importable from here.
-from .duck import has_relation, sql_string
 from .no_data import held_instead
 from .partition import IDLE_PARTS, PARTS, TP_COLUMNS  # noqa: F401
 from .render.data import records
 from .render.table import PlainTable
 from .sources.base import CORRUPT_TIMING
+
+# The partition's columns have one source (partition.py); the names stay importable from here.
+from .store.duck import has_relation, sql_string
 
 TOP_KERNELS = 10
 BY = ("rank", "step", "rank-step")

@@ -11,8 +11,8 @@ from typing import Any
 
 import duckdb
 
-from .duck import fetch_records
 from .no_data import require_ranks
+from .store.duck import fetch_records
 
 READS = ("whatif", "rank_attribution")  # the stored results it reads (analysis.refresh computes them)
 SCENARIOS = ("slowest-rank-at-median", "comms-hidden", "no-input-stalls", "no-launch-gaps", "no-sync-stalls")

@@ -44,7 +44,7 @@ def rounded_select(con, table: str, skip: Collection[str] = ()) -> str:
 def stored_tables(con) -> dict[str, list]:
     """Every stored result table, rows sorted (the tables are sets of rows), floats rounded
     (rounded_select)."""
-    from nsight_analyze import query_layer
+    from nsight_analyze.store import query_layer
 
     names = [*query_layer.stored("rank"), *query_layer.stored("job")]
     return {n: sorted(con.execute(rounded_select(con, n)).fetchall(), key=repr) for n in names}
@@ -90,7 +90,7 @@ def ingested(paths: list[Path], db: Path, read_only: bool = True):
     """Ingest `paths` into the new workspace file `db` and return a connection to it (read-only
     unless asked: a test that only reads cannot change what it checks)."""
     from nsight_analyze.ingest import ingest
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     ingest(paths, db)
     return open_workspace(db, read_only=read_only)
@@ -100,7 +100,7 @@ def ingested(paths: list[Path], db: Path, read_only: bool = True):
 def workspace_of(tmp_path):
     """Ingest the given paths into a fresh workspace and return an open connection."""
     from nsight_analyze.ingest import ingest
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     def make(*paths: Path, name: str = "ws.duckdb"):
         db = tmp_path / name
@@ -153,7 +153,7 @@ def synth_diagnosis(synth_job) -> Callable[..., tuple]:
     """(injections, **generator shape) -> (diagnose() result with the default thresholds, SynthJob):
     a `synth_job` diagnosed once per test run, on a read-only connection."""
     from nsight_analyze.diagnose import diagnose
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     cache: dict[tuple, tuple] = {}
 

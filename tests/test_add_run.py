@@ -17,10 +17,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsight_analyze import analysis, query_layer
+from nsight_analyze import analysis
 from nsight_analyze.ingest import ingest
+from nsight_analyze.store import query_layer
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate
-from nsight_analyze.workspace import open_workspace
 from tests.conftest import TRACES, requires_shared
 
 SEEDS = (1, 2, 3)  # three runs; different seeds, so different files (an ingest skips a file it holds)

@@ -35,7 +35,7 @@ CHECKPOINT = re.compile(r"checkpointing|activation checkpoint|gradient checkpoin
 
 def _open(paths: list[Path], db: Path):
     from nsight_analyze.ingest import ingest
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     ingest(paths, db)
     return open_workspace(db, read_only=True)
@@ -61,7 +61,7 @@ def diagnosed(tmp_path_factory, synth_job):
                 if not path.exists():
                     pytest.skip(f"{path} is absent")
                 _open([path], db).close()
-            from nsight_analyze.workspace import open_workspace
+            from nsight_analyze.store.workspace import open_workspace
 
             con = open_workspace(db, read_only=True)
             try:
@@ -74,7 +74,7 @@ def diagnosed(tmp_path_factory, synth_job):
 
 
 def _sql(db: Path, sql: str):
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(db, read_only=True)
     try:
@@ -314,7 +314,7 @@ def test_new_evidence_sql_reruns(diagnosed, trace):
     """The evidence added for the split / families re-runs as shown on a fresh read-only connection."""
     from conftest import frame_rows
 
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     findings, db = diagnosed(trace)
     con = open_workspace(db, read_only=True)

@@ -15,7 +15,7 @@ from conftest import TRACES, nsys_traces, requires_shared
 from nsight_analyze.analysis import refresh
 from nsight_analyze.classify import _NAME_MAP_CACHE, classify_kernels, classify_names, reclassify_all
 from nsight_analyze.errors import UserError
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 # Kernels whose names carry no library or framework marker: application code that a name
 # heuristic cannot place. They are `other` on purpose (users add a --rules line for them).

@@ -197,7 +197,7 @@ def test_public_names_of_each_family(con, family, expected):
 def test_tensile_type_code_gives_the_gemm_precision(name, expected):
     import duckdb
 
-    from nsight_analyze import query_layer
+    from nsight_analyze.store import query_layer
 
     c = duckdb.connect()
     c.execute(next(q.sql for q in query_layer.layer() if q.name == "gemm_precision"))
@@ -259,8 +259,8 @@ def _truth_share(kernel_pattern: str) -> tuple[float, int]:
 
 def test_sample_traces_have_no_coverage_note(sample_workspace):
     from nsight_analyze.diagnose import diagnose
+    from nsight_analyze.store.workspace import open_workspace
     from nsight_analyze.summary import summary
-    from nsight_analyze.workspace import open_workspace
 
     w = open_workspace(sample_workspace, read_only=True)
     try:

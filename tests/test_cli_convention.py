@@ -361,7 +361,8 @@ def test_ctrl_c_stops_a_running_query_at_once():
 
     import duckdb
 
-    from nsight_analyze import cli, duck
+    from nsight_analyze import cli
+    from nsight_analyze.store import duck
 
     con = duck.offline(duckdb.connect())
     con.execute("SET threads = 2")

@@ -80,7 +80,7 @@ def test_subcategory_fixes_follow_the_collective():
 @requires_shared
 @pytest.mark.parametrize("key", ["filter", "control"])
 def test_sendrecv_dominated_rank_never_gets_ddp_advice(workspaces, key):
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     oracle = _nccl_time_us({"filter": FILTER, "control": CONTROL}[key])
     top, _ = oracle.most_common(1)[0]

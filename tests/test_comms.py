@@ -18,9 +18,9 @@ from nsight_analyze.cli import main
 from nsight_analyze.comms import comms
 from nsight_analyze.errors import UserError
 from nsight_analyze.ingest import ingest
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate
 from nsight_analyze.synth.parallel import parse_parallel
-from nsight_analyze.workspace import open_workspace
 
 PARALLEL = "tp=2,pp=2,dp=2"  # 8 ranks, 4 per node: TP and DP inside a node, PP across the two nodes
 

@@ -24,8 +24,8 @@ from test_compile_phases import OUTER, STEADY_STEPS, T0, US, E, _events
 
 from nsight_analyze import analysis
 from nsight_analyze.cli import main
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.summary import summary
-from nsight_analyze.workspace import open_workspace
 
 STEP0_COMPILED = (E + 810 - (T0 + 1_000_020)) * US  # 1,000,795 µs
 STEADY = 1000 * US

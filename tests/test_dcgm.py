@@ -21,8 +21,8 @@ from nsight_analyze import mfu
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources import dcgm, dcgm_formats, registry
 from nsight_analyze.sources.base import BadInput
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import dcgm as synth_dcgm
-from nsight_analyze.workspace import open_workspace
 
 DCGM = TRACES / "dcgm"
 T4 = DCGM / "cncf-k8s-ai-conformance" / "t4_cp-bm14r7.prom"
@@ -201,7 +201,7 @@ def test_prometheus_query_json_from_the_aicr_document(tmp_path: Path) -> None:
 
 @requires_shared
 def test_info_lists_dcgm_files_and_sample_counts(tmp_path: Path) -> None:
-    from nsight_analyze.workspace_info import workspace_info
+    from nsight_analyze.store.workspace_info import workspace_info
 
     con, _ = _ws(tmp_path, DCGM)
     rows = {Path(r["path"]).name: r for r in workspace_info(con)["gpu_metric_files"]}

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from nsight_analyze import analysis, query_layer, rules, whatif
+from nsight_analyze import analysis, rules, whatif
 from nsight_analyze.rules import doc_tables
 from nsight_analyze.rules.declare import Doc, FindingSpec, Threshold, finding
+from nsight_analyze.store import query_layer
 
 RULES_DIR = Path(rules.__file__).parent
 DECLARED_IDS = {i for s in rules.SPECS for i in s.ids}

@@ -21,9 +21,9 @@ from conftest import TRACES, ingested, nsys_traces, oracle_dir, requires_shared,
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nsight_analyze import query_layer
 from nsight_analyze.diagnose import THRESHOLDS, diagnose, findings_json
 from nsight_analyze.errors import UserError
+from nsight_analyze.store import query_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES_NCU = TRACES / "ncu"
@@ -434,7 +434,7 @@ def test_ranks_do_not_depend_on_the_evidence_shown(sample_workspace):
     gpu-low-utilisation on the sample job has low-utilisation windows on its 4 ranks (12 rows);
     with one evidence row kept it named one rank."""
     from nsight_analyze.diagnose import diagnose
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(sample_workspace, read_only=True)
     try:
@@ -454,7 +454,7 @@ def test_evidence_sql_reruns_against_the_views(synthetic):
     """The SQL shown with each evidence table gives the same rows on a fresh read-only connection."""
     from conftest import frame_rows
 
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     findings, _, job = synthetic("input-stall")
     db = job.db
@@ -504,7 +504,7 @@ def test_hfu_is_explained_by_the_partition(synthetic, monkeypatch):
     """With HFU known (here stubbed: the shared traces have no matched Nsight Compute data), the
     compute-efficiency finding sets it against the partition and claims no time of its own."""
     import nsight_analyze.mfu as mfu
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     monkeypatch.setattr(
         mfu, "hfu_mfu_summary", lambda con, **kw: {"hfu": 0.25, "mfu": None, "coverage_pct": 90.0}

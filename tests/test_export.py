@@ -18,14 +18,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import copy_workspace
 
-from nsight_analyze import query_layer
 from nsight_analyze.cli import main
 from nsight_analyze.export import chrome_trace, parse_ranks
 from nsight_analyze.export.parquet import MANIFEST
 from nsight_analyze.ingest import ingest
-from nsight_analyze.schema import schema_tables
 from nsight_analyze.sources import kineto
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store import query_layer
+from nsight_analyze.store.schema import schema_tables
+from nsight_analyze.store.workspace import open_workspace
 
 
 @pytest.fixture(scope="module")

@@ -22,11 +22,11 @@ from conftest import TRACES, requires_shared
 from nsight_analyze import gpus, mfu
 from nsight_analyze.cli import main
 from nsight_analyze.errors import UserError
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 H100_FILE = TRACES / "nsys" / "nsys-ai" / "h100_2gpu_1s.sqlite"
 TRACELENS = TRACES / "kineto" / "tracelens"
-GPUS_CSV = Path(gpus.__file__).with_name("data") / "gpus.csv"
+GPUS_CSV = Path(gpus.__file__).parents[1] / "data" / "gpus.csv"
 
 
 def csv_bf16(model: str) -> float:

@@ -30,10 +30,10 @@ from nsight_analyze import gpus
 from nsight_analyze.cli import main
 from nsight_analyze.discovery import _file_number
 from nsight_analyze.ingest import ingest
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 VLLM = TRACES / "kineto" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
-GPUS_CSV = Path(gpus.__file__).with_name("data") / "gpus.csv"
+GPUS_CSV = Path(gpus.__file__).parents[1] / "data" / "gpus.csv"
 GIB = 2**30
 
 # ROCm GPU specifications table: (compute units, GFXIP major, minor, VRAM GiB) per device ROCm shows

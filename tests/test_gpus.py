@@ -19,7 +19,7 @@ from nsight_analyze import gpus
 from nsight_analyze.cli import main
 from nsight_analyze.gpus import hardware as gpu_identify
 from nsight_analyze.gpus import table as gpu_table
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 DOC = SHARED / "docs" / "gpu-peaks.md"
 

@@ -32,7 +32,7 @@ from nsight_analyze.cli import main
 from nsight_analyze.diagnose import diagnose
 from nsight_analyze.ingest import ingest
 from nsight_analyze.mfu import hfu_mfu_summary
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 VLLM = TRACES / "kineto" / "tracelens" / "inference" / "vllm_decode_full"
 REPLAY = VLLM / "graph_execution.json.gz"

@@ -23,7 +23,7 @@ from nsight_analyze.diagnose import diagnose
 from nsight_analyze.ingest import ingest
 from nsight_analyze.rules.base import Ctx
 from nsight_analyze.rules.cuda_graphs import _GRAPH_FIXES, _graph_trace_fixes
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 TRACE_DIFF_TEST = TRACES / "kineto" / "hta" / "trace_diff" / "test" / "test.json.gz"
 VLLM_REPLAY = TRACES / "kineto" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"

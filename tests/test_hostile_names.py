@@ -66,7 +66,7 @@ def dbs(tmp_path_factory, sample_workspace):
     """The sample job with hostile names ({db}), a copy ({copy}), and an AFTER run ({after}) whose
     hostile kernel is 20% shorter (so compare lists it among the changes)."""
     from nsight_analyze import analysis
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     tmp = tmp_path_factory.mktemp("hostile")
     db, after = copy_workspace(sample_workspace, tmp / "hostile.duckdb"), tmp / "after.duckdb"
@@ -176,7 +176,7 @@ def check_page(page: str, scripts: int) -> str:
 def test_report_html_escapes_hostile_names(dbs, tmp_path):
     """Scripts: the figure JSON block, plotly.js, the page's renderer (html.page)."""
     from nsight_analyze.api.outputs import write_report
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(dbs["db"], read_only=True)
     try:

@@ -19,7 +19,7 @@ import pytest
 from conftest import TRACES, requires_shared
 
 from nsight_analyze import analysis
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 SGLANG = TRACES / "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
 TRACELENS_SGLANG = TRACES / "oracles/tracelens/tracelens__inference__sglang_prefilldecode/perf_csvs"

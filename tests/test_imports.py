@@ -51,7 +51,7 @@ def summary_db(sample_workspace):
     """The sample job (4 ranks, NVTX steps), analysed: opening it recomputes nothing (a recompute
     may import anything; the promise is about an up-to-date workspace)."""
     from nsight_analyze import analysis
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(sample_workspace)  # refreshes once if the queries changed since the ingest
     try:

@@ -18,7 +18,7 @@ import pytest
 from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
 
 from nsight_analyze.ingest import ingest
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 CLI = [sys.executable, "-m", "nsight_analyze"]
 TRACE_IDS = [str(p.relative_to(TRACES / "nsys")) for p in nsys_traces()]

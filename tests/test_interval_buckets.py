@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nsight_analyze.duck import sql_rows
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.duck import sql_rows
+from nsight_analyze.store.workspace import open_workspace
 
 OPEN = None  # an interval without an end
 

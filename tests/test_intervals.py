@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 T_MAX = 40
 

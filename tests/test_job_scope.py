@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from nsight_analyze.cli import main
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 from tests.conftest import TRACES, requires_shared
 
 NSYS = TRACES / "nsys"

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from nsight_analyze.analysis import refresh
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 from tests.conftest import TRACES, requires_shared
 from tests.test_ranks import NCCL_SR, timeline
 

@@ -102,7 +102,7 @@ def test_a_gpu_without_bf16_is_bounded_by_its_fp16_peak(synthetic):
     """V100 has FP16 tensor cores and no BF16 (data/gpus.csv): the 16-bit peak is fp16's (the rule
     reads plain peak rows now; in a DataFrame a missing bf16 was NaN, which defeated this
     fallback when another rank of the job had a bf16 peak)."""
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     _, _, job = synthetic("fp32-gemm")
     con = open_workspace(job.db, read_only=True)
@@ -220,7 +220,7 @@ def test_h100_trace_gets_a_precision_finding(tmp_path):
 def test_gemm_precision_from_names(name, expected):
     import duckdb
 
-    from nsight_analyze import query_layer
+    from nsight_analyze.store import query_layer
 
     con = duckdb.connect()
     con.execute(next(q.sql for q in query_layer.layer() if q.name == "gemm_precision"))

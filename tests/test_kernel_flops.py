@@ -21,7 +21,7 @@ from test_ncu import LELEUCAS, hand_counters, hand_flops
 
 from nsight_analyze import mfu
 from nsight_analyze.ingest import ingest
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 CUPTI_TRACE = TRACES / "kineto/hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
 OPS = ("dadd", "dmul", "dfma", "fadd", "fmul", "ffma", "hadd", "hmul", "hfma")

@@ -26,7 +26,7 @@ from conftest import TRACES, requires_shared
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources import kineto
 from nsight_analyze.sources.base import BadInput
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 HTA = TRACES / "oracles" / "hta-0.5"
 KINETO = TRACES / "kineto"
@@ -666,7 +666,7 @@ def test_launch_calls_join_gpu_work(hta_workspaces):
 def test_every_view_runs_on_a_kineto_workspace(hta_workspaces, name):
     """Every public table and view of queries/ answers on a Kineto workspace (the analyses know no
     file format)."""
-    from nsight_analyze import query_layer
+    from nsight_analyze.store import query_layer
 
     _, con, _ = hta_workspaces[name]
     views = [q.name for q in query_layer.layer() if not q.private and q.kind == "view"]

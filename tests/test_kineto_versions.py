@@ -26,7 +26,7 @@ from nsight_analyze.cli import main
 from nsight_analyze.compare.setup import side_setup
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources.kineto.loader import VERSION_KEYS
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 DIFF = TRACES / "kineto" / "hta" / "trace_diff"
 TRACES_WITH_VERSIONS = {

@@ -17,10 +17,11 @@ import duckdb
 import pytest
 from conftest import ROOT, TRACES, copy_workspace, nsys_traces, requires_shared, rounded_select
 
-from nsight_analyze import analysis, query_layer
+from nsight_analyze import analysis
 from nsight_analyze.ingest import ingest
+from nsight_analyze.store import query_layer
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.whatif import READS as WHATIF_READS
-from nsight_analyze.workspace import open_workspace
 
 CLI = [sys.executable, "-m", "nsight_analyze"]
 

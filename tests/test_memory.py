@@ -20,7 +20,7 @@ from test_kineto import kernel_event, write_trace
 
 from nsight_analyze.diagnose import Fix
 from nsight_analyze.rules.advice import annotate_memory, memory_fit
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 H100 = TRACES / "kineto" / "tracelens" / "h100"
 CUDA = 1  # c10::DeviceType::CUDA in the events' "Device Type"

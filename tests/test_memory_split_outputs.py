@@ -145,7 +145,7 @@ def test_compare_memory_split_of_a_stale_workspace_is_unknown(jobs, tmp_path):
 def test_report_partition_table_and_timeline_show_copies_apart(jobs):
     from nsight_analyze.api.outputs import render_report
     from nsight_analyze.report_doc.timeline import build
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     job = jobs[0]
     con = open_workspace(job.db, read_only=True)
@@ -200,7 +200,7 @@ def test_sglang_report_and_compare_say_memory_is_kernels_not_copies(sglang):
     that reads as copying."""
     from nsight_analyze.api.outputs import render_report
     from nsight_analyze.compare import compare
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     timeline = {
         r["type"]: float(r["time ms"]) for r in csv.DictReader((TRACELENS_SGLANG / "gpu_timeline.csv").open())

@@ -19,7 +19,7 @@ from nsight_analyze import analysis, mfu
 from nsight_analyze.cli import main
 from nsight_analyze.mfu import flops
 from nsight_analyze.sources import ncu
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 PEAK = 989.4e12  # H100 SXM dense BF16, gpu-peaks.md §2.1
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_kernel"

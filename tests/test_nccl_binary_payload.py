@@ -25,10 +25,10 @@ import duckdb
 import pytest
 from conftest import TRACES, requires_shared
 
-from nsight_analyze.duck import attach_sqlite
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources import nvtx_binary
 from nsight_analyze.sources.nsys_meta import NsysMeta
+from nsight_analyze.store.duck import attach_sqlite
 from nsight_analyze.synth import generate
 from nsight_analyze.synth.nccl_payload import ENTRIES_DDL, SCHEMAS_DDL, write_binary
 

@@ -17,8 +17,8 @@ import pytest
 
 from nsight_analyze.comms import comms
 from nsight_analyze.ingest import ingest
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate
-from nsight_analyze.workspace import open_workspace
 
 # 4 ranks, 2 per node: TP pairs inside a node (AllReduce kernels and copy-engine AllGathers), PP
 # send/recv across the two nodes (as tests/test_nccl_modern.py)

@@ -18,8 +18,8 @@ from conftest import nsys_traces, requires_shared
 from nsight_analyze.errors import UserError
 from nsight_analyze.ingest import ingest
 from nsight_analyze.partition import TP_COLUMNS
+from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate
-from nsight_analyze.workspace import open_workspace
 
 # 4 ranks, 2 per node: TP pairs inside a node (AllReduce kernels and copy-engine AllGathers), PP
 # send/recv across the two nodes

@@ -17,7 +17,7 @@ import pytest
 from conftest import TRACES, requires_shared
 
 from nsight_analyze.sources import ncu, ncu_read
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 LELEUCAS = TRACES / "ncu" / "leleucas"
 GB200_REP = TRACES / "ncu" / "jax-toolbox" / "ncu_report_cuda_graph_pdl_stream_capture.ncu-rep"

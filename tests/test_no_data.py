@@ -32,7 +32,7 @@ from nsight_analyze.cli import main
 from nsight_analyze.errors import NO_DATA_EXIT, UserError
 from nsight_analyze.ingest import ingest
 from nsight_analyze.no_data import has_gpu_operations
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 SAMPLE = ROOT / "sample_traces"
 RANK0, RANK1 = SAMPLE / "report_rank0.sqlite", SAMPLE / "report_rank1.sqlite"

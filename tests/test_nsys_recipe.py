@@ -23,7 +23,7 @@ from conftest import TRACES
 
 from nsight_analyze.cli import main
 from nsight_analyze.ingest import ingest
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 JAX = TRACES / "nsys-recipe" / "jax-toolbox"
 ZIPS = sorted(JAX.glob("pax_fsdp4_4proc_proc*.zip")) if JAX.is_dir() else []

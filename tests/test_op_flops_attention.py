@@ -22,7 +22,7 @@ from pathlib import Path
 from conftest import TRACES, ingested, requires_shared
 from test_op_flops_more import _rows
 
-from nsight_analyze import query_layer
+from nsight_analyze.store import query_layer
 
 BF16 = "c10::BFloat16"
 OP_FLOPS_SQL = query_layer.query_path("op_flops")

@@ -20,7 +20,7 @@ import pytest
 from conftest import TRACES, ingested, requires_shared
 from test_kineto import kernel_dict, launch_dict, write_trace
 
-from nsight_analyze import query_layer
+from nsight_analyze.store import query_layer
 
 BF16 = "c10::BFloat16"
 KERNEL_US = 10

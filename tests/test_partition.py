@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from nsight_analyze import analysis
 from nsight_analyze.analysis import refresh
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 STEP_RE = re.compile(r"(?i)^(ProfilerStep#\d+|train_step|step|iteration)\b")
 INPUT_RE = re.compile(r"(?i)(dataloader|data_load|next_data|get_batch|input_pipeline)")

@@ -21,10 +21,10 @@ import duckdb
 import pytest
 from conftest import TRACES, ingested, requires_shared
 
-from nsight_analyze import query_layer
 from nsight_analyze.diagnose import diagnose
 from nsight_analyze.gpus import arch as gpu_arch
 from nsight_analyze.rules import advice
+from nsight_analyze.store import query_layer
 
 KINETO = TRACES / "kineto"
 BERT = KINETO / "tracelens" / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"

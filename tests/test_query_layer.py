@@ -17,11 +17,12 @@ import duckdb
 import pytest
 from conftest import copy_workspace, stored_tables
 
-from nsight_analyze import analysis, query_layer, schema
+from nsight_analyze import analysis
 from nsight_analyze.errors import UserError
 from nsight_analyze.ingest import ingest
 from nsight_analyze.sources import kineto, nsys_sqlite, registry
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store import query_layer, schema
+from nsight_analyze.store.workspace import open_workspace
 
 ROOT = query_layer.queries_dir().parent
 
@@ -124,7 +125,7 @@ def test_no_connection_runs_an_asof_join_as_a_nested_loop(sample_workspace):
     per connection: the workspace's (read-only and not) and one through duck.offline, which
     every other connection (workers', the Kineto parser's, compare's) is opened with.
     """
-    from nsight_analyze import duck
+    from nsight_analyze.store import duck
 
     def threshold(con: duckdb.DuckDBPyConnection) -> str:
         return con.execute("SELECT current_setting('asof_loop_join_threshold')").fetchone()[0]
@@ -309,7 +310,7 @@ def test_kill_during_analysis_leaves_previous_results(sample_db):
     script = f"""
 import time
 from nsight_analyze import analysis
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 con = open_workspace({str(db)!r}, analyse=False)
 real = analysis.job_step
 def slow_job_step(*a, **k):

@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from nsight_analyze import query_layer
 from nsight_analyze.analysis import refresh
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store import query_layer
+from nsight_analyze.store.workspace import open_workspace
 from tests.conftest import TRACES, requires_shared
 
 NCCL_AR = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -33,8 +33,8 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
     """
     from nsight_analyze.analysis import refresh
     from nsight_analyze.ingest import ingest
+    from nsight_analyze.store.workspace import open_workspace
     from nsight_analyze.synth import generate
-    from nsight_analyze.workspace import open_workspace
 
     generate(
         tmp / "traces",
@@ -170,7 +170,7 @@ def test_report_does_not_import_plotly_in_python(hostile, tmp_path):
     copy = tmp_path / "copy.duckdb"
     copy.write_bytes(Path(db).read_bytes())
     code = (
-        "import sys; from nsight_analyze.workspace import open_workspace; "
+        "import sys; from nsight_analyze.store.workspace import open_workspace; "
         "from nsight_analyze.api.outputs import render_report; "
         f"con = open_workspace({str(copy)!r}, read_only=True); html = render_report(con); "
         "assert 'Plotly.newPlot' in html and 'plotly.js v' in html; "
@@ -340,7 +340,7 @@ def test_command_writes_report_and_rejects_bad_steps(hostile, tmp_path):
 
 def test_missing_views_become_notes_not_crashes(tmp_path):
     """A fresh workspace without any trace still yields a page that says what is missing."""
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     con = open_workspace(tmp_path / "empty.duckdb")
     html = render_report(con)

@@ -25,7 +25,7 @@ from test_runs import cli
 from nsight_analyze.render.report.figures import escape
 from nsight_analyze.runs import READS, runs
 from nsight_analyze.runs.scaling import LOSS_PARTS
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 pytestmark = [
     pytest.mark.browser,

@@ -101,10 +101,10 @@ def _answers(trace: Path) -> dict[str, object]:
     tables as sorted sets of rows (floats rounded: conftest.rounded_select), and the JSON (or the
     error line and exit status) of summary, ranks and diagnose with the trace's folder written as
     DIR (each copy and its workspace, ws.duckdb, share a folder of their own)."""
-    from nsight_analyze import schema
     from nsight_analyze.cli import main
     from nsight_analyze.ingest import ingest
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store import schema
+    from nsight_analyze.store.workspace import open_workspace
 
     db = trace.with_name("ws.duckdb")
     ingest([trace], db)

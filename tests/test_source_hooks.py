@@ -13,8 +13,8 @@ from types import ModuleType
 
 import duckdb
 
-from nsight_analyze import schema
 from nsight_analyze.sources import registry
+from nsight_analyze.store import schema
 
 
 @dataclass

@@ -17,11 +17,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from nsight_analyze import query_layer
+import nsight_analyze
 from nsight_analyze.errors import UserError
-from nsight_analyze.query_layer import STATEMENT_FOLDERS, Statements, queries_dir, statements
+from nsight_analyze.store import query_layer
+from nsight_analyze.store.query_layer import STATEMENT_FOLDERS, Statements, queries_dir, statements
 
-PACKAGE = Path(query_layer.__file__).parent
+PACKAGE = Path(nsight_analyze.__file__).parent
 
 
 def statement_files() -> list[Path]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsight_analyze import analysis
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 A_NS, B_NS = 100_000, 60_000
 PERIOD = A_NS + B_NS

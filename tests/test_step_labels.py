@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from nsight_analyze import analysis
 from nsight_analyze.cli import main
-from nsight_analyze.workspace import open_workspace
+from nsight_analyze.store.workspace import open_workspace
 
 STEPS, A_NS, B_NS, OPT_NS = 10, 100_000, 60_000, 20_000
 T0 = 10_000_000  # the first kernel's start

@@ -264,7 +264,7 @@ def test_step_pattern_is_stored_and_used(workspaces, tmp_path):
 
 @requires_shared
 def test_hostile_kernel_names_are_printed_literally(workspaces, tmp_path):
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     db = tmp_path / "hostile.duckdb"
     shutil.copy(workspaces["kineto"], db)
@@ -310,7 +310,7 @@ def test_a_locale_without_utf8_gets_ascii_not_an_error(workspaces, tmp_path, enc
     import subprocess
     import sys
 
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     db = tmp_path / "names.duckdb"
     shutil.copy(workspaces["kineto"], db)

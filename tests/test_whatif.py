@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import TRACES, requires_shared
 
 from nsight_analyze.cli import main
-from nsight_analyze.duck import sql_rows
+from nsight_analyze.store.duck import sql_rows
 from nsight_analyze.whatif import SCENARIOS
 
 SHAPE = dict(ranks=4, gpus_per_node=2, steps=4, kernels_per_step=40, seed=5)
@@ -302,7 +302,7 @@ def test_empty_whatif_says_why(job, tmp_path):
     import shutil
 
     from nsight_analyze.diagnose import diagnose
-    from nsight_analyze.workspace import open_workspace
+    from nsight_analyze.store.workspace import open_workspace
 
     db, _, _ = job
     copy = tmp_path / "copy.duckdb"
@@ -328,7 +328,7 @@ def test_empty_whatif_says_why(job, tmp_path):
 def _coll_ready_rows(ops: list[tuple], nccl: list[tuple]) -> duckdb.DuckDBPyConnection:
     """A connection with rank_coll_ready over hand-made rows: ops (rank, correlation_id,
     start_ns, end_ns, category) and NCCL kernels (rank, correlation_id, start_ns, end_ns)."""
-    from nsight_analyze import query_layer
+    from nsight_analyze.store import query_layer
 
     con = duckdb.connect()
     con.execute(
@@ -424,8 +424,8 @@ def test_replay_positions_equal_their_definition_on_random_rows():
     even when the position is off by one."""
     import random
 
-    from nsight_analyze import query_layer
-    from nsight_analyze.schema import SCHEMA_FILE
+    from nsight_analyze.store import query_layer
+    from nsight_analyze.store.schema import SCHEMA_FILE
 
     rng = random.Random(11)
     names = (

@@ -14,11 +14,11 @@ import duckdb
 import pytest
 from conftest import ROOT, TRACES, requires_shared
 
-from nsight_analyze import query_layer
-from nsight_analyze.duck import MEMORY_ENV, analysis_memory_limit, sql_rows, sql_value
 from nsight_analyze.errors import UserError
 from nsight_analyze.ingest import ingest
-from nsight_analyze.workspace import open_workspace, query_files
+from nsight_analyze.store import query_layer
+from nsight_analyze.store.duck import MEMORY_ENV, analysis_memory_limit, sql_rows, sql_value
+from nsight_analyze.store.workspace import open_workspace, query_files
 
 CLI = [sys.executable, "-m", "nsight_analyze"]
 
@@ -283,7 +283,7 @@ def test_every_canonical_table_is_owned_by_a_rank_or_a_file(tmp_path):
     rank-local step shows each batch its ranks' rows: both read ownership from the schema's
     `rank` and `file_id` columns (schema.owned_by), so a table with neither would keep a replaced
     file's rows forever. Expected: the schema files themselves (every table they create)."""
-    from nsight_analyze import schema
+    from nsight_analyze.store import schema
 
     con = open_workspace(tmp_path / "ws.duckdb", analyse=False)
     try:
@@ -315,7 +315,7 @@ def _catalog(db) -> list:
 
 def _without_template(tmp_path, monkeypatch) -> None:
     """Point the cache at a folder that cannot be created: workspaces are then created directly."""
-    from nsight_analyze import workspace
+    from nsight_analyze.store import workspace
 
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
@@ -326,7 +326,7 @@ def test_new_workspace_is_a_copy_of_the_template_with_the_same_catalog(tmp_path,
     """A new workspace is copied from the one template of this layer and DuckDB version (built on
     first use), and holds what a workspace created statement by statement holds; expected: the
     catalog of one created with the template out of the way (an unwritable cache)."""
-    from nsight_analyze import workspace
+    from nsight_analyze.store import workspace
 
     cache = tmp_path / "cache"
     monkeypatch.setenv(workspace.CACHE_ENV, str(cache))
@@ -373,7 +373,7 @@ def test_a_missing_home_is_not_created_for_the_template(tmp_path, monkeypatch):
     """HOME=/nonexistent (service accounts, batch jobs): the template cache used to create that
     folder and its .cache below it. Now there is no template (the workspace is created directly)
     and nothing outside the workspace is made."""
-    from nsight_analyze import workspace
+    from nsight_analyze.store import workspace
 
     home = tmp_path / "nonexistent"
     for var in (workspace.CACHE_ENV, "XDG_CACHE_HOME"):

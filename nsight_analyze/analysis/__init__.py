@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from .. import query_layer, schema
-from ..duck import bound_memory, checkpoints_held, has_relation, main_schema, rollback, sql_rows
+from ..store import query_layer, schema
+from ..store.duck import bound_memory, checkpoints_held, has_relation, main_schema, rollback, sql_rows
 from . import by_job
 from .plan import (
     COUNTED,
@@ -240,7 +240,7 @@ SMALL_JOB_EVENTS = 122_880
 def _ready(con: duckdb.DuckDBPyConnection, events: int | None = None) -> None:
     """The connection as the queries expect it: the memory cap, every thread (one for a
     workspace of fewer than SMALL_JOB_EVENTS `events`), settings as variables."""
-    from ..live_layer import settings_as_variables
+    from ..store.live_layer import settings_as_variables
 
     bound_memory(con)
     con.execute("SET threads = 1" if events is not None and events < SMALL_JOB_EVENTS else "RESET threads")
@@ -477,7 +477,7 @@ def compute_in_session(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) ->
     offsets stay as stored. Used when another process holds the write lock or the file is
     read-only. Up-to-date stored results are read as they are.
     """
-    from ..live_layer import settings_as_variables
+    from ..store.live_layer import settings_as_variables
 
     settings_as_variables(con)
     p = plan(con, wanted)

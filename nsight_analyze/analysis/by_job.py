@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import duckdb
 
-from .. import query_layer, schema
 from ..ranks import assign_jobs
+from ..store import query_layer, schema
 from .plan import STATE_TABLE, NewJobs, Plan, _meta, job_stamp, stored_closure
 from .steps import STAGED, Made, drop_made, job_step, rank_list
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from .. import query_layer, schema
-from ..duck import sql_string
 from ..errors import UserError
+from ..store import query_layer, schema
+from ..store.duck import sql_string
 from .steps import ALIGNMENT_READS, rank_list
 
 STATE_TABLE = "_analysis_ranks"

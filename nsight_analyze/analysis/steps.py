@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import duckdb
 
-from .. import query_layer, replay
-from ..duck import main_schema, out_of_memory
+from .. import replay
 from ..errors import UserError
+from ..store import query_layer
+from ..store.duck import main_schema, out_of_memory
 
 STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
 # Canonical rows per rank batch. Each batch costs about 0.25 s beyond its rows (binding some 80

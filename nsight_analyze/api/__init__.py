@@ -91,8 +91,8 @@ class Workspace(FindingsMethods, OutputMethods):
         shows one job only (self.job, else the largest; job_scope.py), None: when self.job is set.
         `needs`: the stored results the caller reads, computed first if missing or stale
         ("all"; None: the first answers, which an ingest computed; or names of tables or views)."""
-        from ..job_scope import scope as scope_job
-        from ..workspace import open_workspace
+        from ..store.job_scope import scope as scope_job
+        from ..store.workspace import open_workspace
 
         con = open_workspace(self.path, read_only=read_only, must_exist=True, analyse=analyse, needs=needs)
         try:
@@ -107,7 +107,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
         The tables and views are documented in docs/metrics.md and queries/*/*.sql (integer ns
         times). Returns None for a statement without a result (CREATE, INSERT, ...)."""
-        from ..query_layer import names_in
+        from ..store.query_layer import names_in
 
         needs = names_in(query) if isinstance(query, str) else None  # run_sql says what is wrong
         with self.connect(read_only=not write, needs=needs) as con:
@@ -120,7 +120,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
         `span` rows: per rank, first_ns/last_ns, the earliest start and latest end of a GPU
         operation on the rank's own (unaligned) clock."""
-        from ..workspace_info import workspace_info
+        from ..store.workspace_info import workspace_info
 
         with self.connect(analyse=False) as con:  # the tables only: no stored results needed
             return workspace_info(con)
@@ -267,7 +267,7 @@ class Workspace(FindingsMethods, OutputMethods):
 
 def open(path: PathArg = "nsight_analyze.duckdb") -> Workspace:  # noqa: A001 - na.open, like io.open
     """The workspace at `path` (made by `ingest`); raises UserError when there is none."""
-    from ..workspace import open_workspace
+    from ..store.workspace import open_workspace
 
     path = Path(path)
     con = open_workspace(path, read_only=True, must_exist=True, analyse=False)  # exists, and is one

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     """Run one statement, its rows as dicts (`ranks` imports no pandas); a missing view is a stale
     or partial workspace, said in one line."""
-    from ..duck import fetch_records
+    from ..store.duck import fetch_records
 
     return fetch_records(
         con, sql, "this workspace lacks a view the rank merger needs ({missing}); re-run ingest"
@@ -110,8 +110,8 @@ def sql_errors(what: str = "the query") -> Iterator[None]:
     cap, a read-only refusal says how to write."""
     import duckdb
 
-    from ..duck import out_of_memory
     from ..errors import UserError
+    from ..store.duck import out_of_memory
 
     try:
         yield
@@ -197,8 +197,8 @@ def head_sql(
     Why not stream_sql's DataFrames: `sql`'s table is what a person looks at, and importing pandas
     was half of `sql "SELECT 1"`. Where every column is of a type the renderers show alike from
     either (_PLAIN_TYPE), the rows are `fetchmany` rows; otherwise DataFrame chunks, as before."""
-    from ..duck import floated
     from ..render.table import PlainTable, as_plain
+    from ..store.duck import floated
 
     with sql_errors(what):
         described = _execute(con, query).description

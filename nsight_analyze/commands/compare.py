@@ -26,7 +26,7 @@ from ..render.data import to_json
 from ..render.markdown import markdown_table, markdown_text
 from ..render.table import PlainTable
 from ..render.terminal import print_table, wrap
-from ..workspace import open_workspace
+from ..store.workspace import open_workspace
 from .ingest import Spinner, progress_wanted
 
 NAME_WIDTH = 70

@@ -26,8 +26,8 @@ def command(out: Path) -> None:
     from ..api.outputs import write_report
     from ..ingest import ingest
     from ..render.summary_tables import print_summary
+    from ..store.workspace import open_workspace
     from ..summary import summary
-    from ..workspace import open_workspace
 
     out.mkdir(parents=True, exist_ok=True)
     db = out / "nsight_analyze.duckdb"

@@ -14,7 +14,7 @@ from ..ingest import FileOutcome, ingest
 from ..render.escape import clean
 from ..render.table import PlainTable
 from ..render.terminal import print_table
-from ..workspace import open_workspace
+from ..store.workspace import open_workspace
 from .summary import periodic_steps_option
 
 

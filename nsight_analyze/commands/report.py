@@ -8,9 +8,9 @@ import click
 
 from ..clihelp import db_option, gpu_option, job_option, step_pattern_option
 from ..gpus.table import validate_gpu
-from ..job_scope import scope
 from ..render.terminal import echo
-from ..workspace import open_workspace
+from ..store.job_scope import scope
+from ..store.workspace import open_workspace
 from .ingest import Spinner
 
 

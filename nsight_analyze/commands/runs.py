@@ -18,7 +18,7 @@ from ..render.terminal import echo
 from ..runs import READS, RunsResult, common_labels, parse_pairs, runs
 from ..runs.scaling import LOSS_PARTS, scaling_line
 from ..runs.select import find_run, regression_pair
-from ..workspace import open_workspace
+from ..store.workspace import open_workspace
 
 _COLUMNS = (
     "run", "name", "labels", "ranks", "gpu", "steps", "step_median_ns", "step_p95_ns", "steps_per_s",

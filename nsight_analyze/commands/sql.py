@@ -7,8 +7,8 @@ import click
 from ..api import Workspace
 from ..api.frames import head_sql, stream_sql
 from ..clihelp import output_options
-from ..query_layer import names_in
 from ..render.output import emit, emit_stream
+from ..store.query_layer import names_in
 
 MAX_ROWS = 1000  # rows `--format table|markdown` shows by default (a person reads them)
 

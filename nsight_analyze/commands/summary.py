@@ -24,8 +24,8 @@ from ..render.summary_tables import (
 )
 from ..render.table import PlainTable
 from ..render.terminal import echo
+from ..store.workspace import open_workspace
 from ..summary import BY
-from ..workspace import open_workspace
 
 STEP_PATTERN = "step_pattern"  # the settings key the step views read
 

@@ -48,10 +48,10 @@ from typing import Any
 
 import duckdb
 
-from ..duck import bound_memory, offline, on_own_cursor, plain_records
 from ..errors import NoData, UserError
 from ..no_data import held_instead
-from ..query_layer import statements
+from ..store.duck import bound_memory, offline, on_own_cursor, plain_records
+from ..store.query_layer import statements
 from .findings import CAUSES, CHANGES, Cause, _findings_diff, _measures, cause_of  # noqa: F401
 from .kernels import _collectives, _kernels
 from .runs import _imbalance, _n_steps, _partition

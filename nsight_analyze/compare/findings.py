@@ -9,9 +9,9 @@ from typing import Any
 
 import duckdb
 
-from ..query_layer import statements
 from ..rules import CAUSES
 from ..rules.declare import Cause
+from ..store.query_layer import statements
 
 SQL = statements("compare/findings")
 

@@ -10,9 +10,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from ..duck import plain_records
 from ..plain import jsonable
-from ..query_layer import statements
+from ..store.duck import plain_records
+from ..store.query_layer import statements
 from .settings import CONFIG, SIDES, STATUSES
 from .sides import _total
 from .stats import _p_values, compare_samples

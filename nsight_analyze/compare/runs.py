@@ -10,8 +10,8 @@ from typing import Any
 
 import duckdb
 
-from ..duck import plain_records
-from ..query_layer import statements
+from ..store.duck import plain_records
+from ..store.query_layer import statements
 from .settings import COMPANIONS, MEMORY, MEMORY_PARTS, PARTS, SIDES
 from .sides import _total
 

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 
 from ..errors import UserError
-from ..query_layer import statements
+from ..store.query_layer import statements
 
 SQL = statements("compare/setup")
 

@@ -16,8 +16,8 @@ import duckdb
 import numpy as np
 
 from ..errors import UserError
-from ..query_layer import statements
-from ..workspace import is_workspace
+from ..store.query_layer import statements
+from ..store.workspace import is_workspace
 from .settings import SIDES
 
 SQL = statements("compare/sides")
@@ -40,8 +40,8 @@ def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -
     partition, kernels, findings) must see that job alone (docs/compare.md "Jobs").
     Opening `db` here is also what brings its stored results up to date (open_workspace)."""
     from ..ingest import ingest
-    from ..job_scope import choose
-    from ..workspace import open_workspace
+    from ..store.job_scope import choose
+    from ..store.workspace import open_workspace
 
     con = open_workspace(db, read_only=True)
     try:
@@ -74,7 +74,7 @@ def _without_periodic(db: Path, side: str, tmp: str, notes: list[str], periodic:
     `periodic`: that count when the caller has read it already (None: open `db` to read it)."""
     import shutil
 
-    from ..workspace import open_workspace
+    from ..store.workspace import open_workspace
 
     if periodic is None:
         con = open_workspace(db, read_only=True)

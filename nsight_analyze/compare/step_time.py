@@ -9,8 +9,8 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from ..duck import plain_records
-from ..query_layer import statements
+from ..store.duck import plain_records
+from ..store.query_layer import statements
 from .stats import compare_samples
 from .verdict import verdict_of
 

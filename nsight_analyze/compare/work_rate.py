@@ -7,9 +7,9 @@ from typing import Any
 
 import duckdb
 
-from ..duck import plain_records
 from ..errors import UserError
-from ..query_layer import statements
+from ..store.duck import plain_records
+from ..store.query_layer import statements
 from .settings import CONFIG, SIDES, TRIM_LEVELS
 from .sides import _total
 

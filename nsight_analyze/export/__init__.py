@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import UserError
-from ..query_layer import statements
+from ..store.query_layer import statements
 
 __all__ = ["parse_ranks", "select_ranks", "replace_atomically", "sql_path", "write_atomically"]
 

@@ -45,9 +45,9 @@ from typing import IO
 import duckdb
 
 from .. import __version__
-from ..duck import out_of_memory
 from ..errors import UserError
-from ..query_layer import statements
+from ..store.duck import out_of_memory
+from ..store.query_layer import statements
 from . import replace_atomically
 
 SQL = statements("export/chrome_trace")

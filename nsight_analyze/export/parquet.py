@@ -22,10 +22,11 @@ from pathlib import Path
 
 import duckdb
 
-from .. import __version__, query_layer, schema
-from ..duck import no_room, no_room_error, out_of_memory
+from .. import __version__
 from ..errors import UserError
-from ..query_layer import statements
+from ..store import query_layer, schema
+from ..store.duck import no_room, no_room_error, out_of_memory
+from ..store.query_layer import statements
 from . import replace_atomically, sql_path, write_atomically
 
 SQL = statements("export/parquet")

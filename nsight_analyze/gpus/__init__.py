@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from ..duck import has_relation, sql_string
 from ..errors import validate_positive
 from ..plain import missing
+from ..store.duck import has_relation, sql_string
 from .hardware import derive, identify
 from .table import (
     DEFAULT_PRECISION,

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .. import gpus
-from ..duck import has_relation, sql_rows, sql_value
 from ..gpus.table import DEFAULT_PRECISION
 from ..plain import jsonable
+from ..store.duck import has_relation, sql_rows, sql_value
 from .flops import ModelFlops
 
 if TYPE_CHECKING:

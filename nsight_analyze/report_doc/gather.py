@@ -153,13 +153,13 @@ def report_document(
     `steps` ('A:B' or a StepRange) must name steps the workspace has (UserError otherwise);
     `job_note` (job_scope.JobScope.note) names the job shown."""
     from ..diagnose import diagnose
-    from ..duck import on_own_cursor
     from ..gpus import stated_gpu
     from ..mfu import MfuOptions
     from ..mfu.rows import shared_peaks
     from ..no_data import has_gpu_operations, held_instead
+    from ..store.duck import on_own_cursor
+    from ..store.workspace_info import workspace_info
     from ..summary import summary, top_kernels
-    from ..workspace_info import workspace_info
 
     if isinstance(steps, str):
         steps = parse_steps(steps)

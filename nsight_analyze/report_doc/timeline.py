@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from ..duck import has_relation
+from ..store.duck import has_relation
 from .document import StepRange, Timeline
 
 # Operations (GPU ops + idle pieces) drawn one by one; above it, fewer steps, then buckets.

@@ -5,7 +5,7 @@ value / steps (docs/diagnose.md "Recoverable time").
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx
 
 SQL = statements("rules/_chains")

@@ -10,7 +10,7 @@ signal is one measure read by `exposed-comm` (rules/comms.py) and its per-dimens
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Signal
 
 SQL = statements("rules/_common")

@@ -7,7 +7,7 @@ way; one definition of that join (queries/rules/_gemm_ops.sql).
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 
 SQL = statements("rules/_gemm_ops")
 

@@ -13,7 +13,7 @@ rank's pace). Recoverable per step = sum over steps of that maximum / number of 
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Evidence
 
 SQL = statements("rules/_idle")

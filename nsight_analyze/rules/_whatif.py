@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from ..query_layer import statements
 from ..render.units import format_duration
+from ..store.query_layer import statements
 from ._common import step_metrics
 from .base import Ctx, Finding, Signal
 

@@ -8,7 +8,7 @@ which some rank's share reaches the rule's threshold; one definition, so both li
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx
 
 SQL = statements("rules/_window_steps")

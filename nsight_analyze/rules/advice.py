@@ -32,9 +32,9 @@ import threading
 
 import duckdb
 
-from ..duck import sql_string
 from ..gpus.arch import NEEDS
-from ..query_layer import layer, statements
+from ..store.duck import sql_string
+from ..store.query_layer import layer, statements
 from .base import Fix
 from .comm_families import subcategory_fixes
 from .precision import fp8_fix, precision_fixes

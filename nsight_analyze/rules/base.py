@@ -18,9 +18,9 @@ from typing import Any
 
 import duckdb
 
-from ..duck import plain_records, plain_rows
 from ..plain import jsonable
-from ..query_layer import statements
+from ..store.duck import plain_records, plain_rows
+from ..store.query_layer import statements
 from .declare import Threshold
 
 SQL = statements("rules/base")

@@ -9,7 +9,7 @@ findings.
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding
 

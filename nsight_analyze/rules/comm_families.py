@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Fix, Signal
 
 SQL = statements("rules/comm_families")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from .base import Ctx, Finding, Fix, Signal
 from .comm_families import FAMILY_NAMES, comm_fixes, family_signal

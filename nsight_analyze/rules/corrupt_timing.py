@@ -8,8 +8,8 @@ listed before the performance findings.
 
 from __future__ import annotations
 
-from ..query_layer import statements
 from ..sources.base import CORRUPT_TIMING
+from ..store.query_layer import statements
 from ..summary import CORRUPT_TIMING_SQL
 from .base import Ctx, Finding, Fix
 from .declare import Doc, finding

@@ -8,7 +8,7 @@ The recoverable time is bounded by the no-launch-gaps what-if (declared below).
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._chains import per_step_worst
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal

@@ -10,7 +10,7 @@ recoverable time and is listed before the performance findings.
 from __future__ import annotations
 
 from ..gpus import VENDOR_SQL
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Finding, Fix, Signal, mean
 from .declare import Cause, Doc, Threshold, finding
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..comms import DIMENSIONS, nvlink_peak_gbps
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import last_rank_wait_signal, partial_jobs, step_metrics, steps_over
 from ._whatif import whatif_gain
 from .base import Ctx, Evidence, Finding, Signal

@@ -9,7 +9,7 @@ the kernel itself is the lever. It bounds no time: that needs Nsight Compute.
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from . import advice
 from .base import Ctx, Finding, Signal
 from .comm_families import kernel_comm_fixes

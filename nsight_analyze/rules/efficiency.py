@@ -8,7 +8,7 @@ only the FLOP rate *while computing* is a kernel-efficiency question.
 from __future__ import annotations
 
 from .. import mfu
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, finding
 

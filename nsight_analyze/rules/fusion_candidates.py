@@ -9,7 +9,7 @@ rank per step (docs/diagnose.md "Recoverable time"), and every fix states what i
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._chains import per_step_worst
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal

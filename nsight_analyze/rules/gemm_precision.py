@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import gpus
 from ..gpus import table as gpu_table
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import step_metrics
 from ._gemm_ops import op_gemms
 from .base import Ctx, Finding, Signal

@@ -9,7 +9,7 @@ it has no recoverable time and is listed before the performance findings.
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Doc, finding
 

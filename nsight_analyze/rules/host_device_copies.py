@@ -7,7 +7,7 @@ fixes (pinned memory, batching, overlap: advice's transfer family) are about cop
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from . import advice
 from ._common import step_metrics
 from ._window_steps import steps_of

@@ -11,7 +11,7 @@ Recoverable per step = sum over steps of that maximum / number of steps.
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import step_metrics
 from ._idle import cause_totals, gap_evidence, per_step_evidence
 from .base import Ctx, Finding, Fix, Signal

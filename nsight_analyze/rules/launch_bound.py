@@ -9,7 +9,7 @@ work per kernel, profiling the host code) from that split and the kernel lengths
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import step_metrics
 from ._idle import STEADY_WINDOWS, cause_totals, gap_evidence, has_capture, per_step_evidence
 from .base import Ctx, Finding, Fix, Signal

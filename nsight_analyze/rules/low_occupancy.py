@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import step_metrics
 from ._window_steps import steps_of
 from .base import Ctx, Finding, Fix, Signal

@@ -6,7 +6,7 @@ reports, so the findings can be checked against NVIDIA's output event by event.
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding

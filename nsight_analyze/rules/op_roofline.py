@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from .. import gpus
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Evidence, Signal
 
 SQL = statements("rules/op_roofline")

@@ -14,7 +14,7 @@ from typing import Any
 from .. import gpus
 from ..gpus import arch as gpu_arch
 from ..gpus import table as gpu_table
-from ..query_layer import statements
+from ..store.query_layer import statements
 from .base import Ctx, Fix
 
 SQL = statements("rules/precision")

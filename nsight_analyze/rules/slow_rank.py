@@ -8,7 +8,7 @@ whose delay is hidden behind others' waits is not credited with time the job wou
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ..whatif import evidence as evidence_text
 from ._common import step_metrics
 from ._whatif import whatif_gain

@@ -8,7 +8,7 @@ the other idle rules (rules/_idle.py).
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._common import step_metrics
 from ._idle import cause_totals, gap_evidence, per_step_evidence
 from .base import Ctx, Finding, Fix, Signal

@@ -10,7 +10,7 @@ time.
 
 from __future__ import annotations
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._gemm_ops import op_gemms
 from .base import Ctx, Finding, Fix, Signal
 from .declare import Cause, Doc, Threshold, finding

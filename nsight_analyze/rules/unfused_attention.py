@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ..query_layer import statements
+from ..store.query_layer import statements
 from ._chains import per_step_worst
 from ._common import step_metrics
 from .base import Ctx, Finding, Fix, Signal

@@ -21,9 +21,9 @@ from typing import Any
 
 import duckdb
 
-from ..duck import plain_rows
 from ..errors import UserError
 from ..run_labels import label_number, same_label
+from ..store.duck import plain_rows
 from .scaling import DOMINANT_SHARE, scaling_series
 from .select import history, mark_best, sweep_metric
 
@@ -363,7 +363,7 @@ def _dimensions(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> N
 def _one_job(con: duckdb.DuckDBPyConnection, job: int) -> Iterator[None]:
     """The connection shows job `job` alone (job_scope, as `--job N`) until the block ends; then
     its scope (TEMP views) is undone, so the next job's reader sees the workspace's own results."""
-    from .. import job_scope
+    from ..store import job_scope
 
     def views() -> set[str]:
         return {v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}

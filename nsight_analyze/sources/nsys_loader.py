@@ -9,7 +9,7 @@ in the file's `skipped` list or said in its warnings.
 from __future__ import annotations
 
 from .. import classify
-from ..duck import sql_rows, sql_value
+from ..store.duck import sql_rows, sql_value
 from . import nsys_meta, nvtx_binary
 from .base import CORRUPT_TIMING
 from .nsys_meta import KERNEL_NAME_IDS, PID_DIVISOR

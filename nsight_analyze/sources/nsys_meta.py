@@ -155,7 +155,7 @@ class _Census:
     def __init__(self, path: Path):
         import duckdb
 
-        from ..duck import attach_sqlite, load_sqlite_reader, offline
+        from ..store.duck import attach_sqlite, load_sqlite_reader, offline
 
         with _Census._lock:
             if _Census._instance is None:

@@ -32,7 +32,7 @@ import zipfile
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
-from ..duck import sql_string
+from ..store.duck import sql_string
 from .base import BadInput, LoadResult, Probe, Process
 from .nsys_recipe_bundle import (
     ANALYSIS_SUFFIX,

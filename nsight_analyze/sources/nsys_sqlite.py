@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..duck import attach_sqlite
+from ..store.duck import attach_sqlite
 from . import nsys_meta
 from .base import BadInput, LoadResult, Probe, Process
 from .nsys_loader import Loader

@@ -15,7 +15,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..duck import load_sqlite_reader, offline
+from ..store.duck import load_sqlite_reader, offline
 from . import memory as _memory
 from . import workload as W
 from .export_meta import env_text, utc_text, write_enums, write_meta

@@ -40,7 +40,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...duck import OFFLINE_CONFIG
+from ...store.duck import OFFLINE_CONFIG
 
 PIECE_BYTES = 32 << 20  # JSON text per DuckDB parse: bounds memory, amortises per-query cost
 

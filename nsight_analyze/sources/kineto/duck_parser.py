@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...duck import OFFLINE_CONFIG, offline
+from ...store.duck import OFFLINE_CONFIG, offline
 from .duck_json import EVENTS_SQL, MACROS, SOURCE_FAST, SOURCE_RAW, NoFastPath, Piece, split, sql_str
 
 WORKERS = 2  # pieces parsed at once (read_json of one JSON array runs on one core)

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 
 from ... import gpus
-from ...duck import sql_rows, sql_value
+from ...store.duck import sql_rows, sql_value
 from ..base import BadInput, LoadResult, Probe, peak_rows
 from .batches import DTYPE_BYTES, RowSets
 from .duck_json import RANGE_COLUMNS, NoFastPath

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 STAGES = ("live", "rank", "job")
 # Folders of queries/ whose files hold the named statements of one Python module each
@@ -81,7 +81,7 @@ class Query:
 
 def queries_dir() -> Path:
     """queries/ at the repository root (editable install) or inside the wheel."""
-    for candidate in (Path(__file__).parent.parent / "queries", Path(__file__).parent / "queries"):
+    for candidate in (Path(__file__).parents[2] / "queries", Path(__file__).parents[1] / "queries"):
         if candidate.is_dir():
             return candidate
     raise UserError("the queries/ folder of nsight-analyze is missing from this installation")

@@ -16,21 +16,21 @@ from pathlib import Path
 
 import duckdb
 
-from . import analysis
-from .discovery import path_text, utf8_path
+from .. import analysis
+from ..discovery import path_text, utf8_path
+from ..errors import UserError, WorkspaceBusy
+from ..sources.nsys_meta import SQLITE_MAGIC
 from .duck import OFFLINE_CONFIG, bound_memory, offline
-from .errors import UserError, WorkspaceBusy
 from .live_layer import ensure_layer, load_live_queries, settings_as_variables
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 from .schema import schema_files  # noqa: F401 - re-exported for callers
-from .sources.nsys_meta import SQLITE_MAGIC
 
 SCHEMA_VERSION = analysis.SCHEMA_VERSION  # one version: the stamps and the workspace's meta
 
 
 def queries_hash() -> str:
     """The schema and queries/ files: the workspace's live views are recreated when it changes."""
-    from .analysis import layer_hash
+    from ..analysis import layer_hash
 
     return layer_hash()
 

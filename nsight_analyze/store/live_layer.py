@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import duckdb
 
+from ..errors import UserError
 from . import query_layer
 from .duck import no_room, sql_string
-from .errors import UserError
 from .schema import schema_files
 
 # Views of earlier versions whose names are now private helpers or stored tables.

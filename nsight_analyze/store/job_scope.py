@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 
+from ..errors import UserError
 from .duck import main_schema
-from .errors import UserError
 from .schema import table_columns
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import duckdb
 
+from ..render.data import records
+from ..render.table import PlainTable
 from .duck import has_relation
-from .render.data import records
-from .render.table import PlainTable
 
 EVENT_COUNTS = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics")
 LOADED = "coalesce(status, 'ok') = 'ok'"  # files rows of loaded files (the others: failed/skipped/ignored)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from .errors import UserError
+from ..errors import UserError
 
 T = TypeVar("T")
 
