@@ -26,7 +26,7 @@ DEFAULT_INPUT = ROOT.parent / "shared" / "traces" / "kineto" / "hta" / "trace_fi
 CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 import nsight_analyze
 assert nsight_analyze.__file__.startswith(sys.argv[1]), nsight_analyze.__file__
 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

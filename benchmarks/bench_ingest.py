@@ -7,7 +7,7 @@ ranges the generator makes alongside them), then, each in a fresh subprocess:
     RUNTIME, MEMCPY, NVTX_EVENTS): the same rows and the same values, with nothing done to them;
   - narrow: the same scan restricted to a few columns per table (the issue's example
     `SELECT sum(start), sum("end"), ...`), a stricter yardstick, printed for comparison;
-  - ingest: `nsight_analyze.ingest.ingest` into a new workspace (imports included).
+  - ingest: `nsight_analyze.ingest.run.ingest` into a new workspace (imports included).
 Prints rows/s and the ratios load/scan and load/narrow, where load is the ingest until its rows
 have landed (imports, `IngestReport.seconds` "prepare" and "load"; the stored analysis computed
 after and the closing checkpoint left out: the scan does none of that), the whole ingest's
@@ -62,7 +62,7 @@ if mode == "scan":
         if cols:
             rows += con.execute(f"SELECT count(*), {cols} FROM {table}").fetchone()[0]
 else:
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     imports = time.perf_counter() - t
     report = ingest([trace], db)
     assert report.outcomes[0].status == "ok", report.outcomes

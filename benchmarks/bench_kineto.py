@@ -143,7 +143,7 @@ def write_job(out: Path, ranks: int, body: bytes) -> list[Path]:
 def worker(folder: Path, db: Path, analyse: bool, sql_timeout: float) -> None:
     """Ingest the folder and run the analysis SQL; print timings as one JSON line."""
     sys.path.insert(0, str(ROOT))
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store.workspace import open_workspace
 
     t0 = time.perf_counter()  # the workspace is created, loaded and analysed inside the ingest

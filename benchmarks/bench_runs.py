@@ -26,7 +26,7 @@ ingest does (analysis.refresh). Timed, each the median of `--repeat` runs unless
 Then one more run (`--ranks` ranks, another seed, its own job: merge_jobs) is ingested by
 `nsight-analyze ingest -q` in a new process into a copy of that workspace, against the same folder
 into an empty workspace (issue 55: adding one run recomputes only that run's results); `x alone`
-is each over the latter. Once each in this process (nsight_analyze.ingest), the analysis' own
+is each over the latter. Once each in this process (nsight_analyze.ingest.run), the analysis' own
 seconds: the rank-local step and the job step (IngestReport.seconds).
 
     .venv/bin/python benchmarks/bench_runs.py                        # 100 runs x 8 ranks
@@ -49,7 +49,7 @@ from pathlib import Path
 import duckdb
 
 from nsight_analyze.analysis import refresh
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.runs import READS, runs
 from nsight_analyze.store.schema import owned_by
 from nsight_analyze.store.workspace import open_workspace

@@ -33,7 +33,7 @@ from pathlib import Path
 
 INGEST = r"""
 import json, resource, sys, time
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 traces, db, mode, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 started = time.perf_counter()
 kw = {"one": {"jobs": 1}, "jobs": {"jobs": workers}, "dask": {"dask": f"local:{workers}"},

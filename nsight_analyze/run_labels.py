@@ -6,7 +6,7 @@ step. Labels come from a small file beside the traces (`run.toml` or `run.json` 
 a file, or in a folder above it up to the ingest's input) and from `ingest --label key=value`;
 both are checked against each other before anything is written (a conflict is one line, exit 2),
 then stored per file (`run_labels(file_id, key, value, source)`) in the same transaction as the
-file's rows (landing.py), so a failed ingest leaves no label behind and `--replace` replaces them
+file's rows (ingest/landing.py), so a failed ingest leaves no label behind and `--replace` replaces them
 with the file. A run (a job, queries/job/merge_jobs.sql) has the labels of its files.
 """
 

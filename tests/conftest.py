@@ -70,7 +70,7 @@ def oracle_dir(trace: Path) -> Path:
 def sample_workspace(tmp_path_factory) -> Path:
     """sample_traces/ ingested once per test run (each ingest of it costs seconds of analysis):
     open it read-only, or `copy_workspace` it before writing."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path_factory.mktemp("sample_workspace") / "sample.duckdb"
     ingest([ROOT / "sample_traces"], db, analyze="all")  # tests read any table of it, read-only
@@ -89,7 +89,7 @@ def copy_workspace(src: Path, dst: Path) -> Path:
 def ingested(paths: list[Path], db: Path, read_only: bool = True):
     """Ingest `paths` into the new workspace file `db` and return a connection to it (read-only
     unless asked: a test that only reads cannot change what it checks)."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store.workspace import open_workspace
 
     ingest(paths, db)
@@ -99,7 +99,7 @@ def ingested(paths: list[Path], db: Path, read_only: bool = True):
 @pytest.fixture
 def workspace_of(tmp_path):
     """Ingest the given paths into a fresh workspace and return an open connection."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store.workspace import open_workspace
 
     def make(*paths: Path, name: str = "ws.duckdb"):
@@ -130,7 +130,7 @@ def synth_job(tmp_path_factory) -> Callable[..., SynthJob]:
     same job (same injections, ranks, steps, seed...) asked for by several tests or modules is
     generated once (each costs seconds of generation and analysis). Open `db` read-only, or
     `copy_workspace` it before writing: other tests read the same file."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.synth import generate
 
     cache: dict[tuple, SynthJob] = {}

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from nsight_analyze import analysis
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store import query_layer
 from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate

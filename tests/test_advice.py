@@ -34,7 +34,7 @@ CHECKPOINT = re.compile(r"checkpointing|activation checkpoint|gradient checkpoin
 
 
 def _open(paths: list[Path], db: Path):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store.workspace import open_workspace
 
     ingest(paths, db)

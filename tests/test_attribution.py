@@ -39,7 +39,7 @@ def _params():
 
 @pytest.fixture(scope="module", params=_params())
 def job(request, tmp_path_factory):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.synth import generate
 
     name = request.param

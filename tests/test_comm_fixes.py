@@ -47,7 +47,7 @@ def _nccl_time_us(folder: Path) -> Counter:
 
 @pytest.fixture(scope="module")
 def workspaces(tmp_path_factory):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     out = {}
     for key, folder in (("filter", FILTER), ("control", CONTROL)):

@@ -17,7 +17,7 @@ from conftest import TRACES, requires_shared
 from nsight_analyze.cli import main
 from nsight_analyze.comms import comms
 from nsight_analyze.errors import UserError
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate
 from nsight_analyze.synth.parallel import parse_parallel

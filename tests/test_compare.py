@@ -50,7 +50,7 @@ def slowest_median(truth: dict) -> float:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     """before: healthy job (seed 1); after: another seed with rank 3 20% slower. Both ingested."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.synth import generate
 
     tmp = tmp_path_factory.mktemp("compare")

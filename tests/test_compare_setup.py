@@ -53,7 +53,7 @@ def hta_sum_us(name: str, prefix: str) -> int:
 def workspaces(tmp_path_factory) -> dict[str, Path]:
     if not all((DIFF / n / f"{n}.json.gz").is_file() for n in SIDES.values()):
         pytest.skip("../shared/traces/kineto/hta/trace_diff is absent (real traces live beside the project)")
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     tmp = tmp_path_factory.mktemp("compare_setup")
     out = {}
@@ -193,7 +193,7 @@ def test_crossed_pairs_compare_the_named_ranks(tmp_path):
     import numpy as np
 
     from nsight_analyze.compare import compare
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.synth import generate
 
     truth = {}

@@ -18,7 +18,7 @@ import pytest
 from conftest import TRACES, requires_shared
 
 from nsight_analyze import mfu
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import dcgm, dcgm_formats, registry
 from nsight_analyze.sources.base import BadInput
 from nsight_analyze.store.workspace import open_workspace

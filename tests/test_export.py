@@ -21,7 +21,7 @@ from conftest import copy_workspace
 from nsight_analyze.cli import main
 from nsight_analyze.export import chrome_trace, parse_ranks
 from nsight_analyze.export.parquet import MANIFEST
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import kineto
 from nsight_analyze.store import query_layer
 from nsight_analyze.store.schema import schema_tables

@@ -52,7 +52,7 @@ def test_csv_peaks_are_the_datasheet_values() -> None:
 def h100_db(tmp_path_factory) -> str:
     if not H100_FILE.exists():
         pytest.skip(f"{H100_FILE} is absent (real traces live beside the project)")
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path_factory.mktemp("h100") / "ws.duckdb"
     ingest([H100_FILE], db)
@@ -188,7 +188,7 @@ def _erase_identity(db: Path) -> None:
     ],
 )
 def test_real_trace_with_exclusive_names_keeps_its_architecture(tmp_path: Path, trace: str, model: str):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "ws.duckdb"
     ingest([TRACELENS / trace], db)

@@ -28,8 +28,8 @@ from test_kineto import kernel_event, write_trace
 
 from nsight_analyze import gpus
 from nsight_analyze.cli import main
-from nsight_analyze.discovery import _file_number
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.discovery import _file_number
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 
 VLLM = TRACES / "kineto" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"

@@ -231,7 +231,7 @@ def test_gpus_command(tmp_path) -> None:
 def test_real_traces_table_and_env_hint(tmp_path) -> None:
     """fuser/report2 names an H200 (table row); the nsys-ai capture has no TARGET_INFO_GPU but
     carries PEAK_FLOPS_PER_GPU=989e12 (traces README), so its two ranks are 'assumed'."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "ws.duckdb"
     ingest(

@@ -30,7 +30,7 @@ from conftest import TRACES
 from nsight_analyze import analysis
 from nsight_analyze.cli import main
 from nsight_analyze.diagnose import diagnose
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.mfu import hfu_mfu_summary
 from nsight_analyze.store.workspace import open_workspace
 

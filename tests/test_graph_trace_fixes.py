@@ -20,7 +20,7 @@ import pytest
 from conftest import TRACES
 
 from nsight_analyze.diagnose import diagnose
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.rules.base import Ctx
 from nsight_analyze.rules.cuda_graphs import _GRAPH_FIXES, _graph_trace_fixes
 from nsight_analyze.store.workspace import open_workspace

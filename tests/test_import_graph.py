@@ -196,7 +196,7 @@ def test_circles_finds_a_lazy_circle_and_one_a_change_introduces(tmp_path):
 
 
 # Modules outside sources/ that still name a reader, each with who changes it; the set shrinks to
-# empty. ingest_workers._batches sizes inputs with nsys_recipe.input_size: registry.input_size
+# empty. ingest/workers._batches sizes inputs with nsys_recipe.input_size: registry.input_size
 # (same answer) is the lead's one-line change (the file was outside issue 54 point 4's helper).
 NAMES_A_READER: set[str] = set()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
 
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 
 CLI = [sys.executable, "-m", "nsight_analyze"]

@@ -28,7 +28,7 @@ pytestmark = requires_shared
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path_factory.mktemp("job_scope") / "nsys.duckdb"
     ingest([NSYS], db)

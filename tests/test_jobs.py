@@ -342,7 +342,7 @@ def _sendrecv_kernels(doc: dict) -> int:
 
 @pytest.fixture(scope="module")
 def trace_filter(tmp_path_factory):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path_factory.mktemp("trace_filter") / "tf.duckdb"
     report = ingest([TRACE_FILTER], db)
@@ -485,7 +485,7 @@ def _has_kernels(path: Path) -> bool:
 
 @pytest.fixture(scope="module")
 def nsys_folder(tmp_path_factory):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path_factory.mktemp("nsys_folder") / "nsys.duckdb"
     report = ingest([NSYS], db)
@@ -497,8 +497,8 @@ def test_a_workspace_of_several_jobs_against_itself_is_cut_once(nsys_folder, mon
     """compare W W of a workspace of several jobs: the chosen job's files are ingested into one
     temporary workspace for both sides (they were ingested twice, and each side analysed apart),
     and each side's note names its own option."""
-    from nsight_analyze import ingest as ingest_module
     from nsight_analyze.compare.sides import workspaces
+    from nsight_analyze.ingest import run as ingest_module
 
     _, db = nsys_folder
     calls = []

@@ -20,7 +20,7 @@ from test_kineto import kernel_event, write_trace
 from test_ncu import LELEUCAS, hand_counters, hand_flops
 
 from nsight_analyze import mfu
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 
 CUPTI_TRACE = TRACES / "kineto/hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"

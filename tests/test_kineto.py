@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, requires_shared
 
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import kineto
 from nsight_analyze.sources.base import BadInput
 from nsight_analyze.store.workspace import open_workspace

@@ -17,7 +17,7 @@ import pytest
 from conftest import TRACES, requires_shared
 from test_kineto import kernel_event, write_trace
 
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import kineto
 from nsight_analyze.sources.kineto import duck_json as kineto_duck
 from nsight_analyze.store.workspace import open_workspace

@@ -24,7 +24,7 @@ from conftest import TRACES
 
 from nsight_analyze.cli import main
 from nsight_analyze.compare.setup import side_setup
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources.kineto.loader import VERSION_KEYS
 from nsight_analyze.store.workspace import open_workspace
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT, TRACES, copy_workspace, nsys_traces, requires_shared, rounded_select
 
 from nsight_analyze import analysis
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store import query_layer
 from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.whatif import READS as WHATIF_READS

@@ -185,7 +185,7 @@ def test_report_partition_table_and_timeline_show_copies_apart(jobs):
 
 @pytest.fixture(scope="module")
 def sglang(tmp_path_factory):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path_factory.mktemp("sglang") / "ws.duckdb"
     ingest([SGLANG], db)
@@ -244,7 +244,7 @@ def test_compare_of_traces_without_steady_work_says_why_instead_of_failing(tmp_p
     import duckdb
 
     from nsight_analyze.compare import compare
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.render.compare_html import render
 
     db = tmp_path / "vllm.duckdb"

@@ -370,7 +370,7 @@ def test_synth_gemm_workload_mfu_and_hfu(tmp_path: Path) -> None:
     """The synthetic generator's GEMM-only job: MFU equals its analytic truth per rank and step,
     and with an ncu CSV for one step's GEMMs attached, HFU equals it too."""
     from nsight_analyze import synth
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     ranks = 2
     truth = synth.generate(tmp_path / "synth", ranks=ranks, gpus_per_node=2, steps=3, workload="gemm")

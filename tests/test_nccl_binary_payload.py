@@ -25,7 +25,7 @@ import duckdb
 import pytest
 from conftest import TRACES, requires_shared
 
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import nvtx_binary
 from nsight_analyze.sources.nsys_meta import NsysMeta
 from nsight_analyze.store.duck import attach_sqlite

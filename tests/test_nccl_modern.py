@@ -16,7 +16,7 @@ import pytest
 from conftest import nsys_traces, requires_shared
 
 from nsight_analyze.errors import UserError
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.partition import TP_COLUMNS
 from nsight_analyze.store.workspace import open_workspace
 from nsight_analyze.synth import generate

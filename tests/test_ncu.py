@@ -334,7 +334,7 @@ def test_sniff_rejects_other_csv(tmp_path: Path) -> None:
 def test_real_ncu_launches_match_the_nsys_kernels_of_the_same_app(tmp_path: Path) -> None:
     """icon/gpu.ncu-rep and nsys/icon/gpu.sqlite profile the same program (7 kernels, traces README):
     every timeline kernel finds its ncu launch by canonical name, grid and block size."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "ws.duckdb"
     ingest([TRACES / "nsys" / "icon" / "gpu.sqlite"], db)

@@ -26,11 +26,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
-from nsight_analyze import ingest as ingest_module
-from nsight_analyze import ingest_inputs
 from nsight_analyze.cli import main
 from nsight_analyze.errors import NO_DATA_EXIT, UserError
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest import inputs as ingest_inputs
+from nsight_analyze.ingest import run as ingest_module
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.no_data import has_gpu_operations
 from nsight_analyze.store.workspace import open_workspace
 

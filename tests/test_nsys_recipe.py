@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from conftest import TRACES
 
 from nsight_analyze.cli import main
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 
 JAX = TRACES / "nsys-recipe" / "jax-toolbox"

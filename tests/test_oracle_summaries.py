@@ -27,7 +27,7 @@ SUFFIX = re.compile(r"_v[0-9]{4,}$")  # the project's ABI-suffix rule (nsys 2022
 @pytest.fixture(scope="module")
 def workspaces(tmp_path_factory):
     """One ingested workspace per trace, built on first use and shared by the module's tests."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store.workspace import open_workspace
 
     cache: dict[Path, object] = {}

@@ -26,7 +26,7 @@ from conftest import ROOT
 from nsight_analyze.cli import main
 from nsight_analyze.commands import ingest as ingest_command
 from nsight_analyze.commands.ingest import IngestProgress, Spinner, progress_wanted
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 
 SAMPLE = ROOT / "sample_traces"
 RANKS = [SAMPLE / "report_rank0.sqlite", SAMPLE / "report_rank1.sqlite"]

@@ -19,7 +19,7 @@ from conftest import copy_workspace, stored_tables
 
 from nsight_analyze import analysis
 from nsight_analyze.errors import UserError
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import kineto, nsys_sqlite, registry
 from nsight_analyze.store import query_layer, schema
 from nsight_analyze.store.workspace import open_workspace

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_workspace, stored_tables
 
-from nsight_analyze import analysis, rank_pipeline
-from nsight_analyze import ingest as ingest_module
-from nsight_analyze.ingest import ingest
+from nsight_analyze import analysis
+from nsight_analyze.ingest import rank_pipeline
+from nsight_analyze.ingest import run as ingest_module
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 
 SAMPLES = ROOT / "sample_traces"  # 4 rank files of 0.5 MB

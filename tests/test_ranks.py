@@ -416,7 +416,7 @@ MFU = TRACES / "nsys" / "nsys-ai" / "mfu_2gpu_before.sqlite"
 
 @requires_shared
 def test_real_sendrecv_pairs(tmp_path):
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "mfu.duckdb"
     ingest([MFU], db)
@@ -438,7 +438,7 @@ def test_real_sendrecv_pairs(tmp_path):
 @requires_shared
 def test_ranks_command_on_real_trace(tmp_path):
     from nsight_analyze.cli import main
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "mfu.duckdb"
     ingest([MFU], db)
@@ -459,7 +459,7 @@ def test_ranks_command_on_real_trace(tmp_path):
 
 def _synth_workspace(tmp: Path, injections: tuple[str, ...], **kw) -> tuple[duckdb.DuckDBPyConnection, dict]:
     from nsight_analyze import synth
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     truth = synth.generate(tmp / "job", injections=injections, **kw)
     db = tmp / "job.duckdb"

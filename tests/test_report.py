@@ -32,7 +32,7 @@ def make_workspace(tmp: Path, ranks: int = 4, steps: int = 6, hostile: bool = Tr
     never show.
     """
     from nsight_analyze.analysis import refresh
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store.workspace import open_workspace
     from nsight_analyze.synth import generate
 

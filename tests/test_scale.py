@@ -23,10 +23,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import SHARED, rounded_select
 
-from nsight_analyze import rank_store, synth
+from nsight_analyze import synth
 from nsight_analyze.cli import main
-from nsight_analyze.ingest import ingest
-from nsight_analyze.rank_task import CRASH_ENV
+from nsight_analyze.ingest import rank_store
+from nsight_analyze.ingest.rank_task import CRASH_ENV
+from nsight_analyze.ingest.run import ingest
 
 pytest.importorskip(
     "distributed", reason="the Dask extra (pip install 'nsight-analyze[dask]') is not installed"

@@ -102,7 +102,7 @@ def _answers(trace: Path) -> dict[str, object]:
     error line and exit status) of summary, ranks and diagnose with the trace's folder written as
     DIR (each copy and its workspace, ws.duckdb, share a folder of their own)."""
     from nsight_analyze.cli import main
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.store import schema
     from nsight_analyze.store.workspace import open_workspace
 

@@ -20,7 +20,7 @@ from conftest import TRACES
 
 from nsight_analyze import analysis, synth
 from nsight_analyze.cli import main
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
 
 H100 = TRACES / "nsys" / "nsys-ai" / "h100_2gpu_1s.sqlite"

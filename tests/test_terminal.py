@@ -62,7 +62,7 @@ def workspaces(tmp_path_factory):
     """{name: workspace path} for the real nsys and Kineto jobs, ingested once per module."""
     if not NSYS_TRACE.is_file() or not KINETO_JOB.is_dir():
         pytest.skip("../shared/traces is absent (real traces live beside the project)")
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     tmp = tmp_path_factory.mktemp("terminal")
     out = {}

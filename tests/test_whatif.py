@@ -26,7 +26,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "whatif.md"
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     """Input stalls of 3 ms every 2nd step on every rank, and rank 1's GPU 25 % slower."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.synth import generate
 
     tmp = tmp_path_factory.mktemp("whatif")
@@ -221,7 +221,7 @@ def test_real_trace_with_periodic_steps(tmp_path):
     kernels that run once per step, tests/test_step_detection.py): the replay with nothing removed
     reproduces every measured step exactly (hand check of the model on a real trace), no scenario
     makes a step longer, and nobody is blamed (one rank has no median to exceed)."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "real.duckdb"
     ingest([TRACES / "nsys" / "pipit" / "perlmutter-cloverleaf-cuda.sqlite"], db)
@@ -239,7 +239,7 @@ def test_real_trace_with_periodic_steps(tmp_path):
 def test_real_two_rank_trace_without_steps_is_unknown(tmp_path):
     """nsys-ai mfu_2gpu_before: a 300 ms window with no step markers, whose regular kernels are one
     FSDP block, not a step (test_step_detection.py): no replay, and the reason says why."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
 
     db = tmp_path / "real.duckdb"
     ingest([TRACES / "nsys" / "nsys-ai" / "mfu_2gpu_before.sqlite"], db)
@@ -275,7 +275,7 @@ def test_launch_and_sync_scenarios_match_resimulation(tmp_path, inject):
     """no-launch-gaps (the job simulated again with kernel launches that cost the host nothing) and
     no-sync-stalls (synchronising calls return when the GPU drains) against the replay: within 2 %
     per step; the launch-bound steps gain most of their launch/host-bound idle (generator partition)."""
-    from nsight_analyze.ingest import ingest
+    from nsight_analyze.ingest.run import ingest
     from nsight_analyze.synth import generate
 
     truth = generate(tmp_path / "job", injections=(inject,), vacuum=False, **SHAPE)

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, TRACES, requires_shared
 
 from nsight_analyze.errors import UserError
-from nsight_analyze.ingest import ingest
+from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store import query_layer
 from nsight_analyze.store.duck import MEMORY_ENV, analysis_memory_limit, sql_rows, sql_value
 from nsight_analyze.store.workspace import open_workspace, query_files

@@ -80,7 +80,7 @@ from .steps import (
 )
 
 if TYPE_CHECKING:
-    from ..rank_early import Early
+    from ..ingest.rank_early import Early
 
 STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
 EARLY = f"{STAGED}early_"  # rank_pipeline's tables (staged too: a leftover is dropped as one)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # imported lazily: `import nsight_analyze` stays light
     import pandas as pd
     import pyarrow as pa
 
-    from ..ingest_report import IngestReport
+    from ..ingest.report import IngestReport
 
 from .findings import FindingsMethods
 from .frames import rank_report, rank_report_json, run_sql
@@ -294,7 +294,7 @@ def ingest(
     else is computed when first read (as `ingest --analyze`).
     """
     from ..errors import UserError
-    from ..ingest import ingest as _ingest
+    from ..ingest.run import ingest as _ingest
 
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:  # 0 meant "every core"
         raise ValueError(f"jobs must be a whole number >= 1 (1: this process), not {jobs!r}")

@@ -24,7 +24,7 @@ def sample_traces_dir() -> Path:
 def command(out: Path) -> None:
     """Ingest sample_traces/, print the summary and write the HTML report into OUT."""
     from ..api.outputs import write_report
-    from ..ingest import ingest
+    from ..ingest.run import ingest
     from ..render.summary_tables import print_summary
     from ..store.workspace import open_workspace
     from ..summary import summary

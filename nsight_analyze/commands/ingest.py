@@ -10,7 +10,7 @@ import click
 
 from ..clihelp import env_db, step_pattern_option
 from ..errors import UserError
-from ..ingest import FileOutcome, ingest
+from ..ingest.run import FileOutcome, ingest
 from ..render.escape import clean
 from ..render.table import PlainTable
 from ..render.terminal import print_table

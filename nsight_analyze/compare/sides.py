@@ -39,7 +39,7 @@ def _one_job(db: Path, job: int | None, side: str, tmp: str, notes: list[str]) -
     Why a workspace of its own: compare matches ranks by number, and every per-side read (its
     partition, kernels, findings) must see that job alone (docs/compare.md "Jobs").
     Opening `db` here is also what brings its stored results up to date (open_workspace)."""
-    from ..ingest import ingest
+    from ..ingest.run import ingest
     from ..store.job_scope import choose
     from ..store.workspace import open_workspace
 
@@ -108,7 +108,7 @@ def workspaces(
     """Workspace paths for both inputs; trace folders/files are ingested into temporary ones.
     An input holding several jobs becomes one job's (`jobs`: before's, after's; see _one_job).
     Every path yielded has been opened with open_workspace, so its stored results are current."""
-    from ..ingest import ingest
+    from ..ingest.run import ingest
 
     notes: list[str] = []
     seen: dict[tuple[Path, int | None], Path] = {}

@@ -10,7 +10,7 @@ writes our symbols in ASCII (`us`, `x`, `-`, `...`) and any other character it l
 
 A name of a file that is not UTF-8 (a latin-1 name on a Linux filesystem) reaches the output as
 lone surrogates, which no encoding writes: every stream, and `-o FILE`, shows those bytes as
-`\\xff`, the spelling the workspace stores (discovery.path_text).
+`\\xff`, the spelling the workspace stores (store/duck.path_text).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ codecs.register_error(ERRORS, _ascii_for)
 
 def make_safe(*streams: object) -> None:
     """Give each text stream the fallback above: a UTF one meets only the bytes of file names
-    that are not UTF-8 (shown as `\\xff`, as the database holds them: discovery.path_text)."""
+    that are not UTF-8 (shown as `\\xff`, as the database holds them: store/duck.path_text)."""
     for stream in streams or (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors=ERRORS)

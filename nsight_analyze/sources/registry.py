@@ -96,7 +96,7 @@ def walk(root: Path) -> list[Path]:
             outer.append(folder)
     inside = set(outer)
     # every entry but real folders: links (dangling ones too) and named pipes, sockets and
-    # devices are listed, for the ingest to report (a FIFO is never opened: ingest_inputs._special_file)
+    # devices are listed, for the ingest to report (a FIFO is never opened: ingest/inputs._special_file)
     files = [
         p for p in entries if (p.is_symlink() or not p.is_dir()) and not any(q in inside for q in p.parents)
     ]

@@ -22,6 +22,17 @@ from ..errors import UserError
 T = TypeVar("T")
 
 
+def path_text(path: Path) -> str:
+    """A path as text a database can hold: bytes of a name that are not UTF-8 (a latin-1 name on
+    a Linux filesystem, which Python holds as lone surrogates and DuckDB refuses) as `\\xff`."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def utf8_path(path: Path) -> bool:
+    """Whether DuckDB can open `path` by name (its readers take UTF-8 text, not bytes)."""
+    return path_text(path) == str(path)
+
+
 def sqlite_extension_path() -> Path:
     """The sqlite_scanner extension binary shipped by the duckdb-extension-sqlite-scanner wheel."""
     try:

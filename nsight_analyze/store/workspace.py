@@ -17,10 +17,9 @@ from pathlib import Path
 import duckdb
 
 from .. import analysis
-from ..discovery import path_text, utf8_path
 from ..errors import UserError, WorkspaceBusy
 from ..sources.nsys_meta import SQLITE_MAGIC
-from .duck import OFFLINE_CONFIG, bound_memory, offline
+from .duck import OFFLINE_CONFIG, bound_memory, offline, path_text, utf8_path
 from .live_layer import ensure_layer, load_live_queries, settings_as_variables
 from .query_layer import queries_dir, query_files  # noqa: F401 - re-exported for callers
 from .schema import schema_files  # noqa: F401 - re-exported for callers

@@ -6,16 +6,15 @@ Why apart from the ingest: this is the part a user reasons about when ranks come
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from .errors import UserError
-from .sources import registry
-from .sources.base import Probe
+from ..errors import UserError
+from ..sources import registry
+from ..sources.base import Probe
 
 WORKSPACE_SUFFIXES = (".duckdb", ".duckdb.wal")
 MAX_FILENAME_RANK = 100_000
@@ -34,17 +33,6 @@ class Candidate:
     job_ranks: dict[int, int] = field(default_factory=dict)  # Process.key -> rank within its job
     replaces: list[int] = field(default_factory=list)  # file_ids this file replaces
     labels: list[tuple[str, str, str]] = field(default_factory=list)  # run_labels: (key, value, source)
-
-
-def path_text(path: Path) -> str:
-    """A path as text a database can hold: bytes of a name that are not UTF-8 (a latin-1 name on
-    a Linux filesystem, which Python holds as lone surrogates and DuckDB refuses) as `\\xff`."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-def utf8_path(path: Path) -> bool:
-    """Whether DuckDB can open `path` by name (its readers take UTF-8 text, not bytes)."""
-    return path_text(path) == str(path)
 
 
 def natural_key(path: Path) -> list:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import duckdb
 
+from ..sources import registry
+from ..sources.base import BadInput
+from ..store import schema
+from ..store.duck import no_room, rollback, sql_row, sql_value
 from . import rank_store
 from .discovery import Candidate
 from .rank_task import Mapped, load_file
-from .sources import registry
-from .sources.base import BadInput
-from .store import schema
-from .store.duck import no_room, rollback, sql_row, sql_value
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import UserError
+from ..errors import UserError
 
 DASK_TIMEOUT_ENV = "NSIGHT_ANALYZE_DASK_TIMEOUT"
 DASK_TIMEOUT_S = 10.0
@@ -52,7 +52,7 @@ class LocalProcesses:
         methods = multiprocessing.get_all_start_methods()
         self.context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
-            self.context.set_forkserver_preload(["nsight_analyze.rank_task"])
+            self.context.set_forkserver_preload(["nsight_analyze.ingest.rank_task"])
         self.pool = self._new_pool(workers)
 
     def _new_pool(self, workers: int) -> ProcessPoolExecutor:

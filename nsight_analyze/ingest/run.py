@@ -7,8 +7,8 @@ rolled back and reported in one line; the others still load. Re-ingesting the sa
 content is a no-op (sha256), so an interrupted ingest is simply run again.
 
 This module runs those steps in order, in one process or with workers; which files are read and
-which are new is ingest_inputs.py's, the work spread over workers or threads ingest_workers.py's,
-the report and what an ingest leaves behind ingest_report.py's.
+which are new is inputs.py's, the work spread over workers or threads workers.py's,
+the report and what an ingest leaves behind report.py's.
 """
 
 from __future__ import annotations
@@ -21,18 +21,19 @@ from pathlib import Path
 
 import duckdb
 
-from . import analysis, classify, rank_store, run_labels
+from .. import analysis, classify, run_labels
+from ..errors import UserError, WorkspaceBusy
+from ..sources import registry
+from ..store.duck import checkpoints_held, no_room, no_room_error
+from . import rank_store
 from .discovery import Candidate, discover, natural_key
-from .errors import UserError, WorkspaceBusy
 from .executors import Executor, open_executor
-from .ingest_inputs import classify_candidates, dedupe, number_ranks, refuse_mixed_formats
-from .ingest_report import NOT_LOADED, IngestReport, discard_new_workspace, record_not_loaded
-from .ingest_workers import input_bytes, map_and_land, prepare_all, use_workers, worker_count
+from .inputs import classify_candidates, dedupe, number_ranks, refuse_mixed_formats
 from .landing import FileOutcome, load_one
 from .rank_pipeline import Early, RankPipeline
 from .rank_task import export_cache
-from .sources import registry
-from .store.duck import checkpoints_held, no_room, no_room_error
+from .report import NOT_LOADED, IngestReport, discard_new_workspace, record_not_loaded
+from .workers import input_bytes, map_and_land, prepare_all, use_workers, worker_count
 
 INGEST_MEMORY_LIMIT = "512MB"
 # The rank-local step runs beside the load (rank_pipeline) for inputs of at least this much in
@@ -58,8 +59,8 @@ def ingest(
     """Load traces into the workspace; see the module docstring for the guarantees.
 
     `jobs`: worker processes that read the files and compute their rank-local results (1: this
-    process; None: the machine's cores, for inputs of at least ingest_workers.SMALL_INPUT_BYTES on
-    machines of at least ingest_workers.AUTO_MIN_CORES cores). `dask`: run
+    process; None: the machine's cores, for inputs of at least workers.SMALL_INPUT_BYTES on
+    machines of at least workers.AUTO_MIN_CORES cores). `dask`: run
     those tasks on a Dask cluster instead (executors.DaskCluster). `progress(outcome, done,
     total)` follows the files loaded; `analysis_progress(done, total)` the rank batches of the
     analysis computed after them (analysis.refresh). `labels`: run labels ({key: value},

@@ -1,7 +1,7 @@
 """What an ingest reports, and what it leaves in the workspace besides the files it loaded.
 
-Why its own module: every step of an ingest (ingest_inputs.py's choice of files, ingest_workers.py's
-preparing and mapping, ingest.py's loading) adds its files' outcomes to one `IngestReport`; and how
+Why its own module: every step of an ingest (inputs.py's choice of files, workers.py's
+preparing and mapping, run.py's loading) adds its files' outcomes to one `IngestReport`; and how
 an ingest ends is decided here: each file it did not load gets a `files` row saying why (so `info`
 lists it), and a workspace it created but loaded nothing into is removed (a failed ingest leaves
 no file behind).
@@ -13,13 +13,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import UserError
+from ..store.duck import path_text, sql_row, sql_value
+from ..store.workspace import open_workspace
 from . import rank_store
-from .discovery import Candidate, path_text
-from .errors import UserError
+from .discovery import Candidate
 from .landing import FileOutcome
 from .rank_task import export_cache
-from .store.duck import sql_row, sql_value
-from .store.workspace import open_workspace
 
 
 @dataclass

@@ -5,7 +5,7 @@ into those a source reads and those skipped (an .nsys-rep whose export lies besi
 without nsys on PATH), ignored (a pipe, a socket, an unrecognised format) or failed (a path DuckDB
 cannot open), each with its one-line reason; once prepared, those of content the workspace holds
 already are left out (sha256), a change of traced formats is refused, and the new files are
-numbered. ingest.py runs these steps in this order; nothing here loads a row.
+numbered. run.py runs these steps in this order; nothing here loads a row.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from pathlib import Path
 
 import duckdb
 
-from . import run_labels
-from .discovery import Candidate, assign_ranks, utf8_path
-from .errors import UserError
-from .ingest_report import IngestReport
+from .. import run_labels
+from ..errors import UserError
+from ..sources import registry
+from ..store.duck import sql_string, utf8_path
+from ..store.workspace import open_workspace
+from .discovery import Candidate, assign_ranks
 from .landing import FileOutcome
 from .rank_task import NSYS_REPORT_SUFFIXES
-from .sources import registry
-from .store.duck import sql_string
-from .store.workspace import open_workspace
+from .report import IngestReport
 
 
 def _special_file(path: Path) -> str | None:

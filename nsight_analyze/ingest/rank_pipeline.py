@@ -26,12 +26,12 @@ import threading
 
 import duckdb
 
-from . import analysis
-from .analysis import EARLY
+from .. import analysis
+from ..analysis import EARLY
+from ..store import query_layer, schema
+from ..store.duck import bound_memory, main_schema
+from ..store.live_layer import settings_as_variables
 from .rank_early import Early
-from .store import query_layer, schema
-from .store.duck import bound_memory, main_schema
-from .store.live_layer import settings_as_variables
 
 
 class RankPipeline:

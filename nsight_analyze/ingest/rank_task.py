@@ -21,14 +21,15 @@ from types import ModuleType
 
 import duckdb
 
-from . import analysis, classify, rank_store
+from .. import analysis, classify
+from ..errors import UserError
+from ..sources import registry
+from ..sources.base import CORRUPT_TIMING, BadInput, LoadResult, Probe
+from ..store import schema
+from ..store.duck import OFFLINE_CONFIG, bound_memory, offline, rollback, sql_rows
+from ..store.live_layer import ensure_layer, settings_as_variables
+from . import rank_store
 from .discovery import export_cache
-from .errors import UserError
-from .sources import registry
-from .sources.base import CORRUPT_TIMING, BadInput, LoadResult, Probe
-from .store import schema
-from .store.duck import OFFLINE_CONFIG, bound_memory, offline, rollback, sql_rows
-from .store.live_layer import ensure_layer, settings_as_variables
 
 NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # Tests only: crash the worker process (os._exit) while it maps a file whose path contains the

@@ -4,7 +4,7 @@ Why its own module: whether worker processes (or a Dask cluster: executors.py) p
 is decided here, and so is what they run: every file is hashed, exported and probed
 (rank_task.prepare) on the workers, or on threads of this process while the workspace opens; with
 workers, batches of files are mapped into the rank store (rank_task.map_batch) and each batch is
-landed in the workspace (landing.land_batch, one transaction) as it comes back. ingest.py calls
+landed in the workspace (landing.land_batch, one transaction) as it comes back. run.py calls
 `prepare_all`, then `map_and_land` or its own one-process load.
 """
 
@@ -18,15 +18,16 @@ from pathlib import Path
 
 import duckdb
 
-from . import analysis, classify, rank_store
+from .. import analysis, classify
+from ..sources import registry
+from ..store.duck import no_room, no_room_error
+from ..store.workspace import open_workspace
+from . import rank_store
 from .discovery import Candidate
 from .executors import Executor, WorkerDied
-from .ingest_report import IngestReport
 from .landing import FileOutcome, land_batch
 from .rank_task import BatchMapped, MapBatch, MapSpec, Prepared, map_batch, prepare
-from .sources import registry
-from .store.duck import no_room, no_room_error
-from .store.workspace import open_workspace
+from .report import IngestReport
 
 # Inputs smaller than this in all load in this process when the number of workers is left to
 # the default: starting worker processes would cost more than they save.
