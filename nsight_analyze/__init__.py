@@ -21,11 +21,11 @@ __version__ = "0.1.0"
 
 # na.<name> -> nsight_analyze.api.<name>, imported when first asked for.
 _API = ("open", "Workspace", "rank_report", "run_sql")
-# na.ingest and na.compare are also the names of submodules (nsight_analyze.ingest.run, .compare),
+# na.ingest and na.compare are also the names of subpackages (nsight_analyze.ingest, .compare),
 # which the import system sets as attributes of this package whenever they are imported. So that
 # `na.ingest(...)` always works, those submodules are made callable: calling one calls the API
 # function of the same name (nsight_analyze.api.ingest / .compare); as modules they are unchanged
-# (`from nsight_analyze.ingest.run import ingest` is still the library's own function).
+# (`from nsight_analyze.ingest.run import ingest` is the library's own function).
 _CALLABLE_SUBMODULES = ("ingest", "compare")
 
 
