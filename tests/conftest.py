@@ -188,3 +188,12 @@ def fast_path(request, monkeypatch):
     from nsight_analyze.sources import kineto
 
     monkeypatch.setattr(kineto, "FAST_PATH", request.param)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test worker whose tests all passed removes its temporary folder, the session-scoped
+    fixtures' workspaces included (pyproject's tmp_path_retention_policy removes a passing test's
+    own tmp_path; pytest leaves a basetemp given by pytest-xdist's controller, as each worker's is:
+    some 2 GB a run, three runs kept)."""
+    if exitstatus == 0 and hasattr(session.config, "workerinput"):
+        shutil.rmtree(session.config._tmp_path_factory.getbasetemp(), ignore_errors=True)
