@@ -59,9 +59,8 @@ def per_step_evidence(ctx: Ctx, cause: str, label: str) -> Evidence:
 
 def gap_evidence(ctx: Ctx, causes: str, label: str) -> Evidence:
     """The idle pieces (gaps) of the causes, longest first, with what the host was doing."""
-    in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
     return ctx.evidence(
         f"{label} gaps",
         "The idle pieces behind the number, longest first, with what the host was doing (gaps view).",
-        SQL.sql("gap_evidence", in_steps=in_steps, causes=causes),
+        SQL.sql("gap_evidence", in_steps=ctx.in_steps, causes=causes),
     )

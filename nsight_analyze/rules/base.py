@@ -131,6 +131,12 @@ class Ctx:
             self.n_ranks = int(job["ranks"])
             self.mean_step_ns = float(self.scalar(SQL["mean_step"]) or 0.0)
 
+    @property
+    def in_steps(self) -> str:
+        """The SQL condition on a `step` column that keeps the windows a finding counts: the steps,
+        or, in a job without steps, the whole capture (its one window, step NULL)."""
+        return "step IS NOT NULL" if self.has_steps else "step IS NULL"
+
     def has(self, *names: str) -> bool:
         """Whether every named view/table/macro exists (the missing ones are recorded for the job)."""
         ok = all(n in self.objects for n in names)

@@ -277,8 +277,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
     """One rank computes longer than the others and the rest wait for it at every collective."""
     if not ctx.has("imbalance", "merge_straggler_verdict"):
         return []
-    where = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-    per_step = ctx.rows(SQL.sql("imbalance_per_step", where=where))
+    per_step = ctx.rows(SQL.sql("imbalance_per_step", where=ctx.in_steps))
     if not per_step:
         return []
     total = int(round(math.fsum(max(r["excess_ns"], 0.0) for r in per_step if r["excess_ns"] is not None)))
@@ -296,7 +295,7 @@ def imbalance(ctx: Ctx) -> list[Finding]:
         ctx.evidence(
             "imbalance per step",
             "Per step: the slowest rank's compute against the mean (imbalance).",
-            SQL.sql("imbalance_evidence", where=where),
+            SQL.sql("imbalance_evidence", where=ctx.in_steps),
         ),
         ctx.evidence(
             "straggler verdict",

@@ -38,11 +38,6 @@ NAMES = {
 }
 
 
-def _where(ctx: Ctx) -> str:
-    """The statements' $where: the steps, or without steps the whole capture (step NULL)."""
-    return "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-
-
 def _parent_recoverable(ctx: Ctx) -> int | None:
     """The `exposed-comm` finding's recoverable time per step (rules/comms.py's measure), or None."""
     total = ctx.scalar(SQL["parent_recoverable"])
@@ -58,7 +53,7 @@ def breakdown_evidence(ctx: Ctx) -> Evidence | None:
         "Per dimension (comm_groups): total, exposed time and bytes summed over ranks, bus bandwidth, the "
         "link; and per step the critical rank's overlap-recoverable part (diag_comm_dimension), "
         "summed over steps / steps.",
-        SQL.sql("breakdown", steps=max(ctx.n_steps, 1), where=_where(ctx)),
+        SQL.sql("breakdown", steps=max(ctx.n_steps, 1), where=ctx.in_steps),
     )
 
 
@@ -119,7 +114,7 @@ def comm_by_dimension(ctx: Ctx) -> list[Finding]:
     dims = ctx.column(SQL["dimensions"])
     if len(dims) < 2:
         return []  # one dimension: exposed-comm is its finding (with the breakdown as evidence)
-    per = ctx.rows(SQL.sql("recoverable_per_dimension_step", where=_where(ctx)))
+    per = ctx.rows(SQL.sql("recoverable_per_dimension_step", where=ctx.in_steps))
     gain, _ = whatif_gain(ctx, "comms-hidden")  # all dimensions at once: a bound for each
     nvlink, nvlink_why = nvlink_peak_gbps(ctx.con)
     th = ctx.th["dimension_comm_min_pct"]
@@ -150,7 +145,7 @@ def _finding(
         source = "whatif comms-hidden" if gain < own else "exposed"
     else:
         rec, source = own, "exposed"
-    where = _where(ctx)
+    where = ctx.in_steps
     g = ctx.row(SQL.sql("dimension_totals", dimension=d))
     w = ctx.row(SQL.sql("dimension_waits", dimension=d, where=where))
     steps = steps_over(rows, th)

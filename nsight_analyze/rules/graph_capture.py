@@ -76,8 +76,7 @@ def _graph_capture_note(ctx: Ctx) -> list[Finding]:
     phases = ctx.rows(SQL["graph_phases_per_rank"])
     if not phases:
         return []
-    in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-    idle = ctx.scalar(SQL.sql("graph_idle_total", in_steps=in_steps)) if ctx.has("capture_idle") else None
+    idle = ctx.scalar(SQL.sql("graph_idle_total", in_steps=ctx.in_steps)) if ctx.has("capture_idle") else None
     captured = int(sum(int(r["captured"] or 0) for r in phases))
     ran = int(sum(int(r["launches_run"] or 0) for r in phases))
     captures = int(sum(int(r["captures"] or 0) for r in phases))
@@ -160,8 +159,9 @@ def _compile_note(ctx: Ctx) -> list[Finding]:
     phases = ctx.rows(SQL["compile_phases_per_rank"])
     if not phases:
         return []
-    in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-    idle = ctx.scalar(SQL.sql("compile_idle_total", in_steps=in_steps)) if ctx.has("capture_idle") else None
+    idle = (
+        ctx.scalar(SQL.sql("compile_idle_total", in_steps=ctx.in_steps)) if ctx.has("capture_idle") else None
+    )
     # each phase in the one step window it overlaps most (compile_steps)
     steps = [int(s) for s in ctx.column(SQL["compile_steps"])] if ctx.has_steps and ctx.has("steps") else []
     phase_ns = int(sum(int(r["phase_ns"] or 0) for r in phases))

@@ -181,8 +181,7 @@ def launch_bound(ctx: Ctx) -> list[Finding]:
             )
     concentrated = False
     if ctx.has("gaps"):
-        in_steps = "step IS NOT NULL" if ctx.has_steps else "step IS NULL"
-        top = ctx.row(SQL.sql("launch_gaps_longest", in_steps=in_steps))
+        top = ctx.row(SQL.sql("launch_gaps_longest", in_steps=ctx.in_steps))
         n, longest, lg_all = int(top["n"]), int(top["longest"]), int(top["total"])
         if lg_all:
             top_pct = 100.0 * longest / lg_all
