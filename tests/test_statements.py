@@ -9,6 +9,7 @@ files themselves and their modules' source text.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from itertools import product
@@ -35,10 +36,16 @@ def module_of(path: Path) -> Path:
     return folder / "__init__.py" if path.stem == path.parent.name else folder / f"{path.stem}.py"
 
 
+@functools.cache
+def package_sources() -> tuple[str, ...]:
+    """The text of every module of the package, read once for all the statement files."""
+    return tuple(p.read_text() for p in sorted(PACKAGE.rglob("*.py")))
+
+
 def users(path: Path) -> str:
     """The source of every module that reads the statement file (its own and any importer)."""
     key = f'"{path.parent.name}/{path.stem}"'
-    return "".join(p.read_text() for p in PACKAGE.rglob("*.py") if key in p.read_text())
+    return "".join(text for text in package_sources() if key in text)
 
 
 def test_each_statement_file_belongs_to_a_module_that_reads_it():
