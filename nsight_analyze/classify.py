@@ -4,7 +4,8 @@ The name is the only thing every trace format has, so a name heuristic is the ba
 (Nsight Compute data, where ingested, may override it later). Matching is done once per
 DISTINCT name inside DuckDB with one CASE expression whose patterns are constants (each
 compiled once), then joined back, so millions of kernel rows cost one regex pass over a
-few thousand names.
+few thousand names. The statements are those of queries/answers/classify.sql; the rules'
+CASE branches and inline VALUES rows are pieces of it, filled per rule.
 
 Rules are read from `data/kernel_rules.csv` (columns `priority,pattern,category,
 subcategory,note`; RE2 syntax as in DuckDB's `regexp_matches`, case-sensitive unless the
@@ -34,6 +35,7 @@ import duckdb
 
 from .errors import UserError
 from .store.duck import has_relation, sql_string
+from .store.query_layer import statements
 
 if TYPE_CHECKING:  # classification is SQL; only classify_names hands back a DataFrame
     import pandas as pd
@@ -43,6 +45,8 @@ CATEGORIES = ("compute", "memory", "comms", "other")
 COLUMNS = ("priority", "pattern", "category", "subcategory", "note")
 # settings row that keeps the user's rules, so a later ingest classifies new files the same way
 USER_RULES_KEY = "kernel_rules_user"
+
+SQL = statements("answers/classify")
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ def _check_patterns(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> None:
         if rule.pattern in _valid_patterns:
             continue
         try:
-            con.execute(f"SELECT regexp_matches('', {_literal(rule.pattern)})").fetchone()
+            con.execute(SQL.sql("pattern_check", pattern=_literal(rule.pattern))).fetchone()
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0]
             raise UserError(
@@ -147,21 +151,29 @@ def _check_patterns(con: duckdb.DuckDBPyConnection, rules: list[Rule]) -> None:
 def _rule_index_sql(rules: list[Rule], column: str) -> str:
     """CASE expression giving the index of the first rule matching `column` (NULL: no rule)."""
     if not rules:
-        return "CAST(NULL AS INTEGER)"
+        return SQL["no_rule_index"]
     whens = " ".join(
-        f"WHEN regexp_matches({column}, {_literal(rule.pattern)}) THEN {i}" for i, rule in enumerate(rules)
+        SQL.sql("rule_when", column=column, pattern=_literal(rule.pattern), index=i)
+        for i, rule in enumerate(rules)
     )
-    return f"CASE {whens} END"
+    return SQL.sql("rule_index", whens=whens)
 
 
 def _rules_values(rules: list[Rule]) -> str:
     """The rules as an inline VALUES table (rule_idx, category, subcategory, rule)."""
-    rows = [(i, r.category, r.subcategory, r.origin) for i, r in enumerate(rules)]
+    if not rules:
+        return SQL["no_rules"]
     values = ", ".join(
-        f"({i}, {_literal(c)}, {'NULL' if s is None else _literal(s)}, {_literal(o)})" for i, c, s, o in rows
+        SQL.sql(
+            "rule_row",
+            index=i,
+            category=_literal(r.category),
+            subcategory="NULL" if r.subcategory is None else _literal(r.subcategory),
+            origin=_literal(r.origin),
+        )
+        for i, r in enumerate(rules)
     )
-    empty = "SELECT NULL::INTEGER, NULL::VARCHAR, NULL::VARCHAR, NULL::VARCHAR WHERE false"
-    return f"(VALUES {values})" if rows else f"({empty})"
+    return SQL.sql("rules_values", rows=values)
 
 
 _NAME_MAP_CACHE = "_name_map_cache"  # TEMP: names this connection classified, per rule set
@@ -186,49 +198,29 @@ def build_name_map(
             repr([(r.pattern, r.category, r.subcategory, r.origin) for r in rules]).encode()
         ).hexdigest()
     )
-    con.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {_NAME_MAP_CACHE} "
-        "(rules VARCHAR, name VARCHAR, category VARCHAR, subcategory VARCHAR, rule VARCHAR)"
-    )
-    fresh = con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _name_map_fresh AS
-        SELECT DISTINCT name FROM ({names_sql}) AS s
-        WHERE NOT EXISTS (SELECT 1 FROM {_NAME_MAP_CACHE} AS c
-                          WHERE c.rules = {key} AND c.name IS NOT DISTINCT FROM s.name)
-        """
-    ).fetchone()[0]
+    con.execute(SQL.sql("name_map_cache", cache=_NAME_MAP_CACHE))
+    fresh = con.execute(SQL.sql("fresh_names", names=names_sql, cache=_NAME_MAP_CACHE, key=key)).fetchone()[0]
     if fresh:  # binding the rules' CASE costs as much as running it: only for new names
         con.execute(
-            f"""
-            INSERT INTO {_NAME_MAP_CACHE}
-            WITH m AS (SELECT name, {_rule_index_sql(rules, "coalesce(name, '')")} AS rule_idx
-                       FROM _name_map_fresh)
-            SELECT {key}, m.name, coalesce(r.category, 'other') AS category, r.subcategory, r.rule
-            FROM m LEFT JOIN {_rules_values(rules)} r(rule_idx, category, subcategory, rule) USING (rule_idx)
-            """
+            SQL.sql(
+                "classify_fresh_names",
+                cache=_NAME_MAP_CACHE,
+                rule_index=_rule_index_sql(rules, "coalesce(name, '')"),
+                key=key,
+                rules=_rules_values(rules),
+            )
         )
     con.execute("DROP TABLE _name_map_fresh")
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {table} AS
-        SELECT c.name, c.category, c.subcategory, c.rule
-        FROM {_NAME_MAP_CACHE} AS c
-        WHERE c.rules = {key}
-          AND EXISTS (SELECT 1 FROM ({names_sql}) AS s WHERE s.name IS NOT DISTINCT FROM c.name)
-        """
-    )
+    con.execute(SQL.sql("name_map", table=table, cache=_NAME_MAP_CACHE, key=key, names=names_sql))
 
 
 def classify_names(
     con: duckdb.DuckDBPyConnection, names: list[str], rules_path: Path | None = None
 ) -> pd.DataFrame:
     """Category, subcategory and deciding rule of each given name (sorted by name)."""
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _classify_input AS SELECT unnest(?::VARCHAR[]) AS name", [names]
-    )
+    con.execute(SQL["classify_input"], [names])
     try:
-        build_name_map(con, "SELECT name FROM _classify_input", "_classify_map", rules_path)
+        build_name_map(con, SQL["input_names"], "_classify_map", rules_path)
         return con.execute("SELECT * FROM _classify_map ORDER BY name").df()
     finally:
         con.execute("DROP TABLE IF EXISTS _classify_input")
@@ -240,8 +232,7 @@ def store_user_rules(con: duckdb.DuckDBPyConnection, rules_path: Path) -> None:
     text = _read_rules_file(rules_path)
     _check_patterns(con, ordered_rules(text, str(rules_path)))
     con.execute(
-        "INSERT OR REPLACE INTO settings VALUES (?, ?, ?)",
-        [USER_RULES_KEY, text, "CSV text of the user's kernel rules (--rules)"],
+        SQL["store_user_rules"], [USER_RULES_KEY, text, "CSV text of the user's kernel rules (--rules)"]
     )
 
 
@@ -250,7 +241,7 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
     source that does not classify on insert), and stamp the rules (stamp_rules). Without
     `rules_path`, the user rules stored by `--rules` apply, so later files are classified like
     earlier ones. An ingest calls it from one place: rank_task.load_file, per file."""
-    _classify_rows(con, "category IS NULL", rules_path)
+    _classify_rows(con, SQL["unclassified_kernels"], rules_path)
     stamp_rules(con)
 
 
@@ -260,12 +251,6 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, rules_path: Path | None = N
 # and compute-efficiency findings are read against.
 UNCLASSIFIED_WARN_PCT = 20.0
 
-# The unclassified share of kernel time, from the stored per-rank kernel totals (kernel_summary:
-# no pass over the kernels) and from `kernels` where the workspace has no analysis yet.
-_UNCLASSIFIED_SQL = """SELECT 100.0 * sum(t) FILTER (WHERE category = 'other') / nullif(sum(t), 0) AS pct,
-       count(DISTINCT name) FILTER (WHERE category = 'other') AS names
-FROM ({rows})"""
-
 
 def unclassified_share(con: duckdb.DuckDBPyConnection) -> tuple[float, int] | None:
     """(% of kernel time no rule classifies, its distinct kernel names), or None without kernel time.
@@ -274,12 +259,12 @@ def unclassified_share(con: duckdb.DuckDBPyConnection) -> tuple[float, int] | No
     'other' is neither, so a large share makes that split (and the findings read from it)
     uncertain. The share is over all ranks, like `classify`'s table."""
     if has_relation(con, "kernel_summary"):
-        rows = "SELECT name, category, total_ns AS t FROM kernel_summary"
+        rows = SQL["kernel_summary_times"]
     elif has_relation(con, "kernels"):
-        rows = "SELECT name, category, end_ns - start_ns AS t FROM kernels"
+        rows = SQL["kernel_times"]
     else:
         return None
-    pct, names = con.execute(_UNCLASSIFIED_SQL.format(rows=rows)).fetchone()
+    pct, names = con.execute(SQL.sql("unclassified_share", rows=rows)).fetchone()
     return None if pct is None else (float(pct), int(names))
 
 
@@ -320,7 +305,7 @@ def stamp_rules(con: duckdb.DuckDBPyConnection) -> None:
     Called alone where kernels are classified elsewhere but the stamp must hold here: an ingest's
     workspace before its rank pipeline takes the stamp, and after landing what workers classified."""
     digest = hashlib.sha256(BUILTIN_RULES.read_bytes()).hexdigest()
-    con.execute(f"INSERT OR REPLACE INTO meta VALUES ('classified_with', {sql_string(digest)})")
+    con.execute(SQL.sql("stamp_rules", digest=sql_string(digest)))
 
 
 def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path | None) -> None:
@@ -328,17 +313,9 @@ def _classify_rows(con: duckdb.DuckDBPyConnection, where: str, rules_path: Path 
     per-name map: DuckDB's UPDATE of millions of rows is an order of magnitude slower."""
     if not con.execute(f"SELECT count(*) FROM kernels WHERE {where}").fetchone()[0]:
         return
-    build_name_map(
-        con, f"SELECT coalesce(name, short_name) AS name FROM kernels WHERE {where}", "_fresh_map", rules_path
-    )
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _fresh_kernels AS SELECT * FROM kernels WHERE {where}")
-    con.execute(f"DELETE FROM kernels WHERE {where}")
-    con.execute(
-        """
-        INSERT INTO kernels
-        SELECT k.* REPLACE (coalesce(m.category, 'other') AS category, m.subcategory AS subcategory)
-        FROM _fresh_kernels k LEFT JOIN _fresh_map m ON m.name = coalesce(k.name, k.short_name)
-        """
-    )
+    build_name_map(con, SQL.sql("kernel_names", where=where), "_fresh_map", rules_path)
+    con.execute(SQL.sql("fresh_kernels", where=where))
+    con.execute(SQL.sql("delete_fresh_kernels", where=where))
+    con.execute(SQL["insert_classified_kernels"])
     con.execute("DROP TABLE _fresh_kernels")
     con.execute("DROP TABLE _fresh_map")

@@ -17,6 +17,9 @@ from .gpus import table as gpu_table
 from .no_data import require_ranks
 from .plain import missing
 from .store.duck import fetch_records
+from .store.query_layer import statements
+
+SQL = statements("answers/comms")
 
 READS = ("collectives", "comm_groups", "comm_kernels", "comm_ops", "_comm_members")  # computed on first read
 BY = ("dimension", "communicator", "collective")
@@ -33,17 +36,7 @@ def _advice(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     SQL over comm_ops (one row per communicator and collective)."""
     from .rules.comm_families import FAMILY_SQL, family_fixes  # rules import this module: import late
 
-    fams = _fetch(
-        con,
-        f"""SELECT job, dimension, family, string_agg(DISTINCT op, ',' ORDER BY op) AS ops,
-                   any_value(dimension) AS dimensions, sum(exposed_ns)::BIGINT AS exposed_ns,
-                   sum(exposed_ns) / nullif(sum(sum(exposed_ns)) OVER d, 0) AS share,
-                   sum(sum(exposed_ns)) OVER d::BIGINT AS dimension_exposed_ns
-            FROM (SELECT *, {FAMILY_SQL} AS family FROM comm_ops)
-            GROUP BY job, dimension, family HAVING sum(exposed_ns) > 0
-            WINDOW d AS (PARTITION BY job, dimension)
-            ORDER BY dimension_exposed_ns DESC, job, dimension, exposed_ns DESC, family""",
-    )
+    fams = _fetch(con, SQL.sql("exposed_families", family=FAMILY_SQL))
     out: list[dict[str, Any]] = []
     for key in dict.fromkeys((int(f["job"]), str(f["dimension"])) for f in fams):
         rows = [f for f in fams if (int(f["job"]), str(f["dimension"])) == key]
@@ -71,13 +64,7 @@ def nvlink_peak_gbps(con: duckdb.DuckDBPyConnection) -> tuple[float | None, str]
     gpus.csv lists NVLink as total bidirectional GB/s per GPU; NCCL's bus bandwidth is per
     direction, so the peak it is held against is half of it. None when the GPU or its NVLink
     figure is unknown (never guessed)."""
-    names = [
-        r[0]
-        for r in con.execute(
-            "SELECT DISTINCT COALESCE(g.name, r.gpu_name) FROM ranks r LEFT JOIN gpus g ON g.rank = r.rank "
-            "WHERE COALESCE(g.name, r.gpu_name) IS NOT NULL"
-        ).fetchall()
-    ]
+    names = [r[0] for r in con.execute(SQL["gpu_models"]).fetchall()]
     if len(names) != 1:
         return None, "GPU model unknown" if not names else "ranks have different GPU models"
     peak = gpu_table.lookup(names[0])
@@ -98,13 +85,13 @@ def comms(con: duckdb.DuckDBPyConnection, by: str = "dimension") -> dict[str, An
     if by not in BY:
         raise UserError(f"unknown --by {by!r}: choose one of {', '.join(BY)}")
     require_ranks(con, "break down communication")
-    groups = _fetch(con, "SELECT * FROM comm_groups ORDER BY job, dimension, group_key")
+    groups = _fetch(con, SQL["communicators"])
     nvlink, nvlink_why = nvlink_peak_gbps(con)
     several = len({g["job"] for g in groups}) > 1
     if by == "communicator":
         rows = groups
     elif by == "collective":
-        rows = _fetch(con, "SELECT * FROM comm_ops ORDER BY job, dimension, group_key, op")
+        rows = _fetch(con, SQL["communicator_collectives"])
     else:
         rows = _by_dimension(con)
     out = []
@@ -143,15 +130,4 @@ def _by_dimension(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """comm_groups summed per (job, dimension), in DIMENSIONS order; busbw weighted by each group's
     total time (over the groups that have one); link: the groups' one link, else 'mixed'."""
     order = "[" + ", ".join(f"'{d}'" for d in DIMENSIONS) + "]"
-    return _fetch(
-        con,
-        f"""
-        SELECT job, dimension, count(group_key) AS communicators, sum(kernels) AS kernels,
-               sum(total_ns) AS total_ns, sum(exposed_ns) AS exposed_ns, sum(bytes) AS bytes,
-               sum(busbw_gbps * total_ns) FILTER (WHERE busbw_gbps IS NOT NULL)
-                   / nullif(sum(total_ns) FILTER (WHERE busbw_gbps IS NOT NULL), 0) AS busbw_gbps,
-               CASE WHEN count(DISTINCT link) = 1 THEN min(link) ELSE 'mixed' END AS link
-        FROM comm_groups
-        GROUP BY job, dimension
-        ORDER BY job, list_position({order}, dimension) NULLS LAST, dimension""",
-    )
+    return _fetch(con, SQL.sql("dimensions", order=order))

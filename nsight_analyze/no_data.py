@@ -13,24 +13,26 @@ from __future__ import annotations
 import duckdb
 
 from .errors import NoData
+from .store.query_layer import statements
+
+SQL = statements("answers/no_data")
 
 # Counters a workspace can hold without a timeline: (label, count query, whether `diagnose` reads
 # them: has_gpu_operations counts Nsight Compute launches as GPU operations).
 _COUNTERS = (
-    ("Nsight Compute kernel launches", "SELECT count(*) FROM ncu_kernels", True),
-    ("CUPTI range-profiler kernels", "SELECT count(*) FROM kineto_profiler_ranges", False),
-    ("DCGM samples", "SELECT count(*) FROM gpu_metrics WHERE source = 'dcgm'", False),
+    ("Nsight Compute kernel launches", SQL["ncu_kernel_launches"], True),
+    ("CUPTI range-profiler kernels", SQL["profiler_range_kernels"], False),
+    ("DCGM samples", SQL["dcgm_samples"], False),
 )
-# NVIDIA's recipe output ingested without the reports it was computed from (nsys-jax archives).
-_RECIPE_ROWS = "SELECT count(*) FROM recipe_nvtx_gpu_proj"
+_RECIPE_ROWS = SQL["recipe_rows"]
 
 
 def has_gpu_operations(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether a workspace holds any GPU operation: a timeline kernel or memory operation, or an
     Nsight Compute kernel (a workspace of ncu reports has no timeline but can still be diagnosed)."""
-    known = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    known = {r[0] for r in con.execute(SQL["table_names"]).fetchall()}
     tables = [t for t in ("kernels", "memops", "ncu_kernels") if t in known]
-    return any(con.execute(f"SELECT EXISTS (SELECT 1 FROM {t})").fetchone()[0] for t in tables)
+    return any(con.execute(SQL.sql("has_rows", table=t)).fetchone()[0] for t in tables)
 
 
 def require_gpu_data(con: duckdb.DuckDBPyConnection, db: str, what: str) -> None:
@@ -43,7 +45,7 @@ def require_gpu_data(con: duckdb.DuckDBPyConnection, db: str, what: str) -> None
 def require_ranks(con: duckdb.DuckDBPyConnection, what: str) -> None:
     """Raise NoData when the workspace has no rank, i.e. no timeline to `what` (a rank is a
     process with GPU work in an nsys or PyTorch-profiler trace)."""
-    if con.execute("SELECT EXISTS (SELECT 1 FROM ranks)").fetchone()[0]:
+    if con.execute(SQL.sql("has_rows", table="ranks")).fetchone()[0]:
         return
     why = held_instead(con) or "nothing was ingested: run `nsight-analyze ingest DIR` first"
     raise NoData(f"no data to {what} in {_path(con)}: the workspace has no ranks ({why})")
@@ -83,8 +85,5 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
 
 def _path(con: duckdb.DuckDBPyConnection) -> str:
     """The workspace file of a connection, for the message (its in-memory name otherwise)."""
-    row = con.execute(
-        "SELECT coalesce(path, database_name) FROM duckdb_databases() "
-        "WHERE database_name = current_database()"
-    ).fetchone()
+    row = con.execute(SQL["workspace_file"]).fetchone()
     return str(row[0]) if row else "the workspace"

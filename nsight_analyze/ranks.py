@@ -9,13 +9,18 @@ microseconds on every participant, so the median mismatch of their end times per
 far better estimate of each host's clock error. Ranks of one host share one clock, so there
 is one refinement per host and job. Only complete instances (every participant present) are used.
 
-All heavy work is SQL (views `merge_*` in queries/); Python only iterates the robust
-solver a handful of times over a small per-(instance, host) table.
+All heavy work is SQL (views `merge_*` in queries/, this module's statements in
+queries/answers/ranks.sql); Python only iterates the robust solver a handful of times over a
+small per-(instance, host) table.
 """
 
 from __future__ import annotations
 
 import duckdb
+
+from .store.query_layer import statements
+
+SQL = statements("answers/ranks")
 
 # Iterations of the median solver; two hosts converge in one, many hosts in a few.
 MAX_ITERATIONS = 30
@@ -33,16 +38,14 @@ WORSE_SLACK_NS = 1_000
 # collectives end within microseconds everywhere, so only clock error (constant) remains.
 MAX_SERIES_SPREAD_NS = 100_000
 
-_HOST_SQL = "COALESCE(hostname, 'file' || CAST(file_id AS VARCHAR))"
+_HOST_SQL = SQL["rank_host"]
 
 
 def assign_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Copy merge_jobs' job into ranks.job; returns one note when the workspace holds several
     jobs or a partial one (what `ingest` prints: how many jobs, and which ranks are missing)."""
-    con.execute("UPDATE ranks SET job = j.job FROM merge_jobs AS j WHERE j.rank = ranks.rank")
-    rows = con.execute(
-        "SELECT job, ranks, world_size, complete, first_rank, last_rank, label FROM jobs ORDER BY job"
-    ).fetchall()
+    con.execute(SQL["assign_jobs"])
+    rows = con.execute(SQL["jobs"]).fetchall()
     partial = any(not row[3] for row in rows)
     if len(rows) <= 1 and not partial:
         return []
@@ -67,30 +70,14 @@ def assign_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _gap_s(con: duckdb.DuckDBPyConnection) -> float:
-    row = con.execute(
-        "SELECT TRY_CAST(value AS DOUBLE) FROM settings WHERE key = 'job_session_gap_s'"
-    ).fetchone()
+    row = con.execute(SQL["job_session_gap_s"]).fetchone()
     return row[0] if row and row[0] is not None else 300.0
 
 
 def _coarse_alignment(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Place every rank by its session start relative to the earliest one of its job (UTC shift)."""
-    con.execute(
-        """
-        UPDATE ranks SET
-            clock_offset_ns = COALESCE(ranks.session_start_utc_ns - j.t0, 0),
-            alignment_method = CASE WHEN ranks.session_start_utc_ns IS NULL THEN 'none'
-                                    ELSE 'session-start' END
-        FROM (SELECT COALESCE(job, 1) AS job, MIN(session_start_utc_ns) AS t0 FROM ranks GROUP BY ALL) AS j
-        WHERE j.job = COALESCE(ranks.job, 1)
-        """
-    )
-    missing = con.execute(
-        """SELECT rank FROM ranks r WHERE session_start_utc_ns IS NULL AND EXISTS (
-               SELECT 1 FROM ranks o WHERE COALESCE(o.job, 1) = COALESCE(r.job, 1)
-               AND o.session_start_utc_ns IS NOT NULL)
-           ORDER BY rank"""
-    ).fetchall()
+    con.execute(SQL["coarse_alignment"])
+    missing = con.execute(SQL["ranks_without_session_start"]).fetchall()
     if missing:
         return [
             f"ranks {_fmt_ranks([r[0] for r in missing])} have no session start time: their clocks are "
@@ -111,34 +98,10 @@ def _host_ends(con: duckdb.DuckDBPyConnection) -> list[str]:
     while instances that ordinal matching merged from different groups (e.g. one tensor-
     parallel group per node, no NVTX communicator) wander by far more. Returns warnings.
     """
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE merge_tmp_per_host AS
-        SELECT job, op, comm, seq, host, MEDIAN(aligned_end_ns)::DOUBLE AS e
-        FROM merge_coll_members
-        WHERE n_hosts >= 2 AND complete
-        GROUP BY job, op, comm, seq, host;
-        CREATE OR REPLACE TEMP TABLE merge_tmp_series AS
-        WITH inst AS (SELECT job, op, comm, seq, MEDIAN(e) AS m FROM merge_tmp_per_host GROUP BY ALL),
-        dev AS (
-            SELECT p.job, p.op, p.comm, p.host, p.e - i.m AS d
-            FROM merge_tmp_per_host AS p JOIN inst AS i USING (job, op, comm, seq)
-        ),
-        iqr AS (
-            SELECT job, op, comm, host, QUANTILE_CONT(d, 0.75) - QUANTILE_CONT(d, 0.25) AS iqr
-            FROM dev GROUP BY ALL
-        )
-        SELECT job, op, comm, MAX(iqr) AS spread_ns, MAX(iqr) <= {MAX_SERIES_SPREAD_NS} AS steady
-        FROM iqr GROUP BY ALL;
-        CREATE OR REPLACE TEMP TABLE merge_tmp_host_ends AS
-        SELECT DENSE_RANK() OVER (ORDER BY p.job, p.op, p.comm, p.seq) AS inst, p.job, p.host, p.e
-        FROM merge_tmp_per_host AS p
-        JOIN merge_tmp_series AS s ON s.job = p.job AND s.op = p.op AND s.comm = p.comm AND s.steady;
-        """
-    )
-    unsteady = con.execute(
-        "SELECT op, comm, spread_ns FROM merge_tmp_series WHERE NOT steady ORDER BY job, op, comm"
-    ).fetchall()
+    con.execute(SQL["per_host_ends"])
+    con.execute(SQL.sql("series_spread", max_spread_ns=MAX_SERIES_SPREAD_NS))
+    con.execute(SQL["steady_host_ends"])
+    unsteady = con.execute(SQL["unsteady_series"]).fetchall()
     if not unsteady:
         return []
     names = ", ".join(f"{op}/{comm} (end spread {spread / 1e3:,.0f} us)" for op, comm, spread in unsteady[:4])
@@ -156,44 +119,19 @@ def _solve(con: duckdb.DuckDBPyConnection) -> None:
     some hosts (tensor/pipeline groups), unlike a single mean-skew pass. An instance belongs
     to one job, so the jobs are solved side by side, never against each other.
     """
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE merge_tmp_corr AS "
-        "SELECT DISTINCT job, host, 0.0::DOUBLE AS c FROM merge_tmp_host_ends"
-    )
+    con.execute(SQL["zero_corrections"])
     for _ in range(MAX_ITERATIONS):
-        con.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE merge_tmp_next AS
-            WITH x AS (
-                SELECT e.inst, e.job, e.host, e.e + c.c AS x, c.c
-                FROM merge_tmp_host_ends AS e JOIN merge_tmp_corr AS c USING (job, host)
-            ),
-            m AS (SELECT inst, MEDIAN(x) AS m FROM x GROUP BY inst)
-            SELECT job, host, ANY_VALUE(c) + MEDIAN(m - x) AS c, ABS(MEDIAN(m - x)) AS delta
-            FROM x JOIN m USING (inst)
-            GROUP BY job, host
-            """
-        )
+        con.execute(SQL["next_corrections"])
         delta = con.execute("SELECT MAX(delta) FROM merge_tmp_next").fetchone()[0]
-        con.execute("CREATE OR REPLACE TEMP TABLE merge_tmp_corr AS SELECT job, host, c FROM merge_tmp_next")
+        con.execute(SQL["take_corrections"])
         if delta is None or delta < CONVERGED_NS:
             break
 
 
 def _mismatch_p50(con: duckdb.DuckDBPyConnection, corrected: bool) -> dict[int, float]:
     """Per job: median |host end - instance median| with or without the corrections."""
-    c = "COALESCE(c.c, 0)" if corrected else "0"
-    return dict(
-        con.execute(
-            f"""
-        WITH x AS (
-            SELECT e.inst, e.job, e.e + {c} AS x
-            FROM merge_tmp_host_ends AS e LEFT JOIN merge_tmp_corr AS c USING (job, host)
-        ), m AS (SELECT inst, MEDIAN(x) AS m FROM x GROUP BY inst)
-        SELECT job, MEDIAN(ABS(x - m)) FROM x JOIN m USING (inst) GROUP BY job
-        """
-        ).fetchall()
-    )
+    correction = SQL["applied_correction"] if corrected else "0"
+    return dict(con.execute(SQL.sql("end_mismatch_p50", correction=correction)).fetchall())
 
 
 def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -238,15 +176,11 @@ def align_clocks(con: duckdb.DuckDBPyConnection) -> list[str]:
 def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Per-(job, host) refinement from matched collectives; returns warnings."""
     warnings: list[str] = []
-    hosts = con.execute(
-        f"""SELECT job, host FROM (
-                SELECT DISTINCT COALESCE(job, 1) AS job, {_HOST_SQL} AS host FROM ranks)
-            QUALIFY COUNT(*) OVER (PARTITION BY job) >= 2 ORDER BY ALL"""
-    ).fetchall()
+    hosts = con.execute(SQL.sql("job_hosts", host=_HOST_SQL)).fetchall()
     if not hosts:
         return warnings  # one clock per job: nothing to refine, the session timeline is exact
     jobs = sorted({j for j, _ in hosts})
-    several = con.execute("SELECT COUNT(DISTINCT COALESCE(job, 1)) FROM ranks").fetchone()[0] > 1
+    several = con.execute(SQL["job_count"]).fetchone()[0] > 1
 
     def label(job: int, host: str | None = None) -> str:
         return (f"job {job} " if several else "") + (host or "")
@@ -269,30 +203,8 @@ def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
             )
             con.execute("DELETE FROM merge_tmp_corr WHERE job = ?", [job])
 
-    # Gauge: per job, the host of the lowest rank (among the refined ones) keeps its session-start placement.
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE merge_tmp_next AS
-        WITH ref AS (
-            SELECT COALESCE(r.job, 1) AS job, ARG_MIN({_HOST_SQL}, r.rank) AS host
-            FROM ranks AS r JOIN merge_tmp_corr AS c ON c.job = COALESCE(r.job, 1) AND c.host = {_HOST_SQL}
-            GROUP BY ALL
-        )
-        SELECT c.job, c.host, CAST(ROUND(c.c - g.c) AS BIGINT) AS corr, c.c - g.c AS delta
-        FROM merge_tmp_corr AS c
-        JOIN ref USING (job)
-        JOIN merge_tmp_corr AS g ON g.job = ref.job AND g.host = ref.host
-        """
-    )
-    con.execute(
-        f"""
-        UPDATE ranks SET
-            clock_offset_ns = ranks.clock_offset_ns + k.corr,
-            alignment_method = 'collectives'
-        FROM merge_tmp_next AS k
-        WHERE k.job = COALESCE(ranks.job, 1) AND k.host = {_HOST_SQL}
-        """
-    )
+    con.execute(SQL.sql("gauged_corrections", host=_HOST_SQL))
+    con.execute(SQL.sql("apply_corrections", host=_HOST_SQL))
     kept = set(con.execute("SELECT job, host FROM merge_tmp_corr").fetchall())
     unrefined = [(j, h) for j, h in hosts if (j, h) not in kept and any(j == k for k, _ in kept)]
     if unrefined:
@@ -302,7 +214,7 @@ def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
             "kept their session-start (UTC) alignment"
         )
     big = con.execute(
-        f"SELECT job, host FROM merge_tmp_next WHERE ABS(delta) > {SUSPICIOUS_CORRECTION_NS} ORDER BY ALL"
+        SQL.sql("suspicious_corrections", max_correction_ns=SUSPICIOUS_CORRECTION_NS)
     ).fetchall()
     if big:
         warnings.append(
@@ -315,11 +227,8 @@ def _refine(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def _no_refinement(con: duckdb.DuckDBPyConnection, job: int, n_hosts: int, several: bool) -> str:
     """Why a job's hosts kept their session-start placement."""
-    nccl, complete = con.execute(
-        "SELECT COUNT(*), COUNT(*) FILTER (WHERE complete AND n_hosts >= 2) FROM merge_coll_members "
-        f"WHERE job = {int(job)}"
-    ).fetchone()
-    partial = con.execute(f"SELECT label FROM jobs WHERE job = {int(job)} AND NOT complete").fetchone()
+    nccl, complete = con.execute(SQL.sql("job_collectives", job=int(job))).fetchone()
+    partial = con.execute(SQL.sql("partial_job_label", job=int(job))).fetchone()
     if nccl == 0:
         why = "no NCCL kernels"
     elif partial and not complete:

@@ -25,6 +25,9 @@ from typing import Any
 import duckdb
 
 from .store.duck import sql_rows, sql_string
+from .store.query_layer import statements
+
+SQL = statements("answers/replay")
 
 READER = "whatif"  # the query that reads the replayed table: the job step computes it just before
 INPUTS = "_whatif_inputs"
@@ -39,26 +42,26 @@ def compute(con: duckdb.DuckDBPyConnection) -> str:
     start); returns its name. One job and scenario is read at a time: the inputs of all of them
     are events × ranks × 6 rows (12 million at 1024 ranks and the default event budget)."""
     rows: list[tuple[Any, ...]] = []
-    groups = con.execute(
-        f"SELECT job, scenario, count(*), count(DISTINCT rank) FROM {INPUTS} GROUP BY ALL ORDER BY ALL"
-    ).fetchall()
+    groups = con.execute(SQL.sql("replay_groups", inputs=INPUTS)).fetchall()
     for job, scenario, count, ranks in groups:
         if count % ranks:  # _whatif_inputs has every rank of the job at every event
             raise ValueError(
                 f"{INPUTS}: {count} rows of job {job}, {scenario} are not events × {ranks} ranks"
             )
-        cols = con.execute(
-            f"SELECT step, {', '.join(_FILL)} FROM {INPUTS} "
-            f"WHERE job = {int(job)} AND scenario = {sql_string(scenario)} ORDER BY ev, rank"
-        ).fetchnumpy()
+        events = SQL.sql(
+            "replay_events",
+            columns=", ".join(_FILL),
+            inputs=INPUTS,
+            job=int(job),
+            scenario=sql_string(scenario),
+        )
+        cols = con.execute(events).fetchnumpy()
         ev = {k: _filled(cols[k], fill).reshape(-1, ranks) for k, fill in _FILL.items()}
         steps = _filled(cols["step"], -1).reshape(-1, ranks)[ev["is_end"][:, 0], 0]
         rows += [(job, scenario, int(s), t) for s, t in zip(steps, _replay(ev), strict=True)]
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {TABLE} (job INTEGER, scenario VARCHAR, step BIGINT, step_ns BIGINT)"
-    )
+    con.execute(SQL.sql("create_replayed", table=TABLE))
     if rows:
-        con.execute(f"INSERT INTO {TABLE} VALUES {sql_rows(rows)}")
+        con.execute(SQL.sql("insert_replayed", table=TABLE, rows=sql_rows(rows)))
     return TABLE
 
 

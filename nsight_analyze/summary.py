@@ -22,6 +22,9 @@ from .sources.base import CORRUPT_TIMING
 
 # The partition's columns have one source (partition.py); the names stay importable from here.
 from .store.duck import has_relation, sql_string
+from .store.query_layer import statements
+
+SQL = statements("answers/summary")
 
 TOP_KERNELS = 10
 BY = ("rank", "step", "rank-step")
@@ -46,24 +49,12 @@ def partition(con: duckdb.DuckDBPyConnection, by: str = "rank") -> list[dict[str
     end; `min_window_ns` is the shortest.
     """
     if by == "rank":
-        cur = con.execute(
-            f"SELECT rank, {', '.join(TP_COLUMNS)}, overlap_pct FROM time_partition "
-            "WHERE step IS NULL ORDER BY rank"
-        )
+        cur = con.execute(SQL.sql("partition_by_rank", columns=", ".join(TP_COLUMNS)))
     elif by == "step":
-        sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in TP_COLUMNS)
-        cur = con.execute(
-            f"SELECT step, count(*) AS ranks, {sums}, "
-            "CASE WHEN sum(comms_total_ns) > 0 THEN 100.0 * sum(comms_hidden_ns) / sum(comms_total_ns) END "
-            "AS overlap_pct, max(window_ns)::BIGINT AS job_step_ns, "
-            "arg_max(rank, (window_ns, -rank)) AS slowest_rank, min(window_ns)::BIGINT AS min_window_ns "
-            "FROM time_partition WHERE step IS NOT NULL GROUP BY step ORDER BY step"
-        )
+        sums = ", ".join(SQL.sql("column_sum", column=c) for c in TP_COLUMNS)
+        cur = con.execute(SQL.sql("partition_by_step", sums=sums))
     elif by == "rank-step":
-        cur = con.execute(
-            f"SELECT step, rank, {', '.join(TP_COLUMNS)}, overlap_pct FROM time_partition "
-            "WHERE step IS NOT NULL ORDER BY step, rank"
-        )
+        cur = con.execute(SQL.sql("partition_by_rank_step", columns=", ".join(TP_COLUMNS)))
     else:
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
     return _with_percentages(records(PlainTable.from_cursor(cur)))
@@ -71,20 +62,8 @@ def partition(con: duckdb.DuckDBPyConnection, by: str = "rank") -> list[dict[str
 
 def top_kernels(con: duckdb.DuckDBPyConnection, limit: int = TOP_KERNELS) -> list[dict[str, Any]]:
     """The kernels with the most summed GPU time over all ranks (kernel_summary when present)."""
-    if has_relation(con, "kernel_summary"):
-        sql = (
-            "SELECT name, mode(category) AS category, sum(instances)::BIGINT AS instances, "
-            "sum(total_ns)::BIGINT AS total_ns FROM kernel_summary GROUP BY name"
-        )
-    else:
-        sql = (
-            "SELECT name, mode(category) AS category, count(*) AS instances, "
-            "sum(end_ns - start_ns)::BIGINT AS total_ns FROM kernels GROUP BY name"
-        )
-    cur = con.execute(  # LIMIT inlined: a bound parameter imports pandas (duck.sql_string)
-        f"SELECT *, 100.0 * total_ns / nullif(sum(total_ns) OVER (), 0) AS pct FROM ({sql}) "
-        f"ORDER BY total_ns DESC, name LIMIT {int(limit)}"
-    )
+    totals = SQL["kernel_totals_from_summary" if has_relation(con, "kernel_summary") else "kernel_totals"]
+    cur = con.execute(SQL.sql("top_kernels", totals=totals, limit=int(limit)))
     return records(PlainTable.from_cursor(cur))
 
 
@@ -92,11 +71,7 @@ def _mark_one_time(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -
     """Per-step rows get `one_time`: the step holds one-time work on some rank (job_steps)."""
     if not rows or "step" not in rows[0]:
         return
-    flags = (
-        dict(con.execute("SELECT step, bool_or(one_time) FROM job_steps GROUP BY step").fetchall())
-        if has_relation(con, "job_steps")
-        else {}
-    )
+    flags = dict(con.execute(SQL["one_time_steps"]).fetchall()) if has_relation(con, "job_steps") else {}
     for row in rows:
         row["one_time"] = bool(flags.get(row["step"], False))
 
@@ -112,10 +87,7 @@ def step_stats(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     says so)."""
     if not has_relation(con, "job_steps"):
         return None
-    rows = con.execute(
-        "SELECT step, max(job_step_ns), bool_or(one_time), bool_and(steady) FROM job_steps "
-        "GROUP BY step ORDER BY step"
-    ).fetchall()
+    rows = con.execute(SQL["job_step_times"]).fetchall()
     if not rows:
         return None
     over = [ns for _, ns, _, steady in rows if steady]
@@ -155,27 +127,18 @@ def step_sources(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     """How each rank's steps were found: nvtx | detected | periodic | graph replay | annotation |
     capture (queries/steps/steps.sql), every source of its steps, comma-separated, when they differ (a
     periodic rank some of whose steps were merged at a graph replay: 'graph replay, periodic')."""
-    rows = con.execute(
-        "SELECT rank, string_agg(DISTINCT source, ', ' ORDER BY source) FROM steps "
-        "GROUP BY rank ORDER BY rank"
-    ).fetchall()
-    return dict(rows)
+    return dict(con.execute(SQL["step_sources"]).fetchall())
 
 
-# The ingest's corrupt-timing warnings (CORRUPT_TIMING) of the files of the ranks shown, one row
-# per file and warning: what `summary` prints above the partition and diagnose's corrupt-timing note
-# lists (the prefix inlined: a bound parameter imports pandas, duck.sql_string).
-CORRUPT_TIMING_SQL = f"""SELECT f.path, list_sort(list(DISTINCT r.rank)) AS ranks, u.w AS warning
-    FROM files AS f, unnest(f.warnings) AS u(w)
-    JOIN ranks AS r ON r.file_id = f.file_id
-    WHERE starts_with(u.w, {sql_string(CORRUPT_TIMING)})
-    GROUP BY f.path, u.w ORDER BY f.path, u.w"""
+# The ingest's corrupt-timing warnings of the files of the ranks shown (rules/corrupt_timing.py
+# reads it too).
+CORRUPT_TIMING_SQL = SQL.sql("corrupt_timing_warnings", prefix=sql_string(CORRUPT_TIMING))
 
 
 def timing_warnings(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The file warnings that the trace's times are corrupt for some rows, as `path: warning`:
     they change the partition, so it is not shown without them."""
-    rows = con.execute(f"SELECT path || ': ' || warning FROM ({CORRUPT_TIMING_SQL})").fetchall()
+    rows = con.execute(SQL.sql("timing_warning_lines", corrupt_timing=CORRUPT_TIMING_SQL)).fetchall()
     return [text for (text,) in rows]
 
 

@@ -1,8 +1,8 @@
 """Why a rank is slow (attribution) and what fixing each cause would buy (what-if), as plain data.
 
 Both are SQL (queries/job/rank_attribution.sql, queries/whatif/whatif.sql, computed once per refresh); this
-module only reads their small result tables and shapes them: the JSON documents of
-docs/whatif.md and one line of evidence per blamed rank. Python loops over result rows only.
+module only reads their small result tables (queries/answers/whatif.sql) and shapes them: the JSON
+documents of docs/whatif.md and one line of evidence per blamed rank. Python loops over result rows only.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ import duckdb
 
 from .no_data import require_ranks
 from .store.duck import fetch_records
+from .store.query_layer import statements
+
+SQL = statements("answers/whatif")
 
 READS = ("whatif", "rank_attribution")  # the stored results it reads (analysis.refresh computes them)
 SCENARIOS = ("slowest-rank-at-median", "comms-hidden", "no-input-stalls", "no-launch-gaps", "no-sync-stalls")
@@ -24,13 +27,6 @@ SCENARIO_TEXT = {
     "no-launch-gaps": "launch gaps were removed (the most CUDA graphs can buy)",
     "no-sync-stalls": "synchronisation stalls were removed",
 }
-_ATTR_COLS = (
-    "job, rank, step, cause, excess_ns, slow_gpu_ns, more_work_ns, slow_host_ns, late_input_ns, "
-    "slow_link_ns, gpu_score, kernels_compared, kernel_count, median_kernel_count, host_gap_ns, "
-    "median_host_gap_ns, "
-    "input_stall_ns, median_input_stall_ns, transfer_ns, median_transfer_ns, n_collectives, transfer_bytes, "
-    "threshold_ns"
-)
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, what: str) -> list[dict[str, Any]]:
@@ -44,12 +40,7 @@ def _int(value: Any) -> int | None:
 def scenarios(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The what-if rows: per job, scenario and step (None = the whole job, means over steps)."""
     require_ranks(con, "replay (what-if)")
-    rows = _rows(
-        con,
-        "SELECT job, scenario, step, actual_step_time_ns, replayed_actual_ns, step_time_ns, gain_ns, "
-        "fixed_ranks FROM whatif",
-        "what-if results",
-    )
+    rows = _rows(con, SQL["scenarios"], "what-if results")
     order = {s: i for i, s in enumerate(SCENARIOS)}
     rows.sort(key=lambda r: (r["job"], order.get(r["scenario"], 99), r["step"] is None, r["step"] or 0))
     return rows
@@ -73,20 +64,16 @@ def empty_reason(con: duckdb.DuckDBPyConnection) -> str:
             "no step windows (no NVTX step ranges, optimizer bursts or periodic kernels): "
             "the replay runs per step"
         )
-    partial = one("SELECT string_agg(label, '; ') FROM jobs WHERE NOT complete")
+    partial = one(SQL["partial_jobs"])
     if partial and not one("SELECT count(*) FROM jobs WHERE complete"):
         return (
             f"the job is partial ({partial}): a collective ends when its last participant arrives, "
             "so the replay needs every rank of the job"
         )
-    full = one(
-        """SELECT count(*) FROM (SELECT r.job, s.step FROM steps AS s JOIN merge_rank_clock AS r USING (rank)
-           WHERE s.step IS NOT NULL GROUP BY r.job, s.step
-           HAVING count(*) = (SELECT count(*) FROM merge_rank_clock AS q WHERE q.job = r.job))"""
-    )
+    full = one(SQL["steps_on_every_rank"])
     if not full:
         return "no step is present on every rank of the job (the replay couples all ranks)"
-    budget = one("SELECT TRY_CAST(value AS BIGINT) FROM settings WHERE key = 'whatif_max_events'")
+    budget = one(SQL["whatif_max_events"])
     if budget is not None and budget < 1:
         return f"settings.whatif_max_events = {budget} leaves no step to replay"
     return "unknown: the replay produced no rows although steps are present on every rank"
@@ -123,12 +110,8 @@ def document(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 def attribution(con: duckdb.DuckDBPyConnection, steps: bool = False) -> list[dict[str, Any]]:
     """Per rank (whole job; with steps=True also per step) its excess over the median rank by cause."""
-    where = "" if steps else "WHERE step IS NULL"
-    rows = _rows(
-        con,
-        f"SELECT {_ATTR_COLS} FROM rank_attribution {where} ORDER BY job, rank, step NULLS FIRST",
-        "attribution results",
-    )
+    which = "attribution_per_rank_and_step" if steps else "attribution_per_rank"
+    rows = _rows(con, SQL.sql(which, columns=SQL["attribution_columns"]), "attribution results")
     for r in rows:
         r["evidence"] = evidence(r)
     return rows

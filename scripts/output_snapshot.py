@@ -79,7 +79,7 @@ def fingerprint(output: str, work: Path) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, required=True, help="folder for the workspaces")
-    ap.add_argument("--only", help="substring of the trace names to keep")
+    ap.add_argument("--only", action="append", help="substring of the trace names to keep (repeatable)")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     runner = CliRunner()
@@ -88,7 +88,7 @@ def main() -> int:
     if not sample.exists():
         runner.invoke(cli_main, ["ingest", str(inputs()[0][1]), "--db", str(sample), "-q"])
     for i, (name, path) in enumerate(inputs()):
-        if a.only and a.only not in name:
+        if a.only and not any(o in name for o in a.only):
             continue
         db = a.work / f"w{i}.duckdb"
         if not db.exists():

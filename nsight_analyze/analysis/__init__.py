@@ -40,6 +40,7 @@ import duckdb
 
 from ..store import query_layer, schema
 from ..store.duck import bound_memory, checkpoints_held, has_relation, main_schema, rollback, sql_rows
+from ..store.query_layer import statements
 from . import by_job
 from .plan import (
     COUNTED,
@@ -82,9 +83,9 @@ from .steps import (
 if TYPE_CHECKING:
     from ..ingest.rank_early import Early
 
+SQL = statements("analysis/analysis")
 STAGED_CLOCKS = f"{STAGED}_ranks_alignment"  # the job step's `ranks` columns, for the swap
 EARLY = f"{STAGED}early_"  # rank_pipeline's tables (staged too: a leftover is dropped as one)
-ALIGNED = ("job", "clock_offset_ns", "alignment_method")  # what the job step sets in `ranks`
 
 __all__ = [
     "ALIGNMENT_READS", "BATCH_EVENTS", "COUNTED", "EARLY", "FIRST_ANSWERS", "MANY_RUNS_ANSWERS",
@@ -194,32 +195,27 @@ def _recompute(
         existing = _objects(con)
         rank_results = [n for n in query_layer.stored("rank") if n in p.tables]
         # the stale ranks' rows replaced in them; in the job results, the new jobs' (by_job)
-        replaced = {n: f"rank IN ({p.stale})" for n in rank_results} if p.kept else {}
+        replaced = {n: SQL.sql("stale_rank_rows", ranks=p.stale) for n in rank_results} if p.kept else {}
         replaced.update(by_job.replaced(p))
         for name in sorted(all_stored() - p.tables):  # stale: computed again on their next read
             if existing.get(name):
                 con.execute(f'DROP {existing[name].upper()} {main}."{name}"')
         for name in [*rank_results, *(n for n in query_layer.stored("job") if n in p.tables)]:
             if name in replaced:
-                con.execute(f'DELETE FROM {main}."{name}" WHERE {replaced[name]}')
-                con.execute(f'INSERT INTO {main}."{name}" BY NAME SELECT * FROM {main}."{STAGED}{name}"')
+                stored, staged = f'{main}."{name}"', f'{main}."{STAGED}{name}"'
+                con.execute(SQL.sql("delete_rows", table=stored, where=replaced[name]))
+                con.execute(SQL.sql("append_staged", table=stored, staged=staged))
                 con.execute(f'DROP TABLE {main}."{STAGED}{name}"')
                 continue
             _put_in_place(con, main, existing, name)
-        sets = ", ".join(f"{c} = s.{c}" for c in ALIGNED)
-        con.execute(
-            f'UPDATE {main}.ranks SET {sets} FROM {main}."{STAGED_CLOCKS}" s WHERE s.rank = ranks.rank'
-        )
+        con.execute(SQL.sql("update_aligned_ranks", main=main, staged=f'{main}."{STAGED_CLOCKS}"'))
         con.execute(f'DROP TABLE {main}."{STAGED_CLOCKS}"')
-        con.execute(
-            f"CREATE OR REPLACE TABLE {STATE_TABLE} "
-            "(rank INTEGER PRIMARY KEY, fingerprint TEXT, counts TEXT, events BIGINT)"
-        )
+        con.execute(SQL.sql("create_rank_state", state=STATE_TABLE))
         state = [(r, fp, p.counts.get(r, ""), p.sizes.get(r, 0)) for r, fp in p.fingerprints.items()]
         if state:
-            con.execute(f"INSERT INTO {STATE_TABLE} VALUES {sql_rows(state)}")
+            con.execute(SQL.sql("insert_rank_state", state=STATE_TABLE, rows=sql_rows(state)))
         stamps = {**p.stamps, TABLES_KEY: ",".join(sorted(p.tables))}
-        con.execute(f"INSERT OR REPLACE INTO meta VALUES {sql_rows(list(stamps.items()))}")
+        con.execute(SQL.sql("stamp_meta", rows=sql_rows(list(stamps.items()))))
         con.execute("COMMIT")
     except BaseException:
         rollback(con)
@@ -260,7 +256,7 @@ def _put_in_place(con: duckdb.DuckDBPyConnection, main: str, existing: dict[str,
     """The staged table of `name` renamed to it, in place of the stored one (inside the swap)."""
     if existing.get(name):
         con.execute(f'DROP {existing[name].upper()} {main}."{name}"')
-    con.execute(f'ALTER TABLE {main}."{STAGED}{name}" RENAME TO "{name}"')
+    con.execute(SQL.sql("rename_table", table=f'{main}."{STAGED}{name}"', to=name))
 
 
 def _drop_staged(con: duckdb.DuckDBPyConnection, keep: list[str] | None = None, prefix: str = STAGED) -> None:
@@ -297,7 +293,7 @@ def _compute(
     rank_results = [n for n in query_layer.stored("rank") if n in p.tables]
     if p.kept:  # only the stale ranks' rows are staged: empty tables typed as the stored ones
         for name in rank_results:
-            con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM {main}."{name}" LIMIT 0')
+            con.execute(SQL.sql("empty_copy", table=f'{main}."{STAGED}{name}"', source=f'{main}."{name}"'))
     created = _take_early(con, main, rank_results, early, not p.kept) or bool(p.kept)
     if early:
         _drop_staged(con, prefix=EARLY)  # early results of tables not recomputed now
@@ -316,14 +312,17 @@ def _compute(
     # a private copy of `ranks`, written back by the swap
     made = [(name, "VIEW") for name in rank_results] + [("ranks", "TABLE")]
     for name in rank_results:
-        rows = f'SELECT * FROM {main}."{STAGED}{name}"'
+        rows = SQL.sql("staged_rows", staged=f'{main}."{STAGED}{name}"')
         if p.kept:  # with the kept ranks' stored rows (the staged tables have their columns' order)
             # the stale ranks filtered out (few); listing the kept ones (many) cost the job step
             # of one changed rank in 64 x 200k kernels 17.6 s instead of 13.4 s
-            where = f"WHERE rank NOT IN ({p.stale})" if p.ranks or p.removed else ""
-            rows = f'SELECT * FROM {main}."{name}" {where} UNION ALL {rows}'
-        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS {rows}')
-    con.execute(f"CREATE OR REPLACE TEMP TABLE ranks AS SELECT * FROM {main}.ranks")
+            stored = f'{main}."{name}"'
+            if p.ranks or p.removed:
+                rows = SQL.sql("kept_and_staged_rows", stored=stored, ranks=p.stale, staged_rows=rows)
+            else:
+                rows = SQL.sql("stored_and_staged_rows", stored=stored, staged_rows=rows)
+        con.execute(SQL.sql("temp_view", name=name, rows=rows))
+    con.execute(SQL.sql("copy_ranks", main=main))
     try:
         if by_job.scope(con, main, p):  # new runs only: the job step of their jobs alone
             job_made, notes = by_job.step(con, main, p)
@@ -331,10 +330,8 @@ def _compute(
             job_made, notes = job_step(con, tables=p.tables)
         made += job_made
         for name in [n for n in query_layer.stored("job") if n in p.tables]:
-            con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM temp.main."{name}"')
-        con.execute(
-            f'CREATE TABLE {main}."{STAGED_CLOCKS}" AS SELECT rank, {", ".join(ALIGNED)} FROM temp.main.ranks'
-        )
+            con.execute(SQL.sql("table_copy", table=f'{main}."{STAGED}{name}"', source=f'temp.main."{name}"'))
+        con.execute(SQL.sql("staged_clocks", table=f'{main}."{STAGED_CLOCKS}"'))
     finally:
         drop_made(con, made)
     seconds["job"] = time.perf_counter() - started
@@ -374,12 +371,10 @@ def _take_early(
         return False
     for name in names:
         if rename:
-            con.execute(f'ALTER TABLE {main}."{EARLY}{name}" RENAME TO "{STAGED}{name}"')
+            con.execute(SQL.sql("rename_table", table=f'{main}."{EARLY}{name}"', to=f"{STAGED}{name}"))
         else:
-            con.execute(
-                f'INSERT INTO {main}."{STAGED}{name}" BY NAME SELECT * FROM {main}."{EARLY}{name}" '
-                f"WHERE rank IN ({rank_list(ranks)})"
-            )
+            staged, early = f'{main}."{STAGED}{name}"', f'{main}."{EARLY}{name}"'
+            con.execute(SQL.sql("append_early", table=staged, early=early, ranks=rank_list(ranks)))
             con.execute(f'DROP TABLE {main}."{EARLY}{name}"')
     return True
 
@@ -393,11 +388,7 @@ def _stage_precomputed(
         if not files:
             continue
         ranks = ", ".join(str(int(r)) for r in read)
-        con.execute(
-            f'INSERT INTO {main}."{STAGED}{name}" BY NAME SELECT * FROM read_parquet(?::VARCHAR[]) '
-            f"WHERE rank IN ({ranks})",
-            [files],
-        )
+        con.execute(SQL.sql("append_parquet", table=f'{main}."{STAGED}{name}"', ranks=ranks), [files])
 
 
 def _extend(
@@ -428,13 +419,15 @@ def _extend(
             _stage_batches(con, main, todo, schema.owned_by(con, "rank"), True, p.extend, have, progress)
         made = [(n, "VIEW") for n in rank_names]
         for name in rank_names:
-            con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {main}."{STAGED}{name}"')
+            rows = SQL.sql("staged_rows", staged=f'{main}."{STAGED}{name}"')
+            con.execute(SQL.sql("temp_view", name=name, rows=rows))
         try:
             if job_names:
                 job_made, _ = job_step(con, align=False, tables=p.extend, inputs=have)
                 made += job_made
                 for name in job_names:
-                    con.execute(f'CREATE TABLE {main}."{STAGED}{name}" AS SELECT * FROM temp.main."{name}"')
+                    staged, temp = f'{main}."{STAGED}{name}"', f'temp.main."{name}"'
+                    con.execute(SQL.sql("table_copy", table=staged, source=temp))
         finally:
             drop_made(con, made)
     except BaseException:
@@ -446,7 +439,7 @@ def _extend(
         for name in names:
             _put_in_place(con, main, existing, name)
         held = ",".join(sorted(have | p.extend))
-        con.execute(f"INSERT OR REPLACE INTO meta VALUES {sql_rows([(TABLES_KEY, held)])}")
+        con.execute(SQL.sql("stamp_meta", rows=sql_rows([(TABLES_KEY, held)])))
         con.execute("COMMIT")
     except BaseException:
         rollback(con)

@@ -30,9 +30,11 @@ import duckdb
 
 from ..ranks import assign_jobs
 from ..store import query_layer, schema
+from ..store.query_layer import statements
 from .plan import STATE_TABLE, NewJobs, Plan, _meta, job_stamp, stored_closure
 from .steps import STAGED, Made, drop_made, job_step, rank_list
 
+SQL = statements("analysis/by_job")
 NUMBERED = ("merge_jobs", "jobs")  # numbered over every rank: computed whole, shown filtered
 EVERY = "_by_job_all_"  # prefix of the TEMP tables of those over every rank
 
@@ -87,41 +89,31 @@ def _scope(con: duckdb.DuckDBPyConnection, main: str, p: Plan) -> NewJobs | str 
         if q.stage == "job":  # merge_jobs, then jobs (load order)
             con.execute(q.create("view", temporary=True))
             con.execute(
-                f'CREATE OR REPLACE TEMP TABLE "{EVERY}{q.name}" AS SELECT * FROM temp.main."{q.name}"'
+                SQL.sql("every_rank_table", every=EVERY, name=q.name)
             )  # then read as computed (by jobs)
-            con.execute(f'CREATE OR REPLACE TEMP VIEW "{q.name}" AS SELECT * FROM "{EVERY}{q.name}"')
+            con.execute(SQL.sql("all_rows_view", name=q.name, source=f'"{EVERY}{q.name}"'))
     for name in reversed(NUMBERED):
         con.execute(f'DROP VIEW temp.main."{name}"')
     new = rank_list(p.ranks)
-    (joined,) = con.execute(
-        f"SELECT min(job) FROM {EVERY}merge_jobs WHERE rank IN ({new}) "
-        f"AND job IN (SELECT job FROM {EVERY}merge_jobs WHERE rank NOT IN ({new}))"
-    ).fetchone()
+    (joined,) = con.execute(SQL.sql("joined_job", every=EVERY, new=new)).fetchone()
     if joined is not None:
         return f"new ranks join job {joined}"
     held_rows = {  # the held ranks' jobs, and those jobs' rows (what the job step reads of them)
-        "merge_jobs": ("rank, job", f"rank NOT IN ({new})"),
-        "jobs": ("*", f"job IN (SELECT job FROM {EVERY}merge_jobs WHERE rank NOT IN ({new}))"),
+        "merge_jobs": ("rank, job", SQL.sql("held_ranks", new=new)),
+        "jobs": ("*", SQL.sql("held_jobs", every=EVERY, new=new)),
     }
     for name, (columns, where) in held_rows.items():
-        now = f"SELECT {columns} FROM {EVERY}{name} WHERE {where}"
+        now = SQL.sql("held_rows_now", columns=columns, every=EVERY, name=name, where=where)
+        stored = f'{main}."{name}"'
         (differ,) = con.execute(
-            f'SELECT count(*) FROM (({now} EXCEPT ALL SELECT {columns} FROM {main}."{name}") '
-            f'UNION ALL (SELECT {columns} FROM {main}."{name}" EXCEPT ALL {now}))'
+            SQL.sql("held_rows_changed", now=now, columns=columns, stored=stored)
         ).fetchone()
         if differ:
             return f"the jobs held change ({name})"
-    count, last = con.execute(
-        f"SELECT count(*), coalesce(max(coll_id), 0) FROM {main}.collectives"
-    ).fetchone()
+    count, last = con.execute(SQL.sql("collectives_held", main=main)).fetchone()
     if count != last:
         return "the collectives held are not numbered 1 to n"
-    jobs = [
-        r[0]
-        for r in con.execute(
-            f"SELECT DISTINCT job FROM {EVERY}merge_jobs WHERE rank IN ({new}) ORDER BY 1"
-        ).fetchall()
-    ]
+    jobs = [r[0] for r in con.execute(SQL.sql("new_jobs", every=EVERY, new=new)).fetchall()]
     (n_kept,) = con.execute(f"SELECT count(*) FROM {main}.jobs").fetchone()
     s = NewJobs(sorted(p.ranks), jobs, n_kept, count)
     columns = schema.table_columns(con)
@@ -159,31 +151,27 @@ def _steps(con: duckdb.DuckDBPyConnection, main: str, p: Plan, s: NewJobs, made:
     if s.whole:  # over every rank, as shown now (each reads no per-job result: _scope)
         made += job_step(con, align=False, tables=s.whole)[0]
     for name in NUMBERED:  # the note an ingest prints (how many jobs) is the workspace's
-        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {EVERY}{name}')
+        con.execute(SQL.sql("all_rows_view", name=name, source=f"{EVERY}{name}"))
     made += [(n, "VIEW") for n in NUMBERED]
     notes = assign_jobs(con)
     new, jobs = rank_list(s.ranks), rank_list(s.jobs)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE ranks AS SELECT * FROM {main}.ranks WHERE rank IN ({new})")
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW merge_jobs AS SELECT * FROM {EVERY}merge_jobs WHERE rank IN ({new})"
-    )
-    con.execute(f"CREATE OR REPLACE TEMP VIEW jobs AS SELECT * FROM {EVERY}jobs WHERE job IN ({jobs})")
+    con.execute(SQL.sql("new_ranks_table", main=main, new=new))
+    con.execute(SQL.sql("ranks_view", name="merge_jobs", source=f"{EVERY}merge_jobs", ranks=new))
+    con.execute(SQL.sql("jobs_view", name="jobs", source=f"{EVERY}jobs", jobs=jobs))
     shown = [t for t in schema.owned_by(con, "rank") if t != "ranks"]
     for name in shown:
-        con.execute(
-            f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {main}."{name}" WHERE rank IN ({new})'
-        )
+        con.execute(SQL.sql("ranks_view", name=name, source=f'{main}."{name}"', ranks=new))
     made += [(n, "VIEW") for n in shown]
     rank_results = [n for n in query_layer.stored("rank") if n in p.tables]
     for name in rank_results:  # the new ranks' rows alone (the caller's views, replaced: it drops them)
-        con.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {main}."{STAGED}{name}"')
+        con.execute(SQL.sql("all_rows_view", name=name, source=f'{main}."{STAGED}{name}"'))
     own = assign_jobs(con)  # what align_clocks says first, over the new jobs alone
     job_made, aligned = job_step(
         con, tables=p.tables - set(s.whole) - set(NUMBERED), inputs={*NUMBERED, *s.whole}
     )
     made += job_made
     for name in s.coll_ids:  # numbered over the whole workspace, ordered by job: after the held ones
-        con.execute(f'UPDATE temp.main."{name}" SET coll_id = coll_id + {s.collectives}')
+        con.execute(SQL.sql("shift_coll_ids", name=name, collectives=s.collectives))
     # merge_jobs' every row: a held rank's time group or part may change with its job kept
-    con.execute(f"CREATE OR REPLACE TEMP VIEW merge_jobs AS SELECT * FROM {EVERY}merge_jobs")
+    con.execute(SQL.sql("all_rows_view", name="merge_jobs", source=f"{EVERY}merge_jobs"))
     return notes + aligned[len(own) :]

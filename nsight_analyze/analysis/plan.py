@@ -17,7 +17,10 @@ import duckdb
 from ..errors import UserError
 from ..store import query_layer, schema
 from ..store.duck import sql_string
+from ..store.query_layer import statements
 from .steps import ALIGNMENT_READS, rank_list
+
+SQL = statements("analysis/plan")
 
 STATE_TABLE = "_analysis_ranks"
 COUNTED = ("kernels", "memops", "cuda_api", "nvtx", "sync")  # rows that make a rank's size
@@ -52,7 +55,7 @@ class NewJobs:
     def where(self, name: str) -> str:
         """The SQL condition selecting the new jobs' rows of the job result `name`."""
         key = self.keys[name]
-        return f"{key} IN ({rank_list(self.jobs if key == 'job' else self.ranks)})"
+        return SQL.sql("owned_rows", owner=key, ids=rank_list(self.jobs if key == "job" else self.ranks))
 
     def line(self) -> str:
         """What refresh says: which jobs were computed, which kept."""
@@ -105,13 +108,7 @@ class Plan:
 
 def _objects(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """{name: 'table' | 'view'} of the workspace's main schema."""
-    where = "NOT temporary AND database_name = current_database()"
-    rows = con.execute(
-        f"SELECT table_name, 'table' FROM duckdb_tables() WHERE {where} AND schema_name = 'main' "
-        f"UNION ALL SELECT view_name, 'view' FROM duckdb_views() WHERE {where} "
-        "AND NOT internal AND schema_name = 'main'"
-    ).fetchall()
-    return dict(rows)
+    return dict(con.execute(SQL["workspace_objects"]).fetchall())
 
 
 def layer_hash() -> str:
@@ -130,10 +127,7 @@ def global_stamp(con: duckdb.DuckDBPyConnection) -> str:
     """The queries, the settings (user kernel rules included) and the rules kernels were last
     re-classified with."""
     classified = _meta(con, "classified_with") or ""
-    settings = con.execute(
-        "SELECT coalesce(string_agg(key || '=' || coalesce(value, ''), chr(31) ORDER BY key), '') "
-        "FROM settings"
-    ).fetchone()[0]
+    settings = con.execute(SQL["settings_text"]).fetchone()[0]
     return hashlib.sha256(f"{layer_hash()}\x1f{settings}\x1f{classified}".encode()).hexdigest()
 
 
@@ -152,36 +146,17 @@ def _fingerprints(
     # workspace of an older version may lack one); duckdb_columns() would cost 20 ms a command
     present = [t for t in COUNTED if objects.get(t) == "table"]
     state = _columns_of(con, STATE_TABLE) if objects.get(STATE_TABLE) == "table" else []
-    ident = con.execute(
-        "SELECT md5(coalesce(string_agg(k.rank || ':' || coalesce(f.sha256, '') || ':' || "
-        "coalesce(k.rank_source, ''), ',' ORDER BY k.rank), '')) "
-        "FROM ranks k LEFT JOIN files f ON f.file_id = k.file_id"
-    ).fetchone()[0]
+    ident = con.execute(SQL["rank_identities"]).fetchone()[0]
     sums = con.execute(
-        "SELECT " + (", ".join(f"(SELECT count(*) FROM {t})" for t in present) or "1")
+        SQL.sql("table_totals", totals=", ".join(SQL.sql("table_total", table=t) for t in present) or "1")
     ).fetchone()
     totals = ident + "|" + ",".join(f"{t}:{n}" for t, n in zip(present, sums))
     if _meta(con, "analysis_totals") == totals and "counts" in state:
-        counts = f"SELECT rank, counts AS cs, events AS n FROM {STATE_TABLE}"
+        counts = SQL.sql("held_rank_counts", state=STATE_TABLE)
     else:
-        per = " UNION ALL ".join(
-            f"SELECT rank, '{t}' AS t, count(*) AS n FROM {t} GROUP BY rank" for t in present
-        )
-        counts = (
-            f"SELECT rank, string_agg(t || ':' || n, ',' ORDER BY t) AS cs, sum(n) AS n "
-            f"FROM ({per or 'SELECT NULL::INTEGER AS rank, NULL AS t, NULL::BIGINT AS n'}) GROUP BY rank"
-        )
-    rows = con.execute(
-        f"""WITH c AS ({counts}),
-                 r AS (SELECT rank FROM ranks UNION SELECT rank FROM c WHERE rank IS NOT NULL)
-            SELECT r.rank,
-                   md5(coalesce(any_value(f.sha256), '') || '|' || coalesce(any_value(k.rank_source), '')
-                       || '|' || coalesce(any_value(c.cs), '')),
-                   coalesce(any_value(c.n), 0)::BIGINT, coalesce(any_value(c.cs), '')
-            FROM r LEFT JOIN ranks k ON k.rank = r.rank LEFT JOIN files f ON f.file_id = k.file_id
-            LEFT JOIN c ON c.rank = r.rank
-            GROUP BY r.rank ORDER BY r.rank"""
-    ).fetchall()
+        per = " UNION ALL ".join(SQL.sql("rank_rows_of_table", table=t) for t in present)
+        counts = SQL.sql("rank_counts", per=per or SQL["no_rank_rows"])
+    rows = con.execute(SQL.sql("rank_fingerprints", counts=counts)).fetchall()
     return (
         {int(r): fp for r, fp, _, _ in rows},
         {int(r): int(n) for r, _, n, _ in rows},
@@ -259,11 +234,7 @@ def plan(con: duckdb.DuckDBPyConnection, wanted: Wanted = None) -> Plan:
     objects = _objects(con)
     fps, sizes, totals, counts = _fingerprints(con, objects)
     # files that own no rank feed job results too (a recipe output read beside its reports' ranks)
-    (rankless,) = con.execute(
-        "SELECT coalesce(string_agg(sha256, ',' ORDER BY sha256), '') FROM files AS f "
-        "WHERE coalesce(f.status, 'ok') = 'ok' "
-        "AND NOT EXISTS (SELECT 1 FROM ranks AS r WHERE r.file_id = f.file_id)"
-    ).fetchone()
+    (rankless,) = con.execute(SQL["rankless_files"]).fetchone()
     stamps = {
         "analysis_global": glob,
         "analysis_job": job_stamp(glob, fps, rankless),

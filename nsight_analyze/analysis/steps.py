@@ -17,6 +17,9 @@ from .. import replay
 from ..errors import UserError
 from ..store import query_layer
 from ..store.duck import main_schema, out_of_memory
+from ..store.query_layer import statements
+
+SQL = statements("analysis/steps")
 
 STAGED = "_staged_"  # prefix of the tables a recompute fills before it swaps them in
 # Canonical rows per rank batch. Each batch costs about 0.25 s beyond its rows (binding some 80
@@ -105,19 +108,14 @@ def _create_stage(
             continue
         if q.result == "stored" and q.name in inputs:
             if staging is not None:
-                con.execute(
-                    f'CREATE OR REPLACE TEMP VIEW "{q.name}" AS SELECT * FROM {staging.main}."{q.name}" '
-                    f"WHERE rank IN ({rank_list(staging.ranks)})"
-                )
+                source = f'{staging.main}."{q.name}"'
+                con.execute(SQL.sql("ranks_view", name=q.name, source=source, ranks=rank_list(staging.ranks)))
                 made.append((q.name, "VIEW"))
             continue
         if staging is not None and q.result == "stored":
             table = f'{staging.main}."{staging.prefix}{q.name}"'
             _run(con, q.into(table, create=staging.create), q.name)
-            con.execute(
-                f'CREATE OR REPLACE TEMP VIEW "{q.name}" AS SELECT * FROM {table} '
-                f"WHERE rank IN ({rank_list(staging.ranks)})"
-            )
+            con.execute(SQL.sql("ranks_view", name=q.name, source=table, ranks=rank_list(staging.ranks)))
             made.append((q.name, "VIEW"))
             continue
         as_table = (materialise and q.result in ("stored", "step")) or q.name in as_tables
@@ -168,10 +166,7 @@ def shadow_ranks(con: duckdb.DuckDBPyConnection, ranks: list[int], tables: list[
     """TEMP views showing only `ranks`' rows of each rank table (the rank-local step's input)."""
     main = main_schema(con)
     for table in tables:
-        con.execute(
-            f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM {main}."{table}" '
-            f"WHERE rank IN ({rank_list(ranks)})"
-        )
+        con.execute(SQL.sql("ranks_view", name=table, source=f'{main}."{table}"', ranks=rank_list(ranks)))
     return [(t, "VIEW") for t in tables]
 
 

@@ -14,11 +14,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..store.query_layer import statements
+
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
     from ..render.table import PlainTable
+
+SQL = statements("api/frames")
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
@@ -45,7 +49,7 @@ def rank_report(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
     require_ranks(con, "align and compare ranks")
     rows = _fetch(con, "SELECT * FROM rank_rollup ORDER BY rank")
-    partial = _fetch(con, "SELECT COUNT(*) AS n FROM collectives WHERE ranks >= 2 AND ranks < expected_ranks")
+    partial = _fetch(con, SQL["partial_collectives"])
     return {
         "ranks": rows,
         # from the (scoped) imbalance, not the stored merge_straggler_verdict: a job without

@@ -14,6 +14,7 @@ from ..ingest.run import FileOutcome, ingest
 from ..render.escape import clean
 from ..render.table import PlainTable
 from ..render.terminal import print_table
+from ..store.query_layer import statements
 from ..store.workspace import open_workspace
 from .summary import periodic_steps_option
 
@@ -300,6 +301,7 @@ class IngestProgress:
 
 
 PER_RANK_ROWS = 16  # above this many ranks the closing table has one row per host
+SQL = statements("commands/ingest")
 
 
 def _closing_table(db: Path) -> None:
@@ -307,33 +309,13 @@ def _closing_table(db: Path) -> None:
     noise at the end of an ingest; `nsight-analyze ranks` lists them)."""
     con = open_workspace(db, read_only=True, needs=None)  # the first answers: what ingest computed
     try:
-        ranks = """
-            SELECT r.rank, r.hostname AS host, r.device_id AS dev,
-                   coalesce(regexp_replace(r.gpu_name, '^NVIDIA ', ''), '?') AS gpu,
-                   coalesce(k.kernels, 0) AS kernels,
-                   round((k.last_end_ns - k.first_start_ns) / 1e6, 3) AS span_ms,
-                   r.rank_source, len(f.warnings) AS warnings
-            FROM ranks r JOIN files f USING (file_id) LEFT JOIN diag_rank_kernels k USING (rank)
-        """
+        ranks = SQL["landed_ranks"]
         n = con.execute("SELECT count(*) FROM ranks").fetchone()[0]
         if n <= PER_RANK_ROWS:
-            df = PlainTable.from_cursor(con.execute(ranks + " ORDER BY r.rank"))
+            df = PlainTable.from_cursor(con.execute(SQL.sql("ranks_in_order", ranks=ranks)))
             title = "ranks in the workspace"
         else:
-            cur = con.execute(
-                f"""
-                SELECT host,
-                       CASE WHEN max(rank) - min(rank) + 1 = count(*) THEN min(rank) || '-' || max(rank)
-                            ELSE string_agg(rank::VARCHAR, ',' ORDER BY rank) END AS ranks,
-                       string_agg(DISTINCT gpu, ', ') AS gpu,
-                       CASE WHEN min(kernels) = max(kernels) THEN min(kernels)::VARCHAR
-                            ELSE min(kernels) || '-' || max(kernels) END AS kernels_per_rank,
-                       max(span_ms) AS span_ms, string_agg(DISTINCT rank_source, ', ') AS rank_source,
-                       sum(warnings) AS warnings
-                FROM ({ranks}) GROUP BY host ORDER BY min(rank)
-                """
-            )
-            df = PlainTable.from_cursor(cur)
+            df = PlainTable.from_cursor(con.execute(SQL.sql("landed_hosts", ranks=ranks)))
             title = f"{n} ranks in the workspace, per host (`nsight-analyze ranks` lists every rank)"
     finally:
         con.close()

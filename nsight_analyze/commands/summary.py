@@ -24,10 +24,12 @@ from ..render.summary_tables import (
 )
 from ..render.table import PlainTable
 from ..render.terminal import echo
+from ..store.query_layer import statements
 from ..store.workspace import open_workspace
 from ..summary import BY
 
 STEP_PATTERN = "step_pattern"  # the settings key the step views read
+SQL = statements("commands/summary")
 
 
 def check_step_pattern(pattern: str) -> None:
@@ -40,7 +42,7 @@ def check_step_pattern(pattern: str) -> None:
         )
     con = duckdb.connect()
     try:
-        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchone()
+        con.execute(SQL["pattern_check"], [pattern]).fetchone()
     except duckdb.Error as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"--step-pattern {pattern!r} is not a valid RE2 regex: {first}") from None
@@ -58,11 +60,7 @@ def set_step_pattern(db: str, pattern: str) -> bool:
         old = con.execute("SELECT value FROM settings WHERE key = ?", [STEP_PATTERN]).fetchone()
         if old is not None and old[0] == pattern:
             return False
-        con.execute(
-            "INSERT INTO settings VALUES (?, ?, 'regex: NVTX ranges that delimit training steps') "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [STEP_PATTERN, pattern],
-        )
+        con.execute(SQL["store_step_pattern"], [STEP_PATTERN, pattern])
         return True
     finally:
         con.close()
@@ -87,11 +85,7 @@ def _nvtx_matches(db: str, pattern: str) -> bool:
     """Whether any NVTX range (with an end) matches `pattern`, as _tp_nvtx_step_ranges reads them."""
     con = open_workspace(db, read_only=True, analyse=False)
     try:
-        return con.execute(
-            "SELECT EXISTS (SELECT 1 FROM nvtx WHERE end_ns IS NOT NULL AND start_ns IS NOT NULL "
-            "AND text IS NOT NULL AND regexp_matches(text, $p))",
-            {"p": pattern},
-        ).fetchone()[0]
+        return con.execute(SQL.sql("nvtx_matches"), {"p": pattern}).fetchone()[0]
     finally:
         con.close()
 
@@ -104,11 +98,7 @@ def set_periodic_steps(db: str, on: bool) -> bool:
         old = con.execute("SELECT value FROM settings WHERE key = 'periodic_steps'").fetchone()
         if old is not None and old[0] == value:
             return False
-        con.execute(
-            "INSERT INTO settings VALUES ('periodic_steps', ?, 'on: steps from a kernel that runs once per "
-            "step') ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [value],
-        )
+        con.execute(SQL["store_periodic_steps"], [value])
         return True
     finally:
         con.close()

@@ -46,6 +46,7 @@ import duckdb
 from ..errors import validate_positive
 from ..plain import missing
 from ..store.duck import has_relation, sql_string
+from ..store.query_layer import statements
 from .hardware import derive, identify
 from .table import (
     DEFAULT_PRECISION,
@@ -76,6 +77,7 @@ from .arch import (  # noqa: F401
     infer_arch,
 )
 
+SQL = statements("gpus/gpus")
 ENV_HINT_PATTERN = r"(?i)^PEAK_.*FLOP"
 
 
@@ -225,20 +227,12 @@ def ncu_peaks_sql(precision: str) -> str:
     """Per hardware-counter file, the `precision` peaks its roofline ridge points use. The
     precision is a literal, not a bound parameter: binding one imports pandas (duck.sql_string)."""
     validate_precision(precision)  # an unknown one gave no rows, silently
-    return f"""
-        SELECT p.file_id, f.path, p.source, p.peak_flops / 1e12 AS peak_tflops,
-               p.mem_bw_bps / 1e9 AS mem_bw_gbs, p.reason
-        FROM ncu_peaks p LEFT JOIN files f USING (file_id)
-        WHERE p.precision = {sql_string(precision)} ORDER BY p.file_id
-    """
+    return SQL.sql("ncu_peaks", precision=sql_string(precision))
 
 
-#: The vendor a rank's file says it ran on (`f`: its `files` row): a PyTorch-profiler trace names its
-#: tracer (sources/kineto/meta.py: 'cupti ...' or 'roctracer ...' / 'hip ...'), an Nsight Systems file
-#: is NVIDIA's; NULL when the file does not say.
-VENDOR_SQL = """CASE WHEN f.nsys_version LIKE 'roctracer %' OR f.nsys_version LIKE 'hip %' THEN 'amd'
-                     WHEN f.nsys_version LIKE 'cupti %' OR f.source_format IN ('nsys-sqlite', 'nsys-recipe')
-                     THEN 'nvidia' END"""
+#: The vendor a rank's file says it ran on (`f`: its `files` row; queries/gpus/gpus.sql says how):
+#: 'amd', 'nvidia' or NULL. Rules and mfu compose it into their SQL.
+VENDOR_SQL = SQL["vendor"]
 
 
 def rank_peak_rows(
@@ -259,28 +253,10 @@ def rank_peak_rows(
     validate_precision(precision)
     gpu = gpu if gpu is not None else _STATED_GPU.get()
     validate_gpu(gpu)
-    ranks = con.execute(
-        f"""
-        WITH g AS (
-            SELECT g.*, row_number() OVER (
-                       PARTITION BY g.rank
-                       ORDER BY (g.device_id IS NOT DISTINCT FROM r.device_id) DESC, g.device_id) AS pick
-            FROM gpus g JOIN ranks r ON r.rank = g.rank
-        )
-        SELECT r.rank, r.file_id, coalesce(g.name, r.gpu_name) AS name, g.sm_count, g.clock_hz,
-               g.compute_major, g.compute_minor, g.memory_bandwidth_bps, g.memory_bytes,
-               {VENDOR_SQL} AS vendor
-        FROM ranks r LEFT JOIN g ON g.rank = r.rank AND g.pick = 1 LEFT JOIN files f ON f.file_id = r.file_id
-        ORDER BY r.rank
-        """
-    ).fetchall()
-    env = con.execute(
-        f"SELECT file_id, name, value FROM env WHERE regexp_matches(name, '{ENV_HINT_PATTERN}')"
-    ).fetchall()
+    ranks = con.execute(SQL.sql("rank_gpus", vendor=VENDOR_SQL)).fetchall()
+    env = con.execute(SQL.sql("env_hints", pattern=ENV_HINT_PATTERN)).fetchall()
     names = "kernel_summary" if _has_rows(con, "kernel_summary") else "kernels"  # stored: 20x faster
-    fams = con.execute(
-        f"SELECT rank, {families_sql()} FROM (SELECT DISTINCT rank, name FROM {names}) GROUP BY rank"
-    ).fetchall()
+    fams = con.execute(SQL.sql("kernel_families", families=families_sql(), names=names)).fetchall()
     hints_of: dict[Any, dict[str, str]] = {}
     for file_id, name, value in env:  # the few hint variables per file
         hints_of.setdefault(file_id, {})[str(name)] = str(value)

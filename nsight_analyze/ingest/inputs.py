@@ -20,11 +20,14 @@ from .. import run_labels
 from ..errors import UserError
 from ..sources import registry
 from ..store.duck import sql_string, utf8_path
+from ..store.query_layer import statements
 from ..store.workspace import open_workspace
 from .discovery import Candidate, assign_ranks
 from .landing import FileOutcome
 from .rank_task import NSYS_REPORT_SUFFIXES
 from .report import IngestReport
+
+SQL = statements("ingest/inputs")
 
 
 def _special_file(path: Path) -> str | None:
@@ -209,12 +212,7 @@ def _loaded_report_of(con: duckdb.DuckDBPyConnection, path: Path) -> list[tuple[
 def refuse_mixed_formats(con: duckdb.DuckDBPyConnection, ready: list[Candidate]) -> None:
     """One job, one profiler: nsys and Kineto timelines of the same ranks cannot be merged."""
     formats = {c.probe.format for c in ready if c.probe.processes}
-    formats |= {
-        f
-        for (f,) in con.execute(
-            "SELECT DISTINCT source_format FROM files JOIN ranks USING (file_id)"
-        ).fetchall()
-    }
+    formats |= {f for (f,) in con.execute(SQL["loaded_formats"]).fetchall()}
     if len(formats) > 1:
         advice = registry.unmatched_hint(ready) or "ingest each profiler's traces into its own workspace"
         mixed = ", ".join(sorted(formats))
@@ -225,13 +223,7 @@ def number_ranks(con: duckdb.DuckDBPyConnection, ready: list[Candidate], report:
     """Rank numbers for the processes of `ready` beside those the workspace keeps (assign_ranks),
     and a new file_id for each file."""
     replaced = {fid for c in ready for fid in c.replaces}
-    taken = {
-        r: p
-        for r, p, fid in con.execute(
-            "SELECT r.rank, f.path, f.file_id FROM ranks r JOIN files f USING (file_id)"
-        ).fetchall()
-        if fid not in replaced
-    }
+    taken = {r: p for r, p, fid in con.execute(SQL["taken_ranks"]).fetchall() if fid not in replaced}
     report.notes.extend(assign_ranks(ready, taken).values())
     next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
     for cand in ready:

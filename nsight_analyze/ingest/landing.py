@@ -16,9 +16,12 @@ from ..sources import registry
 from ..sources.base import BadInput
 from ..store import schema
 from ..store.duck import no_room, rollback, sql_row, sql_value
+from ..store.query_layer import statements
 from . import rank_store
 from .discovery import Candidate
 from .rank_task import Mapped, load_file
+
+SQL = statements("ingest/landing")
 
 
 @dataclass
@@ -84,12 +87,12 @@ def delete_file(con: duckdb.DuckDBPyConnection, file_id: int) -> None:
         by_file = registry.rank_tables_owned_by_file()
         for table in schema.owned_by(con, "rank"):
             # DCGM samples matched to these ranks belong to their own file (match_ranks re-matches them)
-            own = " AND source IS DISTINCT FROM 'dcgm'" if table == "gpu_metrics" else ""
+            own = SQL["dcgm_rows_kept"] if table == "gpu_metrics" else ""
             if table in by_file:  # rows an input read beside these ranks owns (sources/base.py)
-                own = f" AND file_id = {int(file_id)}"
-            con.execute(f"DELETE FROM {table} WHERE rank IN (SELECT unnest(?::INTEGER[])){own}", [ranks])
+                own = SQL.sql("file_rows_only", file_id=int(file_id))
+            con.execute(SQL.sql("delete_rank_rows", table=table, owned=own), [ranks])
     for table in [*schema.owned_by(con, "file_id"), "files"]:
-        con.execute(f"DELETE FROM {table} WHERE file_id = ?", [file_id])
+        con.execute(SQL.sql("delete_file_rows", table=table), [file_id])
 
 
 def land_batch(
@@ -146,9 +149,10 @@ def insert_file_row(
         probe.schema_version,
     )
     con.execute(
-        f"INSERT INTO files VALUES ({sql_row(values)}, now(), 'ok', "
-        f"{sql_value(warnings)}::VARCHAR[], {sql_value(skipped)}::VARCHAR[])"
+        SQL.sql(
+            "insert_file", values=sql_row(values), warnings=sql_value(warnings), skipped=sql_value(skipped)
+        )
     )
     if cand.labels:  # the run's labels (run_labels.py), in the file's own transaction
         rows = ", ".join(f"({int(cand.file_id)}, {sql_row(label)})" for label in cand.labels)
-        con.execute(f"INSERT INTO run_labels VALUES {rows}")
+        con.execute(SQL.sql("insert_run_labels", rows=rows))

@@ -26,8 +26,10 @@ from pathlib import Path
 
 import duckdb
 
+from ..store.query_layer import statements
+
 MANIFEST = "manifest.json"
-PARQUET = "(FORMAT parquet, COMPRESSION zstd)"
+SQL = statements("ingest/rank_store")
 
 
 def store_dir(db: Path) -> Path:
@@ -64,9 +66,7 @@ def write_entry(
     for kind, tables in (("canonical", canonical), ("results", results)):
         (tmp / kind).mkdir(parents=True)
         for table in tables:
-            con.execute(
-                f'COPY (SELECT * FROM "{table}") TO {_quote(tmp / kind / f"{table}.parquet")} {PARQUET}'
-            )
+            con.execute(SQL.sql("copy_to_parquet", table=table, path=_quote(tmp / kind / f"{table}.parquet")))
     (tmp / MANIFEST).write_text(json.dumps(manifest))
     shutil.rmtree(entry, ignore_errors=True)  # an older, equal entry (a retried task)
     os.replace(tmp, entry)
@@ -90,16 +90,12 @@ def insert_canonical(con: duckdb.DuckDBPyConnection, entry: Path, file_ids: dict
     transaction), each file's rows under the file_id the client gives it now ({the task's
     file_id: the client's}; they differ when an earlier, killed ingest left the entry)."""
     moved = {int(a): int(b) for a, b in file_ids.items() if a != b}
-    renumber = (
-        "* REPLACE (CASE file_id " + " ".join(f"WHEN {a} THEN {b}" for a, b in moved.items())
-        + " ELSE file_id END AS file_id)"
-    )  # fmt: skip
+    whens = " ".join(SQL.sql("file_id_when", old=a, new=b) for a, b in moved.items())
+    renumber = SQL.sql("renumbered_rows", whens=whens)
     for table, path in tables(entry, "canonical").items():
-        columns = {
-            r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_quote(path)})").fetchall()
-        }
+        columns = {r[0] for r in con.execute(SQL.sql("parquet_columns", path=_quote(path))).fetchall()}
         select = renumber if moved and "file_id" in columns else "*"
-        con.execute(f'INSERT INTO "{table}" BY NAME SELECT {select} FROM read_parquet({_quote(path)})')
+        con.execute(SQL.sql("insert_parquet", table=table, select=select, path=_quote(path)))
 
 
 def remove_store(store: Path) -> None:

@@ -28,6 +28,7 @@ from ..sources.base import CORRUPT_TIMING, BadInput, LoadResult, Probe
 from ..store import schema
 from ..store.duck import OFFLINE_CONFIG, bound_memory, offline, rollback, sql_rows
 from ..store.live_layer import ensure_layer, settings_as_variables
+from ..store.query_layer import statements
 from . import rank_store
 from .discovery import export_cache
 
@@ -36,6 +37,7 @@ NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 # value; `SUBSTRING@FOLDER` crashes once, leaving a marker in FOLDER (the retry then succeeds).
 # Read on the client and sent with each task, so long-lived workers need not share its environment.
 CRASH_ENV = "NSIGHT_ANALYZE_TEST_CRASH"
+SQL = statements("ingest/rank_task")  # read once per worker process
 
 
 @dataclass
@@ -197,7 +199,7 @@ def map_batch(batch: MapBatch) -> BatchMapped:
     out = BatchMapped(batch.entry)
     try:
         if batch.settings:
-            con.executemany("INSERT OR REPLACE INTO settings VALUES (?, ?, ?)", batch.settings)
+            con.executemany(SQL["store_setting"], batch.settings)
         settings_as_variables(con)
         canonical = schema.canonical_tables()
         for spec in batch.files:
@@ -307,16 +309,12 @@ def _release_database(con: duckdb.DuckDBPyConnection, made: analysis.Made) -> No
     global _database
     try:
         analysis.drop_made(con, made)
-        for kind, listing in (
-            ("VIEW", "duckdb_views() WHERE NOT internal AND"),
-            ("TABLE", "duckdb_tables() WHERE"),
-        ):
-            col = "view_name" if kind == "VIEW" else "table_name"
-            for (name,) in con.execute(f"SELECT {col} FROM {listing} temporary").fetchall():
+        for kind, listing in (("VIEW", SQL["temp_views"]), ("TABLE", SQL["temp_tables"])):
+            for (name,) in con.execute(listing).fetchall():
                 con.execute(f'DROP {kind} IF EXISTS temp.main."{name}"')  # what a source left
         for table in [*schema.canonical_tables(), "settings"]:
-            con.execute(f'DELETE FROM main."{table}"')
-        con.execute("DELETE FROM meta WHERE key = 'classified_with'")
+            con.execute(SQL.sql("empty_table", table=table))
+        con.execute(SQL["forget_rules_stamp"])
     except duckdb.Error:
         con.close()
         _database = None
@@ -351,11 +349,7 @@ def insert_ranks(
         for proc in probe.processes
     ]
     if rows:
-        con.execute(
-            "INSERT INTO ranks (rank, file_id, pid, global_pid, hostname, device_id, gpu_name, "
-            "session_start_utc_ns, clock_offset_ns, rank_source, local_rank, world_size, alignment_method, "
-            f"job_rank) VALUES {sql_rows(rows)}"
-        )
+        con.execute(SQL.sql("insert_ranks", rows=sql_rows(rows)))
 
 
 TIMED_TABLES = ("kernels", "memops", "cuda_api", "nvtx")
@@ -370,12 +364,9 @@ def backwards_warnings(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> list
     """
     if not ranks:
         return []
+    in_ranks = analysis.rank_list(ranks)
     rows = con.execute(
-        " UNION ALL ".join(
-            f"SELECT '{t}', count(*), max(start_ns - end_ns) FROM {t} "
-            f"WHERE rank IN ({analysis.rank_list(ranks)}) AND end_ns < start_ns"
-            for t in TIMED_TABLES
-        )
+        " UNION ALL ".join(SQL.sql("backwards_rows", table=t, ranks=in_ranks) for t in TIMED_TABLES)
     ).fetchall()
     return [
         f"{CORRUPT_TIMING}{n:,} row(s) of {table} end before they start (by up to {worst:,} ns: a tracer "

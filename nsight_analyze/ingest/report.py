@@ -15,11 +15,14 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..store.duck import path_text, sql_row, sql_value
+from ..store.query_layer import statements
 from ..store.workspace import open_workspace
 from . import rank_store
 from .discovery import Candidate
 from .landing import FileOutcome
 from .rank_task import export_cache
+
+SQL = statements("ingest/report")
 
 
 @dataclass
@@ -96,7 +99,7 @@ def record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candidat
     try:
         con.execute("BEGIN TRANSACTION")
         paths = f"{sql_value(seen)}::VARCHAR[]"
-        con.execute(f"DELETE FROM files WHERE status <> 'ok' AND path IN (SELECT unnest({paths}))")
+        con.execute(SQL.sql("forget_not_loaded", paths=paths))
         next_id = con.execute("SELECT coalesce(max(file_id), 0) + 1 FROM files").fetchone()[0]
         values = []
         for i, outcome in enumerate(rows):
@@ -116,12 +119,12 @@ def record_not_loaded(db: Path, report: IngestReport, cands: dict[Path, Candidat
             )
             message = sql_value([outcome.message] if outcome.message else [])
             values.append(
-                f"({known}, NULL, NULL, now(), {sql_value(outcome.status)}, {message}::VARCHAR[], [])"
+                SQL.sql("not_loaded_row", known=known, status=sql_value(outcome.status), message=message)
             )
         # one statement per 1,000 rows, not per file: a folder of 5,500 logs beside the traces
         # took 3.9 s in 5,500 INSERTs
         for start in range(0, len(values), 1000):
-            con.execute(f"INSERT INTO files VALUES {', '.join(values[start : start + 1000])}")
+            con.execute(SQL.sql("insert_files", rows=", ".join(values[start : start + 1000])))
         con.execute("COMMIT")
     finally:
         con.close()

@@ -16,7 +16,7 @@ the words for the gap; one job per module beside it in this package: `options` (
 beyond the trace, `MfuOptions`), `rows` (the per rank and window rows: windows, peaks, the
 SQL), `flops` (the model FLOPs formulas) and `dcgm` (the DCGM cross-check). Their public names
 are importable from here too. The totals, the per-step and the per-rank rows are SQL aggregates
-over the rows' TEMP table; Python only assembles parameters and words.
+over the rows' TEMP table (queries/mfu/mfu.sql); Python only assembles parameters and words.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .. import gpus
+from ..store.query_layer import statements
 from .dcgm import DCGM_ESTIMATE, dcgm_summary
 from .dcgm import ratio as _ratio
 from .flops import ModelFlops
 from .options import MfuOptions
 from .rows import (
-    ROWS_TABLE,
     Peaks,
     counter_kernels,
     hfu_mfu_table,
@@ -63,6 +63,8 @@ __all__ = [
 if TYPE_CHECKING:
     import pandas as pd
 
+SQL = statements("mfu/mfu")
+
 NCU_HINT = (
     "ncu --metrics sm__sass_thread_inst_executed_op_fadd_pred_on.sum,"
     "sm__sass_thread_inst_executed_op_fmul_pred_on.sum,"
@@ -76,10 +78,7 @@ def _range_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Say how many CUPTI range-profiler kernels could not be placed on the timeline, and why."""
     if not counter_kernels(con)[1]:
         return []
-    rows = con.execute(
-        "SELECT status, count(*), count(DISTINCT rank) FROM cupti_range_joins WHERE status <> 'joined' "
-        "GROUP BY status ORDER BY count(*) DESC"
-    ).fetchall()
+    rows = con.execute(SQL["range_join_failures"]).fetchall()
     return [
         f"{n} CUPTI range-profiler kernels of {ranks} rank(s) are not on the timeline ({status}): their "
         "FLOPs are in kernel_flops but not in HFU"
@@ -89,8 +88,7 @@ def _range_notes(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def _total(column: str) -> str:
     """SQL: Σ column / Σ (window x peak) over rows where both are known (GPU-time weighted)."""
-    ok = f"{column} IS NOT NULL AND peak_flops IS NOT NULL AND window_ns > 0"
-    return f"sum({column}) FILTER (WHERE {ok}) / sum(window_ns * 1e-9 * peak_flops) FILTER (WHERE {ok})"
+    return SQL.sql("weighted_total", column=column)
 
 
 def _pct(part: Any, whole: Any) -> float | None:
@@ -102,11 +100,7 @@ def _pct(part: Any, whole: Any) -> float | None:
 def _totals(con: duckdb.DuckDBPyConnection, stepped: str) -> dict[str, Any]:
     """MFU, HFU, the tensor-active estimate and the coverage over the `stepped` rows."""
     row = con.execute(
-        f"""SELECT {_total("model_flops")}, {_total("counted_flops")},
-                   sum(hfu_tensor_active * window_ns) FILTER (WHERE hfu_tensor_active IS NOT NULL)
-                       / nullif(sum(window_ns) FILTER (WHERE hfu_tensor_active IS NOT NULL), 0),
-                   sum(counted_ns), sum(kernel_ns), coalesce(sum(kernels_counted), 0)
-            FROM {ROWS_TABLE} WHERE {stepped}"""
+        SQL.sql("totals", mfu=_total("model_flops"), hfu=_total("counted_flops"), stepped=stepped)
     ).fetchone()
     mfu, hfu, hfu_ta, counted_ns, kernel_ns, kernels_counted = row
     return {
@@ -120,11 +114,7 @@ def _totals(con: duckdb.DuckDBPyConnection, stepped: str) -> dict[str, Any]:
 
 def _per_step(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One row per step over the ranks' windows of that step."""
-    rows = con.execute(
-        f"""SELECT step, count(*), max(window_ns), {_total("model_flops")}, {_total("counted_flops")},
-                   sum(counted_ns), sum(kernel_ns)
-            FROM {ROWS_TABLE} WHERE step IS NOT NULL GROUP BY step ORDER BY step"""
-    ).fetchall()
+    rows = con.execute(SQL.sql("per_step", mfu=_total("model_flops"), hfu=_total("counted_flops"))).fetchall()
     return [
         {
             "step": int(step),
@@ -141,9 +131,7 @@ def _per_step(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 def _per_rank(con: duckdb.DuckDBPyConnection, stepped: str) -> list[dict[str, Any]]:
     """One row per rank over its `stepped` windows (HFU None where nothing was counted)."""
     rows = con.execute(
-        f"""SELECT rank, count(*), {_total("model_flops")}, {_total("counted_flops")}, sum(kernels_counted),
-                   sum(counted_ns), sum(kernel_ns), first(peak_source ORDER BY step NULLS FIRST)
-            FROM {ROWS_TABLE} WHERE {stepped} GROUP BY rank ORDER BY rank"""
+        SQL.sql("per_rank", mfu=_total("model_flops"), hfu=_total("counted_flops"), stepped=stepped)
     ).fetchall()
     return [
         {
@@ -192,11 +180,8 @@ def hfu_mfu_summary(
         )
     peaks = peaks_of(con, None, opts.peak_tflops, precision, opts.gpu)
     with rows_table(con, model, peaks, window_df, opts.n_gpus, opts.steps_in_window, trace) as win_source:
-        n_rows, has_steps, n_gpus = con.execute(
-            "SELECT count(*), coalesce(bool_or(step IS NOT NULL), false), any_value(n_gpus) "
-            f"FROM {ROWS_TABLE}"
-        ).fetchone()
-        stepped = "step IS NOT NULL" if has_steps else "true"
+        n_rows, has_steps, n_gpus = con.execute(SQL["rows_overview"]).fetchone()
+        stepped = SQL["stepped"] if has_steps else "true"
         if trace:
             model = _trace_model(con, stepped, has_steps, counted, uncounted, notes)
         totals = _totals(con, stepped)
@@ -204,7 +189,7 @@ def hfu_mfu_summary(
         per_rank = _per_rank(con, stepped) if detail else []
         notes += _above_peak(con, stepped, totals, per_step, per_rank)
         dcgm = dcgm_summary(
-            con, lambda: con.execute(f"SELECT * FROM {ROWS_TABLE} WHERE {stepped}").df(), precision, opts.gpu
+            con, lambda: con.execute(SQL.sql("stepped_rows", stepped=stepped)).df(), precision, opts.gpu
         )
     mfu, hfu, hfu_ta, coverage = (totals[k] for k in ("mfu", "hfu", "hfu_tensor_active", "coverage_pct"))
     # (the trace's own FLOPs are those of the capture window: no step count needed)
@@ -274,10 +259,7 @@ def hfu_mfu_summary(
 def _all_amd(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether every rank's trace came from ROCm's tracer: Nsight Compute, the only counter source
     read, cannot profile those GPUs, so its command is no advice there."""
-    row = con.execute(
-        f"SELECT count(*) > 0 AND bool_and(coalesce({gpus.VENDOR_SQL} = 'amd', false)) "
-        "FROM ranks r JOIN files f ON f.file_id = r.file_id"
-    ).fetchone()
+    row = con.execute(SQL.sql("all_amd", vendor=gpus.VENDOR_SQL)).fetchone()
     return bool(row and row[0])
 
 
@@ -311,10 +293,7 @@ def _above_peak(
             "wrong kernels, or a peak that is too low (check `gpus`)",
         ),
     ):
-        over = con.execute(
-            f"SELECT count(*), list(DISTINCT step ORDER BY step) FILTER (WHERE step IS NOT NULL) "
-            f"FROM {ROWS_TABLE} WHERE ({stepped}) AND {col} > 1.0"
-        ).fetchone()
+        over = con.execute(SQL.sql("above_peak", stepped=stepped, column=col)).fetchone()
         if not over or not over[0]:
             continue
         totals[col] = None
@@ -348,10 +327,7 @@ def _trace_model(
     Why: with record_shapes the trace knows each matmul, convolution and attention op's FLOPs, so
     MFU needs no number from the user; the words say what that count includes (what ran, so a
     recomputed forward too) and leaves out (ops without a formula)."""
-    total, steps, ranks = con.execute(
-        f"SELECT sum(model_flops), count(DISTINCT step), count(DISTINCT rank) FROM {ROWS_TABLE} "
-        f"WHERE ({stepped}) AND model_flops IS NOT NULL"
-    ).fetchone()
+    total, steps, ranks = con.execute(SQL.sql("trace_model_flops", stepped=stepped)).fetchone()
     if not total:
         notes.append(
             f"the trace's shapes give the FLOPs of {counted} op(s), but none ran in a step window: MFU needs "

@@ -2,8 +2,8 @@
 
 Why a module of its own: production scrapes (dcgm-exporter) often come without traces, so this
 part reads `gpu_metrics` per DCGM GPU as well as per rank window; mfu/__init__.py's summary adds its
-lines to the gap explanation. The aggregations are SQL; Python loops over GPUs (one aggregate
-row each), never over samples.
+lines to the gap explanation. The aggregations are SQL (queries/mfu/dcgm.sql); Python loops over
+GPUs (one aggregate row each), never over samples.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ import duckdb
 from .. import gpus
 from ..gpus import table as gpu_table
 from ..gpus.table import DEFAULT_PRECISION
+from ..store.query_layer import statements
 
 if TYPE_CHECKING:  # DataFrames only where DCGM samples are (`mfu` of a trace without imports no pandas)
     import pandas as pd
+
+SQL = statements("mfu/dcgm")
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -112,17 +115,7 @@ def dcgm_summary(
                 f"DCGM tensor-pipe activity suggests HFU about {out['hfu_estimate']:.1%} over "
                 f"{len(d)} rank window(s) ({DCGM_ESTIMATE})"
             )
-    per_gpu = con.execute(
-        """SELECT host, gpu_id, gpu_uuid, gpu_instance, any_value(gpu_name) AS gpu_name, min(rank) AS rank,
-                  avg(value) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') AS tensor_active,
-                  count(*) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') AS samples,
-                  avg(value) FILTER (WHERE metric_name = 'DCGM_FI_DEV_SM_CLOCK') AS sm_mhz,
-                  min(utc_ns) AS first_utc_ns, max(utc_ns) AS last_utc_ns
-           FROM gpu_metrics WHERE source = 'dcgm'
-           GROUP BY host, gpu_id, gpu_uuid, gpu_instance
-           HAVING count(*) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') > 0
-           ORDER BY host NULLS LAST, gpu_id, gpu_instance NULLS FIRST"""
-    ).df()
+    per_gpu = con.execute(SQL["dcgm_gpus"]).df()
     for rec in per_gpu.to_dict("records"):  # one row per GPU (an aggregate), not per sample
         rec = {k: gpus.plain_value(v) for k, v in rec.items()}
         peak = gpu_table.given_peak(gpu) if gpu else gpu_table.lookup(rec["gpu_name"])
@@ -168,11 +161,8 @@ def dcgm_summary(
             )
         if out["hfu_estimate"] is None:
             lines.append(f"DCGM HFU figures are {DCGM_ESTIMATE}")
-    blind = con.execute(  # GPUs sampled without the tensor-pipe field: said, not left out silently
-        """SELECT count(*), list(DISTINCT h ORDER BY h) FROM (SELECT coalesce(host, 'host?') AS h
-           FROM gpu_metrics WHERE source = 'dcgm' GROUP BY host, gpu_id, gpu_uuid, gpu_instance
-           HAVING count(*) FILTER (WHERE metric_name = 'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE') = 0)"""
-    ).fetchone()
+    # GPUs sampled without the tensor-pipe field: said, not left out silently
+    blind = con.execute(SQL["dcgm_blind_gpus"]).fetchone()
     if blind[0]:
         lines.append(f"DCGM: {blind[0]} GPU(s) on {', '.join(blind[1][:4])} were sampled without "
                      "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: no HFU estimate for them (add the DCGM_FI_PROF_* "

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .. import __version__
 from ..errors import UserError
+from ..store.query_layer import statements
 from .document import PARTITION_COLUMNS, Part, ReportDocument, StepRange, parse_steps
 from .timeline import MAX_TIMELINE_OPS
 from .timeline import build as build_timeline
@@ -34,6 +35,8 @@ SECRET_NAME = re.compile(
 SECRET_VALUE = re.compile(r"(?i)^(?:sk-|ghp_|gho_|github_pat_|xox[bap]-|akia|aiza|eyj)|[A-Za-z0-9+/=_-]{32,}")
 
 TOP_KERNELS = 20
+
+SQL = statements("report_doc/gather")
 
 
 def view(con: duckdb.DuckDBPyConnection, name: str, sql: str | None = None) -> Part:
@@ -65,14 +68,8 @@ def safe_env(con: duckdb.DuckDBPyConnection) -> Part:
 
 def _partition_of_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> Part:
     """Per rank, the time_partition step rows of the chosen steps added up (parts still tile)."""
-    sums = ", ".join(f"sum({c})::BIGINT AS {c}" for c in PARTITION_COLUMNS if c != "overlap_pct")
-    return view(
-        con,
-        "time_partition",
-        f"""SELECT rank, {sums},
-                   100.0 * sum(comms_hidden_ns) / nullif(sum(comms_total_ns), 0) AS overlap_pct
-            FROM time_partition WHERE {steps.sql()} GROUP BY rank ORDER BY rank""",
-    )
+    sums = ", ".join(SQL.sql("step_part_sum", column=c) for c in PARTITION_COLUMNS if c != "overlap_pct")
+    return view(con, "time_partition", SQL.sql("steps_partition", sums=sums, steps=steps.sql()))
 
 
 def comms_breakdown(con: duckdb.DuckDBPyConnection) -> Part:
@@ -113,7 +110,7 @@ def partition_frame(doc: ReportDocument) -> Part:
 def require_steps(con: duckdb.DuckDBPyConnection, steps: StepRange) -> None:
     """--steps must select a step the workspace has (as `export --steps`): a range past the last
     step gave a page of empty sections whose headline read "no steps, 0 ranks"."""
-    if con.execute(f"SELECT EXISTS (SELECT 1 FROM steps WHERE {steps.sql()})").fetchone()[0]:
+    if con.execute(SQL.sql("steps_chosen", steps=steps.sql())).fetchone()[0]:
         return
     have = con.execute("SELECT min(step), max(step) FROM steps WHERE step IS NOT NULL").fetchone()
     if have[0] is None:
@@ -181,12 +178,7 @@ def report_document(
                 con, "time_partition", "SELECT * FROM time_partition WHERE step IS NULL ORDER BY rank"
             )
         doc.rank_step = view(
-            con,
-            "time_partition",
-            "SELECT t.*, coalesce(j.steady, true) AS steady "
-            "FROM time_partition AS t JOIN ranks AS r USING (rank) LEFT JOIN job_steps AS j "
-            f"ON j.job = r.job AND j.step = t.step WHERE {(steps or StepRange()).sql('t.step')} "
-            "ORDER BY rank, step",
+            con, "time_partition", SQL.sql("rank_step_partition", steps=(steps or StepRange()).sql("t.step"))
         )
         doc.verdict = view(con, "merge_straggler_verdict")
         doc.rank_rollup = view(con, "rank_rollup", "SELECT * FROM rank_rollup ORDER BY rank")
@@ -201,12 +193,7 @@ def report_document(
         doc.top_kernels = Part(top_kernels(con, limit=TOP_KERNELS))
         doc.memop_summary = view(con, "memop_summary")
         doc.gaps = view(con, "idle_by_cause", "SELECT * FROM idle_by_cause ORDER BY rank, cause")
-        doc.longest_gaps = view(
-            con,
-            "longest_gaps",
-            "SELECT rank, step, cause, duration_ns, host_activity FROM longest_gaps "
-            "ORDER BY duration_ns DESC, rank, start_ns LIMIT 15",
-        )
+        doc.longest_gaps = view(con, "longest_gaps", SQL["longest_gaps"])
         _whatif(con, doc)
         doc.comms = comms_breakdown(con)
         doc.launch_stats = view(con, "launch_stats")

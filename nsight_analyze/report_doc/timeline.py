@@ -20,6 +20,7 @@ import duckdb
 import pandas as pd
 
 from ..store.duck import has_relation
+from ..store.query_layer import statements
 from .document import StepRange, Timeline
 
 # Operations (GPU ops + idle pieces) drawn one by one; above it, fewer steps, then buckets.
@@ -39,7 +40,9 @@ ROW_OF = {"compute": 0, "other": 0, "memory": 1, "copies": 1, "comms": 2}
 # The operations of the widest window considered, read once per report (a TEMP table)
 WINDOW_TABLE = "_timeline_window_ops"
 
-OFFSETS = "(SELECT rank, COALESCE(clock_offset_ns, 0) AS off FROM ranks)"
+SQL = statements("report_doc/timeline")
+# Each rank's clock offset, as a subquery the statements join in
+OFFSETS = SQL["rank_offsets"]
 
 
 def _near(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None, alias: str) -> str:
@@ -48,36 +51,24 @@ def _near(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None, alias:
     stored rows before aligning them."""
     if window is None:
         return ""
-    lo, hi = con.execute(f"SELECT min(off), max(off) FROM {OFFSETS}").fetchone()
+    lo, hi = con.execute(SQL.sql("offset_range", offsets=OFFSETS)).fetchone()
     lo, hi = int(lo or 0), int(hi or 0)
-    return f" AND {alias}.end_ns > {int(window[0]) - hi} AND {alias}.start_ns < {int(window[1]) - lo}"
+    return SQL.sql("near_window", alias=alias, after=int(window[0]) - hi, before=int(window[1]) - lo)
 
 
 def _ops_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = None) -> str:
     """Every GPU operation with aligned times and its category (gpu_ops + the rank's offset);
     copies and memsets of category memory are the series `copies`."""
     if has_relation(con, "gpu_ops"):
-        return f"""SELECT g.rank, g.stream_id, g.start_ns + o.off AS a0, g.end_ns + o.off AS a1, g.name,
-                          CASE WHEN g.category = 'memory' AND g.op <> 'kernel' THEN 'copies'
-                               ELSE g.category END AS category
-                   FROM gpu_ops g JOIN {OFFSETS} o USING (rank)
-                   WHERE true{_near(con, window, "g")}"""
+        return SQL.sql("gpu_ops_aligned", offsets=OFFSETS, near=_near(con, window, "g"))
     # Fallback when gpu_ops is absent: the aligned views, categories as docs/metrics.md says.
-    return """SELECT rank, stream_id, aligned_start_ns AS a0, aligned_end_ns AS a1, name,
-                     CASE WHEN category IN ('compute','memory','comms') THEN category ELSE 'other' END
-                     AS category FROM aligned_kernels
-              UNION ALL
-              SELECT rank, stream_id, aligned_start_ns, aligned_end_ns,
-                     '[CUDA ' || CASE WHEN kind = 'memset' THEN 'memset' ELSE 'memcpy ' || kind END || ']',
-                     CASE WHEN kind = 'PtoP' THEN 'comms' ELSE 'copies' END FROM aligned_memops"""
+    return SQL["aligned_ops_fallback"]
 
 
 def _gaps_sql(con: duckdb.DuckDBPyConnection, window: tuple[int, int] | None = None) -> str | None:
     if not has_relation(con, "gaps"):
         return None
-    return f"""SELECT g.rank, NULL::BIGINT AS stream_id, g.start_ns + o.off AS a0, g.end_ns + o.off AS a1,
-                      COALESCE(g.host_activity, '') AS name, g.cause AS category
-               FROM gaps g JOIN {OFFSETS} o USING (rank) WHERE g.step IS NULL{_near(con, window, "g")}"""
+    return SQL.sql("idle_gaps_aligned", offsets=OFFSETS, near=_near(con, window, "g"))
 
 
 def step_windows(con: duckdb.DuckDBPyConnection, steps: StepRange | None) -> pd.DataFrame:
@@ -85,10 +76,7 @@ def step_windows(con: duckdb.DuckDBPyConnection, steps: StepRange | None) -> pd.
     if not has_relation(con, "steps"):
         return pd.DataFrame(columns=["step", "a0", "a1"])
     cond = (steps or StepRange()).sql("s.step")
-    return con.execute(
-        f"""SELECT s.step, min(s.start_ns + o.off) AS a0, max(s.end_ns + o.off) AS a1
-            FROM steps s JOIN {OFFSETS} o USING (rank) WHERE {cond} GROUP BY s.step ORDER BY s.step"""
-    ).df()
+    return con.execute(SQL.sql("step_spans", offsets=OFFSETS, steps=cond)).df()
 
 
 def _middle(wins: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -98,9 +86,7 @@ def _middle(wins: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def _count(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> int:
-    return int(
-        con.execute(f"SELECT count(*) FROM ({source}) WHERE a1 > ? AND a0 < ?", [t0, t1]).fetchone()[0]
-    )
+    return int(con.execute(SQL.sql("window_op_count", source=source), [t0, t1]).fetchone()[0])
 
 
 def choose_window(
@@ -116,7 +102,7 @@ def choose_window(
         wins = step_windows(con, steps)
     notes: list[str] = []
     if wins.empty:
-        span = con.execute(f"SELECT min(a0), max(a1) FROM ({source})").fetchone()
+        span = con.execute(SQL.sql("source_span", source=source)).fetchone()
         if span[0] is None:
             return 0, 0, [], 0, ["no GPU operations in the workspace"]
         t0, t1 = int(span[0]), int(span[1])
@@ -141,33 +127,19 @@ def choose_window(
 
 
 def _exact(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int) -> pd.DataFrame:
-    return con.execute(
-        f"""SELECT rank, category, stream_id, a0 - ? AS s, a1 - ? AS e, name, 1::BIGINT AS n,
-                   (a1 - a0)::BIGINT AS busy
-            FROM ({source}) WHERE a1 > ? AND a0 < ? ORDER BY rank, a0""",
-        [t0, t0, t0, t1],
-    ).df()
+    return con.execute(SQL.sql("window_ops", source=source), [t0, t0, t0, t1]).df()
 
 
 def bucket_width(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int, budget: int) -> int:
     """Bucket length (ns) that keeps the bars of all (rank, category) series within the budget."""
-    series = con.execute(
-        f"SELECT count(DISTINCT (rank, category)) FROM ({source}) WHERE a1 > ? AND a0 < ?", [t0, t1]
-    ).fetchone()[0]
+    series = con.execute(SQL.sql("window_series_count", source=source), [t0, t1]).fetchone()[0]
     buckets = min(AGG_BUCKETS, max(MIN_BUCKETS, budget // max(1, int(series))))
     return max(1, -(-(t1 - t0) // buckets))
 
 
 def _aggregated(con: duckdb.DuckDBPyConnection, source: str, t0: int, t1: int, width: int) -> pd.DataFrame:
     """Operations merged per (rank, category, time bucket): span, count, busy time, longest name."""
-    return con.execute(
-        f"""SELECT rank, category, NULL::BIGINT AS stream_id,
-                   min(a0) - ? AS s, max(a1) - ? AS e, arg_max(name, a1 - a0) AS name,
-                   count(*)::BIGINT AS n, sum(a1 - a0)::BIGINT AS busy
-            FROM ({source}) WHERE a1 > ? AND a0 < ?
-            GROUP BY rank, category, (a0 - ?) // ? ORDER BY rank, s""",
-        [t0, t0, t0, t1, t0, width],
-    ).df()
+    return con.execute(SQL.sql("window_op_buckets", source=source), [t0, t0, t0, t1, t0, width]).df()
 
 
 def build(
@@ -181,13 +153,9 @@ def build(
         widest = (int(middle["a0"].min()), int(middle["a1"].max()))
     ops = _ops_sql(con, widest)
     gaps = _gaps_sql(con, widest)
-    source = ops if gaps is None else f"{ops} UNION ALL {gaps}"
+    source = ops if gaps is None else SQL.sql("ops_and_gaps", ops=ops, gaps=gaps)
     if widest is not None:
-        con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {WINDOW_TABLE} AS "
-            f"SELECT * FROM ({source}) WHERE a1 > ? AND a0 < ?",
-            list(widest),
-        )
+        con.execute(SQL.sql("window_table", table=WINDOW_TABLE, source=source), list(widest))
         source = f"SELECT * FROM {WINDOW_TABLE}"
     try:
         return _build(con, source, steps, budget, gaps is None, wins)

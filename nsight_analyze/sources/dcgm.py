@@ -35,9 +35,11 @@ from pathlib import Path
 
 import duckdb
 
+from ..store.query_layer import statements
 from .base import BadInput, LoadResult, Probe
 from .dcgm_formats import COLUMNS, layout, read, read_head
 
+SQL = statements("sources/dcgm")
 SUFFIXES = (".prom", ".txt", ".log", ".metrics", ".json", ".dmon", "")
 
 
@@ -81,15 +83,7 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[i
     frame["gpu_id"] = frame["gpu_id"].astype("Int64")
     con.register("_dcgm_rows", frame)
     try:
-        n = con.execute(
-            f"""INSERT INTO gpu_metrics (rank, gpu_id, timestamp_ns, metric_name, value, source, file_id,
-                    host, gpu_uuid, gpu_name, gpu_instance, utc_ns, sample, labels)
-                SELECT NULL, gpu_id, NULL, metric_name, value, 'dcgm', {int(file_id)}, host, gpu_uuid,
-                       gpu_name, gpu_instance, utc_ns,
-                       coalesce(sample, dense_rank() OVER (ORDER BY utc_ns) - 1)::INTEGER,
-                       labels::JSON::MAP(VARCHAR, VARCHAR)
-                FROM _dcgm_rows"""
-        ).fetchone()[0]
+        n = con.execute(SQL.sql("insert_samples", file_id=int(file_id))).fetchone()[0]
     finally:
         con.unregister("_dcgm_rows")
     result.counts["gpu_metrics"] = int(n)
@@ -104,48 +98,16 @@ def load(con: duckdb.DuckDBPyConnection, path: Path, file_id: int, ranks: dict[i
 
 # --------------------------------------------------------------------------- ranks
 
-_NORM_UUID = "lower(regexp_replace({0}, '^(GPU|MIG)-', '', 'i'))"
-_NORM_BUS = "lower(regexp_extract({0}, '([0-9A-Fa-f]{{2}}:[0-9A-Fa-f]{{2}}\\.[0-9A-Fa-f])$', 1))"
-_SHORT_HOST = "lower(split_part({0}, '.', 1))"
-
-MATCH_SQL = f"""
-WITH gpu AS (  -- the GPU each rank ran on
-    SELECT r.rank, r.hostname, r.device_id, r.session_start_utc_ns,
-           {_NORM_UUID.format("g.uuid")} AS uuid, {_NORM_BUS.format("g.bus_location")} AS bus
-    FROM ranks r LEFT JOIN gpus g ON g.rank = r.rank AND g.device_id IS NOT DISTINCT FROM r.device_id
-),
-hosts AS (  -- the distinct hosts the ranks name (ranks without a host name count as none)
-    SELECT count(DISTINCT {_SHORT_HOST.format("hostname")}) AS n FROM ranks
-),
-s AS (  -- the GPUs DCGM sampled (whole GPUs: MIG instance rows are not a rank's)
-    SELECT DISTINCT file_id, host, gpu_id, gpu_uuid, labels['pci_bus_id'] AS pci
-    FROM gpu_metrics WHERE source = 'dcgm' AND gpu_instance IS NULL
-),
-cand AS (
-    SELECT s.*, gpu.rank, gpu.session_start_utc_ns,
-           CASE WHEN gpu.uuid <> '' AND gpu.uuid = {_NORM_UUID.format("s.gpu_uuid")} THEN 1
-                WHEN {_SHORT_HOST.format("s.host")} = {_SHORT_HOST.format("gpu.hostname")}
-                     AND gpu.bus <> '' AND gpu.bus = {_NORM_BUS.format("s.pci")} THEN 2
-                WHEN {_SHORT_HOST.format("s.host")} = {_SHORT_HOST.format("gpu.hostname")}
-                     AND s.gpu_id = gpu.device_id AND (gpu.uuid IS NULL OR s.gpu_uuid IS NULL) THEN 3
-                WHEN s.host IS NULL AND (SELECT n FROM hosts) <= 1
-                     AND s.gpu_id = gpu.device_id AND (gpu.uuid IS NULL OR s.gpu_uuid IS NULL) THEN 4
-           END AS how
-    FROM s JOIN gpu ON true
-),
-best AS (  -- per sampled GPU, the ranks of its strongest evidence; taken only when it is one rank
-    SELECT file_id, host, gpu_id, gpu_uuid, min(how) AS how
-    FROM cand WHERE how IS NOT NULL GROUP BY ALL
+MATCH_SQL = SQL.sql(
+    "rank_matches",
+    g_uuid=SQL.sql("norm_uuid", column="g.uuid"),
+    g_bus=SQL.sql("norm_bus", column="g.bus_location"),
+    ranks_host=SQL.sql("short_host", column="hostname"),
+    s_uuid=SQL.sql("norm_uuid", column="s.gpu_uuid"),
+    s_host=SQL.sql("short_host", column="s.host"),
+    gpu_host=SQL.sql("short_host", column="gpu.hostname"),
+    s_bus=SQL.sql("norm_bus", column="s.pci"),
 )
-SELECT c.file_id, c.host, c.gpu_id, c.gpu_uuid, any_value(c.rank) AS rank,
-       any_value(c.session_start_utc_ns) AS session_start_utc_ns, count(*) AS ranks,
-       CASE b.how WHEN 1 THEN 'uuid' WHEN 2 THEN 'host+pci_bus_id' WHEN 3 THEN 'host+gpu_index'
-                  ELSE 'gpu_index (no host, one-host workspace)' END AS how
-FROM cand c JOIN best b ON b.file_id = c.file_id AND b.how = c.how
-    AND b.host IS NOT DISTINCT FROM c.host AND b.gpu_id IS NOT DISTINCT FROM c.gpu_id
-    AND b.gpu_uuid IS NOT DISTINCT FROM c.gpu_uuid
-GROUP BY ALL
-"""
 
 
 def match_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -162,41 +124,21 @@ def match_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
     if not con.execute("SELECT count(*) FROM gpu_metrics WHERE source = 'dcgm'").fetchone()[0]:
         return []
     matches = con.execute(MATCH_SQL).df()
-    con.execute(
-        "UPDATE gpu_metrics SET rank = NULL, timestamp_ns = NULL, rank_match = NULL WHERE source = 'dcgm'"
-    )
+    con.execute(SQL["clear_matches"])
     unique = matches[matches["ranks"] == 1]
     con.register("_dcgm_match", unique)
     try:
-        con.execute(
-            """UPDATE gpu_metrics AS g SET rank = m.rank, rank_match = m.how,
-                      timestamp_ns = g.utc_ns - m.session_start_utc_ns
-               FROM _dcgm_match m
-               WHERE g.source = 'dcgm' AND g.gpu_instance IS NULL AND g.file_id = m.file_id
-                 AND g.host IS NOT DISTINCT FROM m.host AND g.gpu_id IS NOT DISTINCT FROM m.gpu_id
-                 AND g.gpu_uuid IS NOT DISTINCT FROM m.gpu_uuid"""
-        )
+        con.execute(SQL["apply_matches"])
     finally:
         con.unregister("_dcgm_match")
     notes = []
-    total = con.execute(
-        "SELECT count(*) FROM (SELECT DISTINCT host, gpu_id, gpu_uuid FROM gpu_metrics WHERE source = 'dcgm' "
-        "AND gpu_instance IS NULL)"
-    ).fetchone()[0]
+    total = con.execute(SQL["sampled_gpus"]).fetchone()[0]
     ranked = con.execute("SELECT count(*) FROM ranks").fetchone()[0]
     if ranked:
         by = ", ".join(f"{n} by {how}" for how, n in unique.groupby("how").size().items()) or "none"
         notes.append(f"DCGM: {len(unique)} of {total} sampled GPUs matched to a rank ({by})")
-    hostless = con.execute(
-        "SELECT count(*) FROM (SELECT DISTINCT file_id, gpu_id, gpu_uuid FROM gpu_metrics "
-        "WHERE source = 'dcgm' AND gpu_instance IS NULL AND host IS NULL AND rank IS NULL)"
-    ).fetchone()[0]
-    hosts = [
-        h
-        for (h,) in con.execute(
-            "SELECT DISTINCT hostname FROM ranks WHERE hostname IS NOT NULL ORDER BY 1"
-        ).fetchall()
-    ]
+    hostless = con.execute(SQL["hostless_gpus"]).fetchone()[0]
+    hosts = [h for (h,) in con.execute(SQL["rank_hosts"]).fetchall()]
     if ranked and hostless and len({h.split(".")[0].lower() for h in hosts}) > 1:
         shown = ", ".join(hosts[:4]) + (" ..." if len(hosts) > 4 else "")
         notes.append(

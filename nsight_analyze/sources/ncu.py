@@ -21,8 +21,11 @@ import duckdb
 import pandas as pd
 
 from .. import gpus
+from ..store.query_layer import statements
 from .base import BadInput, LoadResult, Probe, peak_rows
 from .ncu_read import HEADER_SCAN_BYTES, REP_MAGIC, frames, header_offset, is_rep
+
+SQL = statements("sources/ncu")
 
 FORMAT = "ncu-csv"
 REP_FORMAT = "ncu-rep"
@@ -161,8 +164,8 @@ def load(
     con.register("_ncu_metrics_in", metrics)
     con.register("_ncu_meta_in", meta)
     try:
-        con.execute("INSERT INTO ncu_metrics SELECT * FROM _ncu_metrics_in")
-        con.execute(_KERNELS_SQL, [file_id, file_id])
+        con.execute(SQL["insert_metrics"])
+        con.execute(SQL["insert_kernels"], [file_id, file_id])
     finally:
         con.unregister("_ncu_metrics_in")
         con.unregister("_ncu_meta_in")
@@ -175,79 +178,14 @@ def load(
     return result
 
 
-# Launch attributes: from metrics where present (raw page, .ncu-rep, details-page sections),
-# else from the identification columns.
-_KERNELS_SQL = r"""
-INSERT INTO ncu_kernels
-WITH m AS (
-    SELECT launch_id,
-        max(value) FILTER (WHERE metric = 'launch__grid_size'
-                           OR (section = 'Launch Statistics' AND metric = 'Grid Size')) AS grid_size,
-        max(value) FILTER (WHERE metric = 'launch__block_size'
-                           OR (section = 'Launch Statistics' AND metric = 'Block Size')) AS block_size,
-        max(value) FILTER (WHERE metric = 'launch__grid_dim_x') AS gx,
-        max(value) FILTER (WHERE metric = 'launch__grid_dim_y') AS gy,
-        max(value) FILTER (WHERE metric = 'launch__grid_dim_z') AS gz,
-        max(value) FILTER (WHERE metric = 'launch__block_dim_x') AS bx,
-        max(value) FILTER (WHERE metric = 'launch__block_dim_y') AS by_,
-        max(value) FILTER (WHERE metric = 'launch__block_dim_z') AS bz,
-        max(value) FILTER (WHERE metric = 'launch__registers_per_thread'
-                           OR (section = 'Launch Statistics' AND metric = 'Registers Per Thread')) AS regs,
-        max(value) FILTER (WHERE metric = 'gpu__time_duration.sum'
-                           OR (section = 'GPU Speed Of Light Throughput' AND metric = 'Duration')) AS dur,
-        max(value_text) FILTER (WHERE metric = 'device__attribute_display_name') AS gpu_name,
-        max(value) FILTER (WHERE metric = 'device__attribute_multiprocessor_count') AS sms,
-        max(value) FILTER (WHERE metric = 'device__attribute_max_gpu_frequency_khz') AS khz,
-        max(value) FILTER (WHERE metric = 'device__attribute_clock_rate') AS clock_khz,
-        max(value) FILTER (WHERE metric = 'device__attribute_compute_capability_major') AS ccmaj,
-        max(value) FILTER (WHERE metric = 'device__attribute_compute_capability_minor') AS ccmin,
-        max(value) FILTER (WHERE metric = 'launch__device_id') AS dev,
-        max(value) FILTER (WHERE metric = 'launch__stream_id') AS stream
-    FROM ncu_metrics WHERE file_id = ? GROUP BY launch_id
-)
-SELECT ?, k.launch_id, k.name,
-    coalesce(nullif(k.function_name, ''), k.short_name),
-    hfu_canon_name(k.name),
-    k.process_id, k.process_name, k.host_name, k.context_id, coalesce(m.stream, k.stream_id),
-    m.dev::INTEGER,
-    coalesce(m.gx, k.grid_x)::INTEGER, coalesce(m.gy, k.grid_y)::INTEGER, coalesce(m.gz, k.grid_z)::INTEGER,
-    coalesce(m.bx, k.block_x)::INTEGER, coalesce(m.by_, k.block_y)::INTEGER,
-    coalesce(m.bz, k.block_z)::INTEGER,
-    coalesce(m.grid_size, k.grid_x * k.grid_y * k.grid_z)::BIGINT,
-    coalesce(m.block_size, k.block_x * k.block_y * k.block_z)::BIGINT,
-    m.regs::INTEGER, round(m.dur)::BIGINT,
-    coalesce(m.gpu_name, nullif(nullif(k.device_text, ''), 'nan')),
-    m.sms::INTEGER, (coalesce(m.khz, m.clock_khz) * 1000)::BIGINT,
-    coalesce(m.ccmaj, k.cc_major)::INTEGER, coalesce(m.ccmin, k.cc_minor)::INTEGER
-FROM _ncu_meta_in k LEFT JOIN m USING (launch_id)
-ORDER BY k.launch_id
-"""
-
-
 def _insert_peaks(con: duckdb.DuckDBPyConnection, file_id: int, result: LoadResult) -> None:
     """Resolve the file's GPU once (device attributes, else kernel-name family) for the roofline."""
-    dev = con.execute(
-        f"""
-        SELECT any_value(gpu_name) FILTER (WHERE gpu_name IS NOT NULL), any_value(sm_count),
-               any_value(clock_hz), any_value(compute_major), any_value(compute_minor),
-               {gpus.families_sql()}
-        FROM ncu_kernels WHERE file_id = ?
-        """,
-        [file_id],
-    ).fetchone()
+    dev = con.execute(SQL.sql("file_gpu", families=gpus.families_sql()), [file_id]).fetchone()
     assert dev is not None
     name, sms, clock, cmaj, cmin = dev[:5]
     families = [f for (f, _p, _m), hit in zip(gpus.KERNEL_FAMILIES, dev[5:], strict=True) if hit]
-    # DRAM bandwidth for a derived peak: 2 transfers/clock x max memory clock x bus width / 8
-    # (gives 504.05 GB/s for the RTX 4070 SUPER report, which nsys also reports).
-    mem = con.execute(
-        """
-        SELECT 2 * max(value) FILTER (WHERE metric = 'device__attribute_max_mem_frequency_khz') * 1000
-                 * max(value) FILTER (WHERE metric = 'device__attribute_global_memory_bus_width') / 8
-        FROM ncu_metrics WHERE file_id = ?
-        """,
-        [file_id],
-    ).fetchone()
+    # DRAM bandwidth for a derived peak (2 transfers/clock x max memory clock x bus width / 8)
+    mem = con.execute(SQL["dram_bandwidth"], [file_id]).fetchone()
     peak = gpus.resolve(
         name=name,
         sm_count=sms,
@@ -259,25 +197,17 @@ def _insert_peaks(con: duckdb.DuckDBPyConnection, file_id: int, result: LoadResu
     )
     if peak.source in ("assumed", "unknown"):
         result.warnings.append(f"ncu GPU: {peak.reason}")
-    con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", peak_rows(file_id, peak))
+    con.executemany(SQL["insert_peaks"], peak_rows(file_id, peak))
 
 
 def _report_missing(con: duckdb.DuckDBPyConnection, file_id: int, path: Path, result: LoadResult) -> None:
     """Say which counter groups HFU needs are absent, and for how many launches."""
     total = con.execute("SELECT count(*) FROM ncu_kernels WHERE file_id = ?", [file_id]).fetchone()[0]
     for label, pattern in REQUIRED_GROUPS.items():
-        have = con.execute(
-            "SELECT count(DISTINCT launch_id) FROM ncu_metrics"
-            " WHERE file_id = ? AND regexp_matches(metric, ?) AND value IS NOT NULL",
-            [file_id, pattern],
-        ).fetchone()[0]
+        have = con.execute(SQL["launches_with_counters"], [file_id, pattern]).fetchone()[0]
         if have < total:
             result.warnings.append(f"{path.name}: {total - have} of {total} launches lack {label}")
-    unknown = con.execute(
-        "SELECT count(*) FROM hfu_ncu_flops"
-        " WHERE file_id = ? AND tensor_flops IS NULL AND missing LIKE '%sm__inst%'",
-        [file_id],
-    ).fetchone()[0]
+    unknown = con.execute(SQL["tensor_flops_unknown"], [file_id]).fetchone()[0]
     if unknown:
         result.warnings.append(
             f"{path.name}: {unknown} launches have tensor-pipe instructions but no sm__ops_path_tensor_* "

@@ -3,13 +3,16 @@
 Why its own module: nsys_sqlite.py is the source interface (sniff, probe, load, release); this is
 what its load() runs inside the file's transaction. Each table's rows are streamed by DuckDB from
 the attached export into the workspace, never through Python, and what is not loaded is counted
-in the file's `skipped` list or said in its warnings.
+in the file's `skipped` list or said in its warnings. The statements are
+queries/sources/nsys_loader.sql's (read once per process), filled per file with the expressions
+the file's columns give.
 """
 
 from __future__ import annotations
 
 from .. import classify
 from ..store.duck import sql_rows, sql_value
+from ..store.query_layer import statements
 from . import nsys_meta, nvtx_binary
 from .base import CORRUPT_TIMING
 from .nsys_meta import KERNEL_NAME_IDS, PID_DIVISOR
@@ -23,6 +26,8 @@ from .nsys_query import (
     SYNC_TYPES,
     ExportQuery,
 )
+
+SQL = statements("sources/nsys_loader")
 
 # Tables that are read elsewhere or deliberately not loaded; their row counts are reported.
 REPORTED_UNUSED = (
@@ -44,10 +49,11 @@ class Loader(ExportQuery):
 
     # -- tables --------------------------------------------------------------------
     def load_all(self) -> None:
-        self.con.execute(f"CREATE TEMP TABLE {self.rank_map} (global_pid BIGINT, rank INTEGER)")
+        self.con.execute(SQL.sql("create_rank_map", rank_map=self.rank_map))
         try:
             if self.ranks:
-                self.con.execute(f"INSERT INTO {self.rank_map} VALUES {sql_rows(list(self.ranks.items()))}")
+                rows = sql_rows(list(self.ranks.items()))
+                self.con.execute(SQL.sql("insert_values", table=self.rank_map, rows=rows))
             self.load_kernels()
             self.load_memcpy()
             self.load_memset()
@@ -71,17 +77,20 @@ class Loader(ExportQuery):
         graph_id = self.col(table, "graphId", cast="BIGINT")
         dn, sn = (self.col(table, c, "-1") for c in KERNEL_NAME_IDS)
         try:
-            sql = f"""
-                SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
-                       CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                       c.name, c.short_name, CAST(x.correlationId AS BIGINT),
-                       x.gridX, x.gridY, x.gridZ, x.blockX, x.blockY, x.blockZ,
-                       {self.col(table, "registersPerThread", cast="INTEGER")},
-                       {self.col(table, "staticSharedMemory", cast="BIGINT")},
-                       {self.col(table, "dynamicSharedMemory", cast="BIGINT")},
-                       {graph_id}, {self.col(table, "graphNodeId", cast="BIGINT")}, c.category, c.subcategory
-                {self.ranked(table)}
-                LEFT JOIN {names} c ON c.dn = coalesce({dn}, -1) AND c.sn = coalesce({sn}, -1)"""
+            sql = SQL.sql(
+                "kernel_rows",
+                registers=self.col(table, "registersPerThread", cast="INTEGER"),
+                static_shared=self.col(table, "staticSharedMemory", cast="BIGINT"),
+                dynamic_shared=self.col(table, "dynamicSharedMemory", cast="BIGINT"),
+                graph_id=graph_id,
+                graph_node_id=self.col(table, "graphNodeId", cast="BIGINT"),
+                table=self.t(table),
+                rank_map=self.rank_map,
+                pid=self.pid_expr("globalPid"),
+                names=names,
+                dn=dn,
+                sn=sn,
+            )
             self.insert("kernels", sql)
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {names}")
@@ -98,18 +107,20 @@ class Loader(ExportQuery):
         dn, sn = (self.col(table, c, "-1") for c in KERNEL_NAME_IDS)
         pairs = self.meta.kernel_name_ids  # found by the probe's census of the kernels
         self.con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE {names} AS
-                SELECT coalesce({dn}, -1) AS dn, coalesce({sn}, -1) AS sn,
-                       COALESCE({name}, {short}) AS name, {short} AS short_name
-                FROM (SELECT unnest({sql_value([p[0] for p in pairs])}::BIGINT[]) AS demangledName,
-                             unnest({sql_value([p[1] for p in pairs])}::BIGINT[]) AS shortName) x
-                {j1}{j2}"""
+            SQL.sql(
+                "kernel_name_ids",
+                names=names,
+                dn=dn,
+                sn=sn,
+                name=name,
+                short=short,
+                demangled_ids=sql_value([p[0] for p in pairs]),
+                short_ids=sql_value([p[1] for p in pairs]),
+                joins=f"{j1}{j2}",
+            )
         )
-        classify.build_name_map(self.con, f"SELECT name FROM {names}", f"{names}_map")
-        self.con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE {names} AS
-                SELECT n.*, m.category, m.subcategory FROM {names} n LEFT JOIN {names}_map m USING (name)"""
-        )
+        classify.build_name_map(self.con, SQL.sql("kernel_name_texts", names=names), f"{names}_map")
+        self.con.execute(SQL.sql("kernel_names_classified", names=names))
         self.con.execute(f"DROP TABLE {names}_map")
         return names
 
@@ -120,12 +131,15 @@ class Loader(ExportQuery):
         kind, jk = self.enum_map("ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS, "x.copyKind", "ek")
         src, js = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.srcKind", "es")
         dst, jd = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.dstKind", "ed")
-        sql = f"""
-            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
-                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   {kind}, CAST(x.bytes AS BIGINT), {src}, {dst}, CAST(x.correlationId AS BIGINT),
-                   {self.col(table, "graphNodeId", cast="BIGINT")}
-            {self.ranked(table)}{jk}{js}{jd}"""
+        sql = SQL.sql(
+            "memcpy_rows",
+            kind=kind,
+            src=src,
+            dst=dst,
+            graph_node_id=self.col(table, "graphNodeId", cast="BIGINT"),
+            ranked=self.ranked(table),
+            joins=f"{jk}{js}{jd}",
+        )
         self.insert("memops", sql)
 
     def load_memset(self) -> None:
@@ -136,12 +150,13 @@ class Loader(ExportQuery):
             mem, jm = self.enum_map("ENUM_CUDA_MEM_KIND", MEM_KINDS, "x.memKind", "em")
         else:
             mem, jm = "NULL", ""
-        sql = f"""
-            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
-                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   'memset', CAST(x.bytes AS BIGINT), NULL, {mem}, CAST(x.correlationId AS BIGINT),
-                   {self.col(table, "graphNodeId", cast="BIGINT")}
-            {self.ranked(table)}{jm}"""
+        sql = SQL.sql(
+            "memset_rows",
+            mem=mem,
+            graph_node_id=self.col(table, "graphNodeId", cast="BIGINT"),
+            ranked=self.ranked(table),
+            joins=jm,
+        )
         self.insert("memops", sql)
 
     def load_api(self) -> None:
@@ -149,25 +164,24 @@ class Loader(ExportQuery):
         if not self.meta.has(table):
             return
         api_class = self.col(table, "eventClass", "NULL")
-        class_case = (
-            "CASE "
-            + " ".join(f"WHEN {api_class} = {k} THEN '{v}'" for k, v in API_CLASSES.items())
-            + " ELSE 'other' END"
-        )
+        class_case = SQL.sql("api_class", whens=self.whens(api_class, API_CLASSES))
         if self.meta.has(table, "nameId"):
             # the ABI suffix is cut once per string (far fewer than calls), not once per call
-            names = f"SELECT id, regexp_replace(value, {ABI_SUFFIX}, '') AS name FROM {self.t('StringIds')}"
-            name, join = "n.name", f" LEFT JOIN ({names}) n ON n.id = x.nameId"
+            names = SQL.sql("api_names", abi_suffix=ABI_SUFFIX, strings=self.t("StringIds"))
+            name, join = "n.name", " " + SQL.sql("api_names_join", names=names)
         elif self.meta.has(table, "name"):
-            name, join = f"regexp_replace(x.\"name\", {ABI_SUFFIX}, '')", ""
+            name, join = SQL.sql("api_name_of_row", abi_suffix=ABI_SUFFIX), ""
         else:
             name, join = "NULL", ""
-        sql = f"""
-            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
-                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   {name}, CAST(x.correlationId AS BIGINT),
-                   {self.col(table, "returnValue", cast="BIGINT")}, {class_case}
-            {self.ranked(table, "globalTid")}{join}"""
+        sql = SQL.sql(
+            "api_rows",
+            pid_divisor=PID_DIVISOR,
+            name=name,
+            return_value=self.col(table, "returnValue", cast="BIGINT"),
+            api_class=class_case,
+            ranked=self.ranked(table, "globalTid"),
+            joins=join,
+        )
         if self.meta.row_counts.get(table, 0) > self.insert("cuda_api", sql):
             self.report_api_only(table)
 
@@ -175,9 +189,7 @@ class Loader(ExportQuery):
         """Calls of processes that ran no GPU work (launchers) are not ranks: count them."""
         pid = self.pid_expr("globalTid")
         rows = self.con.execute(
-            f"""SELECT {pid} AS gpid, count(*) FROM {self.t(table)} x
-                WHERE gpid IS NULL OR gpid NOT IN (SELECT global_pid FROM {self.rank_map})
-                GROUP BY 1 ORDER BY 1"""
+            SQL.sql("api_only_processes", pid=pid, table=self.t(table), rank_map=self.rank_map)
         ).fetchall()
         self.result.skipped.append(
             f"cuda_api: {sum(n for _, n in rows)} rows of processes without GPU activity"
@@ -190,16 +202,12 @@ class Loader(ExportQuery):
         if not self.meta.has(table):
             return
         stype = self.col(table, "syncType", "0")
-        case = (
-            "CASE "
-            + " ".join(f"WHEN {stype} = {k} THEN '{v}'" for k, v in SYNC_TYPES.items())
-            + " ELSE 'unknown' END"
+        sql = SQL.sql(
+            "sync_rows",
+            sync_type=SQL.sql("sync_type", whens=self.whens(stype, SYNC_TYPES)),
+            event_id=self.col(table, "eventId", cast="BIGINT"),
+            ranked=self.ranked(table),
         )
-        sql = f"""
-            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.streamId AS BIGINT),
-                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), CAST(x."end" - x.start AS BIGINT),
-                   {case}, {self.col(table, "eventId", cast="BIGINT")}, CAST(x.correlationId AS BIGINT)
-            {self.ranked(table)}"""
         self.insert("sync", sql)
 
     def load_nvtx(self) -> None:
@@ -207,30 +215,42 @@ class Loader(ExportQuery):
         if not self.meta.has(table):
             return
         text_id, jt = self.string(table, "textId")
-        text = f"COALESCE({text_id}, {self.col(table, 'text')})"
+        text = SQL.sql("nvtx_text", text_id=text_id, text=self.col(table, "text"))
         json_id, jj = self.string(table, "jsonTextId")
         # an export without --include-json: the payload decoded from binaryData (nvtx_binary)
         binary, jb = nvtx_binary.payload_join(self.alias, self.meta)
-        payload = f"COALESCE({json_id}, {self.col(table, 'jsonText')}, {binary})"
+        payload = SQL.sql(
+            "nvtx_payload", json_id=json_id, json_text=self.col(table, "jsonText"), binary=binary
+        )
         pid = self.pid_expr("globalTid")
         domain_col = self.col(table, "domainId", "0")
-        type_case = (
-            "CASE " + " ".join(f"WHEN x.eventType = {k} THEN '{v}'" for k, v in NVTX_TYPES.items()) + " END"
-        )
+        type_case = SQL.sql("nvtx_type", whens=self.whens("x.eventType", NVTX_TYPES))
         types = ", ".join(str(k) for k in NVTX_TYPES)
-        # Domain names come from the domain-create rows (eventType 75) of the same process.
-        domains = f"""
-            (SELECT {pid} AS gpid, {domain_col} AS domain_id,
-                    COALESCE({text_id}, {self.col(table, "text")}) AS name
-             FROM {self.t(table)} x{jt} WHERE x.eventType = 75)"""
-        sql = f"""
-            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT),
-                   CAST(x.start AS BIGINT), CAST(x."end" AS BIGINT), {text}, d.name, {type_case}, {payload}
-            FROM {self.t(table)} x JOIN {self.rank_map} m ON m.global_pid = {pid}{jt}{jj}{jb}
-            LEFT JOIN {domains} d ON d.gpid = {pid} AND d.domain_id = {domain_col}
-            WHERE x.eventType IN ({types})"""
+        domains = SQL.sql(
+            "nvtx_domains",
+            pid=pid,
+            domain_col=domain_col,
+            text_id=text_id,
+            text=self.col(table, "text"),
+            table=self.t(table),
+            joins=jt,
+        )
+        sql = SQL.sql(
+            "nvtx_rows",
+            pid_divisor=PID_DIVISOR,
+            text=text,
+            nvtx_type=type_case,
+            payload=payload,
+            table=self.t(table),
+            rank_map=self.rank_map,
+            pid=pid,
+            joins=f"{jt}{jj}{jb}",
+            domains=domains,
+            domain_col=domain_col,
+            types=types,
+        )
         self.insert("nvtx", sql)
-        other = self.count(table, f"WHERE x.eventType NOT IN ({types}) OR x.eventType IS NULL")
+        other = self.count(table, SQL.sql("nvtx_other_types", types=types))
         if other:
             self.result.skipped.append(f"NVTX_EVENTS: {other} naming/domain rows (metadata, not ranges)")
         undecoded = nvtx_binary.undecoded(self.con, self.alias, self.meta)
@@ -241,7 +261,7 @@ class Loader(ExportQuery):
         self._report_unmapped_where(table, types)
 
     def _report_unmapped_where(self, table: str, types: str) -> None:
-        total = self.count(table, f"WHERE x.eventType IN ({types})")
+        total = self.count(table, SQL.sql("nvtx_range_types", types=types))
         loaded = self.result.counts.get("nvtx", 0)
         if total != loaded:
             self.result.skipped.append(f"nvtx: {total - loaded} ranges of processes without GPU activity")
@@ -251,9 +271,13 @@ class Loader(ExportQuery):
         if not self.meta.has(table, "globalTid"):
             return
         name, jn = self.string(table, "nameId")
-        sql = f"""
-            SELECT m.rank, CAST(x.globalTid % {PID_DIVISOR} AS BIGINT), {name}
-            {self.ranked(table, "globalTid")}{jn}"""
+        sql = SQL.sql(
+            "thread_rows",
+            pid_divisor=PID_DIVISOR,
+            name=name,
+            ranked=self.ranked(table, "globalTid"),
+            joins=jn,
+        )
         self.insert("threads", sql)
 
     def load_gpu_metrics(self) -> None:
@@ -267,25 +291,27 @@ class Loader(ExportQuery):
         # source/host/GPU identity as DCGM rows have them (schema.sql: gpu_metrics is shared)
         host = "NULL" if self.meta.hostname is None else "'" + self.meta.hostname.replace("'", "''") + "'"
         utc0 = self.meta.session_start_utc_ns
-        utc = "NULL" if utc0 is None else f"CAST(x.timestamp AS BIGINT) + {int(utc0)}"
+        utc = "NULL" if utc0 is None else SQL.sql("metric_utc", utc0=int(utc0))
         has_gpu = self.meta.has("TARGET_INFO_GPU", "id") and self.meta.has("TARGET_INFO_GPU", "uuid")
         uuid, name, jg = "NULL", "NULL", ""
         if has_gpu:
             uuid = "g.uuid"
             name = "g.name" if self.meta.has("TARGET_INFO_GPU", "name") else "NULL"
-            jg = (
-                f" LEFT JOIN (SELECT DISTINCT ON (id) * FROM {self.t('TARGET_INFO_GPU')} ORDER BY ALL) g"
-                " ON g.id = x.typeId % 256"
-            )
-        sql = f"""
-            SELECT {rank}, CAST(x.typeId % 256 AS INTEGER), CAST(x.timestamp AS BIGINT), t.metricName,
-                   CAST(x.value AS DOUBLE), 'nsys', {int(self.file_id)}, {host}, CAST({uuid} AS VARCHAR),
-                   CAST({name} AS VARCHAR), {utc}
-            FROM {self.t("GPU_METRICS")} x JOIN {self.t("TARGET_INFO_GPU_METRICS")} t
-              ON t.typeId = x.typeId AND t.metricId = x.metricId{jg}"""
-        cols = "rank, gpu_id, timestamp_ns, metric_name, value, source, file_id, host, gpu_uuid, gpu_name, "
-        cols += "utc_ns"
-        n = self.con.execute(f"INSERT INTO gpu_metrics ({cols}) {sql}").fetchone()[0]
+            gpus = SQL.sql("metric_gpus", gpus=self.t("TARGET_INFO_GPU"))
+            jg = " " + SQL.sql("metric_gpus_join", gpus=gpus)
+        sql = SQL.sql(
+            "gpu_metric_rows",
+            rank=rank,
+            file_id=int(self.file_id),
+            host=host,
+            uuid=uuid,
+            name=name,
+            utc=utc,
+            metrics=self.t("GPU_METRICS"),
+            metric_names=self.t("TARGET_INFO_GPU_METRICS"),
+            joins=jg,
+        )
+        n = self.con.execute(SQL.sql("insert_gpu_metrics", select=sql)).fetchone()[0]
         self.result.counts["gpu_metrics"] = self.result.counts.get("gpu_metrics", 0) + n
 
     def load_memory_usage(self) -> None:
@@ -296,29 +322,15 @@ class Loader(ExportQuery):
         needed = ("start", "globalPid", "deviceId", "bytes", "memKind", "memoryOperationType")
         if not all(self.meta.has(table, c) for c in needed):
             return
-        device = f"x.memKind IN ({', '.join(str(k) for k in DEVICE_MEM_KINDS)})"
-        # a total order of what the running sum reads (rows tied on it add the same bytes)
-        order = (
-            "x.start, x.memoryOperationType DESC"
-            + (", x.address" if self.meta.has(table, "address") else "")
-            + ", x.bytes"
-        )
-        sql = f"""
-            SELECT m.rank, CAST(x.deviceId AS INTEGER), CAST(x.start AS BIGINT),
-                   CAST(sum(CASE WHEN x.memoryOperationType = 0 THEN x.bytes ELSE -x.bytes END)
-                        OVER (PARTITION BY x.globalPid, x.deviceId ORDER BY {order}
-                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS BIGINT),
-                   NULL, 'nsys'
-            {self.ranked(table)} WHERE {device}"""
+        device = SQL.sql("device_memory", kinds=", ".join(str(k) for k in DEVICE_MEM_KINDS))
+        order = SQL["memory_order_with_address" if self.meta.has(table, "address") else "memory_order"]
+        sql = SQL.sql("memory_usage_rows", order=order, ranked=self.ranked(table), device=device)
         n = self.insert("memory_usage", sql)
-        other = self.count(table, f"WHERE NOT ({device})")
+        other = self.count(table, SQL.sql("not_device_memory", device=device))
         if other:
             self.result.skipped.append(f"{table}: {other} rows of host or managed memory (not device memory)")
         if n:
-            low = self.con.execute(
-                "SELECT count(*) FROM memory_usage WHERE source = 'nsys' AND bytes_in_use < 0 "
-                f"AND rank IN (SELECT rank FROM {self.rank_map})"
-            ).fetchone()[0]
+            low = self.con.execute(SQL.sql("memory_below_zero", rank_map=self.rank_map)).fetchone()[0]
             if low:
                 self.result.warnings.append(
                     f"{table}: memory freed that was allocated before the capture started ({low} rows below "
@@ -347,10 +359,10 @@ class Loader(ExportQuery):
                 )
             )
         if rows:
-            self.con.execute(f"INSERT INTO gpus VALUES {sql_rows(rows)}")
+            self.con.execute(SQL.sql("insert_values", table="gpus", rows=sql_rows(rows)))
         env_rows = [(self.file_id, k, v) for k, v in sorted(self.meta.env.items()) if nsys_meta.keep_env(k)]
         if env_rows:
-            self.con.execute(f"INSERT INTO env VALUES {sql_rows(env_rows)}")
+            self.con.execute(SQL.sql("insert_values", table="env", rows=sql_rows(env_rows)))
 
     def report_past_capture(self) -> None:
         """GPU work that ends long after the capture stopped has a corrupt end (a garbled
@@ -381,7 +393,7 @@ class Loader(ExportQuery):
                             f"{n} CUDA-graph launches have no per-kernel rows (graph-level trace)"
                         )
         if self.meta.has("DIAGNOSTIC_EVENT", "severity"):
-            n = self.count("DIAGNOSTIC_EVENT", "WHERE x.severity >= 2")
+            n = self.count("DIAGNOSTIC_EVENT", SQL["diagnostic_warnings"])
             if n:
                 self.result.warnings.append(
                     f"{n} nsys diagnostic warnings/errors during capture (DIAGNOSTIC_EVENT)"
@@ -394,10 +406,4 @@ PAST_CAPTURE_NS = 1_000_000_000  # an end this far past the capture's stop is no
 def _past_capture_sql(alias: str, rank_map: str) -> str:
     """Per GPU table: rows of the file's ranks that end more than PAST_CAPTURE_NS after the
     capture stopped (ANALYSIS_DETAILS.stopTime, the events' own time base), and by how much."""
-    parts = " UNION ALL ".join(
-        f"SELECT '{t}' AS t, end_ns FROM {t} WHERE rank IN (SELECT rank FROM {rank_map})"
-        for t in ("kernels", "memops")
-    )
-    return f"""SELECT t, count(*), max(end_ns) - any_value(stop)
-        FROM ({parts}) CROSS JOIN (SELECT max(stopTime) AS stop FROM {alias}."ANALYSIS_DETAILS")
-        WHERE end_ns > stop + {PAST_CAPTURE_NS} GROUP BY t ORDER BY t"""
+    return SQL.sql("past_capture", rank_map=rank_map, alias=alias, past_ns=PAST_CAPTURE_NS)

@@ -15,7 +15,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..store.query_layer import statements
 from .base import BadInput
+
+SQL = statements("sources/nsys_meta")
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PID_DIVISOR = 1 << 24  # globalTid = [hw:8][vm:8][pid:24][tid:24]
@@ -239,22 +242,25 @@ def _read_nccl_ranks(con: sqlite3.Connection, meta: NsysMeta, census: _Census) -
     binary = nvtx_binary.has_binary_payloads(meta)
     if "globalTid" not in cols or not ({"jsonText", "jsonTextId"} & set(cols) or binary):
         return
-    text = "COALESCE(t.value, e.text)" if "textId" in cols else "e.text"
-    join_text = "LEFT JOIN StringIds t ON t.id = e.textId" if "textId" in cols else ""
+    text = SQL["init_text_resolved"] if "textId" in cols else "e.text"
+    join_text = SQL["init_text_join"] if "textId" in cols else ""
     payload = {
-        (True, True): "COALESCE(j.value, e.jsonText)",
+        (True, True): SQL["init_payload_both"],
         (True, False): "j.value",
         (False, True): "e.jsonText",
         (False, False): "NULL",
     }["jsonTextId" in cols, "jsonText" in cols]
-    join_json = "LEFT JOIN StringIds j ON j.id = e.jsonTextId" if "jsonTextId" in cols else ""
-    blob = "e.binaryData IS NOT NULL" if binary else "0"
-    sql = f"""SELECT e.rowid, e.globalTid / {PID_DIVISOR}, {payload}
-              FROM NVTX_EVENTS e {join_text} {join_json}
-              WHERE {text} = 'ncclCommInitRank' AND ({payload} IS NOT NULL OR {blob})
-                    AND e.globalTid IS NOT NULL
-              ORDER BY {"e.start, " if "start" in cols else ""}e.globalTid, e.rowid
-              LIMIT {NCCL_INIT_ROWS + 1}"""
+    join_json = SQL["init_json_join"] if "jsonTextId" in cols else ""
+    sql = SQL.sql(
+        "nccl_init_rows",
+        pid_divisor=PID_DIVISOR,
+        payload=payload,
+        joins="".join(f" {j}" for j in (join_text, join_json) if j),
+        text=text,
+        blob=SQL["init_has_blob"] if binary else "0",
+        order=SQL["init_order_by_start" if "start" in cols else "init_order"],
+        limit=NCCL_INIT_ROWS + 1,
+    )
     rows = con.execute(sql).fetchall()
     if len(rows) > NCCL_INIT_ROWS:
         meta.warnings.append(
@@ -326,11 +332,10 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
         if not meta.has(table, "globalPid"):
             continue
         # the kernels' distinct name ids come with the same scan, for the loader
-        ids = [f'coalesce("{c}", -1)' if meta.has(table, c) else "-1" for c in KERNEL_NAME_IDS]
+        ids = [SQL.sql("name_id", column=c) if meta.has(table, c) else "-1" for c in KERNEL_NAME_IDS]
         pairs = set()
-        for gpid, dev, dn, sn, n in census.rows(
-            f"SELECT globalPid, deviceId, {', '.join(ids)}, count(*) FROM {census.table(table)} GROUP BY ALL"
-        ):
+        sql = SQL.sql("device_census", name_ids=", ".join(ids), table=census.table(table))
+        for gpid, dev, dn, sn, n in census.rows(sql):
             counts = device_rows.setdefault(int(gpid), {})
             counts[dev] = counts.get(dev, 0) + n
             pairs.add((dn, sn))
@@ -351,8 +356,11 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
         api_pids = sorted(
             int(p) * PID_DIVISOR
             for (p,) in census.rows(
-                f"SELECT DISTINCT globalTid // {PID_DIVISOR} "
-                f"FROM {census.table('CUPTI_ACTIVITY_KIND_RUNTIME')} WHERE globalTid IS NOT NULL"
+                SQL.sql(
+                    "api_processes",
+                    pid_divisor=PID_DIVISOR,
+                    table=census.table("CUPTI_ACTIVITY_KIND_RUNTIME"),
+                )
             )
         )
     if api_pids:
@@ -367,10 +375,7 @@ def _read_processes(con: sqlite3.Connection, census: _Census, meta: NsysMeta) ->
 def _any_process(con: sqlite3.Connection, meta: NsysMeta) -> int:
     """The process of a capture without CUDA rows: the one owning the NVTX events, else pid 0."""
     if meta.has("NVTX_EVENTS", "globalTid"):
-        row = con.execute(
-            f"SELECT globalTid / {PID_DIVISOR} FROM NVTX_EVENTS WHERE globalTid IS NOT NULL "
-            "GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
-        ).fetchone()
+        row = con.execute(SQL.sql("nvtx_main_process", pid_divisor=PID_DIVISOR)).fetchone()
         if row:
             return int(row[0]) * PID_DIVISOR
     return 0
@@ -415,7 +420,7 @@ def _read_gpus(con: sqlite3.Connection, meta: NsysMeta) -> None:
     by_cudev: dict[int, GpuInfo] = {}
     if meta.has("TARGET_INFO_GPU", "name") and meta.has("TARGET_INFO_GPU", "id"):
         cols = meta.tables["TARGET_INFO_GPU"]
-        for row in con.execute(f'SELECT * FROM "TARGET_INFO_GPU" ORDER BY {_every_column(cols)}'):
+        for row in con.execute(SQL.sql("gpu_rows", table="TARGET_INFO_GPU", columns=_every_column(cols))):
             rec = dict(zip(cols, row))
             info = _gpu_from_row(cols, row, "TARGET_INFO_GPU")
             by_id.setdefault(int(rec["id"]), info)
@@ -424,14 +429,14 @@ def _read_gpus(con: sqlite3.Connection, meta: NsysMeta) -> None:
     cuda_gpu: dict[tuple[int | None, int], GpuInfo] = {}
     if meta.has("TARGET_INFO_CUDA_GPU", "deviceId"):
         cols = meta.tables["TARGET_INFO_CUDA_GPU"]
-        for row in con.execute(f'SELECT * FROM "TARGET_INFO_CUDA_GPU" ORDER BY {_every_column(cols)}'):
+        sql = SQL.sql("gpu_rows", table="TARGET_INFO_CUDA_GPU", columns=_every_column(cols))
+        for row in con.execute(sql):
             rec = dict(zip(cols, row))
             pid = int(rec["pid"]) if rec.get("pid") is not None else None
             cuda_gpu.setdefault((pid, int(rec["deviceId"])), _gpu_from_row(cols, row, "TARGET_INFO_CUDA_GPU"))
     cuda_device: dict[tuple[int, int], int] = {}
     if meta.has("TARGET_INFO_CUDA_DEVICE", "gpuId"):
-        sql = "SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE ORDER BY pid, cudaId, gpuId"
-        for gpu_id, cuda_id, pid in con.execute(sql):
+        for gpu_id, cuda_id, pid in con.execute(SQL["cuda_devices"]):
             if None not in (gpu_id, cuda_id, pid):
                 cuda_device[(int(pid), int(cuda_id))] = int(gpu_id)
     for gpid, dev in sorted(meta.gpu_processes.items()):

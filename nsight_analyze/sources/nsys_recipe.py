@@ -33,6 +33,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from ..store.duck import sql_string
+from ..store.query_layer import statements
 from .base import BadInput, LoadResult, Probe, Process
 from .nsys_recipe_bundle import (
     ANALYSIS_SUFFIX,
@@ -45,6 +46,8 @@ from .nsys_recipe_bundle import (
     read_output,
     report_name,
 )
+
+SQL = statements("sources/nsys_recipe")
 
 FORMAT = "nsys-recipe"
 # Rows under reports' ranks that belong to this file (file_id) when it is read beside them
@@ -146,20 +149,6 @@ def probe(path: Path) -> Probe:
 
 # ---------------------------------------------------------------------------- load
 
-_INSERT_NVTX = """
-INSERT INTO recipe_nvtx_gpu_proj
-SELECT m.rank, ?, ?, CAST(t."Rank" AS INTEGER), t."Name",
-       CAST(t."Projected Start" AS BIGINT), CAST(t."Projected Duration" AS BIGINT),
-       CAST(t."Projected Start" AS BIGINT) + CAST(t."Projected Duration" AS BIGINT),
-       CAST(round(t."Orig Start") AS BIGINT), CAST(round(t."Orig Duration") AS BIGINT),
-       CAST(round(t."Orig Start") AS BIGINT) + CAST(round(t."Orig Duration") AS BIGINT),
-       t."Style", CAST(t."PID" AS BIGINT), CAST(t."TID" AS BIGINT), CAST(t."NumGPUOps" AS BIGINT),
-       CAST(t."Lvl" AS INTEGER), CAST(t."NumChild" AS BIGINT), CAST(t."RangeId" AS BIGINT),
-       CAST(t."ParentId" AS BIGINT), t."RangeStack"
-FROM _recipe_in AS t
-JOIN _recipe_ranks AS m ON m.recipe_rank = t."Rank" AND m.pid = t."PID"
-"""
-
 
 def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> LoadResult:
     import pyarrow as pa
@@ -186,7 +175,7 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
             if out.read:
                 con.register("_recipe_in", out.table)
                 try:
-                    con.execute(_INSERT_NVTX, [file_id, out.folder])
+                    con.execute(SQL["insert_nvtx_projection"], [file_id, out.folder])
                 finally:
                     con.unregister("_recipe_in")
                 n = out.table.num_rows
@@ -195,7 +184,7 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
                 result.skipped.append(f"recipe output {out.folder} ({out.recipe}): not read ({out.reason})")
             a = out.analysis
             con.execute(
-                "INSERT INTO recipe_outputs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                SQL["insert_output"],
                 [
                     file_id, out.folder, out.recipe, a.get("DisplayName"),
                     "/".join(str(a.get(k)) for k in ("RecipeJsonVersion", "RecipeRuntimeVersion")),
@@ -214,7 +203,7 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
         result.counts["gpus"] = 1
     kept = sorted((k, v) for k, v in ctx.env.items() if keep_env(k))
     if kept:
-        con.executemany("INSERT INTO env VALUES (?, ?, ?)", [(file_id, k, v) for k, v in kept])
+        con.executemany(SQL["insert_env"], [(file_id, k, v) for k, v in kept])
     _count_unread(ctx, result)
     return result
 
@@ -222,7 +211,7 @@ def load(con, path: Path, file_id: int, ranks: dict[int, int], probe: Probe) -> 
 def _insert_gpu(con, rank: int, gpu: dict) -> None:
     g = {col: value for (table, col), value in gpu.items() if table == "TARGET_INFO_GPU"}
     con.execute(
-        "INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'TARGET_INFO_GPU')",
+        SQL["insert_gpu"],
         [
             rank, _int(gpu.get(("", "cuDevice"))), g.get("name"), _int(g.get("smCount")),
             _int(g.get("clockRate")), _int(g.get("memoryBandwidth")), _int(g.get("totalMemory")),
@@ -288,10 +277,7 @@ def attach(con, ready: list) -> None:
             reports.setdefault(report_name(cand.path.name), []).append(cand)
     replaced = {fid for c in ready for fid in c.replaces}
     known: dict[tuple[str, int], list[int]] = {}
-    for path, pid, rank, fid in con.execute(
-        "SELECT f.path, r.pid, r.rank, f.file_id FROM files AS f JOIN ranks AS r USING (file_id) "
-        f"WHERE f.source_format = {sql_string(NSYS)}"
-    ).fetchall():
+    for path, pid, rank, fid in con.execute(SQL.sql("report_processes", format=sql_string(NSYS))).fetchall():
         if fid not in replaced and pid is not None:
             known.setdefault((report_name(path), int(pid)), []).append(int(rank))
     for cand in ready:

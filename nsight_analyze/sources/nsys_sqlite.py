@@ -4,8 +4,8 @@ Event tables are streamed by DuckDB's SQLite reader straight into the workspace
 (`INSERT ... SELECT` over an attached, read-only export), with names joined from
 StringIds on the way; Python never touches individual events. Each SELECT is built
 from the columns the file actually has, so every export schema from 2021 to 2026 loads.
-The statements are nsys_loader.py's (one per table), written through nsys_query.py's helpers;
-the file's metadata (processes, GPUs, environment) is nsys_meta.py's.
+The statements are nsys_loader.py's (queries/sources/nsys_loader.sql, one per table), written
+through nsys_query.py's helpers; the file's metadata (processes, GPUs, environment) is nsys_meta.py's.
 """
 
 from __future__ import annotations

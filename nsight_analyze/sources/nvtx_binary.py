@@ -21,6 +21,8 @@ from typing import Protocol
 
 import duckdb
 
+from ..store.query_layer import statements
+
 
 class HasTables(Protocol):
     """What the decoder needs of an export's census (nsys_meta.NsysMeta): which tables and columns
@@ -29,11 +31,11 @@ class HasTables(Protocol):
     def has(self, table: str, column: str | None = None) -> bool: ...
 
 
-SQL = Path(__file__).resolve().parents[1] / "data" / "nvtx_binary_payload.sql"
-
+SQL = statements("sources/nvtx_binary")
+DECODER = Path(__file__).resolve().parents[1] / "data" / "nvtx_binary_payload.sql"
 
 # the blobs' row filter inside the statement's SQLite query, which `rowids` narrows
-BLOB_ROWS = "FROM NVTX_EVENTS WHERE binaryData IS NOT NULL"
+BLOB_ROWS = SQL["blob_rows"]
 
 
 def decode_sql(alias: str, rowids: Iterable[int] | None = None) -> str:
@@ -42,12 +44,12 @@ def decode_sql(alias: str, rowids: Iterable[int] | None = None) -> str:
     few known rows with the same layout logic, without reading every blob of the export."""
     if not alias.replace("_", "").isalnum():
         raise ValueError(f"not an attachment alias: {alias!r}")
-    sql = SQL.read_text()
+    sql = DECODER.read_text()
     if rowids is not None:
         ids = ", ".join(str(int(r)) for r in rowids) or "NULL"
         if sql.count(BLOB_ROWS) != 1:
-            raise RuntimeError(f"{SQL.name} no longer selects its blobs with {BLOB_ROWS!r}")
-        sql = sql.replace(BLOB_ROWS, f"{BLOB_ROWS} AND rowid IN ({ids})")
+            raise RuntimeError(f"{DECODER.name} no longer selects its blobs with {BLOB_ROWS!r}")
+        sql = sql.replace(BLOB_ROWS, SQL.sql("blob_rows_of", blob_rows=BLOB_ROWS, ids=ids))
     return sql.replace("@SRC@", alias)
 
 
@@ -62,7 +64,7 @@ def payload_join(alias: str, meta: HasTables, row: str = "x") -> tuple[str, str]
     side is the decoded blobs: one pass over the events, however many."""
     if not has_binary_payloads(meta):
         return "NULL", ""
-    return "nvtx_bin.payload", f" LEFT JOIN ({decode_sql(alias)}) AS nvtx_bin ON nvtx_bin.rid = {row}.rowid"
+    return "nvtx_bin.payload", " " + SQL.sql("payload_join", decoded=decode_sql(alias), row=row)
 
 
 def undecoded(con: duckdb.DuckDBPyConnection, alias: str, meta: HasTables) -> int:
@@ -70,11 +72,8 @@ def undecoded(con: duckdb.DuckDBPyConnection, alias: str, meta: HasTables) -> in
     not fit the blob), for the loader's skipped list: never dropped in silence."""
     if not meta.has("NVTX_EVENTS", "binaryData"):
         return 0
-    total = con.execute(
-        f"SELECT count(*) FROM sqlite_query('{alias}', "
-        "'SELECT rowid FROM NVTX_EVENTS WHERE binaryData IS NOT NULL')"
-    ).fetchone()[0]
+    total = con.execute(SQL.sql("binary_payload_count", alias=alias)).fetchone()[0]
     if not total or not has_binary_payloads(meta):
         return int(total)
-    done = con.execute(f"SELECT count(*) FROM ({decode_sql(alias)})").fetchone()[0]
+    done = con.execute(SQL.sql("decoded_count", decoded=decode_sql(alias))).fetchone()[0]
     return int(total) - int(done)

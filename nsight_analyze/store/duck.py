@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import duckdb
 
 from ..errors import UserError
+from .query_layer import statements
 
+SQL = statements("store/duck")
 T = TypeVar("T")
 
 
@@ -242,11 +244,7 @@ def _floated(value: Any) -> Any:
 def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether this connection sees a table or view `name` (TEMP ones included): a stored result
     is missing in a workspace that was never analysed."""
-    n = sql_string(name)
-    row = con.execute(
-        f"SELECT (SELECT count(*) FROM duckdb_views() WHERE view_name = {n})"
-        f" + (SELECT count(*) FROM duckdb_tables() WHERE table_name = {n})"
-    ).fetchone()
+    row = con.execute(SQL.sql("relation_count", name=sql_string(name))).fetchone()
     return bool(row and row[0])
 
 

@@ -20,7 +20,10 @@ import duckdb
 
 from ..errors import UserError
 from .duck import main_schema
+from .query_layer import statements
 from .schema import table_columns
+
+SQL = statements("store/job_scope")
 
 
 @dataclass(frozen=True)
@@ -61,18 +64,12 @@ def choose(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope |
     `jobs` table (not analysed) or no job. A `job` the workspace lacks is one clear line."""
     main = main_schema(con)
     try:  # ranks with GPU operations first (a CPU-only capture is not the job a user means)
-        busy = (
-            f"(SELECT count(*) FROM {main}.tp_capture c JOIN {main}.ranks r USING (rank) WHERE r.job = j.job)"
-        )
+        busy = SQL.sql("busy_ranks_of_job", main=main)
         con.execute(f"SELECT count(*) FROM {main}.tp_capture").fetchone()
     except duckdb.CatalogException:
         busy = "0"
     try:
-        rows = con.execute(
-            f"SELECT j.job, j.label, j.first_rank, j.last_rank, j.ranks, "
-            f"(SELECT list(rank ORDER BY rank) FROM {main}.ranks r WHERE r.job = j.job) "
-            f"FROM {main}.jobs j ORDER BY {busy} DESC, j.ranks DESC, j.job"
-        ).fetchall()
+        rows = con.execute(SQL.sql("jobs_in_order", main=main, busy=busy)).fetchall()
     except duckdb.CatalogException:
         rows = []
     if not rows:
@@ -105,25 +102,18 @@ def scope(con: duckdb.DuckDBPyConnection, job: int | None = None) -> JobScope | 
     main = main_schema(con)
     # results computed for this session (a file that cannot be written) are TEMP tables, some
     # with no stored table of the name (not computed in the file yet: analysis.refresh)
-    session = dict(
-        con.execute(
-            "SELECT c.table_name, list(c.column_name ORDER BY c.column_index) FROM duckdb_columns() AS c "
-            "JOIN duckdb_tables() AS t USING (database_name, schema_name, table_name) "
-            "WHERE t.temporary AND NOT starts_with(c.table_name, '_unscoped_') GROUP BY c.table_name"
-        ).fetchall()
-    )
+    session = dict(con.execute(SQL["session_table_columns"]).fetchall())
     temp = set(session)
     ranks = ", ".join(str(r) for r in chosen.ranks) or "NULL"
     for table, names in sorted({**table_columns(con), **session}.items()):
-        if "rank" in names:
-            where = f"rank IN ({ranks})"
-        elif "job" in names:
-            where = f"job = {chosen.job}"
-        else:
+        if "rank" not in names and "job" not in names:
             continue
         source = f'{main}."{table}"'
         if table in temp:  # results computed for this session (read-only file): scope those
-            con.execute(f'ALTER TABLE temp.main."{table}" RENAME TO "_unscoped_{table}"')
+            con.execute(SQL.sql("unscope_session_table", table=table))
             source = f'temp.main."_unscoped_{table}"'
-        con.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM {source} WHERE {where}')
+        if "rank" in names:
+            con.execute(SQL.sql("ranks_view", table=table, source=source, ranks=ranks))
+        else:
+            con.execute(SQL.sql("job_view", table=table, source=source, job=chosen.job))
     return chosen

@@ -14,7 +14,10 @@ import duckdb
 from ..errors import UserError
 from . import query_layer
 from .duck import no_room, sql_string
+from .query_layer import statements
 from .schema import schema_files
+
+SQL = statements("store/live_layer")
 
 # Views of earlier versions whose names are now private helpers or stored tables.
 LEGACY_VIEWS = (
@@ -43,13 +46,10 @@ def drop_stale_objects(con: duckdb.DuckDBPyConnection) -> None:
     layer = query_layer.layer()
     not_views = set(LEGACY_VIEWS) | {q.name for q in layer if q.stage != "live"}
     not_tables = {q.name for q in layer if q.stage == "live"}
-    where = "NOT temporary AND database_name = current_database() AND schema_name = 'main'"
-    for (name,) in con.execute(
-        f"SELECT view_name FROM duckdb_views() WHERE {where} AND NOT internal"
-    ).fetchall():
+    for (name,) in con.execute(SQL["stored_views"]).fetchall():
         if name in not_views:
             con.execute(f'DROP VIEW "{name}"')
-    for (name,) in con.execute(f"SELECT table_name FROM duckdb_tables() WHERE {where}").fetchall():
+    for (name,) in con.execute(SQL["stored_tables"]).fetchall():
         if name in not_tables:
             con.execute(f'DROP TABLE "{name}"')
 
@@ -65,8 +65,9 @@ def ensure_layer(con: duckdb.DuckDBPyConnection, layer_hash: str, schema_version
         drop_stale_objects(con)
         load_live_queries(con)
         con.execute(
-            f"INSERT OR REPLACE INTO meta VALUES ('queries_hash', {sql_string(layer_hash)}), "
-            f"('schema_version', {sql_string(schema_version)})"
+            SQL.sql(
+                "stamp_layer", layer_hash=sql_string(layer_hash), schema_version=sql_string(schema_version)
+            )
         )
 
 

@@ -30,9 +30,13 @@ from pathlib import Path
 from ..errors import UserError
 
 STAGES = ("live", "rank", "job")
-# Folders of queries/ whose files hold the named statements of one Python module each
-# (queries/rules/launch_bound.sql for nsight_analyze/rules/launch_bound.py), read by `statements`.
-STATEMENT_FOLDERS = ("rules", "compare", "export")
+# Folders of queries/ whose files hold the named statements of one Python module each, read by
+# `statements`: queries/PACKAGE/.../MODULE.sql for nsight_analyze/PACKAGE/.../MODULE.py (PACKAGE.sql
+# for the package's __init__), and queries/answers/MODULE.sql for a top-level nsight_analyze/MODULE.py.
+STATEMENT_FOLDERS = (
+    "analysis", "answers", "api", "commands", "compare", "export", "gpus", "ingest", "mfu", "report_doc",
+    "rules", "runs", "sources", "store",
+)  # fmt: skip
 RESULTS = ("stored", "step", "view")
 _HEADER = re.compile(r"^-- (stage|result|requires):\s*(.*?)\s*$", re.MULTILINE)
 _CREATE = re.compile(r"CREATE OR REPLACE (VIEW|MACRO) (\w+)", re.IGNORECASE)
@@ -202,8 +206,8 @@ class Statements(dict[str, str]):
 
 @functools.cache
 def statements(module: str) -> Statements:
-    """The statements of queries/FOLDER/MODULE.sql, `module` being "FOLDER/MODULE" (e.g.
-    "rules/launch_bound"); read once per process."""
+    """The statements of queries/FOLDER/.../MODULE.sql, `module` being "FOLDER/.../MODULE" (e.g.
+    "rules/launch_bound", "sources/kineto/loader"); read once per process."""
     folder = module.split("/", 1)[0]
     path = queries_dir() / f"{module}.sql"
     if folder not in STATEMENT_FOLDERS or not path.is_file():

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import duckdb
 
+from .query_layer import statements
+
+SQL = statements("store/schema")
 SCHEMA_FILE = Path(__file__).with_name("schema.sql")
 # The workspace's own bookkeeping, not trace rows.
 BOOKKEEPING = ("meta", "settings", "files")
@@ -42,12 +45,7 @@ def canonical_tables() -> tuple[str, ...]:
 def table_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     """{table: its column names} for the tables (not views) of the connection's main database:
     what owns rows of a rank, a file or a job is read from here (catalog order)."""
-    rows = con.execute(
-        "SELECT c.table_name, list(c.column_name ORDER BY c.column_index) FROM duckdb_columns() AS c "
-        "JOIN duckdb_tables() AS t ON t.database_name = c.database_name AND t.schema_name = c.schema_name "
-        "AND t.table_name = c.table_name "
-        "WHERE c.schema_name = 'main' AND c.database_name = current_database() GROUP BY c.table_name"
-    ).fetchall()
+    rows = con.execute(SQL["table_columns"]).fetchall()
     return dict(rows)
 
 

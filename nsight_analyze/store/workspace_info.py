@@ -15,14 +15,17 @@ import duckdb
 from ..render.data import records
 from ..render.table import PlainTable
 from .duck import has_relation
+from .query_layer import statements
+
+SQL = statements("store/workspace_info")
 
 EVENT_COUNTS = ("kernels", "memops", "cuda_api", "sync", "nvtx", "gpu_metrics")
-LOADED = "coalesce(status, 'ok') = 'ok'"  # files rows of loaded files (the others: failed/skipped/ignored)
+LOADED = SQL["loaded"]  # files rows of loaded files (the others: failed/skipped/ignored)
 
 
 def loaded_rows(con: duckdb.DuckDBPyConnection, column: str) -> list[tuple]:
     """(path, column) of the loaded files, in file order."""
-    return con.execute(f"SELECT path, {column} FROM files WHERE {LOADED} ORDER BY file_id").fetchall()
+    return con.execute(SQL.sql("loaded_file_column", column=column, loaded=LOADED)).fetchall()
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
@@ -33,31 +36,14 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
 
 def job_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One row per job (ranks.job, set by the analysis' job step): ranks present and world size."""
-    return _rows(
-        con,
-        """SELECT coalesce(job, 1) AS job, count(*) AS ranks, max(world_size) AS world_size,
-                  max(world_size) IS NULL OR count(*) >= max(world_size) AS complete,
-                  min(rank) AS first_rank, max(rank) AS last_rank,
-                  CASE WHEN max(world_size) IS NULL
-                       THEN count(*) || CASE WHEN count(*) = 1 THEN ' rank' ELSE ' ranks' END
-                            || ' (world size unknown)'
-                       ELSE count(*) || ' of ' || max(world_size) || ' ranks' END AS label
-           FROM ranks GROUP BY ALL ORDER BY 1""",
-    )
+    return _rows(con, SQL["job_rows"])
 
 
 def recipe_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The Nsight Systems recipe outputs found in the loaded inputs (read or not, with the ranks
     their rows went to); empty for a workspace made before recipe outputs were read."""
     try:
-        return _rows(
-            con,
-            """SELECT o.file_id, o.output, o.recipe, o.status, o.rows_read,
-                      (SELECT list(DISTINCT p.rank ORDER BY p.rank) FROM recipe_nvtx_gpu_proj AS p
-                       WHERE p.file_id = o.file_id AND p.output = o.output) AS ranks,
-                      coalesce(o.reason, '') AS reason
-               FROM recipe_outputs AS o ORDER BY o.file_id, o.output""",
-        )
+        return _rows(con, SQL["recipe_rows"])
     except duckdb.CatalogException:
         return []
 
@@ -66,21 +52,7 @@ def gpu_metric_files(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per file with sampled GPU metrics (nsys GPU metrics, DCGM): GPUs, metrics, samples, scrapes,
     wall-clock span and the ranks the samples were matched to (docs/dcgm.md)."""
     try:
-        return _rows(
-            con,
-            f"""SELECT g.file_id, f.path, f.source_format AS format, coalesce(g.source, 'nsys') AS source,
-                      count(DISTINCT g.host) AS hosts,
-                      count(DISTINCT coalesce(g.gpu_uuid, g.host || ':' || g.gpu_id, g.gpu_id::VARCHAR))
-                          FILTER (WHERE g.gpu_instance IS NULL) AS gpus,
-                      count(DISTINCT g.gpu_instance) AS mig_instances,
-                      count(DISTINCT g.metric_name) AS metrics, count(*) AS samples,
-                      count(DISTINCT g.sample) AS scrapes,
-                      make_timestamp(min(g.utc_ns) // 1000) AS first_utc,
-                      make_timestamp(max(g.utc_ns) // 1000) AS last_utc,
-                      list(DISTINCT g.rank ORDER BY g.rank) FILTER (WHERE g.rank IS NOT NULL) AS ranks
-               FROM gpu_metrics g LEFT JOIN files f ON f.file_id = g.file_id AND {LOADED}
-               GROUP BY ALL ORDER BY g.file_id NULLS FIRST""",
-        )
+        return _rows(con, SQL.sql("gpu_metric_files", loaded=LOADED))
     except duckdb.BinderException:  # a workspace made before gpu_metrics had source/file_id
         return []
 
@@ -91,37 +63,15 @@ def workspace_info(con: duckdb.DuckDBPyConnection) -> dict:
     `files` are the loaded files; `not_loaded` the files an ingest saw but did not load (status
     failed, skipped or ignored, with the reason), as the last ingest that saw each path left them.
     """
-    files = _rows(
-        con,
-        f"""SELECT file_id, path, source_format, nsys_version, schema_version, status,
-                  len(warnings) AS n_warnings, len(skipped) AS n_skipped
-           FROM files WHERE {LOADED} ORDER BY file_id""",
-    )
-    not_loaded = _rows(
-        con,
-        f"""SELECT path, status, coalesce(array_to_string(warnings, '; '), '') AS reason, ingested_at
-           FROM files WHERE NOT {LOADED} ORDER BY file_id""",
-    )
-    ranks = _rows(
-        con,
-        """SELECT rank, job, job_rank, file_id, pid, hostname, device_id, gpu_name, rank_source, world_size,
-                  clock_offset_ns, alignment_method
-           FROM ranks ORDER BY rank""",
-    )
+    files = _rows(con, SQL.sql("loaded_files", loaded=LOADED))
+    not_loaded = _rows(con, SQL.sql("files_not_loaded", loaded=LOADED))
+    ranks = _rows(con, SQL["rank_rows"])
     jobs = job_rows(con)
     counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_COUNTS}
     recipes = recipe_rows(con)
-    ops = (  # tp_capture: that span over the GPU operations, stored per rank (not yet analysed: none)
-        "tp_capture"
-        if has_relation(con, "tp_capture")
-        else "(SELECT rank, start_ns, end_ns FROM kernels UNION ALL "
-        "SELECT rank, start_ns, end_ns FROM memops)"
-    )
-    span = _rows(
-        con,
-        f"SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM {ops} "
-        "GROUP BY rank ORDER BY rank",
-    )
+    # tp_capture: that span over the GPU operations, stored per rank (not yet analysed: none)
+    ops = "tp_capture" if has_relation(con, "tp_capture") else SQL["event_spans"]
+    span = _rows(con, SQL.sql("rank_spans", ops=ops))
     warnings = [f"{p}: {w}" for p, ws in loaded_rows(con, "warnings") for w in ws]
     skipped = [f"{p}: {s}" for p, ss in loaded_rows(con, "skipped") for s in ss]
     if counts["nvtx"] == 0:

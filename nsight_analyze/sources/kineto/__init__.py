@@ -56,6 +56,7 @@ The package, one module per job (each imports only modules listed above it):
   events.py     the ijson fallback parser, one Python call per event
   readahead.py  the next file parsed in a thread pool while the ingest loads this one
   loader.py     one file's load: which parser, then what needs the whole file
+The SQL of duck_json, batches and loader is in queries/sources/kineto/ (a statement file each).
 This module holds the knobs (FAST_PATH, BATCH_ROWS, FIRST_PIECE_BYTES; duck_json.PIECE_BYTES)
 and reads them at each call, so tests and benchmarks can set them on the package.
 """

@@ -18,10 +18,13 @@ import duckdb
 import pyarrow as pa
 
 from ... import classify
+from ...store.query_layer import statements
 from .duck_json import RANGE_COLUMNS, Piece
 
 BATCH_ROWS = 16384  # rows per table kept in Python before an Arrow flush (~100 MiB at most)
 ARROW_BATCH_ROWS = 1 << 17  # rows per table of the fast path's Arrow pieces before an INSERT
+
+SQL = statements("sources/kineto/batches")
 
 # PyTorch scalar type names as written in NCCL op args -> element size in bytes.
 DTYPE_BYTES = {
@@ -74,9 +77,12 @@ class Batch:
         schema: pa.Schema,
         insert: str | Callable[[str], None],
         batch_rows: int = BATCH_ROWS,
+        values: dict[str, object] | None = None,
     ):
-        """`insert`: an INSERT whose `{src}` names the registered Arrow table, or a function of it."""
+        """`insert`: the name of a batches.sql INSERT whose `$src` is the registered Arrow table
+        (its other placeholders `values`), or a function of the table's name."""
         self.con, self.schema, self.insert, self.batch_rows = con, schema, insert, batch_rows
+        self.values = values or {}
         self.pending: list[tuple] = []
         self.tables: list[pa.Table] = []
         self.table_rows = 0
@@ -115,13 +121,13 @@ class Batch:
         self.con.register(name, self.con.from_arrow(table.__arrow_c_stream__()))
         try:
             if callable(self.insert):  # it may read the rows more than once: a table of them
-                self.con.execute(f"CREATE TEMP TABLE {name}_rows AS SELECT * FROM {name}")
+                self.con.execute(SQL.sql("rows_table", name=name))
                 try:
                     self.insert(f"{name}_rows")
                 finally:
                     self.con.execute(f"DROP TABLE {name}_rows")
             else:
-                self.con.execute(self.insert.replace("{src}", name))
+                self.con.execute(SQL.sql(self.insert, src=name, **self.values))
         finally:
             self.con.unregister(name)
         self.total += table.num_rows
@@ -225,75 +231,22 @@ class RowSets:
         self.devices: Counter[int] = Counter()
         self.host_pids: Counter[int] = Counter()
         self.bad = 0
-        r = int(rank)
+        values = {"rank": int(rank), "tmp": self.tmp}  # the inserts' placeholders besides $src
 
         def batch(schema: pa.Schema, insert: str | Callable[[str], None]) -> Batch:
-            return Batch(con, schema, insert, batch_rows)
+            return Batch(con, schema, insert, batch_rows, values)
 
         self.kernels = batch(KERNEL_SCHEMA, self._insert_kernels)
-        self.memops = batch(
-            MEMOP_SCHEMA,
-            f"""
-            INSERT INTO memops (rank, device_id, stream_id, start_ns, end_ns, duration_ns, kind, bytes,
-                                src_kind, dst_kind, correlation_id)
-            SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns,
-                   CASE WHEN name LIKE 'Memset%' THEN 'memset'
-                        ELSE nullif(regexp_extract(name, '^Memcpy\\s+(\\w+)', 1), '') END,
-                   bytes,
-                   CASE WHEN name LIKE 'Memset%' THEN NULL
-                        ELSE nullif(trim(regexp_extract(name, '\\(([^()]*?)\\s*->', 1)), '') END,
-                   CASE WHEN name LIKE 'Memset%'
-                        THEN nullif(trim(regexp_extract(name, '\\(([^()]*)\\)', 1)), '')
-                        ELSE nullif(trim(regexp_extract(name, '->\\s*([^()]*)\\)', 1)), '') END,
-                   correlation_id
-            FROM {{src}}""",
-        )
-        self.api = batch(
-            API_SCHEMA,
-            f"""
-            INSERT INTO cuda_api (rank, tid, start_ns, end_ns, duration_ns, name, correlation_id,
-                                  return_value, api_class)
-            SELECT {r}, tid, start_ns, end_ns, end_ns - start_ns, regexp_replace(name, '_v[0-9]{{4,}}$', ''),
-                   correlation_id, NULL, api_class
-            FROM {{src}}""",
-        )
-        self.sync = batch(
-            SYNC_SCHEMA,
-            f"""
-            INSERT INTO sync (rank, device_id, stream_id, start_ns, end_ns, duration_ns, sync_type, event_id,
-                              correlation_id)
-            SELECT {r}, device_id, stream_id, start_ns, end_ns, end_ns - start_ns, kind, NULL, correlation_id
-            FROM {{src}}""",
-        )
-        self.nvtx = batch(
-            NVTX_SCHEMA,
-            f"""
-            INSERT INTO nvtx (rank, tid, start_ns, end_ns, text, domain, event_type, payload)
-            SELECT {r}, tid, start_ns, end_ns, text, 'pytorch', 'push_pop', NULL FROM {{src}}""",
-        )
-        self.gpu_ann = batch(
-            GPU_ANNOTATION_SCHEMA,
-            f"""
-            INSERT INTO kineto_gpu_annotations
-            SELECT {r}, device_id, stream_id, start_ns, end_ns, text, external_id FROM {{src}}""",
-        )
-        self.comm = batch(COMM_SCHEMA, f"INSERT INTO {self.tmp} SELECT * FROM {{src}}")
-        self.threads = batch(THREAD_SCHEMA, f"INSERT INTO {self.tmp}_threads SELECT * FROM {{src}}")
-        self.memory = batch(
-            MEMORY_SCHEMA,
-            f"""
-            INSERT INTO memory_usage (rank, device_id, ts_ns, bytes_in_use, bytes_reserved, source)
-            SELECT {r}, device_id, ts_ns, bytes_in_use, bytes_reserved, 'kineto' FROM {{src}}""",
-        )
-        self.ranges = batch(RANGE_SCHEMA, f"INSERT INTO {self.tmp}_ranges SELECT * FROM {{src}}")
-        self.shapes = batch(
-            SHAPE_SCHEMA,
-            f"""
-            INSERT INTO kineto_op_shapes (rank, tid, start_ns, end_ns, name, external_id, input_dims,
-                                          input_types, concrete_inputs)
-            SELECT {r}, tid, start_ns, end_ns, name, external_id, input_dims, input_types, concrete_inputs
-            FROM {{src}}""",
-        )
+        self.memops = batch(MEMOP_SCHEMA, "insert_memops")
+        self.api = batch(API_SCHEMA, "insert_api")
+        self.sync = batch(SYNC_SCHEMA, "insert_sync")
+        self.nvtx = batch(NVTX_SCHEMA, "insert_nvtx")
+        self.gpu_ann = batch(GPU_ANNOTATION_SCHEMA, "insert_gpu_ann")
+        self.comm = batch(COMM_SCHEMA, "insert_comm")
+        self.threads = batch(THREAD_SCHEMA, "insert_threads")
+        self.memory = batch(MEMORY_SCHEMA, "insert_memory")
+        self.ranges = batch(RANGE_SCHEMA, "insert_ranges")
+        self.shapes = batch(SHAPE_SCHEMA, "insert_shapes")
 
     def by_target(self) -> dict[str, Batch]:
         """The row sets, by the names duck_json.SPLITS uses (and `comm`)."""
@@ -312,11 +265,9 @@ class RowSets:
         }
 
     def create_temp(self) -> None:
-        columns = ", ".join(f"{f.name} {_duck(f.type)}" for f in COMM_SCHEMA)
-        self.con.execute(f"CREATE TEMP TABLE {self.tmp} ({columns})")
-        self.con.execute(f"CREATE TEMP TABLE {self.tmp}_threads (pid BIGINT, tid BIGINT, name VARCHAR)")
-        columns = ", ".join(f"{f.name} {_duck(f.type)}" for f in RANGE_SCHEMA)
-        self.con.execute(f"CREATE TEMP TABLE {self.tmp}_ranges ({columns})")
+        self.con.execute(SQL.sql("create_comm_table", tmp=self.tmp))
+        self.con.execute(SQL.sql("create_threads_table", tmp=self.tmp))
+        self.con.execute(SQL.sql("create_ranges_table", tmp=self.tmp))
 
     def drop_temp(self) -> None:
         for suffix in ("", "_threads", "_names", "_ranges"):
@@ -346,9 +297,9 @@ class RowSets:
                 "kernels", "memops", "cuda_api", "sync", "nvtx", "kineto_gpu_annotations", "memory_usage",
                 "kineto_op_shapes",
             ):  # fmt: skip
-                self.con.execute(f"DELETE FROM {table} WHERE rank = ?", [self.rank])
+                self.con.execute(SQL.sql("delete_rank_rows", table=table), [self.rank])
             for suffix in ("", "_threads", "_ranges"):
-                self.con.execute(f"DELETE FROM {self.tmp}{suffix}")
+                self.con.execute(SQL.sql("delete_all_rows", table=f"{self.tmp}{suffix}"))
         for batch in batches.values():
             batch.total = batch.table_rows = 0
             batch.tables = []
@@ -362,21 +313,5 @@ class RowSets:
         otherwise move them out and back again): the rules and the short name are applied once
         per distinct name of the batch, then joined."""
         names = f"{self.tmp}_names"
-        classify.build_name_map(self.con, f"SELECT name FROM {src}", names)
-        self.con.execute(
-            f"""
-            INSERT INTO kernels (rank, device_id, stream_id, start_ns, end_ns, duration_ns, name, short_name,
-                                 correlation_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-                                 registers_per_thread, category, subcategory)
-            SELECT {int(self.rank)}, k.device_id, k.stream_id, k.start_ns, k.end_ns, k.end_ns - k.start_ns,
-                   k.name, m.short_name, k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y,
-                   k.block_z, k.registers_per_thread, coalesce(m.category, 'other'), m.subcategory
-            FROM {src} AS k
-            LEFT JOIN (SELECT *, regexp_replace(regexp_replace(name, '^void\\s+', ''), '[(<].*$', '')
-                                 AS short_name
-                       FROM {names}) AS m ON m.name = k.name"""
-        )
-
-
-def _duck(t: pa.DataType) -> str:
-    return {I64: "BIGINT", I32: "INTEGER", STR: "VARCHAR"}[t]
+        classify.build_name_map(self.con, SQL.sql("kernel_names", src=src), names)
+        self.con.execute(SQL.sql("insert_kernels", rank=int(self.rank), src=src, names=names))

@@ -9,7 +9,9 @@ table (`target` says which canonical row set it feeds, or `skipped` why none), w
 splits into the row sets of batches.py. Two pieces are parsed at once (duck_parser.py runs
 this SQL) while pieces.py cuts the next one and the loader inserts the last. Parse errors stay
 in the private database, so they never abort the ingest's transaction: the caller falls back
-to the ijson path (events.py), which loads the file or reports the exact reason.
+to the ijson path (events.py), which loads the file or reports the exact reason. The SQL (the
+macros, the two readers of a piece, the events statement) is queries/sources/kineto/duck_json.sql;
+this module fills in the field lists and the target codes, once per process.
 
 Exact times: DuckDB's JSON reader keeps a number as a double, and a fractional epoch-µs
 value (1.7e15 µs = 19 digits in ns) does not fit in one. Integer literals are exact, and
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...store.duck import OFFLINE_CONFIG
+from ...store.query_layer import statements
 
 PIECE_BYTES = 32 << 20  # JSON text per DuckDB parse: bounds memory, amortises per-query cost
 
@@ -131,35 +134,16 @@ HANDLED = (
     "cuda_profiler_range",
 )
 
-MACROS = [
-    # events.to_int: an integer literal, or an integral float literal
-    # (the reader writes a float with a '.', or with an exponent when too large for BIGINT)
-    "k_int(v) AS CASE WHEN NOT contains(v, '.') THEN TRY_CAST(v AS BIGINT) "
-    "WHEN TRY_CAST(v AS DOUBLE) = floor(TRY_CAST(v AS DOUBLE)) "
-    "THEN TRY_CAST(TRY_CAST(v AS DOUBLE) AS BIGINT) END",
-    # µs text '-?digits(.d{1,3})?' -> exact ns, in integers (DuckDB's DECIMAL casts are slow)
-    "k_digits(t) AS TRY_CAST(TRY_CAST(replace(t, '.', '') AS HUGEINT) * CASE "
-    "WHEN NOT contains(t, '.') THEN 1000 WHEN length(t) - strpos(t, '.') = 1 THEN 100 "
-    "WHEN length(t) - strpos(t, '.') = 2 THEN 10 ELSE 1 END AS BIGINT)",
-    # a JSON number written back by the reader -> exact ns; NULL when it is not a number, or
-    # when the double may not be the literal (> 15 significant digits, > 3 decimals, exponent)
-    "k_ns(v) AS CASE WHEN contains(v, 'e') OR contains(v, 'E') THEN NULL "
-    "WHEN NOT contains(v, '.') OR (length(v) - strpos(v, '.') <= 3 "
-    "AND length(v) - starts_with(v, '-')::INT <= 16) THEN k_digits(v) END",
-    # raw mode: t is the literal cut from the event's text, v the reader's value of the same key;
-    # when they disagree the regex met a nested key of that name first: fall back to the double
-    "k_ns_raw(t, v) AS CASE WHEN v IS NULL OR contains(v, '\"') OR TRY_CAST(v AS DOUBLE) IS NULL "
-    "THEN NULL WHEN TRY_CAST(t AS DOUBLE) IS DISTINCT FROM TRY_CAST(v AS DOUBLE) "
-    "THEN round(TRY_CAST(v AS DOUBLE) * 1000)::BIGINT "
-    "WHEN regexp_full_match(t, '-?[0-9]+(\\.[0-9]{1,3})?') THEN k_digits(t) "
-    "ELSE TRY_CAST(round_even(TRY_CAST(t AS DECIMAL(38, 15)) * 1000, 0) AS BIGINT) END",
-]
+SQL = statements("sources/kineto/duck_json")
+# The parser's macros (duck_parser creates them on its private database): exact integers and ns.
+MACROS = [SQL[name] for name in ("k_int_macro", "k_digits_macro", "k_ns_macro", "k_ns_raw_macro")]
 
 
 def sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# read_json's `columns` and json_transform's structure: the fields above, as DuckDB literals.
 _COLUMNS = (
     "{"
     + ", ".join(f'"{k}": {sql_str(t)}' for k, t in EVENT_FIELDS)
@@ -174,115 +158,61 @@ _STRUCTURE = sql_str(
     + ", ".join(f'"{k}": "{t}"' for k, t in ARG_FIELDS)
     + "}}"
 )
-_FIELDS = "ph, cat, name, pid::VARCHAR AS pid, tid::VARCHAR AS tid, args AS a"
-SOURCE_FAST = f"""
-    SELECT true AS is_obj, {_FIELDS}, k_ns(ts::VARCHAR) AS ts_ns, k_ns(dur::VARCHAR) AS dur_ns,
-           (ts_ns IS NULL AND TRY_CAST(ts::VARCHAR AS DOUBLE) IS NOT NULL)
-           OR (dur_ns IS NULL AND TRY_CAST(dur::VARCHAR AS DOUBLE) IS NOT NULL) AS lossy
-    FROM read_json({{src}}, format = 'array', compression = 'uncompressed', columns = {_COLUMNS})
-"""
-_RAW_NUMBER = "regexp_extract(raw, '\"{key}\"\\s*:\\s*(-?[0-9][0-9.eE+-]*)', 1)"
-SOURCE_RAW = f"""
-    SELECT starts_with(ltrim(raw), '{{') AS is_obj, {_FIELDS},
-           k_ns_raw({_RAW_NUMBER.format(key="ts")}, ts::VARCHAR) AS ts_ns,
-           k_ns_raw({_RAW_NUMBER.format(key="dur")}, dur::VARCHAR) AS dur_ns, false AS lossy
-    FROM (SELECT raw, unnest(json_transform(raw, {_STRUCTURE}))
-          FROM (SELECT json AS raw
-                FROM read_json_objects({{src}}, format = 'array', compression = 'uncompressed')))
-"""
+# The two ways to read a piece (the statements' names): the fast reader, else raw mode.
+SOURCE_FAST = "fast_source"
+SOURCE_RAW = "raw_source"
+_SOURCE_VALUES = {
+    "columns": _COLUMNS,
+    "structure": _STRUCTURE,
+    "ts_number": SQL.sql("raw_number", key="ts"),
+    "dur_number": SQL.sql("raw_number", key="dur"),
+}
 
 # Targets (row sets of batches.RowSets) an event feeds; an NCCL kernel also feeds `comm`.
 KERNEL, MEMOP, API, SYNC, NVTX, GPU_ANN, THREAD, COMM_OP, MEMORY, RANGE, SHAPE = range(1, 12)
-_STEP = "starts_with(name, 'ProfilerStep#') AND regexp_matches(name, '^ProfilerStep#[0-9]')"
-_HANDLED = "(" + ", ".join(sql_str(c) for c in HANDLED) + ")"
-_COUNTERS = ", ".join(
-    f'CASE WHEN target = {RANGE} THEN k_int(a."{metric}"::VARCHAR) END AS {column}'
-    for column, metric in RANGE_COLUMNS
-)
-_DIMS = ", ".join(
-    f"CASE WHEN target = {KERNEL} THEN k_int({arg}[{i + 1}]::VARCHAR) END AS {arg}_{axis}"
-    for arg in ("grid", "block")
-    for i, axis in enumerate("xyz")
-)
-EVENTS_SQL = f"""
-WITH e AS ({{source}}),
-k AS (
-    SELECT *,
-        CASE WHEN NOT is_obj THEN NULL
-             WHEN cat = 'kernel' THEN {KERNEL}
-             WHEN cat IN ('gpu_memcpy', 'gpu_memset') THEN {MEMOP}
-             WHEN cat IN ('cuda_runtime', 'cuda_driver') THEN {API}
-             WHEN cat = 'cuda_sync' THEN {SYNC}
-             WHEN cat = 'user_annotation' OR (cat = 'cpu_op' AND {_STEP}) THEN {NVTX}
-             WHEN cat = 'gpu_user_annotation' THEN {GPU_ANN}
-             WHEN cat = 'cpu_op' THEN CASE WHEN name = 'record_param_comms'
-                                             AND a."Collective name" IS NOT NULL THEN {COMM_OP}
-                                        WHEN regexp_matches(name, {sql_str(SHAPE_OPS)})
-                                             AND a."Input Dims" IS NOT NULL AND ts_ns IS NOT NULL
-                                             AND dur_ns IS NOT NULL THEN {SHAPE} END
-             WHEN ph = 'M' AND name = 'thread_name' THEN {THREAD}
-             WHEN cat = 'cpu_instant_event' AND name = '[memory]'
-                  AND k_int(a."Device Type"::VARCHAR) = {CUDA_DEVICE_TYPE} THEN {MEMORY}
-             WHEN cat = 'cuda_profiler_range' THEN {RANGE} END AS handler,
-        CASE WHEN cat = 'kernel' THEN TRY_CAST(a.grid AS JSON[]) END AS grid,
-        CASE WHEN cat = 'kernel' THEN TRY_CAST(a.block AS JSON[]) END AS block
-    FROM e
-),
-b AS (
-    SELECT *,
-        coalesce((handler BETWEEN {KERNEL} AND {GPU_ANN} OR handler = {RANGE})
-                 AND (ts_ns IS NULL OR dur_ns IS NULL)
-                 OR (handler = {MEMORY} AND ts_ns IS NULL), false) AS bad
-    FROM k
-),
-t AS (SELECT *, CASE WHEN bad THEN NULL ELSE handler END AS target FROM b)
-SELECT target, bad, lossy,
-    CASE WHEN NOT is_obj THEN 'non-object entries'
-         WHEN cat = 'cpu_op' THEN CASE WHEN handler IS DISTINCT FROM {NVTX}
-                                        AND handler IS DISTINCT FROM {SHAPE} THEN 'cpu_op' END
-         WHEN cat IN {_HANDLED} THEN NULL
-         WHEN ph = 'M' THEN CASE WHEN name IS DISTINCT FROM 'thread_name' THEN 'metadata (ph M)' END
-         WHEN cat = 'cpu_instant_event' AND name = '[memory]' THEN
-             CASE WHEN handler IS DISTINCT FROM {MEMORY} THEN '[memory] of a non-CUDA device' END
-         ELSE coalesce(nullif(cat, ''), 'ph ' || coalesce(ph, 'None')) END AS skipped,
-    target = {KERNEL} AND (a."Collective name" IS NOT NULL OR contains(name, 'nccl')) AS is_comm,
-    CASE WHEN target IN ({KERNEL}, {GPU_ANN}) THEN coalesce(k_int(a.device::VARCHAR), k_int(pid))
-         WHEN target IN ({MEMOP}, {SYNC}) THEN k_int(a.device::VARCHAR)
-         WHEN target = {MEMORY} THEN k_int(a."Device Id"::VARCHAR) END AS device_id,
-    CASE WHEN target IN ({KERNEL}, {MEMOP}, {SYNC}) THEN k_int(a.stream::VARCHAR)
-         WHEN target = {GPU_ANN} THEN k_int(tid) END AS stream_id,
-    CASE WHEN target <= {GPU_ANN} OR target IN ({MEMORY}, {RANGE}, {SHAPE}) THEN ts_ns END AS start_ns,
-    CASE WHEN target <= {GPU_ANN} OR target IN ({RANGE}, {SHAPE}) THEN ts_ns + dur_ns END AS end_ns,
-    CASE WHEN target <= {GPU_ANN} OR target IN ({RANGE}, {SHAPE}) THEN name
-         WHEN target = {THREAD} THEN a.name END AS name,
-    CASE WHEN target = {MEMORY} THEN k_int(a."Total Allocated"::VARCHAR) END AS bytes_in_use,
-    CASE WHEN target = {MEMORY} THEN k_int(a."Total Reserved"::VARCHAR) END AS bytes_reserved,
-    {_COUNTERS},
-    CASE WHEN target IN ({KERNEL}, {MEMOP}, {API}, {SYNC}) THEN k_int(a.correlation::VARCHAR) END
-        AS correlation_id,
-    {_DIMS},
-    CASE WHEN target = {KERNEL} THEN k_int(a."registers per thread"::VARCHAR) END AS registers_per_thread,
-    CASE WHEN target = {MEMOP} THEN k_int(a.bytes::VARCHAR) END AS bytes,
-    CASE WHEN target IN ({API}, {NVTX}, {THREAD}, {SHAPE}) THEN k_int(tid) END AS tid,
-    CASE WHEN target = {THREAD} THEN k_int(pid)
-         WHEN target = {API} AND regexp_full_match(pid, '-?[0-9]+') THEN k_int(pid) END AS pid,
-    CASE WHEN target = {API} THEN CASE cat WHEN 'cuda_runtime' THEN 'runtime' ELSE 'driver' END
-         WHEN target = {SYNC} THEN CASE coalesce(nullif(a.cuda_sync_kind, ''), name) {{sync_kinds}}
-                                       ELSE 'unknown' END END AS kind,
-    CASE WHEN target IN ({GPU_ANN}, {COMM_OP}, {SHAPE}) OR is_comm THEN k_int(a."External id"::VARCHAR) END
-        AS external_id,
-    CASE WHEN target = {SHAPE} THEN a."Input Dims"::VARCHAR END AS input_dims,
-    CASE WHEN target = {SHAPE} THEN a."Input type"::VARCHAR END AS input_types,
-    CASE WHEN target = {SHAPE} THEN a."Concrete Inputs"::VARCHAR END AS concrete_inputs,
-    CASE WHEN target = {COMM_OP} OR is_comm THEN struct_pack(
-        collective := a."Collective name", dtype := a.dtype,
-        in_nelems := k_int(a."In msg nelems"::VARCHAR), out_nelems := k_int(a."Out msg nelems"::VARCHAR),
-        in_split_size := a."In split size", out_split_size := a."Out split size",
-        group_size := k_int(a."Group size"::VARCHAR), pg_name := a."Process Group Name",
-        pg_desc := a."Process Group Description", pg_ranks := a."Process Group Ranks",
-        seq := k_int(a."Seq"::VARCHAR)) END AS comm
-FROM t
-"""
+_CODES = {
+    "kernel": KERNEL,
+    "memop": MEMOP,
+    "api": API,
+    "sync": SYNC,
+    "nvtx": NVTX,
+    "gpu_ann": GPU_ANN,
+    "thread": THREAD,
+    "comm_op": COMM_OP,
+    "memory": MEMORY,
+    "range": RANGE,
+    "shape": SHAPE,
+}
+# The events statement's values but the piece's source and the sync kinds, filled once per process.
+_EVENTS_VALUES = {
+    **_CODES,
+    "cuda_device_type": CUDA_DEVICE_TYPE,
+    "shape_ops": sql_str(SHAPE_OPS),
+    "handled": ", ".join(sql_str(c) for c in HANDLED),
+    "counters": ", ".join(
+        SQL.sql("range_counter", range=RANGE, metric=metric, column=column)
+        for column, metric in RANGE_COLUMNS
+    ),
+    "dims": ", ".join(
+        SQL.sql("launch_dim", kernel=KERNEL, arg=arg, index=i + 1, axis=axis)
+        for arg in ("grid", "block")
+        for i, axis in enumerate("xyz")
+    ),
+}
+
+
+def sync_kind_cases(kinds: dict[str, str]) -> str:
+    """The events statement's `$sync_kinds`: a WHEN branch per cuda_sync kind (batches.SYNC_KINDS)."""
+    return " ".join(SQL.sql("sync_kind_case", kind=sql_str(k), label=sql_str(v)) for k, v in kinds.items())
+
+
+def events_sql(source: str, src: str, sync_kinds: str) -> str:
+    """The SELECT of one piece's wide rows: the piece in file `src` read by `source` (SOURCE_FAST
+    or SOURCE_RAW), `sync_kinds` from sync_kind_cases. Filled per piece (well under a millisecond,
+    against the parse of megabytes); the statement file is read once per process."""
+    piece = SQL.sql(source, src=sql_str(src), **_SOURCE_VALUES)
+    return SQL.sql("events", source=piece, sync_kinds=sync_kinds, **_EVENTS_VALUES)
+
 
 # The batches' columns (batches.py schemas), taken from the wide table: (batch, target, columns).
 _SPAN = ["start_ns", "end_ns"]
@@ -395,11 +325,10 @@ def _constants() -> dict[str, Any]:
     """The targets' codes, the comm rows' kinds, a NULL name, FALSE and the GPU-work codes as Arrow
     scalars made by DuckDB. Why: pyarrow imports pandas to convert any Python value to Arrow (0.4 s
     and 40 MB of a small ingest that needs no pandas: tests/test_imports.py)."""
-    codes = ", ".join(f"{code}::INTEGER AS code_{code}" for code in range(KERNEL, SHAPE + 1))
+    codes = ", ".join(SQL.sql("target_code", code=code) for code in range(KERNEL, SHAPE + 1))
     with duckdb.connect(config=OFFLINE_CONFIG) as con:
         table = con.execute(
-            f"SELECT {codes}, 'kernel' AS kernel, 'cpu_op' AS cpu_op, NULL::VARCHAR AS no_name, FALSE AS no, "
-            f"[{KERNEL}, {MEMOP}]::INTEGER[] AS gpu_work"
+            SQL.sql("arrow_constants", codes=codes, kernel=KERNEL, memop=MEMOP)
         ).to_arrow_table()
     const = {name: table[name][0] for name in table.column_names}
     const["gpu_work"] = const["gpu_work"].values  # an Array: is_in's value set

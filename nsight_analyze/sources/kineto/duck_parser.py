@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...store.duck import OFFLINE_CONFIG, offline
-from .duck_json import EVENTS_SQL, MACROS, SOURCE_FAST, SOURCE_RAW, NoFastPath, Piece, split, sql_str
+from .duck_json import MACROS, SOURCE_FAST, SOURCE_RAW, NoFastPath, Piece, events_sql, split, sync_kind_cases
 
 WORKERS = 2  # pieces parsed at once (read_json of one JSON array runs on one core)
 THREADS = 1  # DuckDB threads per parse (one array is read by one thread anyway)
@@ -54,9 +54,8 @@ class Parser:
         self.con.execute("SET preserve_insertion_order = true")  # rows in the file's order
         self.con.execute(f"SET threads = {THREADS}")
         for macro in MACROS:
-            self.con.execute(f"CREATE MACRO {macro}")
-        cases = " ".join(f"WHEN {sql_str(k)} THEN {sql_str(v)}" for k, v in sync_kinds.items())
-        self.sql = EVENTS_SQL.replace("{sync_kinds}", cases)
+            self.con.execute(macro)
+        self.sync_kinds = sync_kind_cases(sync_kinds)
         for _ in range(workers):
             self.slots.put(self.con.cursor())
 
@@ -121,5 +120,4 @@ class Parser:
             piece.unlink(missing_ok=True)
 
     def _query(self, cur: duckdb.DuckDBPyConnection, piece: Path, source: str) -> pa.Table:
-        sql = self.sql.replace("{source}", source).replace("{src}", sql_str(str(piece)))
-        return cur.execute(sql).to_arrow_table()
+        return cur.execute(events_sql(source, str(piece), self.sync_kinds)).to_arrow_table()

@@ -17,6 +17,7 @@ import duckdb
 
 from ... import gpus
 from ...store.duck import sql_rows, sql_value
+from ...store.query_layer import statements
 from ..base import BadInput, LoadResult, Probe, peak_rows
 from .batches import DTYPE_BYTES, RowSets
 from .duck_json import RANGE_COLUMNS, NoFastPath
@@ -39,6 +40,7 @@ VERSION_KEYS = (
     "torch_version",
     "pytorch version",
 )
+SQL = statements("sources/kineto/loader")
 
 
 class Loader:
@@ -99,40 +101,24 @@ class Loader:
         self.stream.run()
 
     def _finish(self) -> None:
-        r = int(self.rank)
+        r, tmp = int(self.rank), self.rows.tmp
         self.con.execute(
-            f"""
-            INSERT INTO kineto_collectives
-            WITH ops AS (
-                SELECT * FROM {self.rows.tmp} WHERE kind = 'cpu_op' AND external_id IS NOT NULL
-                QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY collective) = 1
-            ),
-            k AS (SELECT * FROM {self.rows.tmp} WHERE kind = 'kernel'),
-            m AS (
-                SELECT k.correlation_id, k.external_id, k.stream_id, k.start_ns, k.end_ns, k.kernel_name,
-                       CASE WHEN k.collective IS NOT NULL THEN 'kernel-args' ELSE 'record_param_comms' END
-                           AS source,
-                       CASE WHEN k.collective IS NOT NULL THEN k ELSE ops END AS a
-                FROM k LEFT JOIN ops ON k.collective IS NULL AND ops.external_id = k.external_id
-                WHERE k.collective IS NOT NULL OR ops.collective IS NOT NULL
+            SQL.sql(
+                "insert_collectives",
+                rank=r,
+                tmp=tmp,
+                dtypes=sql_value(list(DTYPE_BYTES)),
+                dtype_bytes=sql_value(list(DTYPE_BYTES.values())),
             )
-            SELECT {r}, correlation_id, external_id, stream_id, start_ns, end_ns, kernel_name,
-                   a.collective, a.dtype, d.bytes, a.in_nelems, a.out_nelems,
-                   a.in_nelems * d.bytes, a.out_nelems * d.bytes, a.in_split_size, a.out_split_size,
-                   a.group_size, a.pg_name, a.pg_desc, TRY_CAST(a.pg_ranks AS INTEGER[]), source, a.seq
-            FROM m LEFT JOIN (SELECT unnest({sql_value(list(DTYPE_BYTES))}::VARCHAR[]) AS dtype,
-                                     unnest({sql_value(list(DTYPE_BYTES.values()))}::INTEGER[]) AS bytes) d
-              ON d.dtype = a.dtype
-            """
         )
         if self.meta.host_pid is None and self.rows.host_pids:
             pids = self.rows.host_pids  # most API events; of a tie the lowest pid, not the first seen
             self.meta.host_pid = min(pids, key=lambda p: (-pids[p], p))
         host_pid = self.meta.host_pid
-        where = f"WHERE pid = {int(host_pid)}" if host_pid is not None else ""
-        self.con.execute(
-            f"INSERT INTO threads SELECT DISTINCT {r}, tid, name FROM {self.rows.tmp}_threads {where}"
-        )
+        if host_pid is None:
+            self.con.execute(SQL.sql("insert_threads", rank=r, tmp=tmp))
+        else:
+            self.con.execute(SQL.sql("insert_host_threads", rank=r, tmp=tmp, pid=int(host_pid)))
         self._profiler_ranges()
         self._tail_metadata()
         self._process_groups()
@@ -146,23 +132,9 @@ class Loader:
         on this trace's kernels (queries/timeline/cupti_range_joins.sql does it: same name, same order)."""
         r = int(self.rank)
         ops = ", ".join(c for c, _ in RANGE_COLUMNS)
-        self.con.execute(
-            f"""
-            INSERT INTO kineto_profiler_ranges (rank, range_id, name, start_ns, end_ns, {ops})
-            SELECT {r}, (row_number() OVER (ORDER BY start_ns, end_ns, name) - 1)::INTEGER,
-                   name, start_ns, end_ns, {ops}
-            FROM {self.rows.tmp}_ranges"""
-        )
-        row = self.con.execute(
-            f"""
-            WITH p AS (SELECT name, row_number() OVER (PARTITION BY name ORDER BY start_ns, end_ns) AS i
-                       FROM {self.rows.tmp}_ranges),
-                 k AS (SELECT name, count(*) AS n FROM kernels WHERE rank = {r} GROUP BY name)
-            SELECT count(*), count(*) FILTER (WHERE p.i <= k.n),
-                   count(*) FILTER (WHERE p.name = '__missing__'),
-                   (SELECT count(*) FROM kernels WHERE rank = {r})
-            FROM p LEFT JOIN k USING (name)"""
-        ).fetchone()
+        tmp = self.rows.tmp
+        self.con.execute(SQL.sql("insert_profiler_ranges", rank=r, tmp=tmp, ops=ops))
+        row = self.con.execute(SQL.sql("joinable_ranges", rank=r, tmp=tmp)).fetchone()
         ranges, joinable, missing, kernels = row
         if ranges and joinable < ranges:
             if not kernels:
@@ -214,7 +186,7 @@ class Loader:
                  to_int(g.get("pg_size")), ranks, version)
             )  # fmt: skip
         if rows:
-            self.con.executemany("INSERT INTO kineto_process_groups VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self.con.executemany(SQL["insert_process_groups"], rows)
         self.result.counts["kineto_process_groups"] = len(rows)
 
     def _versions(self) -> None:
@@ -237,7 +209,7 @@ class Loader:
             if value is not None and not isinstance(value, (dict, list, bool)) and str(value) != ""
         ]
         if rows:
-            self.con.execute(f"INSERT INTO kineto_versions VALUES {sql_rows(rows)}")  # no bound parameter
+            self.con.execute(SQL.sql("insert_versions", rows=sql_rows(rows)))  # no bound parameter
         self.result.counts["kineto_versions"] = len(rows)
 
     def _gpus(self) -> None:
@@ -281,7 +253,7 @@ class Loader:
             )  # fmt: skip
         if not rows:
             rows.append((self.rank, None, None, None, None, None, None, None, None, None, None, "unknown"))
-        self.con.execute(f"INSERT INTO gpus VALUES {sql_rows(rows)}")
+        self.con.execute(SQL.sql("insert_gpus", rows=sql_rows(rows)))
 
     @staticmethod
     def _one_model(props: dict) -> dict:
@@ -308,7 +280,7 @@ class Loader:
         )
         if peak.source in ("assumed", "unknown"):
             self.result.warnings.append(f"CUPTI range-profiler GPU: {peak.reason}")
-        self.con.executemany("INSERT INTO ncu_peaks VALUES (?, ?, ?, ?, ?, ?)", peak_rows(self.file_id, peak))
+        self.con.executemany(SQL["insert_ncu_peaks"], peak_rows(self.file_id, peak))
 
     def _report(self) -> None:
         counts = self.result.counts
@@ -325,7 +297,7 @@ class Loader:
         counts["memory_usage"] = self.rows.memory.total
         counts["kineto_profiler_ranges"] = self.rows.ranges.total
         counts["kineto_collectives"] = self.con.execute(
-            f"SELECT count(*) FROM kineto_collectives WHERE rank = {int(self.rank)}"
+            SQL.sql("collective_count", rank=int(self.rank))
         ).fetchone()[0]
         for what, n in sorted(self.rows.skipped.items()):
             self.result.skipped.append(f"{what}: {n} events (not used by nsight-analyze)")
