@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,36 @@ def ingested(paths: list[Path], db: Path, read_only: bool = True):
 
     ingest(paths, db)
     return open_workspace(db, read_only=read_only)
+
+
+# Real traces ingested once per test process (shared_ingest), by (paths, what was analysed).
+_SHARED_INGESTS: dict[tuple, tuple[Any, Path]] = {}
+
+
+def shared_ingest(paths: Sequence[Path], analyze: str | None = "all") -> tuple[Any, Path]:
+    """(ingest report, workspace file) of real traces beside the project, ingested once per test
+    process: the same trace is read by several test modules, and each ingest of one costs seconds.
+    Every table is computed (`analyze`), so that readers find them stored; the on-demand tables
+    equal the eager ones (tests/test_lazy_analysis.py). The file is shared: open it read-only or
+    `copy_workspace` it. Not for a test that changes what the ingest reads (a setting, a module
+    attribute or the environment through monkeypatch): that test ingests its own."""
+    key = (tuple(str(p) for p in paths), analyze)
+    if key not in _SHARED_INGESTS:
+        from nsight_analyze.ingest.run import ingest
+
+        folder = Path(tempfile.mkdtemp(prefix="nsight_analyze_test_ingest_"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        db = folder / "ws.duckdb"
+        _SHARED_INGESTS[key] = (ingest(list(paths), db, analyze=analyze), db)
+    return _SHARED_INGESTS[key]
+
+
+def shared_ingested(paths: Sequence[Path], db: Path):
+    """`ingested` for real traces, from shared_ingest: a read-only connection to a private copy of
+    the shared workspace at `db` (the test may hand `db` on, e.g. to the CLI)."""
+    from nsight_analyze.store.workspace import open_workspace
+
+    return open_workspace(copy_workspace(shared_ingest(paths)[1], db), read_only=True)
 
 
 @pytest.fixture

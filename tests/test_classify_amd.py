@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, TRACES, copy_workspace, requires_shared
+from conftest import ROOT, TRACES, copy_workspace, requires_shared, shared_ingested
 
 from nsight_analyze.classify import UNCLASSIFIED_WARN_PCT, classify_names
 
@@ -208,7 +208,7 @@ def test_tensile_type_code_gives_the_gemm_precision(name, expected):
 
 
 @requires_shared
-def test_sglang_compute_share_matches_tracelens(workspace_of):
+def test_sglang_compute_share_matches_tracelens(tmp_path):
     """The issue's trace: compute was 2.0 % of the window and 'other' 44.4 %. TraceLens's stored
     reference puts 440.38 ms of direct kernel time under its GEMM ops (aten::mm) and the attention
     op (aiter::mha_batch_prefill), of a 987.29 ms timeline (ops_summary.csv, gpu_timeline.csv).
@@ -228,7 +228,7 @@ def test_sglang_compute_share_matches_tracelens(workspace_of):
     expected_busy = 100.0 * timeline["computation_time"] / timeline["total_time"]  # every kernel
     assert expected_compute == pytest.approx(44.60, abs=0.01)
 
-    w = workspace_of(SGLANG)
+    w = shared_ingested([SGLANG], tmp_path / "ws.duckdb")
     doc = summary(w)
     (row,) = doc["partition"]
     assert row["compute_pct"] == pytest.approx(expected_compute, abs=0.05)

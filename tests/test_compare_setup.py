@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import TRACES
+from conftest import TRACES, copy_workspace, shared_ingest
 
 from nsight_analyze.cli import main
 from nsight_analyze.compare.setup import parse_rank_map, setup_changes
@@ -53,13 +53,13 @@ def hta_sum_us(name: str, prefix: str) -> int:
 def workspaces(tmp_path_factory) -> dict[str, Path]:
     if not all((DIFF / n / f"{n}.json.gz").is_file() for n in SIDES.values()):
         pytest.skip("../shared/traces/kineto/hta/trace_diff is absent (real traces live beside the project)")
-    from nsight_analyze.ingest.run import ingest
 
     tmp = tmp_path_factory.mktemp("compare_setup")
     out = {}
     for side, name in SIDES.items():
-        out[side] = tmp / f"{name}.duckdb"
-        ingest([DIFF / name / f"{name}.json.gz"], out[side])
+        out[side] = copy_workspace(
+            shared_ingest([DIFF / name / f"{name}.json.gz"])[1], tmp / f"{name}.duckdb"
+        )
     return out
 
 

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, ingested
+from conftest import TRACES, ingested, shared_ingested
 
 from nsight_analyze.diagnose import diagnose
 
@@ -271,7 +271,7 @@ def test_runtime_markers_are_not_compile_phases(tmp_path: Path, case: str) -> No
     for marker, count in markers.items():  # the premise: the markers are there
         assert sum(1 for e in events if e.get("name") == marker) == count, marker
     assert not any(str(e.get("name", "")).endswith(" (dynamo_timed)") for e in events)
-    con = ingested([trace], tmp_path / "ws.duckdb")
+    con = shared_ingested([trace], tmp_path / "ws.duckdb")
     try:
         kinds = con.execute("SELECT DISTINCT kind FROM capture_phases ORDER BY kind").fetchall()
         found = {f.id for f in diagnose(con).findings}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import TRACES, ingested, nsys_traces, oracle_dir, requires_shared, synth_cases
+from conftest import TRACES, ingested, nsys_traces, oracle_dir, requires_shared, shared_ingested, synth_cases
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -121,7 +121,7 @@ def _oracle_traces() -> list[Path]:
 @requires_shared
 @pytest.mark.parametrize("trace", _oracle_traces(), ids=lambda p: p.stem if p else "none")
 def test_nsys_analyze_parity(trace, tmp_path):
-    con = ingested([trace], tmp_path / "ws.duckdb")
+    con = shared_ingested([trace], tmp_path / "ws.duckdb")
     try:
         findings = diagnose(con)
     finally:
@@ -195,7 +195,7 @@ def test_a_sync_call_that_stalled_nothing_is_not_called_a_stall(tmp_path):
     """nsys-ai's mock.sqlite: `nsys analyze` lists one cudaStreamSynchronize (the oracle's
     analyze_cuda-sync-api.csv), so the finding is kept for parity; but the time partition finds no
     GPU idle that call explains, and the finding must not claim a stall it did not measure."""
-    con = ingested([TRACES / "nsys/nsys-ai/mock.sqlite"], tmp_path / "ws.duckdb")
+    con = shared_ingested([TRACES / "nsys/nsys-ai/mock.sqlite"], tmp_path / "ws.duckdb")
     try:
         finding = {f.id: f for f in diagnose(con)}["excessive-sync"]
     finally:

@@ -27,7 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, ingested
+from conftest import TRACES, ingested, shared_ingested
 from test_kineto import kernel_dict, launch_dict, op_dict, write_trace
 
 from nsight_analyze.diagnose import diagnose, resolve_thresholds
@@ -143,7 +143,7 @@ def test_small_grid_ops_match_the_raw_trace(tmp_path: Path, trace: Path, peaks: 
     kernels in the raw trace, with the raw trace's achieved TFLOP/s, and the data-sheet peak and
     ridge point of its GPU and dtype."""
     _skip_absent(trace)
-    con = ingested([trace], tmp_path / "ws.duckdb")
+    con = shared_ingested([trace], tmp_path / "ws.duckdb")
     try:
         f = _finding(diagnose(con), "low-occupancy")
     finally:
@@ -177,7 +177,7 @@ def test_small_gemm_work_and_large_tiles_are_told_apart(tmp_path: Path) -> None:
     # (512, 512), (512, 2048), (2048, 512): 2 x 4 x 2, 2 x 4 x 8 and 2 x 16 x 2 tiles x K slices,
     # all < 132 SMs; Qwen's are M=8944, N=1024: 70 x 8 = 560 output tiles >= 132
     assert {k[2:] for k in _raw_gemm_ops(BERT)} >= {(141, 512, 512), (141, 512, 2048), (141, 2048, 512)}
-    con = ingested([BERT], tmp_path / "bert.duckdb")
+    con = shared_ingested([BERT], tmp_path / "bert.duckdb")
     try:
         bert = _finding(diagnose(con), "low-occupancy")
     finally:
@@ -186,7 +186,7 @@ def test_small_gemm_work_and_large_tiles_are_told_apart(tmp_path: Path) -> None:
     assert (s.value, s.verdict) == (100.0, "supports")
     assert bert.metrics["small_work_gemm_pct"] == 100.0
     assert not any("Autotune" in x.action or "Split K" in x.action for x in bert.fixes)
-    con = ingested([QWEN], tmp_path / "qwen.duckdb")
+    con = shared_ingested([QWEN], tmp_path / "qwen.duckdb")
     try:
         qwen = _finding(diagnose(con), "low-occupancy")
     finally:
@@ -211,7 +211,7 @@ def test_op_roofline_matches_tracelens_on_sglang(tmp_path: Path) -> None:
             if r["name"] == "aten::mm"
         }
     assert len(oracle) == 5
-    con = ingested([SGLANG], tmp_path / "ws.duckdb")
+    con = shared_ingested([SGLANG], tmp_path / "ws.duckdb")
     try:
         ctx = Ctx(con, resolve_thresholds(None))
         got = op_roofline.op_evidence(
@@ -247,7 +247,7 @@ def test_attention_shape_signal_from_the_raw_trace(tmp_path: Path) -> None:
     causal = ops[0]["args"]["Concrete Inputs"][8]
     assert causal == "False" and len({k["name"] for k in ks}) == 1
     tflops = len(ops) * 4 * b * h * seq * seq * d / (sum(k["dur"] for k in ks) * 1e3) / 1e3
-    con = ingested([BERT], tmp_path / "ws.duckdb")
+    con = shared_ingested([BERT], tmp_path / "ws.duckdb")
     try:
         ev: list = []
         ctx = Ctx(con, resolve_thresholds(None))

@@ -52,11 +52,9 @@ def test_csv_peaks_are_the_datasheet_values() -> None:
 def h100_db(tmp_path_factory) -> str:
     if not H100_FILE.exists():
         pytest.skip(f"{H100_FILE} is absent (real traces live beside the project)")
-    from nsight_analyze.ingest.run import ingest
+    from conftest import copy_workspace, shared_ingest
 
-    db = tmp_path_factory.mktemp("h100") / "ws.duckdb"
-    ingest([H100_FILE], db)
-    return str(db)
+    return str(copy_workspace(shared_ingest([H100_FILE])[1], tmp_path_factory.mktemp("h100") / "ws.duckdb"))
 
 
 def _gpus_json(db: str, *extra: str) -> list[dict]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import TRACES
+from conftest import TRACES, copy_workspace, shared_ingest
 
 from nsight_analyze import analysis
 from nsight_analyze.cli import main
@@ -72,16 +72,12 @@ def _raw_graph_share(path: Path) -> tuple[int, int, float, float]:
 
 @pytest.fixture(scope="module")
 def replay_db(tmp_path_factory) -> Path:
-    db = tmp_path_factory.mktemp("vllm_replay") / "ws.duckdb"
-    ingest([REPLAY], db)
-    return db
+    return copy_workspace(shared_ingest([REPLAY])[1], tmp_path_factory.mktemp("vllm_replay") / "ws.duckdb")
 
 
 @pytest.fixture(scope="module")
 def capture_db(tmp_path_factory) -> Path:
-    db = tmp_path_factory.mktemp("vllm_capture") / "ws.duckdb"
-    ingest([CAPTURE], db)
-    return db
+    return copy_workspace(shared_ingest([CAPTURE])[1], tmp_path_factory.mktemp("vllm_capture") / "ws.duckdb")
 
 
 # ------------------------------------------------------------------------------------------------

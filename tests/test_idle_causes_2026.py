@@ -16,7 +16,7 @@ import gzip
 import json
 
 import pytest
-from conftest import TRACES, requires_shared
+from conftest import TRACES, requires_shared, shared_ingested
 
 from nsight_analyze import analysis
 from nsight_analyze.store.workspace import open_workspace
@@ -65,7 +65,7 @@ def _longest_gpu_gap(events: list[dict]) -> tuple[float, dict]:
 
 
 @requires_shared
-def test_sglang_wait_after_the_launch_is_a_sync_stall_not_a_launch_gap(workspace_of):
+def test_sglang_wait_after_the_launch_is_a_sync_stall_not_a_launch_gap(tmp_path):
     """The oracle is the trace's own timestamps: the kernel after the longest GPU gap, its launch
     call (same correlation) and the hipMemcpyWithStream the host sat in while the GPU waited."""
     events = _sglang_events()
@@ -86,7 +86,7 @@ def test_sglang_wait_after_the_launch_is_a_sync_stall_not_a_launch_gap(workspace
     # 493 ms before the kernel ran, and the host blocked in a synchronous copy meanwhile
     assert idle_us > 490_000 and launch["dur"] < 10 and wait_us > 490_000 and len(blocking) == 1
 
-    con = workspace_of(SGLANG)
+    con = shared_ingested([SGLANG], tmp_path / "ws.duckdb")
     pieces = con.execute(
         "SELECT start_ns, end_ns, cause, host_activity FROM gaps "
         f"WHERE step IS NULL AND correlation_id = {corr} ORDER BY start_ns"
@@ -127,7 +127,7 @@ def test_sglang_wait_after_the_launch_is_a_sync_stall_not_a_launch_gap(workspace
 
 
 @requires_shared
-def test_sglang_hip_syncs_are_sync_calls(workspace_of):
+def test_sglang_hip_syncs_are_sync_calls(tmp_path):
     """Every HIP synchronising call of the JSON is in sync_calls, as a 'sync copy' or 'sync'; the
     stream wait (a GPU-side wait) and the launches are not."""
     events = _sglang_events()
@@ -137,13 +137,13 @@ def test_sglang_hip_syncs_are_sync_calls(workspace_of):
         if e.get("cat") == "cuda_runtime" and e["name"] in HIP_SYNC
     )
     assert len(want) == 5  # the five hipMemcpyWithStream calls of this trace
-    con = workspace_of(SGLANG)
+    con = shared_ingested([SGLANG], tmp_path / "ws.duckdb")
     got = sorted(con.execute("SELECT name, reason FROM sync_calls").fetchall())
     assert got == want
 
 
 @requires_shared
-def test_sglang_copies_match_tracelens(workspace_of):
+def test_sglang_copies_match_tracelens(tmp_path):
     """TraceLens's stored gpu_timeline.csv: total_memcpy_time and exposed_memcpy_time 0.038 ms of a
     987.289 ms timeline (its memcpy bucket: the gpu_memcpy events; no memset in this trace). The
     JSON's own gpu_memcpy durations give the exact sum (they never overlap: one stream)."""
@@ -152,7 +152,7 @@ def test_sglang_copies_match_tracelens(workspace_of):
     }
     memcpy_us = sum(e["dur"] for e in _sglang_events() if e.get("cat") == "gpu_memcpy")
     assert memcpy_us / 1000 == pytest.approx(timeline["total_memcpy_time"], abs=0.0005)
-    con = workspace_of(SGLANG)
+    con = shared_ingested([SGLANG], tmp_path / "ws.duckdb")
     memory, kernels, copies, total = con.execute(
         "SELECT memory_ns, memory_kernels_ns, copies_ns, copies_total_ns FROM time_partition "
         "WHERE step IS NULL"
@@ -164,14 +164,14 @@ def test_sglang_copies_match_tracelens(workspace_of):
 
 
 @requires_shared
-def test_copies_total_equals_hta_memory_union(workspace_of):
+def test_copies_total_equals_hta_memory_union(tmp_path):
     """HTA 0.5 on trace_diff/control (integer µs, so no rounding): union_memory_us of its MEMORY
     events (names starting Memcpy / Memset: the 228 memcpy and 654 memset) in the all-events view
     (derived_per_rank.csv) is the union of the copies, copies_total_ns."""
     rows = list(csv.DictReader(HTA_CONTROL_ORACLE.open()))
     (hta,) = [r for r in rows if r["view"] == "all_events" and r["scope"] == "hta_gpu_events"]
     assert int(hta["n_cat_gpu_memcpy"]) == 228 and int(hta["n_cat_gpu_memset"]) == 654
-    con = workspace_of(HTA_CONTROL)
+    con = shared_ingested([HTA_CONTROL], tmp_path / "ws.duckdb")
     memory, kernels, copies, total = con.execute(
         "SELECT memory_ns, memory_kernels_ns, copies_ns, copies_total_ns FROM time_partition "
         "WHERE step IS NULL"

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, nsys_traces, oracle_dir, requires_shared
+from conftest import TRACES, nsys_traces, oracle_dir, requires_shared, shared_ingest
 
 from nsight_analyze.ingest.run import ingest
 from nsight_analyze.store.workspace import open_workspace
@@ -37,15 +37,17 @@ def strip_abi(name: str) -> str:
     return re.sub(r"_v\d{4,}$", "", name)
 
 
+class _Ingested(dict):
+    """trace -> (ingest report, workspace) of the trace ingested alone, when a test first asks for
+    it (conftest.shared_ingest: once per test process, shared with other modules)."""
+
+    def __missing__(self, trace: Path) -> tuple:
+        return shared_ingest([trace])
+
+
 @pytest.fixture(scope="module")
-def real_workspaces(tmp_path_factory):
-    """Each shared trace ingested alone into its own workspace (ingested once per test run)."""
-    out = {}
-    root = tmp_path_factory.mktemp("real")
-    for trace in nsys_traces():
-        db = root / (trace.parent.name + "__" + trace.stem + ".duckdb")
-        out[trace] = (ingest([trace], db), db)
-    return out
+def real_workspaces():
+    return _Ingested()
 
 
 @requires_shared

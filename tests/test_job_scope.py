@@ -28,11 +28,9 @@ pytestmark = requires_shared
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    from nsight_analyze.ingest.run import ingest
+    from conftest import copy_workspace, shared_ingest
 
-    db = tmp_path_factory.mktemp("job_scope") / "nsys.duckdb"
-    ingest([NSYS], db)
-    return db
+    return copy_workspace(shared_ingest([NSYS])[1], tmp_path_factory.mktemp("job_scope") / "nsys.duckdb")
 
 
 def _jobs(db: Path) -> tuple[dict[int, list[int]], dict[str, int]]:

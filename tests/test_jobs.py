@@ -485,11 +485,10 @@ def _has_kernels(path: Path) -> bool:
 
 @pytest.fixture(scope="module")
 def nsys_folder(tmp_path_factory):
-    from nsight_analyze.ingest.run import ingest
+    from conftest import copy_workspace, shared_ingest
 
-    db = tmp_path_factory.mktemp("nsys_folder") / "nsys.duckdb"
-    report = ingest([NSYS], db)
-    return report, db
+    report, shared = shared_ingest([NSYS])
+    return report, copy_workspace(shared, tmp_path_factory.mktemp("nsys_folder") / "nsys.duckdb")
 
 
 @requires_shared
