@@ -9,13 +9,14 @@ STAMP  := $(VENV)/.installed
 demo: $(STAMP)
 	$(BIN)/nsight-analyze demo
 
-# One worker process per core, at most 4 (each test's DuckDB uses every core as well).
+# One worker process per core, at most 4 (each test's DuckDB uses every core as well); a worker
+# that runs out of tests takes some of another's (worksteal), so the run does not end on one.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal
 
 # The quick loop for contributors: every test but those marked slow.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 -m "not slow"
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m "not slow"
 
 # Runs every benchmark, then writes the "Latest run" section of docs/benchmarks.md from their output.
 bench: $(STAMP)

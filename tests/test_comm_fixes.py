@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, requires_shared
+from conftest import TRACES, copy_workspace, requires_shared, shared_ingest
 
 from nsight_analyze.comms import comms
 from nsight_analyze.diagnose import diagnose
@@ -47,15 +47,11 @@ def _nccl_time_us(folder: Path) -> Counter:
 
 @pytest.fixture(scope="module")
 def workspaces(tmp_path_factory):
-    from nsight_analyze.ingest.run import ingest
-
     out = {}
     for key, folder in (("filter", FILTER), ("control", CONTROL)):
         if not folder.is_dir():
             pytest.skip(f"{folder} is absent")
-        db = tmp_path_factory.mktemp(key) / "ws.duckdb"
-        ingest([folder], db)
-        out[key] = db
+        out[key] = copy_workspace(shared_ingest([folder])[1], tmp_path_factory.mktemp(key) / "ws.duckdb")
     return out
 
 

@@ -12,7 +12,7 @@ import json
 import duckdb
 import pytest
 from click.testing import CliRunner
-from conftest import TRACES, requires_shared
+from conftest import TRACES, copy_workspace, requires_shared, shared_ingest
 
 from nsight_analyze.cli import main
 from nsight_analyze.comms import comms
@@ -171,9 +171,9 @@ def real(tmp_path_factory):
         ("filter", "hta/trace_filter"),
         ("queue", "hta/negative_queue_length_values_check"),
     ):
-        db = str(tmp_path_factory.mktemp(name) / "ws.duckdb")
-        ingest([KINETO / rel], db)
-        out[name] = db
+        out[name] = str(
+            copy_workspace(shared_ingest([KINETO / rel])[1], tmp_path_factory.mktemp(name) / "ws.duckdb")
+        )
     return out
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import TRACES, requires_shared
+from conftest import TRACES, copy_workspace, requires_shared, shared_ingest
 
 from nsight_analyze import gpus, mfu
 from nsight_analyze.cli import main
@@ -52,8 +52,6 @@ def test_csv_peaks_are_the_datasheet_values() -> None:
 def h100_db(tmp_path_factory) -> str:
     if not H100_FILE.exists():
         pytest.skip(f"{H100_FILE} is absent (real traces live beside the project)")
-    from conftest import copy_workspace, shared_ingest
-
     return str(copy_workspace(shared_ingest([H100_FILE])[1], tmp_path_factory.mktemp("h100") / "ws.duckdb"))
 
 
