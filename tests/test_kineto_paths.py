@@ -13,8 +13,6 @@ import json
 import threading
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa
 import pytest
 from conftest import TRACES, requires_shared
 from test_kineto import kernel_event, write_trace
@@ -22,7 +20,6 @@ from test_kineto import kernel_event, write_trace
 from nsight_analyze.ingest.run import ingest
 from nsight_analyze.sources import kineto
 from nsight_analyze.sources.kineto import duck_json as kineto_duck
-from nsight_analyze.sources.kineto.batches import COMM_SCHEMA, RANGE_SCHEMA, THREAD_SCHEMA, RowSets
 from nsight_analyze.store.workspace import open_workspace
 
 KINETO = TRACES / "kineto"
@@ -319,20 +316,3 @@ def test_empty_and_broken_arrays_on_both_paths(tmp_path, monkeypatch):
     out = assert_same([empty, broken], tmp_path, monkeypatch, may_fall_back=True)
     assert [o[1] for o in out["outcomes"]] == ["ok", "failed"]
     assert not out["kernels"]
-
-
-def test_the_temp_tables_have_the_row_sets_columns():
-    """queries/sources/kineto/batches.sql spells out the file's TEMP tables of collectives, threads
-    and profiler ranges; both parsers fill them from the row sets' Arrow schemas (`INSERT ... SELECT
-    *`), so the two must list the same columns, in the same order, of the same types."""
-    duck = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.string(): "VARCHAR"}
-    with duckdb.connect() as con:
-        rows = RowSets(con, 0)
-        rows.create_temp()
-        for table, schema in (
-            (rows.tmp, COMM_SCHEMA),
-            (f"{rows.tmp}_threads", THREAD_SCHEMA),
-            (f"{rows.tmp}_ranges", RANGE_SCHEMA),
-        ):
-            got = [tuple(r[:2]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
-            assert got == [(f.name, duck[f.type]) for f in schema], table

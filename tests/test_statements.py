@@ -81,8 +81,9 @@ PIECES = (
 
 
 # What a placeholder stands for: a name (a catalog, a column, a value), a subquery (composed SQL),
-# the rows of a VALUES list, the branches of a CASE, a condition added or not (AND ...).
-STAND_INS = ("x1", "(SELECT 1)", "(1)", "WHEN 1 THEN 1", "")
+# the rows of a VALUES list, the branches of a CASE, a condition added or not (AND ...), the
+# column definitions of a CREATE TABLE.
+STAND_INS = ("x1", "(SELECT 1)", "(1)", "WHEN 1 THEN 1", "", "x1 INTEGER")
 
 
 def stand_in_choices(holes: int, most_differing: int = 2) -> Iterator[tuple[str, ...]]:

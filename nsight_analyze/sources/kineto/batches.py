@@ -138,6 +138,7 @@ def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
 
 
 I64, I32, STR = pa.int64(), pa.int32(), pa.string()
+_DUCK_TYPES = {I64: "BIGINT", I32: "INTEGER", STR: "VARCHAR"}  # a TEMP table's column of each
 
 KERNEL_SCHEMA = _schema(
     ("device_id", I32),
@@ -265,9 +266,9 @@ class RowSets:
         }
 
     def create_temp(self) -> None:
-        self.con.execute(SQL.sql("create_comm_table", tmp=self.tmp))
-        self.con.execute(SQL.sql("create_threads_table", tmp=self.tmp))
-        self.con.execute(SQL.sql("create_ranges_table", tmp=self.tmp))
+        for suffix, schema in (("", COMM_SCHEMA), ("_threads", THREAD_SCHEMA), ("_ranges", RANGE_SCHEMA)):
+            columns = ", ".join(f"{f.name} {_DUCK_TYPES[f.type]}" for f in schema)
+            self.con.execute(SQL.sql("create_row_table", table=self.tmp + suffix, columns=columns))
 
     def drop_temp(self) -> None:
         for suffix in ("", "_threads", "_names", "_ranges"):

@@ -84,24 +84,12 @@ LEFT JOIN (SELECT *, regexp_replace(regexp_replace(name, '^void\s+', ''), '[(<].
                      AS short_name
            FROM $names) AS m ON m.name = k.name
 
--- name: create_comm_table
--- The file's TEMP table $tmp of collective rows: batches.COMM_SCHEMA's columns, in its order
--- (tests/test_kineto.py checks that they agree).
-CREATE TEMP TABLE $tmp (kind VARCHAR, correlation_id BIGINT, external_id BIGINT, stream_id BIGINT,
-    start_ns BIGINT, end_ns BIGINT, kernel_name VARCHAR, collective VARCHAR, dtype VARCHAR,
-    in_nelems BIGINT, out_nelems BIGINT, in_split_size VARCHAR, out_split_size VARCHAR,
-    group_size INTEGER, pg_name VARCHAR, pg_desc VARCHAR, pg_ranks VARCHAR, seq BIGINT)
+-- name: create_row_table
+-- One of the file's TEMP tables of rows the parsers fill (`INSERT ... SELECT *`): $table, with
+-- the columns of its row set's Arrow schema ($columns: batches.COMM_SCHEMA, THREAD_SCHEMA,
+-- RANGE_SCHEMA), so that the two cannot differ.
+CREATE TEMP TABLE $table ($columns)
 
--- name: create_threads_table
-CREATE TEMP TABLE ${tmp}_threads (pid BIGINT, tid BIGINT, name VARCHAR)
-
--- name: create_ranges_table
--- The file's TEMP table of CUPTI range-profiler rows: batches.RANGE_SCHEMA's columns, in its order
--- (the counters of duck_json.RANGE_COLUMNS; tests/test_kineto.py checks that they agree).
-CREATE TEMP TABLE ${tmp}_ranges (start_ns BIGINT, end_ns BIGINT, name VARCHAR,
-    dadd BIGINT, dmul BIGINT, dfma BIGINT, fadd BIGINT, fmul BIGINT, ffma BIGINT,
-    hadd BIGINT, hmul BIGINT, hfma BIGINT,
-    dram_bytes BIGINT, dram_read BIGINT, dram_write BIGINT, tensor_inst BIGINT)
 
 -- name: delete_rank_rows
 -- What the fast path loaded into canonical table $table for this rank (the rank's rows are only
