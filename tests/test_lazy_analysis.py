@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import ROOT, TRACES, copy_workspace, nsys_traces, requires_shared, rounded_select
+from test_statements import module_of, statement_files
 
 from nsight_analyze import analysis
 from nsight_analyze.ingest.run import ingest
@@ -249,17 +250,6 @@ def test_query_names_in_user_sql():
     assert "kernels" not in names  # a canonical table: nothing to compute
 
 
-def statement_file_of(module: Path) -> Path:
-    """queries/PACKAGE/.../MODULE.sql of nsight_analyze/PACKAGE/.../MODULE.py (PACKAGE.sql of its
-    __init__), queries/answers/MODULE.sql of a top-level module (query_layer.STATEMENT_FOLDERS)."""
-    parts = module.relative_to(ROOT / "nsight_analyze").with_suffix("").parts
-    if len(parts) == 1:
-        parts = ("answers", *parts)
-    elif parts[-1] == "__init__":
-        parts = (*parts[:-1], parts[-2])
-    return query_layer.queries_dir().joinpath(*parts).with_suffix(".sql")
-
-
 @pytest.mark.parametrize(
     "module, sources",
     [
@@ -279,14 +269,15 @@ def test_declared_reads_cover_what_the_sources_name(module: str, sources: list[s
     import importlib
 
     declared = importlib.import_module(f"nsight_analyze.{module}").READS
+    statement_file_of = {module_of(p).resolve(): p for p in statement_files()}  # test_statements' map
     named: set[str] = set()
     for pattern in sources:
         paths = list(ROOT.glob(pattern))
         assert paths, f"{pattern} matches no file"
         for path in paths:
             named |= query_layer.names_in(path.read_text())
-            statement_file = statement_file_of(path)
-            if statement_file.is_file():
+            statement_file = statement_file_of.get(path.resolve())
+            if statement_file:
                 named |= query_layer.names_in(statement_file.read_text())
     missing = analysis.targets(named) - analysis.targets(declared)
     assert not missing, f"{module}.READS lacks {sorted(missing)}"
